@@ -1,0 +1,285 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// State is where a job is in its life. The transitions are:
+//
+//	scheduled ──(run_at passes)──▶ available ──(claim)──▶ running
+//	retryable ──(run_at passes)──▶ available
+//	running ──▶ completed | retryable | scheduled/available (snooze, continue,
+//	            hand-back) | cancelled | discarded
+//	discarded, cancelled, completed ──(manual retry)──▶ available
+//
+// A claim treats scheduled and retryable jobs whose run_at has passed as
+// available; no sweep promotes them first.
+type State string
+
+// The job states. Completed, cancelled and discarded are final: the engine
+// never moves a job out of them by itself.
+const (
+	StateScheduled State = "scheduled" // run_at is in the future
+	StateAvailable State = "available" // ready to claim
+	StateRunning   State = "running"   // claimed by one worker, under a lease
+	StateRetryable State = "retryable" // failed, waiting out its backoff
+	StateCompleted State = "completed" // done
+	StateCancelled State = "cancelled" // stopped on purpose, never retried
+	StateDiscarded State = "discarded" // dead-lettered: attempts exhausted, deadline passed, permanent error
+)
+
+// AllStates lists every state in life-cycle order.
+var AllStates = []State{StateScheduled, StateAvailable, StateRunning, StateRetryable, StateCompleted, StateCancelled, StateDiscarded}
+
+// Final reports whether s is completed, cancelled or discarded.
+func (s State) Final() bool {
+	return s == StateCompleted || s == StateCancelled || s == StateDiscarded
+}
+
+// Pending reports whether s is a state a claim may pick a due job from
+// (scheduled, available, retryable).
+func (s State) Pending() bool {
+	return s == StateScheduled || s == StateAvailable || s == StateRetryable
+}
+
+// Valid reports whether s is one of the seven states.
+func (s State) Valid() bool {
+	for _, v := range AllStates {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Priorities run from PriorityHighest (claimed first) to PriorityLowest.
+const (
+	PriorityHighest = 1
+	PriorityDefault = 5
+	PriorityLowest  = 10
+)
+
+// DefaultMaxAttempts is used when a job is enqueued without MaxAttempts.
+const DefaultMaxAttempts = 20
+
+// DefaultQueue is the queue of a job enqueued without one.
+const DefaultQueue = "default"
+
+// Size limits applied by the client before a job reaches a store. Config can
+// lower or raise MaxArgsBytes and MaxResultBytes.
+const (
+	DefaultMaxArgsBytes   = 1 << 20  // 1 MiB of JSON args
+	DefaultMaxResultBytes = 64 << 10 // 64 KiB of result
+	MaxQueueLen           = 128      // bytes in a queue name
+	MaxKindLen            = 255      // bytes in a kind
+	MaxUniqueKeyLen       = 255      // bytes in a unique key
+	MaxTags               = 32       // tags per job
+	MaxTagLen             = 128      // bytes per tag
+	MaxMetadataBytes      = 64 << 10 // bytes of metadata keys and values together
+	MaxErrorBytes         = 16 << 10 // bytes kept of one attempt's error text (message + trace)
+)
+
+// AttemptError is one entry of a job's error history: one per failed
+// attempt, plus entries written when a worker was lost or a kind was unknown.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`         // the attempt that failed (1-based)
+	At      time.Time `json:"at"`              // when, UTC
+	Error   string    `json:"error"`           // the message
+	Trace   string    `json:"trace,omitempty"` // panic stack, stderr tail or exit status; may be empty
+}
+
+// Job is one stored job as a store returns it. Times are UTC with microsecond
+// precision; a zero time means "not set" (NULL in SQL stores).
+type Job struct {
+	ID          int64             `json:"id"`    // assigned by the store, increasing in insert order
+	Queue       string            `json:"queue"` // queue name
+	Kind        string            `json:"kind"`  // handler name
+	Args        json.RawMessage   `json:"args"`  // JSON; stores may normalise whitespace/key order but keep meaning
+	Priority    int               `json:"priority"`
+	State       State             `json:"state"`
+	Attempt     int               `json:"attempt"` // attempts started so far; 0 before the first claim
+	MaxAttempts int               `json:"max_attempts"`
+	RunAt       time.Time         `json:"run_at"`               // when it becomes (or became) due
+	Deadline    time.Time         `json:"deadline,omitzero"`    // discarded if not finished by then; zero = none
+	UniqueKey   string            `json:"unique_key,omitempty"` // "" = none
+	Tags        []string          `json:"tags,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Errors      []AttemptError    `json:"errors,omitempty"` // oldest first
+	Result      []byte            `json:"result,omitempty"` // set on completion, at most MaxResultBytes
+	CreatedAt   time.Time         `json:"created_at"`
+	AttemptedAt time.Time         `json:"attempted_at,omitzero"` // start of the latest attempt
+	FinishedAt  time.Time         `json:"finished_at,omitzero"`  // when it reached a final state
+	WorkerID    string            `json:"worker_id,omitempty"`   // holder while running (kept after, for inspection)
+	LeaseUntil  time.Time         `json:"lease_until,omitzero"`  // lease deadline while running
+}
+
+// InsertParams is one job to insert. The client validates and fills defaults
+// before a store sees it, so stores may assume: Queue and Kind non-empty,
+// Args valid JSON, Priority 1..10, MaxAttempts ≥ 1, RunAt set (UTC, µs).
+type InsertParams struct {
+	Queue       string
+	Kind        string
+	Args        json.RawMessage
+	Priority    int
+	MaxAttempts int
+	RunAt       time.Time
+	Deadline    time.Time // zero = none
+	UniqueKey   string    // "" = none; unique among jobs not in a final state
+	Tags        []string
+	Metadata    map[string]string
+}
+
+// InsertResult reports one inserted job. When the unique key collided with a
+// live job, Job is that existing job and Duplicate is true.
+type InsertResult struct {
+	Job       *Job
+	Duplicate bool
+}
+
+// Options are the per-job settings of an enqueue. The zero value means
+// queue "default", priority 5, 20 attempts, due now.
+type Options struct {
+	Queue       string            // "" = DefaultQueue
+	Priority    int               // 1 (first) … 10 (last); 0 = PriorityDefault
+	RunAt       time.Time         // due time; zero = now (or now+Delay)
+	Delay       time.Duration     // used when RunAt is zero
+	MaxAttempts int               // 0 = DefaultMaxAttempts
+	UniqueKey   string            // duplicate while a live job holds it returns that job
+	Tags        []string          // free-form labels
+	Metadata    map[string]string // free-form key/values (correlation ids, …)
+	Deadline    time.Time         // discard if not finished by then; zero = none
+}
+
+// Args is implemented by typed job arguments. Kind names the handler, and
+// must be stable across deploys. The value is stored as its JSON encoding.
+type Args interface {
+	Kind() string
+}
+
+// limits carries the configurable size limits into validation.
+type limits struct {
+	maxArgs int
+}
+
+// buildInsert validates one job and fills its defaults. now is UTC.
+func buildInsert(kind string, args []byte, opts *Options, now time.Time, lim limits) (InsertParams, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	p := InsertParams{
+		Queue:       o.Queue,
+		Kind:        kind,
+		Args:        args,
+		Priority:    o.Priority,
+		MaxAttempts: o.MaxAttempts,
+		RunAt:       o.RunAt,
+		Deadline:    o.Deadline,
+		UniqueKey:   o.UniqueKey,
+		Tags:        o.Tags,
+		Metadata:    o.Metadata,
+	}
+	if p.Queue == "" {
+		p.Queue = DefaultQueue
+	}
+	if p.Priority == 0 {
+		p.Priority = PriorityDefault
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if len(p.Args) == 0 {
+		p.Args = json.RawMessage("{}")
+	}
+	if p.RunAt.IsZero() {
+		p.RunAt = now.Add(o.Delay)
+	}
+	p.RunAt = UTC(p.RunAt)
+	p.Deadline = UTC(p.Deadline)
+	return p, validateInsert(&p, lim)
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidJob}, a...)...)
+}
+
+func validateInsert(p *InsertParams, lim limits) error {
+	switch {
+	case p.Kind == "":
+		return invalid("kind is empty")
+	case len(p.Kind) > MaxKindLen:
+		return invalid("kind is %d bytes, over the limit of %d", len(p.Kind), MaxKindLen)
+	case !utf8.ValidString(p.Kind):
+		return invalid("kind is not valid UTF-8")
+	}
+	if err := ValidateQueueName(p.Queue); err != nil {
+		return err
+	}
+	if p.Priority < PriorityHighest || p.Priority > PriorityLowest {
+		return invalid("kind %q: priority %d is outside %d..%d", p.Kind, p.Priority, PriorityHighest, PriorityLowest)
+	}
+	if p.MaxAttempts < 1 {
+		return invalid("kind %q: max attempts %d is below 1", p.Kind, p.MaxAttempts)
+	}
+	if lim.maxArgs > 0 && len(p.Args) > lim.maxArgs {
+		return invalid("kind %q: args are %d bytes, over the limit of %d", p.Kind, len(p.Args), lim.maxArgs)
+	}
+	if !json.Valid(p.Args) {
+		return invalid("kind %q: args are not valid JSON", p.Kind)
+	}
+	if len(p.UniqueKey) > MaxUniqueKeyLen {
+		return invalid("kind %q: unique key is %d bytes, over the limit of %d", p.Kind, len(p.UniqueKey), MaxUniqueKeyLen)
+	}
+	if !utf8.ValidString(p.UniqueKey) {
+		return invalid("kind %q: unique key is not valid UTF-8", p.Kind)
+	}
+	if len(p.Tags) > MaxTags {
+		return invalid("kind %q: %d tags, over the limit of %d", p.Kind, len(p.Tags), MaxTags)
+	}
+	for _, t := range p.Tags {
+		if t == "" || len(t) > MaxTagLen || !utf8.ValidString(t) {
+			return invalid("kind %q: tag %q must be 1..%d bytes of UTF-8", p.Kind, t, MaxTagLen)
+		}
+	}
+	n := 0
+	for k, v := range p.Metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return invalid("kind %q: metadata must be UTF-8", p.Kind)
+		}
+		n += len(k) + len(v)
+	}
+	if n > MaxMetadataBytes {
+		return invalid("kind %q: metadata is %d bytes, over the limit of %d", p.Kind, n, MaxMetadataBytes)
+	}
+	if !p.Deadline.IsZero() && p.Deadline.Before(p.RunAt) {
+		return invalid("kind %q: deadline %s is before run_at %s", p.Kind, p.Deadline.Format(time.RFC3339), p.RunAt.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ValidateQueueName reports whether name can name a queue: 1..128 bytes of
+// letters, digits and "_-.:". The error wraps ErrInvalidJob.
+func ValidateQueueName(name string) error {
+	if name == "" || len(name) > MaxQueueLen {
+		return invalid("queue name %q must be 1..%d bytes", name, MaxQueueLen)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.' || r == ':'
+		if !ok {
+			return invalid("queue name %q may hold only letters, digits and _-.:", name)
+		}
+	}
+	return nil
+}
+
+// UTC returns t in UTC truncated to microseconds, the precision every store
+// keeps. The zero time stays zero.
+func UTC(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}

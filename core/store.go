@@ -1,0 +1,306 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the contract between the engine and a database. It is small,
+// batch-oriented and specified by behaviour: a third party implements it for
+// a new database and proves it with storetest.Run. The engine never talks to
+// a database any other way.
+//
+// The model follows database/sql/driver: a required interface (this one),
+// optional capability interfaces discovered by type assertion (TxInserter,
+// Notifier, TxCompleter, Migrator), and sentinel errors compared with
+// errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
+// ErrInvalidState).
+//
+// # Time
+//
+// A store never reads a clock. Every method whose result depends on the time
+// receives "now" from the caller (the engine's Clock), so every node decides
+// with one time source per call and the conformance suite drives time without
+// sleeping. Times handed in are UTC truncated to microseconds; stores keep at
+// least microsecond precision and return UTC. Nodes sharing a store should
+// have clocks within a small fraction of the lease (NTP is plenty).
+//
+// # Due jobs and ordering
+//
+// A job is due when its state is scheduled, available or retryable and its
+// run_at is at or before now. Claims take due jobs of one queue ordered by
+// priority (1 first), then run_at, then id, and never return a job that is
+// not due.
+//
+// # Fencing
+//
+// A claim stamps the job with the claiming worker's id, increments its
+// attempt, and sets a lease deadline. Every later write made on behalf of
+// that execution (Finish, ExtendLeases, TxCompleter.CompleteTx) applies only
+// when the row is still running, held by that worker id, at that attempt.
+// A write that fails the fence changes nothing and reports it (Applied false
+// or ErrLeaseLost); it is not an error of the call as a whole.
+//
+// # Errors
+//
+// Methods return ErrNotFound (wrapped) for a missing id. Transient database
+// errors (deadlocks, lock wait timeouts, SQLITE_BUSY, serialization failures)
+// are retried inside the store; an error that reaches the engine means the
+// call did not take effect, or for batch calls that no item took effect.
+// Stores must be safe for concurrent use by many goroutines and, for
+// databases shared between processes, by many processes.
+type Store interface {
+	// Insert stores jobs in one round trip and returns one result per
+	// input, in input order. The state is scheduled when RunAt is after now,
+	// otherwise available; CreatedAt is now; Attempt is 0.
+	//
+	// A job whose UniqueKey equals that of a job not in a final state is
+	// not inserted: its result holds the existing job and Duplicate=true.
+	// Uniqueness is enforced by the database (a unique index), so concurrent
+	// inserts of one key yield exactly one job. Two inputs of one batch with
+	// the same key yield one job; the second result is marked Duplicate.
+	Insert(ctx context.Context, now time.Time, jobs []InsertParams) ([]InsertResult, error)
+
+	// Claim moves up to p.Limit due jobs of p.Queue to running for
+	// p.WorkerID, in priority, run_at, id order: attempt+1, AttemptedAt=now,
+	// WorkerID set, LeaseUntil=p.LeaseUntil. It returns the claimed jobs as
+	// they now are, in claim order. No two claims, from any goroutine or
+	// process, ever return the same job for the same attempt. Claim returns
+	// no jobs (nil error or ErrQueuePaused) while the queue is paused.
+	Claim(ctx context.Context, p ClaimParams) ([]*Job, error)
+
+	// Finish applies a batch of outcomes, each fenced by its job id, worker
+	// id and attempt, in one round trip where the database allows. It
+	// returns one result per outcome in input order; Applied=false means
+	// the fence failed and that job was left untouched.
+	Finish(ctx context.Context, outcomes []Outcome) ([]FinishResult, error)
+
+	// ExtendLeases sets LeaseUntil=until on every running job held by
+	// workerID (one statement) and returns how many it touched.
+	ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error)
+
+	// Rescue takes up to limit running jobs whose LeaseUntil is before now
+	// and hands them back: to available with RunAt=now, or to discarded
+	// (FinishedAt=now) when Attempt ≥ MaxAttempts or the deadline has
+	// passed. Each gets an error entry for its attempt saying the worker
+	// was lost. It returns the rescued jobs as they now are.
+	Rescue(ctx context.Context, now time.Time, limit int) ([]*Job, error)
+
+	// DiscardExpired moves up to limit jobs in scheduled, available or
+	// retryable whose Deadline is set and before now to discarded
+	// (FinishedAt=now) with an error entry saying the deadline passed, and
+	// returns how many. Running jobs past their deadline are left to the
+	// engine that runs them (or to Rescue).
+	DiscardExpired(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// Prune deletes up to limit jobs in final state `state` whose
+	// FinishedAt is before `before`, and returns how many. Callers loop
+	// while the count equals limit, so no call holds locks for long.
+	Prune(ctx context.Context, state State, before time.Time, limit int) (int, error)
+
+	// Get returns one job, or ErrNotFound.
+	Get(ctx context.Context, id int64) (*Job, error)
+
+	// List returns jobs matching p, ordered by id (ascending, or descending
+	// when p.Desc), starting after p.AfterID when it is non-zero (keyset
+	// paging: pass the last id of a page to get the next).
+	List(ctx context.Context, p ListParams) ([]*Job, error)
+
+	// Stats returns, for every queue that has jobs or a persisted pause,
+	// its job count per state and whether it is paused, ordered by name.
+	Stats(ctx context.Context) ([]QueueStats, error)
+
+	// Cancel moves a job not in a final state to cancelled (FinishedAt=now,
+	// lease cleared) and returns it. A running job's holder learns of it
+	// when its fenced finish fails. A job already final returns
+	// ErrInvalidState; a missing one ErrNotFound.
+	Cancel(ctx context.Context, id int64, now time.Time) (*Job, error)
+
+	// Retry makes a job available now (RunAt=now, FinishedAt cleared) and
+	// returns it. When its attempts are used up, MaxAttempts becomes
+	// Attempt+1 so it gets exactly one more. Running jobs return
+	// ErrInvalidState.
+	Retry(ctx context.Context, id int64, now time.Time) (*Job, error)
+
+	// Delete removes a job that is not running. Running jobs return
+	// ErrInvalidState (cancel them first).
+	Delete(ctx context.Context, id int64) error
+
+	// PauseQueue persists a pause of the named queue (creating its record
+	// if needed); claims from it return nothing until ResumeQueue. Both are
+	// idempotent.
+	PauseQueue(ctx context.Context, queue string, now time.Time) error
+
+	// ResumeQueue lifts a pause. Resuming a queue that is not paused is a
+	// no-op.
+	ResumeQueue(ctx context.Context, queue string, now time.Time) error
+
+	// RegisterWorker inserts or updates a worker's record (idempotent on
+	// w.ID). Calling it again is the worker's heartbeat: it updates
+	// HeartbeatAt and the other fields.
+	RegisterWorker(ctx context.Context, w WorkerInfo) error
+
+	// DeregisterWorker removes one worker record; missing is not an error.
+	DeregisterWorker(ctx context.Context, id string) error
+
+	// Workers lists worker records ordered by id.
+	Workers(ctx context.Context) ([]WorkerInfo, error)
+
+	// RemoveDeadWorkers deletes records whose HeartbeatAt is before
+	// `before` and returns how many. Their jobs come back through Rescue
+	// when their leases run out.
+	RemoveDeadWorkers(ctx context.Context, before time.Time) (int, error)
+
+	// Close releases the store's resources. The store is unusable after.
+	Close() error
+}
+
+// ClaimParams selects what a Claim takes. All fields are required.
+type ClaimParams struct {
+	Queue      string
+	WorkerID   string
+	Limit      int       // ≥ 1
+	Now        time.Time // due means run_at ≤ Now
+	LeaseUntil time.Time // lease deadline given to each claimed job
+}
+
+// OutcomeKind is what happened to a job's attempt.
+type OutcomeKind string
+
+// The outcomes a Finish can apply. Every one requires the job to be running
+// under Outcome.WorkerID at Outcome.Attempt.
+const (
+	// OutcomeComplete: state completed, FinishedAt=At, Result stored. With
+	// Delete set the row is deleted instead (completed retention of zero).
+	OutcomeComplete OutcomeKind = "complete"
+	// OutcomeRetry: state retryable, RunAt set, Error appended.
+	OutcomeRetry OutcomeKind = "retry"
+	// OutcomeSnooze: state scheduled (available if RunAt ≤ At), RunAt set,
+	// Attempt decremented by one so the snooze uses no attempt. Error, if
+	// set, is appended. Hard-stop hand-backs use it with RunAt=At.
+	OutcomeSnooze OutcomeKind = "snooze"
+	// OutcomeContinue: the same job moves on to its next step: Kind=NextKind,
+	// Args=NextArgs, RunAt set, Attempt reset to 0, state scheduled (or
+	// available if due); id, errors history and everything else kept.
+	OutcomeContinue OutcomeKind = "continue"
+	// OutcomeCancel: state cancelled, FinishedAt=At, Error appended if set.
+	OutcomeCancel OutcomeKind = "cancel"
+	// OutcomeDiscard: state discarded, FinishedAt=At, Error appended.
+	OutcomeDiscard OutcomeKind = "discard"
+)
+
+// Outcome is one fenced state change produced by an execution. Every
+// outcome clears the lease (LeaseUntil) but keeps WorkerID for inspection.
+type Outcome struct {
+	JobID    int64
+	WorkerID string // fence: the worker that claimed it
+	Attempt  int    // fence: the attempt it was claimed at
+	Kind     OutcomeKind
+	At       time.Time     // when it happened (UTC); FinishedAt for final states
+	RunAt    time.Time     // next due time for retry, snooze, continue
+	Error    *AttemptError // appended to the errors history when set
+	Result   []byte        // completion result (≤ the client's MaxResultBytes)
+	Delete   bool          // OutcomeComplete only: delete the row instead of keeping it
+	NextKind string        // OutcomeContinue only
+	NextArgs []byte        // OutcomeContinue only; valid JSON
+}
+
+// FinishResult reports one outcome of a Finish. Applied=false means the
+// fence failed (the job is no longer held by that worker at that attempt).
+type FinishResult struct {
+	JobID   int64
+	Applied bool
+}
+
+// ListParams filters List. Zero values mean "any"; Limit 0 means 100.
+type ListParams struct {
+	Queue   string
+	States  []State
+	Kind    string
+	AfterID int64 // keyset cursor: ids after this one (below it when Desc)
+	Desc    bool  // newest first
+	Limit   int
+}
+
+// QueueStats is one queue's job count per state and its pause flag.
+type QueueStats struct {
+	Queue  string        `json:"queue"`
+	Paused bool          `json:"paused"`
+	Counts map[State]int `json:"counts"` // states with no jobs may be absent
+}
+
+// WorkerInfo is one worker process's record in the worker registry.
+type WorkerInfo struct {
+	ID          string            `json:"id"` // unique per process, e.g. host-pid-random
+	Host        string            `json:"host"`
+	PID         int               `json:"pid"`
+	Queues      []string          `json:"queues"`
+	Tags        []string          `json:"tags,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	StartedAt   time.Time         `json:"started_at"`
+	HeartbeatAt time.Time         `json:"heartbeat_at"`
+}
+
+// TxInserter is the transactional-insert capability: jobs inserted with the
+// caller's open transaction become visible when the caller commits and
+// vanish on rollback. tx is the driver's transaction type the store
+// documents (*sql.Tx for the database/sql stores, pgx.Tx for Postgres);
+// other types return ErrUnsupported. Semantics otherwise match Insert.
+type TxInserter interface {
+	InsertTx(ctx context.Context, tx any, now time.Time, jobs []InsertParams) ([]InsertResult, error)
+}
+
+// TxCompleter is the transactional-completion capability: the completion
+// of a running job is written inside the caller's transaction, so the
+// handler's own writes and the completion commit together or not at all.
+// It is fenced like Finish and returns ErrLeaseLost when the fence fails.
+type TxCompleter interface {
+	CompleteTx(ctx context.Context, tx any, o Outcome) error
+}
+
+// Notification is a wake-up delivered by a Notifier.
+type Notification struct {
+	Kind  NotificationKind
+	Queue string
+	JobID int64 // for NotifyCancel
+}
+
+// NotificationKind says what a Notification is about.
+type NotificationKind string
+
+// Notification kinds.
+const (
+	NotifyInsert NotificationKind = "insert" // due jobs were inserted into Queue
+	NotifyPause  NotificationKind = "pause"  // Queue was paused
+	NotifyResume NotificationKind = "resume" // Queue was resumed
+	NotifyCancel NotificationKind = "cancel" // JobID was cancelled while maybe running
+)
+
+// Notifier is the wake-up capability (LISTEN/NOTIFY and the like). Listen
+// delivers notifications sent by any node through the store until ctx ends,
+// then closes the channel. Delivery is best effort: the engine still polls,
+// so a lost notification delays work by at most one poll interval. A store
+// that declares Notifier must deliver an insert notification for every
+// Insert of a due job.
+type Notifier interface {
+	Listen(ctx context.Context) (<-chan Notification, error)
+}
+
+// Migrator is implemented by stores with a schema. Migrate brings it to the
+// newest version and is safe to run concurrently from several processes and
+// repeatedly.
+type Migrator interface {
+	Migrate(ctx context.Context) error
+}
+
+// ClaimStrategy names how a store keeps claims exclusive.
+type ClaimStrategy string
+
+// The claim strategies (see store/internal/sqlq).
+const (
+	// StrategySkipLocked selects due ids with FOR UPDATE SKIP LOCKED.
+	StrategySkipLocked ClaimStrategy = "skip-locked"
+	// StrategyOptimistic reads candidates without locks and claims each with
+	// a compare-and-set on a version column.
+	StrategyOptimistic ClaimStrategy = "optimistic"
+)
