@@ -1,0 +1,766 @@
+// Package memory is an in-memory core.Store.
+//
+// It has two jobs. First, it is the reference adapter: the smallest complete
+// implementation of the core.Store contract, written to be read. An author of
+// a store for a new database can follow it method by method — each method's
+// comment says which rule of the contract it implements and how a database
+// would do the same thing. Second, it is a fast store for unit tests of code
+// that enqueues or runs jobs: no files, no server, no cleanup.
+//
+// It keeps nothing across processes and has no transactions, so it does not
+// implement core.TxInserter or core.TxCompleter. It implements core.Notifier
+// by fanning notifications out to the channels of every Listen call made on
+// the same *Store.
+//
+// How the contract maps onto plain Go:
+//
+//   - Rows are *core.Job values in a map keyed by id; ids come from a counter
+//     starting at 1. Every job handed out is a deep copy, so callers can never
+//     change stored state by mutating a result.
+//   - One sync.Mutex serialises every method. That is what makes claims
+//     exclusive (a SQL store uses SKIP LOCKED or a version column instead) and
+//     unique keys race-free (a SQL store uses a unique index).
+//   - The unique index is a map from unique key to the id of the live job
+//     (not in a final state) that holds it.
+//   - Pending jobs (scheduled, available, retryable) are also indexed per
+//     queue and priority in run_at, id order (see pendingIndex), so a claim
+//     reads only the jobs it takes, never the rest of the backlog. A SQL
+//     store gets the same effect from a composite index on (queue, priority,
+//     run_at, id) over the pending states.
+//   - The store never reads a clock: every time it stores comes from the
+//     caller, normalised with core.UTC.
+//
+// Run the conformance suite against it with storetest.Run; its own tests do.
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// listenBuffer is the capacity of each Listen channel. Notifications are
+// wake-ups: when a listener is slow and its buffer is full, more are dropped,
+// which the contract allows (delivery is best effort; the engine polls).
+const listenBuffer = 64
+
+// Store is an in-memory core.Store and core.Notifier. The zero value is not
+// usable; create one with New. A Store is safe for concurrent use.
+type Store struct {
+	mu sync.Mutex
+
+	closed bool
+	nextID int64
+
+	// jobs holds every stored job by id. The values are owned by the store:
+	// they are copied on the way in and on the way out.
+	jobs map[int64]*core.Job
+
+	// pending indexes, per queue, the jobs whose state is scheduled,
+	// available or retryable: the only ones a claim may take.
+	pending map[string]*pendingIndex
+
+	// unique maps a unique key to the id of the job not in a final state
+	// that holds it: the in-memory equivalent of a partial unique index.
+	unique map[string]int64
+
+	// paused is the set of paused queues (the persisted queue records).
+	paused map[string]bool
+
+	workers map[string]core.WorkerInfo
+
+	// listeners are the channels of live Listen calls.
+	listeners map[chan core.Notification]struct{}
+}
+
+// Compile-time checks of the interfaces Store implements.
+var (
+	_ core.Store    = (*Store)(nil)
+	_ core.Notifier = (*Store)(nil)
+)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		jobs:      make(map[int64]*core.Job),
+		pending:   make(map[string]*pendingIndex),
+		unique:    make(map[string]int64),
+		paused:    make(map[string]bool),
+		workers:   make(map[string]core.WorkerInfo),
+		listeners: make(map[chan core.Notification]struct{}),
+	}
+}
+
+// lock takes the mutex and reports core.ErrClosed after Close. Callers that
+// get nil must unlock.
+func (s *Store) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return core.ErrClosed
+	}
+	return nil
+}
+
+// Insert implements core.Store. Each input becomes a new job, scheduled when
+// its RunAt is after now and available otherwise, unless its unique key is
+// held by a live job (including one inserted earlier in the same batch): then
+// the result holds that job and Duplicate is true. Inserting a due job sends
+// one NotifyInsert per queue.
+func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	now = core.UTC(now)
+	results := make([]core.InsertResult, len(jobs))
+	var dueQueues []string
+	for i, p := range jobs {
+		if id, ok := s.unique[p.UniqueKey]; p.UniqueKey != "" && ok {
+			results[i] = core.InsertResult{Job: clone(s.jobs[id]), Duplicate: true}
+			continue
+		}
+		s.nextID++
+		j := &core.Job{
+			ID:          s.nextID,
+			Queue:       p.Queue,
+			Kind:        p.Kind,
+			Args:        slices.Clone(p.Args),
+			Priority:    p.Priority,
+			State:       core.StateAvailable,
+			MaxAttempts: p.MaxAttempts,
+			RunAt:       core.UTC(p.RunAt),
+			Deadline:    core.UTC(p.Deadline),
+			UniqueKey:   p.UniqueKey,
+			Tags:        slices.Clone(p.Tags),
+			Metadata:    maps.Clone(p.Metadata),
+			CreatedAt:   now,
+		}
+		if j.RunAt.After(now) {
+			j.State = core.StateScheduled
+		} else if !slices.Contains(dueQueues, j.Queue) {
+			dueQueues = append(dueQueues, j.Queue)
+		}
+		s.jobs[j.ID] = j
+		s.reindex(j, "")
+		results[i] = core.InsertResult{Job: clone(j)}
+	}
+	for _, q := range dueQueues {
+		s.notify(core.Notification{Kind: core.NotifyInsert, Queue: q})
+	}
+	return results, nil
+}
+
+// Claim implements core.Store. It takes the due jobs of p.Queue in priority,
+// run_at, id order from the queue's pending index and marks them running for
+// p.WorkerID. Holding the mutex for the whole selection and update is what
+// keeps two claims from taking the same job. A paused queue yields no jobs
+// and a nil error.
+func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("memory: claim limit %d is below 1", p.Limit)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	if s.paused[p.Queue] {
+		return nil, nil
+	}
+	now := core.UTC(p.Now)
+
+	var picked []*core.Job
+	if x, ok := s.pending[p.Queue]; ok {
+		picked = x.popDue(now, p.Limit)
+	}
+
+	leaseUntil := core.UTC(p.LeaseUntil)
+	claimed := make([]*core.Job, 0, len(picked))
+	for _, j := range picked {
+		old := j.State
+		j.State = core.StateRunning
+		j.Attempt++
+		j.AttemptedAt = now
+		j.WorkerID = p.WorkerID
+		j.LeaseUntil = leaseUntil
+		s.reindex(j, old)
+		claimed = append(claimed, clone(j))
+	}
+	return claimed, nil
+}
+
+// Finish implements core.Store. Each outcome applies only when its job is
+// still running under the outcome's worker id at the outcome's attempt (the
+// fence); otherwise its result says Applied=false and the job is untouched.
+// An outcome of an unknown kind fails the whole call before any is applied.
+func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	for _, o := range outcomes {
+		switch o.Kind {
+		case core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze,
+			core.OutcomeContinue, core.OutcomeCancel, core.OutcomeDiscard:
+		default:
+			return nil, fmt.Errorf("memory: job %d: unknown outcome kind %q", o.JobID, o.Kind)
+		}
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	results := make([]core.FinishResult, len(outcomes))
+	for i, o := range outcomes {
+		results[i] = core.FinishResult{JobID: o.JobID, Applied: s.finish(o)}
+	}
+	return results, nil
+}
+
+// finish applies one outcome if the fence holds and reports whether it did.
+func (s *Store) finish(o core.Outcome) bool {
+	j, ok := s.jobs[o.JobID]
+	if !ok || j.State != core.StateRunning || j.WorkerID != o.WorkerID || j.Attempt != o.Attempt {
+		return false
+	}
+	at := core.UTC(o.At)
+	runAt := core.UTC(o.RunAt)
+	old := j.State
+
+	// Every outcome ends the lease; WorkerID stays for inspection.
+	j.LeaseUntil = time.Time{}
+	if o.Error != nil {
+		e := *o.Error
+		e.At = core.UTC(e.At)
+		j.Errors = append(j.Errors, e)
+	}
+
+	switch o.Kind {
+	case core.OutcomeComplete:
+		if o.Delete {
+			s.remove(j)
+			return true
+		}
+		j.State = core.StateCompleted
+		j.FinishedAt = at
+		j.Result = slices.Clone(o.Result)
+	case core.OutcomeRetry:
+		j.State = core.StateRetryable
+		j.RunAt = runAt
+	case core.OutcomeSnooze:
+		j.State = dueState(runAt, at)
+		j.RunAt = runAt
+		j.Attempt-- // a snooze uses no attempt
+	case core.OutcomeContinue:
+		j.State = dueState(runAt, at)
+		j.RunAt = runAt
+		j.Attempt = 0
+		j.Kind = o.NextKind
+		j.Args = slices.Clone(o.NextArgs)
+	case core.OutcomeCancel:
+		j.State = core.StateCancelled
+		j.FinishedAt = at
+	case core.OutcomeDiscard:
+		j.State = core.StateDiscarded
+		j.FinishedAt = at
+	}
+	s.reindex(j, old)
+	return true
+}
+
+// dueState is the state of a job that becomes due at runAt, seen at now.
+func dueState(runAt, now time.Time) core.State {
+	if runAt.After(now) {
+		return core.StateScheduled
+	}
+	return core.StateAvailable
+}
+
+// ExtendLeases implements core.Store: every running job held by workerID
+// gets LeaseUntil=until. Jobs the worker no longer holds are not touched.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+
+	until = core.UTC(until)
+	n := 0
+	for _, j := range s.jobs {
+		if j.State == core.StateRunning && j.WorkerID == workerID {
+			j.LeaseUntil = until
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Rescue implements core.Store. Running jobs whose lease ended before now
+// (oldest lease first, up to limit) get an error entry naming the lost worker
+// and go back to available with RunAt=now, or to discarded when their
+// attempts are used up or their deadline has passed.
+func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	now = core.UTC(now)
+	expired := s.collect(limit, func(a, b *core.Job) int {
+		if c := a.LeaseUntil.Compare(b.LeaseUntil); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	}, func(j *core.Job) bool {
+		return j.State == core.StateRunning && j.LeaseUntil.Before(now)
+	})
+
+	rescued := make([]*core.Job, 0, len(expired))
+	for _, j := range expired {
+		old := j.State
+		j.Errors = append(j.Errors, core.AttemptError{
+			Attempt: j.Attempt,
+			At:      now,
+			Error:   fmt.Sprintf("worker %s lost: lease expired at %s", j.WorkerID, j.LeaseUntil.Format(time.RFC3339Nano)),
+		})
+		j.LeaseUntil = time.Time{}
+		if j.Attempt >= j.MaxAttempts || (!j.Deadline.IsZero() && j.Deadline.Before(now)) {
+			j.State = core.StateDiscarded
+			j.FinishedAt = now
+		} else {
+			j.State = core.StateAvailable
+			j.RunAt = now
+		}
+		s.reindex(j, old)
+		rescued = append(rescued, clone(j))
+	}
+	return rescued, nil
+}
+
+// DiscardExpired implements core.Store: pending jobs (scheduled, available,
+// retryable) whose deadline is set and before now, up to limit in id order,
+// become discarded with an error entry saying the deadline passed.
+func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+
+	now = core.UTC(now)
+	expired := s.collect(limit, byID, func(j *core.Job) bool {
+		return j.State.Pending() && !j.Deadline.IsZero() && j.Deadline.Before(now)
+	})
+	for _, j := range expired {
+		old := j.State
+		j.Errors = append(j.Errors, core.AttemptError{
+			Attempt: j.Attempt,
+			At:      now,
+			Error:   fmt.Sprintf("deadline passed at %s", j.Deadline.Format(time.RFC3339Nano)),
+		})
+		j.State = core.StateDiscarded
+		j.FinishedAt = now
+		s.reindex(j, old)
+	}
+	return len(expired), nil
+}
+
+// Prune implements core.Store: it deletes up to limit jobs (oldest id first)
+// in the final state `state` whose FinishedAt is before `before`. A state
+// that is not final is an error wrapping core.ErrInvalidState.
+func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
+	if !state.Final() {
+		return 0, fmt.Errorf("memory: prune of state %q: %w (only completed, cancelled and discarded jobs are pruned)", state, core.ErrInvalidState)
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+
+	before = core.UTC(before)
+	old := s.collect(limit, byID, func(j *core.Job) bool {
+		return j.State == state && j.FinishedAt.Before(before)
+	})
+	for _, j := range old {
+		s.remove(j)
+	}
+	return len(old), nil
+}
+
+// Get implements core.Store.
+func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	j, ok := s.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("memory: job %d: %w", id, core.ErrNotFound)
+	}
+	return clone(j), nil
+}
+
+// List implements core.Store: jobs matching the filters of p, by id
+// ascending (descending when p.Desc), after p.AfterID when it is set, at
+// most p.Limit (100 when zero).
+func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	order := byID
+	if p.Desc {
+		order = func(a, b *core.Job) int { return byID(b, a) }
+	}
+	found := s.collect(limit, order, func(j *core.Job) bool {
+		switch {
+		case p.Queue != "" && j.Queue != p.Queue,
+			p.Kind != "" && j.Kind != p.Kind,
+			len(p.States) > 0 && !slices.Contains(p.States, j.State),
+			p.AfterID != 0 && !p.Desc && j.ID <= p.AfterID,
+			p.AfterID != 0 && p.Desc && j.ID >= p.AfterID:
+			return false
+		}
+		return true
+	})
+	out := make([]*core.Job, len(found))
+	for i, j := range found {
+		out[i] = clone(j)
+	}
+	return out, nil
+}
+
+// Stats implements core.Store: one entry per queue that has jobs or is
+// paused, ordered by queue name. States without jobs are absent from Counts.
+func (s *Store) Stats(ctx context.Context) ([]core.QueueStats, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	byQueue := make(map[string]*core.QueueStats)
+	get := func(q string) *core.QueueStats {
+		st, ok := byQueue[q]
+		if !ok {
+			st = &core.QueueStats{Queue: q, Paused: s.paused[q], Counts: make(map[core.State]int)}
+			byQueue[q] = st
+		}
+		return st
+	}
+	for q := range s.paused {
+		get(q)
+	}
+	for _, j := range s.jobs {
+		get(j.Queue).Counts[j.State]++
+	}
+	out := make([]core.QueueStats, 0, len(byQueue))
+	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
+		out = append(out, *byQueue[q])
+	}
+	return out, nil
+}
+
+// Cancel implements core.Store: a job not in a final state becomes cancelled
+// (FinishedAt=now, lease cleared) and a NotifyCancel is sent so a node
+// running it can stop early. A final job returns core.ErrInvalidState.
+func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	j, ok := s.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("memory: cancel job %d: %w", id, core.ErrNotFound)
+	}
+	if j.State.Final() {
+		return nil, fmt.Errorf("memory: cancel job %d in state %s: %w", id, j.State, core.ErrInvalidState)
+	}
+	old := j.State
+	j.State = core.StateCancelled
+	j.FinishedAt = core.UTC(now)
+	j.LeaseUntil = time.Time{}
+	s.reindex(j, old)
+	s.notify(core.Notification{Kind: core.NotifyCancel, Queue: j.Queue, JobID: j.ID})
+	return clone(j), nil
+}
+
+// Retry implements core.Store: a job that is not running becomes available
+// now, with FinishedAt cleared; a job whose attempts are used up gets exactly
+// one more. Retrying a final job whose unique key has meanwhile been taken by
+// another live job returns core.ErrInvalidState, as a unique index would
+// refuse it.
+func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	j, ok := s.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("memory: retry job %d: %w", id, core.ErrNotFound)
+	}
+	if j.State == core.StateRunning {
+		return nil, fmt.Errorf("memory: retry job %d: it is running: %w", id, core.ErrInvalidState)
+	}
+	if holder, ok := s.unique[j.UniqueKey]; ok && j.UniqueKey != "" && holder != j.ID {
+		return nil, fmt.Errorf("memory: retry job %d: unique key %q is held by live job %d: %w", id, j.UniqueKey, holder, core.ErrInvalidState)
+	}
+	old := j.State
+	now = core.UTC(now)
+	j.State = core.StateAvailable
+	j.RunAt = now
+	j.FinishedAt = time.Time{}
+	if j.Attempt >= j.MaxAttempts {
+		j.MaxAttempts = j.Attempt + 1
+	}
+	s.reindex(j, old)
+	s.notify(core.Notification{Kind: core.NotifyInsert, Queue: j.Queue})
+	return clone(j), nil
+}
+
+// Delete implements core.Store: it removes a job that is not running.
+func (s *Store) Delete(ctx context.Context, id int64) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+
+	j, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("memory: delete job %d: %w", id, core.ErrNotFound)
+	}
+	if j.State == core.StateRunning {
+		return fmt.Errorf("memory: delete job %d: it is running (cancel it first): %w", id, core.ErrInvalidState)
+	}
+	s.remove(j)
+	return nil
+}
+
+// PauseQueue implements core.Store. Pausing a queue that is not yet paused
+// sends a NotifyPause.
+func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+
+	if !s.paused[queue] {
+		s.paused[queue] = true
+		s.notify(core.Notification{Kind: core.NotifyPause, Queue: queue})
+	}
+	return nil
+}
+
+// ResumeQueue implements core.Store. Resuming a paused queue sends a
+// NotifyResume; resuming one that is not paused does nothing.
+func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+
+	if s.paused[queue] {
+		delete(s.paused, queue)
+		s.notify(core.Notification{Kind: core.NotifyResume, Queue: queue})
+	}
+	return nil
+}
+
+// RegisterWorker implements core.Store: it inserts or replaces the record
+// with id w.ID.
+func (s *Store) RegisterWorker(ctx context.Context, w core.WorkerInfo) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+
+	s.workers[w.ID] = cloneWorker(w)
+	return nil
+}
+
+// DeregisterWorker implements core.Store.
+func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+
+	delete(s.workers, id)
+	return nil
+}
+
+// Workers implements core.Store: worker records ordered by id.
+func (s *Store) Workers(ctx context.Context) ([]core.WorkerInfo, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	out := make([]core.WorkerInfo, 0, len(s.workers))
+	for _, id := range slices.Sorted(maps.Keys(s.workers)) {
+		out = append(out, cloneWorker(s.workers[id]))
+	}
+	return out, nil
+}
+
+// RemoveDeadWorkers implements core.Store: it deletes the records whose
+// HeartbeatAt is before `before`.
+func (s *Store) RemoveDeadWorkers(ctx context.Context, before time.Time) (int, error) {
+	if err := s.lock(ctx); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+
+	before = core.UTC(before)
+	n := 0
+	for id, w := range s.workers {
+		if w.HeartbeatAt.Before(before) {
+			delete(s.workers, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Listen implements core.Notifier. The returned channel receives every
+// notification sent through this Store until ctx ends or the store is
+// closed; then it is closed. Sends never block: when the channel's buffer is
+// full, the notification is dropped for that listener.
+func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	ch := make(chan core.Notification, listenBuffer)
+	s.listeners[ch] = struct{}{}
+	s.mu.Unlock()
+
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.listeners[ch]; ok { // Close may have closed it already
+			delete(s.listeners, ch)
+			close(ch)
+		}
+	}()
+	return ch, nil
+}
+
+// notify sends n to every listener without blocking. The caller holds s.mu,
+// which also keeps a channel from being closed during the send.
+func (s *Store) notify(n core.Notification) {
+	for ch := range s.listeners {
+		select {
+		case ch <- n:
+		default: // listener is behind; it will poll
+		}
+	}
+}
+
+// Close implements core.Store. It closes every Listen channel; later calls
+// of any method return core.ErrClosed. Closing twice is not an error.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.closed = true
+	for ch := range s.listeners {
+		delete(s.listeners, ch)
+		close(ch)
+	}
+	return nil
+}
+
+// reindex brings the pending and unique indexes in line with j's current
+// state after a change from state old ("" for a new job). Every state change
+// goes through it.
+func (s *Store) reindex(j *core.Job, old core.State) {
+	// Remove and re-add rather than update in place: the job's run_at (its
+	// position in the index) may have changed.
+	if old.Pending() {
+		s.pending[j.Queue].remove(j.ID)
+	}
+	if j.State.Pending() {
+		x, ok := s.pending[j.Queue]
+		if !ok {
+			x = newPendingIndex()
+			s.pending[j.Queue] = x
+		}
+		x.add(j)
+	}
+	if j.UniqueKey != "" {
+		if j.State.Final() {
+			if s.unique[j.UniqueKey] == j.ID {
+				delete(s.unique, j.UniqueKey)
+			}
+		} else {
+			s.unique[j.UniqueKey] = j.ID
+		}
+	}
+}
+
+// remove deletes j and its index entries.
+func (s *Store) remove(j *core.Job) {
+	delete(s.jobs, j.ID)
+	if x, ok := s.pending[j.Queue]; ok {
+		x.remove(j.ID)
+	}
+	if j.UniqueKey != "" && s.unique[j.UniqueKey] == j.ID {
+		delete(s.unique, j.UniqueKey)
+	}
+}
+
+// collect returns up to limit jobs for which keep reports true, ordered by
+// order. A limit below 1 means no limit.
+func (s *Store) collect(limit int, order func(a, b *core.Job) int, keep func(*core.Job) bool) []*core.Job {
+	var out []*core.Job
+	for _, j := range s.jobs {
+		if keep(j) {
+			out = append(out, j)
+		}
+	}
+	slices.SortFunc(out, order)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// byID orders jobs by ascending id.
+func byID(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) }
+
+// clone returns a deep copy of j, so that callers never share memory with
+// the store.
+func clone(j *core.Job) *core.Job {
+	c := *j
+	c.Args = slices.Clone(j.Args)
+	c.Tags = slices.Clone(j.Tags)
+	c.Metadata = maps.Clone(j.Metadata)
+	c.Errors = slices.Clone(j.Errors)
+	c.Result = slices.Clone(j.Result)
+	return &c
+}
+
+// cloneWorker returns a deep copy of w with its times normalised.
+func cloneWorker(w core.WorkerInfo) core.WorkerInfo {
+	w.Queues = slices.Clone(w.Queues)
+	w.Tags = slices.Clone(w.Tags)
+	w.Metadata = maps.Clone(w.Metadata)
+	w.StartedAt = core.UTC(w.StartedAt)
+	w.HeartbeatAt = core.UTC(w.HeartbeatAt)
+	return w
+}

@@ -1,0 +1,72 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+
+func TestBasicLifecycle(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	defer s.Close()
+
+	res, err := s.Insert(ctx, t0, []core.InsertParams{
+		{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3, RunAt: t0},
+		{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 1, MaxAttempts: 3, RunAt: t0.Add(time.Second)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Job.ID != 1 || res[0].Job.State != core.StateAvailable || res[1].Job.State != core.StateScheduled {
+		t.Fatalf("insert: got %+v, %+v", res[0].Job, res[1].Job)
+	}
+	jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 10, Now: t0.Add(time.Second), LeaseUntil: t0.Add(time.Minute)})
+	if err != nil || len(jobs) != 2 || jobs[0].ID != 2 || jobs[1].ID != 1 {
+		t.Fatalf("claim: %v %v", jobs, err)
+	}
+	jobs[0].Args[0] = 'X' // must not reach the store
+	fr, err := s.Finish(ctx, []core.Outcome{
+		{JobID: 2, WorkerID: "w", Attempt: 1, Kind: core.OutcomeComplete, At: t0},
+		{JobID: 1, WorkerID: "other", Attempt: 1, Kind: core.OutcomeComplete, At: t0},
+	})
+	if err != nil || !fr[0].Applied || fr[1].Applied {
+		t.Fatalf("finish: %v %v", fr, err)
+	}
+	j, err := s.Get(ctx, 2)
+	if err != nil || j.State != core.StateCompleted || string(j.Args) != "{}" {
+		t.Fatalf("get: %+v %v", j, err)
+	}
+}
+
+// BenchmarkClaimFromLargeBacklog claims 50 jobs from a queue holding 100k
+// pending jobs.
+func BenchmarkClaimFromLargeBacklog(b *testing.B) {
+	ctx := context.Background()
+	s := New()
+	params := make([]core.InsertParams, 100_000)
+	for i := range params {
+		params[i] = core.InsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 1 + i%10, MaxAttempts: 3, RunAt: t0.Add(time.Duration(i%1000) * time.Millisecond)}
+	}
+	if _, err := s.Insert(ctx, t0, params); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: fmt.Sprint(i), Limit: 50, Now: t0.Add(time.Hour), LeaseUntil: t0.Add(2 * time.Hour)})
+		if err != nil || len(jobs) == 0 {
+			b.Fatal(err, len(jobs))
+		}
+		b.StopTimer()
+		// Put them back so the backlog stays at 100k.
+		for _, j := range jobs {
+			s.Retry(ctx, j.ID, t0)
+		}
+		b.StartTimer()
+	}
+}

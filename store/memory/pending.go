@@ -1,0 +1,105 @@
+package memory
+
+import (
+	"container/heap"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// pendingIndex holds one queue's pending jobs (scheduled, available,
+// retryable) in the order claims want them, so a claim costs O(limit·log n)
+// instead of a scan of the backlog.
+//
+// Jobs are kept in one min-heap per priority, ordered by run_at then id.
+// Within one priority the due jobs are exactly those at the front of that
+// order, so a claim walks the priorities from 1 up and pops from each heap
+// while its first job is due. A SQL store gets the same effect from an index
+// on (queue, priority, run_at, id) restricted to the pending states.
+type pendingIndex struct {
+	byPriority map[int]*runAtHeap
+	entries    map[int64]*heapEntry // job id → its heap entry, for removal
+}
+
+func newPendingIndex() *pendingIndex {
+	return &pendingIndex{byPriority: make(map[int]*runAtHeap), entries: make(map[int64]*heapEntry)}
+}
+
+// add indexes j, which must be pending and not yet indexed.
+func (x *pendingIndex) add(j *core.Job) {
+	h, ok := x.byPriority[j.Priority]
+	if !ok {
+		h = &runAtHeap{}
+		x.byPriority[j.Priority] = h
+	}
+	e := &heapEntry{job: j}
+	heap.Push(h, e)
+	x.entries[j.ID] = e
+}
+
+// remove drops the job with the given id, if indexed.
+func (x *pendingIndex) remove(id int64) {
+	e, ok := x.entries[id]
+	if !ok {
+		return
+	}
+	heap.Remove(x.byPriority[e.job.Priority], e.index)
+	delete(x.entries, id)
+}
+
+// popDue removes and returns up to limit jobs with run_at ≤ now, in
+// priority, run_at, id order.
+func (x *pendingIndex) popDue(now time.Time, limit int) []*core.Job {
+	var out []*core.Job
+	for _, p := range slices.Sorted(maps.Keys(x.byPriority)) {
+		h := x.byPriority[p]
+		for len(out) < limit && h.Len() > 0 && !(*h)[0].job.RunAt.After(now) {
+			e := heap.Pop(h).(*heapEntry)
+			delete(x.entries, e.job.ID)
+			out = append(out, e.job)
+		}
+	}
+	return out
+}
+
+// heapEntry is one job in a runAtHeap, with its position for heap.Remove.
+type heapEntry struct {
+	job   *core.Job
+	index int
+}
+
+// runAtHeap is a container/heap of jobs of one priority ordered by run_at,
+// then id.
+type runAtHeap []*heapEntry
+
+func (h runAtHeap) Len() int { return len(h) }
+
+func (h runAtHeap) Less(i, j int) bool {
+	a, b := h[i].job, h[j].job
+	if !a.RunAt.Equal(b.RunAt) {
+		return a.RunAt.Before(b.RunAt)
+	}
+	return a.ID < b.ID
+}
+
+func (h runAtHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+
+func (h *runAtHeap) Push(x any) {
+	e := x.(*heapEntry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+
+func (h *runAtHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
