@@ -1,0 +1,391 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// Client enqueues jobs and, when configured with queues, runs them. It is
+// safe for concurrent use. One process normally has one Client per store.
+type Client struct {
+	cfg   Config
+	store Store
+	log   *slog.Logger
+	clock Clock
+
+	producers map[string]*producer // by queue; fixed after NewClient
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	running  map[int64]*execution // jobs executing on this node, by id
+	stopLoop context.CancelFunc   // stops producers, heartbeat, maintenance, listener
+	// workCtx parents every handler context; cancelled (with errShutdown) on
+	// a hard stop.
+	workCtx    context.Context
+	cancelWork context.CancelCauseFunc
+
+	loops     sync.WaitGroup // producers, heartbeat, maintenance, listener
+	execs     sync.WaitGroup // executions
+	completer *completer
+	startedAt time.Time
+}
+
+// NewClient returns a client over store. It validates cfg and fills its
+// defaults; it does not touch the store until Start or an enqueue.
+func NewClient(store Store, cfg Config) (*Client, error) {
+	if store == nil {
+		return nil, errors.New("backlog: NewClient needs a store")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if c.WorkerID == "" {
+		c.WorkerID = defaultWorkerID()
+	}
+	cl := &Client{
+		cfg:       c,
+		store:     store,
+		log:       c.Logger.With("worker_id", c.WorkerID),
+		clock:     c.Clock,
+		producers: map[string]*producer{},
+		running:   map[int64]*execution{},
+	}
+	for name, q := range c.Queues {
+		cl.producers[name] = newProducer(cl, name, q.MaxWorkers)
+	}
+	return cl, nil
+}
+
+func defaultWorkerID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "host"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// WorkerID returns the id this client claims jobs under.
+func (c *Client) WorkerID() string { return c.cfg.WorkerID }
+
+// Store returns the store the client was built on, for administration
+// (List, Stats, Cancel, …).
+func (c *Client) Store() Store { return c.store }
+
+// NewInsert builds validated InsertParams for typed args: the kind is
+// args.Kind() and the args their JSON encoding. now is used for defaults
+// (zero RunAt); pass the client's clock time or time.Now(). Errors wrap
+// ErrInvalidJob.
+func NewInsert(args Args, opts *Options, now time.Time) (InsertParams, error) {
+	if args == nil {
+		return InsertParams{}, invalid("args are nil")
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return InsertParams{}, invalid("kind %q: encode args: %v", args.Kind(), err)
+	}
+	return buildInsert(args.Kind(), b, opts, UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
+}
+
+// NewInsertRaw builds validated InsertParams from a kind and JSON args (nil
+// args mean {}). Errors wrap ErrInvalidJob.
+func NewInsertRaw(kind string, args []byte, opts *Options, now time.Time) (InsertParams, error) {
+	return buildInsert(kind, args, opts, UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
+}
+
+// Enqueue inserts one typed job. A unique-key duplicate returns the live job
+// with Duplicate set, and no error. Invalid input returns an error wrapping
+// ErrInvalidJob and inserts nothing.
+func (c *Client) Enqueue(ctx context.Context, args Args, opts *Options) (InsertResult, error) {
+	if args == nil {
+		return InsertResult{}, invalid("args are nil")
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return InsertResult{}, invalid("kind %q: encode args: %v", args.Kind(), err)
+	}
+	return c.EnqueueRaw(ctx, args.Kind(), b, opts)
+}
+
+// EnqueueRaw inserts one job given its kind and JSON args (nil means {}).
+func (c *Client) EnqueueRaw(ctx context.Context, kind string, args []byte, opts *Options) (InsertResult, error) {
+	p, err := buildInsert(kind, args, opts, c.clock.Now(), c.limits())
+	if err != nil {
+		return InsertResult{}, err
+	}
+	res, err := c.EnqueueMany(ctx, []InsertParams{p})
+	if err != nil {
+		return InsertResult{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueMany inserts many jobs in one store round trip and returns one
+// result per input, in order. Every input is validated first (defaults are
+// filled for zero fields); one invalid input fails the whole call, naming
+// its index, and inserts nothing.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []InsertParams) ([]InsertResult, error) {
+	ps, err := c.prepare(jobs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.store.Insert(ctx, c.clock.Now(), ps)
+	if err != nil {
+		return nil, fmt.Errorf("backlog: insert %d jobs: %w", len(ps), err)
+	}
+	c.afterInsert(res)
+	return res, nil
+}
+
+// EnqueueTx inserts jobs inside tx, the caller's open transaction (the type
+// the store documents: *sql.Tx for the database/sql stores, pgx.Tx for
+// Postgres). The jobs become visible when the caller commits and vanish on
+// rollback. Returns ErrUnsupported when the store lacks TxInserter.
+// In-process workers are woken at once; other nodes see the jobs at their
+// next poll or notification after the commit.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]InsertResult, error) {
+	ti, ok := c.store.(TxInserter)
+	if !ok {
+		return nil, fmt.Errorf("%w: transactional insert", ErrUnsupported)
+	}
+	ps, err := c.prepare(jobs)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ti.InsertTx(ctx, tx, c.clock.Now(), ps)
+	if err != nil {
+		return nil, fmt.Errorf("backlog: insert %d jobs in transaction: %w", len(ps), err)
+	}
+	c.afterInsert(res)
+	return res, nil
+}
+
+func (c *Client) limits() limits { return limits{maxArgs: c.cfg.MaxArgsBytes} }
+
+func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
+	now := c.clock.Now()
+	out := make([]InsertParams, len(jobs))
+	for i, j := range jobs {
+		opts := &Options{
+			Queue: j.Queue, Priority: j.Priority, RunAt: j.RunAt, MaxAttempts: j.MaxAttempts,
+			UniqueKey: j.UniqueKey, Tags: j.Tags, Metadata: j.Metadata, Deadline: j.Deadline,
+		}
+		p, err := buildInsert(j.Kind, j.Args, opts, now, c.limits())
+		if err != nil {
+			if len(jobs) == 1 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// afterInsert wakes local producers of queues that received due jobs and
+// tells observers.
+func (c *Client) afterInsert(res []InsertResult) {
+	now := c.clock.Now()
+	woken := map[string]bool{}
+	for _, r := range res {
+		if r.Duplicate || r.Job == nil {
+			continue
+		}
+		c.emit(Event{Kind: EventJobInserted, At: now, Queue: r.Job.Queue, Job: r.Job})
+		if !woken[r.Job.Queue] && !r.Job.RunAt.After(now) {
+			woken[r.Job.Queue] = true
+			if p := c.producers[r.Job.Queue]; p != nil {
+				p.wake()
+			}
+		}
+	}
+}
+
+// PauseQueue stops every node from claiming jobs of queue (persisted in the
+// store) until ResumeQueue; running jobs finish normally.
+func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	return c.store.PauseQueue(ctx, queue, c.clock.Now())
+}
+
+// ResumeQueue lifts a pause; this node's producer is woken at once, others
+// by notification or at their next poll.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if err := c.store.ResumeQueue(ctx, queue, c.clock.Now()); err != nil {
+		return err
+	}
+	if p := c.producers[queue]; p != nil {
+		p.wake()
+	}
+	return nil
+}
+
+// CancelJob cancels a job in the store and, if it runs on this node,
+// cancels its handler's context. Other nodes running it learn of it by
+// notification (when the store has them) or when their fenced finish fails.
+func (c *Client) CancelJob(ctx context.Context, id int64) (*Job, error) {
+	j, err := c.store.Cancel(ctx, id, c.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	c.cancelLocal(id)
+	return j, nil
+}
+
+func (c *Client) cancelLocal(id int64) {
+	c.mu.Lock()
+	e := c.running[id]
+	c.mu.Unlock()
+	if e != nil {
+		e.cancel(errJobCancelled)
+	}
+}
+
+var errJobCancelled = errors.New("backlog: job cancelled")
+
+func (c *Client) emit(e Event) {
+	for _, o := range c.cfg.Observers {
+		o.Observe(e)
+	}
+}
+
+// Start registers the worker and starts the queues' fetch loops, the
+// completer, heartbeat, maintenance and (when the store has it) the
+// notification listener. It returns at once. A client without queues still
+// runs maintenance. Start fails if called twice or after Stop.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started || c.stopped {
+		c.mu.Unlock()
+		return errors.New("backlog: client already started or stopped")
+	}
+	c.started = true
+	c.mu.Unlock()
+
+	c.startedAt = c.clock.Now()
+	if len(c.producers) > 0 {
+		if err := c.store.RegisterWorker(ctx, c.workerInfo()); err != nil {
+			return fmt.Errorf("backlog: register worker: %w", err)
+		}
+	}
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	c.mu.Lock()
+	c.stopLoop, c.workCtx, c.cancelWork = stopLoop, workCtx, cancelWork
+	c.mu.Unlock()
+
+	c.completer = newCompleter(c)
+	c.completer.start()
+	for _, p := range c.producers {
+		c.loops.Add(1)
+		go func() { defer c.loops.Done(); p.run(loopCtx) }()
+	}
+	if len(c.producers) > 0 {
+		c.loops.Add(1)
+		go func() { defer c.loops.Done(); c.heartbeatLoop(loopCtx) }()
+		if n, ok := c.store.(Notifier); ok {
+			c.loops.Add(1)
+			go func() { defer c.loops.Done(); c.listenLoop(loopCtx, n) }()
+		}
+	}
+	if c.cfg.MaintenanceInterval > 0 {
+		c.loops.Add(1)
+		go func() { defer c.loops.Done(); c.maintenanceLoop(loopCtx) }()
+	}
+	c.log.Info("backlog client started", "queues", len(c.producers))
+	return nil
+}
+
+func (c *Client) workerInfo() WorkerInfo {
+	host, _ := os.Hostname()
+	qs := make([]string, 0, len(c.producers))
+	for q := range c.producers {
+		qs = append(qs, q)
+	}
+	sortStrings(qs)
+	return WorkerInfo{
+		ID: c.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: qs, Tags: c.cfg.WorkerTags,
+		StartedAt: c.startedAt, HeartbeatAt: c.clock.Now(),
+	}
+}
+
+// Stop shuts the client down. Soft stop first: no new claims, running jobs
+// go on until they finish or ctx is done. Then, if jobs are still running,
+// hard stop: their contexts are cancelled (ErrShutdown reports the cause)
+// and each job whose handler returns is handed back (available again, no
+// attempt used). Pending outcomes are written, the worker deregisters. Stop
+// returns ctx.Err() when it had to hard-stop, nil otherwise. It waits at most
+// HardStopGrace after the hard stop for handlers to return; jobs whose
+// handlers ignore their context are left to lease expiry and rescue.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if !c.started || c.stopped {
+		c.stopped = true
+		c.mu.Unlock()
+		return nil
+	}
+	c.stopped = true
+	c.mu.Unlock()
+
+	c.stopLoop()
+	c.loops.Wait()
+
+	done := make(chan struct{})
+	go func() { c.execs.Wait(); close(done) }()
+	var hardErr error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		hardErr = ctx.Err()
+		c.log.Warn("backlog soft stop timed out; cancelling running jobs")
+		c.cancelWork(errShutdown)
+		select {
+		case <-done:
+		case <-time.After(HardStopGrace):
+			c.log.Error("backlog hard stop: some handlers ignored cancellation; their jobs return after lease expiry")
+		}
+	}
+	c.cancelWork(errShutdown)
+	c.completer.stop()
+	if len(c.producers) > 0 {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := c.store.DeregisterWorker(dctx, c.cfg.WorkerID); err != nil {
+			c.log.Warn("backlog: deregister worker", "err", err)
+		}
+		cancel()
+	}
+	c.log.Info("backlog client stopped")
+	return hardErr
+}
+
+// StopAndCancel hard-stops at once: handler contexts are cancelled and
+// their jobs handed back without using an attempt (see Stop).
+func (c *Client) StopAndCancel(ctx context.Context) error {
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	err := c.Stop(done)
+	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		return nil
+	}
+	return err
+}
+
+// HardStopGrace is how long Stop waits, after cancelling handler contexts,
+// for handlers to return before giving up on them.
+const HardStopGrace = 5 * time.Second

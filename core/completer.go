@@ -1,0 +1,144 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// pendingOutcome is an outcome waiting to be written, with what observers
+// are told once it applies.
+type pendingOutcome struct {
+	o      Outcome
+	job    *Job
+	dur    time.Duration
+	ev     EventKind
+	reason string
+	err    error
+	quiet  bool // completed in the handler's transaction: a failed fence is expected
+}
+
+// completer gathers outcomes for CompleterInterval (or until
+// CompleterMaxBatch) and writes each batch with one Store.Finish call,
+// retrying failed writes with backoff: an outcome is dropped only if the
+// client stops while the store stays unreachable, and then its job comes
+// back through lease expiry and rescue (at-least-once).
+type completer struct {
+	c    *Client
+	in   chan pendingOutcome
+	done chan struct{}
+	// stopCtx is cancelled when Stop gives up on an unreachable store.
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
+}
+
+func newCompleter(c *Client) *completer {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &completer{
+		c:  c,
+		in: make(chan pendingOutcome, 4*c.cfg.CompleterMaxBatch),
+		// done is closed when the loop has written everything.
+		done:    make(chan struct{}),
+		stopCtx: ctx, cancelStop: cancel,
+	}
+}
+
+func (q *completer) start() { go q.loop() }
+
+// add queues one outcome; it blocks when the store falls far behind
+// (back-pressure on executions, and through them on claims).
+func (q *completer) add(p pendingOutcome) { q.in <- p }
+
+// stop closes the input (all executions have returned), waits up to 30 s
+// for the rest to be written, then abandons them.
+func (q *completer) stop() {
+	close(q.in)
+	select {
+	case <-q.done:
+	case <-time.After(30 * time.Second):
+		q.c.log.Error("backlog: completer could not write outcomes before stopping; their jobs return after lease expiry")
+		q.cancelStop()
+		<-q.done
+	}
+	q.cancelStop()
+}
+
+func (q *completer) loop() {
+	defer close(q.done)
+	max := q.c.cfg.CompleterMaxBatch
+	batch := make([]pendingOutcome, 0, max)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		p, ok := <-q.in
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], p)
+		timer.Reset(q.c.cfg.CompleterInterval)
+		open := true
+	gather:
+		for len(batch) < max {
+			select {
+			case p, ok := <-q.in:
+				if !ok {
+					open = false
+					break gather
+				}
+				batch = append(batch, p)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		q.write(batch)
+		if !open {
+			return
+		}
+	}
+}
+
+// write finishes one batch, retrying until it succeeds or stop gives up.
+func (q *completer) write(batch []pendingOutcome) {
+	c := q.c
+	outs := make([]Outcome, len(batch))
+	for i := range batch {
+		outs[i] = batch[i].o
+	}
+	var res []FinishResult
+	for failures := 0; ; {
+		var err error
+		res, err = c.store.Finish(q.stopCtx, outs)
+		if err == nil && len(res) == len(outs) {
+			break
+		}
+		if err == nil {
+			err = errShortFinish
+		}
+		failures++
+		c.log.Error("backlog: finish failed; retrying", "jobs", len(outs), "err", err, "failures", failures)
+		c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Err: err, Count: len(outs)})
+		if !sleepCtx(q.stopCtx, retryDelay(failures, 5*time.Second)) {
+			return
+		}
+	}
+	for i, r := range res {
+		p := batch[i]
+		if !r.Applied {
+			if !p.quiet {
+				c.log.Warn("backlog: lease lost; outcome not applied", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind)
+				c.emit(Event{Kind: EventLeaseLost, At: p.o.At, Queue: p.job.Queue, Job: p.job})
+			}
+			continue
+		}
+		if p.err != nil {
+			c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", p.err)
+		}
+		c.emit(Event{Kind: p.ev, At: p.o.At, Queue: p.job.Queue, Job: p.job, Err: p.err, Reason: p.reason, Duration: p.dur})
+	}
+}
+
+var errShortFinish = errorString("store returned fewer finish results than outcomes")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }

@@ -1,0 +1,152 @@
+package core
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// QueueConfig configures one queue a client works.
+type QueueConfig struct {
+	// MaxWorkers is how many jobs of the queue run at once on this node.
+	// 0 means 50.
+	MaxWorkers int
+}
+
+// Retention says how long finished jobs are kept before maintenance prunes
+// them. A zero Completed deletes a job at the moment it completes; a
+// negative duration keeps jobs of that state forever.
+type Retention struct {
+	Completed time.Duration
+	Cancelled time.Duration
+	Discarded time.Duration
+}
+
+// DefaultRetention keeps completed jobs a day and cancelled or discarded
+// (dead-lettered) jobs a week.
+var DefaultRetention = Retention{Completed: 24 * time.Hour, Cancelled: 7 * 24 * time.Hour, Discarded: 7 * 24 * time.Hour}
+
+// Config configures a Client. The zero value is an insert-only client with
+// defaults; set Queues and Handlers to run jobs.
+type Config struct {
+	// Queues to work on this node, by name. Empty means the client only
+	// inserts and administers.
+	Queues map[string]QueueConfig
+	// Handlers by kind. A claimed job whose kind is missing fails its
+	// attempt with ErrUnknownKind and is retried (another node may know the
+	// kind during a rolling deploy), then discarded when attempts run out.
+	Handlers *Handlers
+	// Middleware wraps every handler, outermost first.
+	Middleware []Middleware
+	// Observers receive engine events.
+	Observers []Observer
+	// Logger for structured logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Clock is the single time source; nil means SystemClock.
+	Clock Clock
+
+	// WorkerID identifies this process in the worker registry and in every
+	// claim; "" means host-pid-random.
+	WorkerID string
+	// WorkerTags are stored in the worker registry (capability routing
+	// uses them).
+	WorkerTags []string
+
+	// PollInterval is how often an idle queue checks for due jobs (scheduled
+	// jobs coming due, inserts by other nodes without notifications). 0
+	// means 1 s.
+	PollInterval time.Duration
+	// FetchCooldown is the least time between two claims of one queue, so
+	// claims gather many jobs under load. 0 means 1 ms.
+	FetchCooldown time.Duration
+	// MaxClaim caps the jobs one claim takes. 0 means 200.
+	MaxClaim int
+	// LeaseDuration is how long a claim (and each heartbeat) holds a job
+	// before another node may rescue it. 0 means 30 s.
+	LeaseDuration time.Duration
+	// HeartbeatInterval is how often the node re-registers and extends the
+	// leases of every job it holds, in one statement. 0 means 10 s. Must be
+	// below LeaseDuration.
+	HeartbeatInterval time.Duration
+	// CompleterInterval is how long the completer gathers outcomes before
+	// writing them in one batch. 0 means 2 ms.
+	CompleterInterval time.Duration
+	// CompleterMaxBatch caps outcomes per Finish call. 0 means 1000.
+	CompleterMaxBatch int
+	// DefaultTimeout bounds every attempt of kinds without WithTimeout. 0
+	// means no timeout.
+	DefaultTimeout time.Duration
+	// Retry is the default retry policy; nil means ExponentialBackoff{}.
+	Retry RetryPolicy
+
+	// MaintenanceInterval is how often this node rescues expired leases,
+	// discards jobs past their deadline, prunes finished jobs and removes
+	// dead workers. 0 means 5 s. Negative disables maintenance on this node.
+	MaintenanceInterval time.Duration
+	// Retention of finished jobs; nil means DefaultRetention.
+	Retention *Retention
+	// WorkerTTL is how long a worker may go without a heartbeat before its
+	// record is removed. 0 means 2 min.
+	WorkerTTL time.Duration
+
+	// MaxArgsBytes limits a job's JSON args. 0 means DefaultMaxArgsBytes.
+	MaxArgsBytes int
+	// MaxResultBytes limits a job's result. 0 means DefaultMaxResultBytes.
+	MaxResultBytes int
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	out := *c
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&out.PollInterval, time.Second)
+	def(&out.FetchCooldown, time.Millisecond)
+	def(&out.LeaseDuration, 30*time.Second)
+	def(&out.HeartbeatInterval, 10*time.Second)
+	def(&out.CompleterInterval, 2*time.Millisecond)
+	def(&out.MaintenanceInterval, 5*time.Second)
+	def(&out.WorkerTTL, 2*time.Minute)
+	if out.MaxClaim <= 0 {
+		out.MaxClaim = 200
+	}
+	if out.CompleterMaxBatch <= 0 {
+		out.CompleterMaxBatch = 1000
+	}
+	if out.Retry == nil {
+		out.Retry = ExponentialBackoff{}
+	}
+	if out.Retention == nil {
+		r := DefaultRetention
+		out.Retention = &r
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.Clock == nil {
+		out.Clock = SystemClock{}
+	}
+	if out.MaxArgsBytes <= 0 {
+		out.MaxArgsBytes = DefaultMaxArgsBytes
+	}
+	if out.MaxResultBytes <= 0 {
+		out.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if out.HeartbeatInterval >= out.LeaseDuration {
+		return out, fmt.Errorf("backlog: heartbeat interval %s must be below the lease duration %s", out.HeartbeatInterval, out.LeaseDuration)
+	}
+	qs := make(map[string]QueueConfig, len(out.Queues))
+	for name, q := range out.Queues {
+		if err := ValidateQueueName(name); err != nil {
+			return out, err
+		}
+		if q.MaxWorkers <= 0 {
+			q.MaxWorkers = 50
+		}
+		qs[name] = q
+	}
+	out.Queues = qs
+	return out, nil
+}

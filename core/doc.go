@@ -1,0 +1,45 @@
+// Package core is backlog's engine: the job model, the Store contract every
+// database adapter implements, and the Client that enqueues and runs jobs.
+// It imports no database driver; stores live under store/ and are proven
+// by storetest.
+//
+// # Enqueueing
+//
+// Typed args implement Args (a Kind method) and are stored as JSON:
+//
+//	type EmailArgs struct{ To string `json:"to"` }
+//	func (EmailArgs) Kind() string { return "email" }
+//
+//	res, err := client.Enqueue(ctx, EmailArgs{To: "a@example.com"}, &core.Options{Queue: "mail"})
+//
+// EnqueueMany writes many jobs in one store round trip, EnqueueTx inside the
+// caller's transaction. A job with a UniqueKey held by a live job is not
+// inserted: the existing job comes back with Duplicate set.
+//
+// # Running
+//
+// Handlers are registered by type (Handle) or by kind name (HandleRaw). Per
+// queue, a fetch loop claims only as many jobs as it has free slots (woken
+// by its poll interval, by in-process enqueues and by store notifications),
+// an execution runs each handler with middleware, timeout and panic
+// recovery, and a completer writes outcomes in batches with one Finish call
+// every few milliseconds. The handler's returned error picks the outcome:
+// nil completes, Snooze, Cancel, Permanent and Continue steer, anything else
+// retries with backoff (ExponentialBackoff, DelayList, RetryFunc) until
+// MaxAttempts, then discards (the dead letter state).
+//
+// A heartbeat re-registers the worker and extends the leases of every job it
+// holds in one statement; maintenance on every node rescues jobs whose lease
+// expired, discards jobs past their deadline, prunes finished jobs and
+// removes dead workers.
+//
+// Stop is a soft stop (no more claims, wait for running jobs) that becomes a
+// hard stop when its context ends (handler contexts cancelled, unfinished
+// jobs handed back without using an attempt).
+//
+// # Guarantees
+//
+// At-least-once: a job whose insert committed is never lost; it runs again
+// only if its worker lost the lease, and fencing (worker id + attempt on
+// every write) keeps the stale worker's outcome from applying.
+package core

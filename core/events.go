@@ -1,0 +1,59 @@
+package core
+
+import "time"
+
+// EventKind names something the engine did.
+type EventKind string
+
+// Events delivered to observers.
+const (
+	EventJobInserted   EventKind = "job.inserted"   // Job inserted (not a duplicate)
+	EventJobClaimed    EventKind = "job.claimed"    // Job claimed by this node; QueueWait set
+	EventJobCompleted  EventKind = "job.completed"  // finish applied; Duration set
+	EventJobRetried    EventKind = "job.retried"    // attempt failed, retry scheduled; Err set
+	EventJobSnoozed    EventKind = "job.snoozed"    // snoozed or handed back at a hard stop
+	EventJobContinued  EventKind = "job.continued"  // moved on to its next step
+	EventJobCancelled  EventKind = "job.cancelled"  // handler cancelled it; Err set
+	EventJobDiscarded  EventKind = "job.discarded"  // dead-lettered; Reason and Err set
+	EventLeaseLost     EventKind = "job.lease_lost" // a fenced finish did not apply
+	EventJobsRescued   EventKind = "jobs.rescued"   // maintenance rescued Count jobs (Job set per job)
+	EventJobsPruned    EventKind = "jobs.pruned"    // maintenance pruned Count jobs in State
+	EventJobsExpired   EventKind = "jobs.expired"   // maintenance discarded Count jobs past deadline
+	EventWorkersPruned EventKind = "workers.pruned" // maintenance removed Count dead workers
+	EventStoreError    EventKind = "store.error"    // a store call failed; Err set (it will be retried)
+)
+
+// Discard reasons carried in Event.Reason for EventJobDiscarded.
+const (
+	ReasonExhausted  = "exhausted"   // attempts used up
+	ReasonDeadline   = "deadline"    // deadline passed
+	ReasonPermanent  = "permanent"   // handler returned Permanent
+	ReasonWorkerLost = "worker_lost" // rescued with no attempts left
+)
+
+// Event is one observation. Job is a snapshot as the event's node saw it;
+// fields that don't apply to a kind are zero.
+type Event struct {
+	Kind      EventKind
+	At        time.Time
+	Queue     string
+	Job       *Job
+	Err       error
+	Reason    string
+	Duration  time.Duration // handler execution time
+	QueueWait time.Duration // claimed − due (or created if later)
+	Count     int
+	State     State
+}
+
+// Observer receives events synchronously from engine goroutines; it must be
+// fast and must not block (hand off to a channel if it needs to).
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(e Event) { f(e) }

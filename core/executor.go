@@ -1,0 +1,244 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+	"unicode/utf8"
+)
+
+// execution is one running attempt on this node.
+type execution struct {
+	job    *Job
+	cancel context.CancelCauseFunc
+}
+
+var errTimeout = errors.New("backlog: attempt timed out")
+
+// PanicError is the error recorded when a handler panics; Stack is the
+// goroutine's stack at the panic.
+type PanicError struct {
+	Value any
+	Stack string
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// execute runs one claimed job and hands its outcome to the completer.
+func (c *Client) execute(p *producer, job *Job) {
+	defer c.execs.Done()
+	defer p.jobDone()
+
+	start := c.clock.Now()
+	due := job.RunAt
+	if job.CreatedAt.After(due) {
+		due = job.CreatedAt
+	}
+	c.emit(Event{Kind: EventJobClaimed, At: start, Queue: job.Queue, Job: job, QueueWait: max(start.Sub(due), 0)})
+
+	ctx, cancel := context.WithCancelCause(c.workCtx)
+	defer cancel(nil)
+	c.mu.Lock()
+	c.running[job.ID] = &execution{job: job, cancel: cancel}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.running, job.ID)
+		c.mu.Unlock()
+	}()
+
+	st := &execState{job: job, workerID: c.cfg.WorkerID, maxResult: c.cfg.MaxResultBytes, store: c.store, clock: c.clock}
+	ctx = context.WithValue(ctx, execKey{}, st)
+
+	entry := c.cfg.Handlers.lookup(job.Kind)
+	var err error
+	switch {
+	case !job.Deadline.IsZero() && !start.Before(job.Deadline):
+		err = errDeadline
+	case entry == nil:
+		err = fmt.Errorf("%w %q (worker %s knows %d kinds)", ErrUnknownKind, job.Kind, c.cfg.WorkerID, len(c.cfg.Handlers.Kinds()))
+	default:
+		timeout := entry.timeout
+		if timeout <= 0 {
+			timeout = c.cfg.DefaultTimeout
+		}
+		runCtx := ctx
+		var stopTimeout context.CancelFunc = func() {}
+		if timeout > 0 {
+			runCtx, stopTimeout = context.WithTimeoutCause(runCtx, timeout, errTimeout)
+		}
+		if !job.Deadline.IsZero() {
+			var stopDeadline context.CancelFunc
+			runCtx, stopDeadline = context.WithDeadlineCause(runCtx, job.Deadline, errDeadline)
+			defer stopDeadline()
+		}
+		fn := HandlerFunc(entry.fn)
+		for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
+			fn = c.cfg.Middleware[i](fn)
+		}
+		err = callHandler(runCtx, fn, job)
+		if err != nil && runCtx.Err() != nil {
+			if cause := context.Cause(runCtx); errors.Is(cause, errTimeout) {
+				err = fmt.Errorf("attempt timed out after %s: %w", timeout, err)
+			} else if errors.Is(cause, errDeadline) {
+				err = fmt.Errorf("%w: %w", errDeadline, err)
+			}
+		}
+		stopTimeout()
+	}
+	dur := c.clock.Now().Sub(start)
+
+	if errors.Is(context.Cause(ctx), errJobCancelled) {
+		// Cancelled in the store while running: the row is already final,
+		// a finish would only fail its fence.
+		c.log.Info("backlog: running job was cancelled", "job_id", job.ID, "kind", job.Kind)
+		return
+	}
+	po := c.decide(ctx, job, entry, err, st)
+	po.dur = dur
+	c.completer.add(po)
+}
+
+var errDeadline = errors.New("backlog: job deadline passed")
+
+// callHandler runs fn, turning a panic into a *PanicError with the stack.
+func callHandler(ctx context.Context, fn HandlerFunc, job *Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, job)
+}
+
+// decide turns a handler's return into a fenced outcome.
+func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err error, st *execState) pendingOutcome {
+	now := c.clock.Now()
+	po := pendingOutcome{job: job, err: err, o: Outcome{
+		JobID: job.ID, WorkerID: c.cfg.WorkerID, Attempt: job.Attempt, At: now,
+	}}
+	o := &po.o
+	st.mu.Lock()
+	po.quiet = st.completedTx
+	result := st.result
+	st.mu.Unlock()
+
+	if err == nil {
+		o.Kind, o.Result = OutcomeComplete, result
+		o.Delete = c.cfg.Retention.Completed == 0
+		po.ev = EventJobCompleted
+		return po
+	}
+	if ErrShutdown(context.Cause(ctx)) {
+		// Hard stop: hand the job back without using an attempt.
+		o.Kind, o.RunAt = OutcomeSnooze, now
+		po.ev = EventJobSnoozed
+		return po
+	}
+	var (
+		se *SnoozeError
+		ce *CancelError
+		ct *ContinueError
+		pe *PermanentError
+	)
+	switch {
+	case errors.As(err, &se):
+		o.Kind, o.RunAt = OutcomeSnooze, now.Add(se.Delay)
+		po.ev = EventJobSnoozed
+		return po
+	case errors.As(err, &ce):
+		o.Kind, o.Error = OutcomeCancel, attemptError(job, now, err)
+		po.ev = EventJobCancelled
+		return po
+	case errors.As(err, &ct):
+		if ct.Kind != "" && len(ct.Kind) <= MaxKindLen && json.Valid(ct.Args) && len(ct.Args) <= c.cfg.MaxArgsBytes {
+			o.Kind, o.NextKind, o.NextArgs = OutcomeContinue, ct.Kind, ct.Args
+			o.RunAt = UTC(ct.RunAt)
+			if o.RunAt.IsZero() {
+				o.RunAt = now
+			}
+			po.ev = EventJobContinued
+			return po
+		}
+		err = fmt.Errorf("invalid continuation (kind %q, %d bytes of args; need a kind and valid JSON args within limits)", ct.Kind, len(ct.Args))
+		po.err = err
+	case errors.As(err, &pe):
+		o.Kind, o.Error = OutcomeDiscard, attemptError(job, now, err)
+		po.ev, po.reason = EventJobDiscarded, ReasonPermanent
+		return po
+	}
+	o.Error = attemptError(job, now, err)
+	if errors.Is(err, errDeadline) {
+		o.Kind = OutcomeDiscard
+		po.ev, po.reason = EventJobDiscarded, ReasonDeadline
+		return po
+	}
+	if job.Attempt >= job.MaxAttempts {
+		o.Kind = OutcomeDiscard
+		po.ev, po.reason = EventJobDiscarded, ReasonExhausted
+		return po
+	}
+	policy := c.cfg.Retry
+	if entry != nil && entry.retry != nil {
+		policy = entry.retry
+	}
+	runAt := UTC(now.Add(max(policy.NextRetry(job, err), 0)))
+	if !job.Deadline.IsZero() && runAt.After(job.Deadline) {
+		o.Kind = OutcomeDiscard
+		o.Error.Error += " (next retry would pass the job's deadline)"
+		po.ev, po.reason = EventJobDiscarded, ReasonDeadline
+		return po
+	}
+	o.Kind, o.RunAt = OutcomeRetry, runAt
+	po.ev = EventJobRetried
+	return po
+}
+
+// attemptError builds the error entry for job's current attempt, bounded to
+// MaxErrorBytes of message plus trace.
+func attemptError(job *Job, now time.Time, err error) *AttemptError {
+	ae := &AttemptError{Attempt: job.Attempt, At: now, Error: errString(err)}
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		ae.Trace = pe.Stack
+	}
+	var te interface{ ErrorTrace() string }
+	if errors.As(err, &te) {
+		ae.Trace = te.ErrorTrace()
+	}
+	ae.Error = truncateUTF8(ae.Error, MaxErrorBytes/2)
+	ae.Trace = truncateTail(ae.Trace, MaxErrorBytes/2)
+	return ae
+}
+
+// truncateUTF8 keeps at most n bytes of s's head, cutting on a rune
+// boundary and marking the cut.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[truncated]"
+}
+
+// truncateTail keeps at most n bytes of s's tail (where stderr and stacks
+// keep the interesting part), cutting on a rune boundary.
+func truncateTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "[truncated]…" + s[cut:]
+}
+
+func sortStrings(s []string) { slices.Sort(s) }

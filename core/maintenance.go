@@ -1,0 +1,110 @@
+package core
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Maintenance batch sizes: each store call touches at most this many rows,
+// and one round repeats a call at most maintenanceRounds times, so no round
+// holds locks or runs for long. Work left over is taken next round.
+const (
+	maintenanceBatch  = 1000
+	maintenanceRounds = 10
+)
+
+// maintenanceLoop runs on every node; every step is idempotent, so nodes
+// need no leader. Rounds are jittered ±10 % so nodes don't collide.
+func (c *Client) maintenanceLoop(ctx context.Context) {
+	// First round soon after start, so a restarted node rescues at once.
+	if !sleepCtx(ctx, jitter(c.cfg.MaintenanceInterval/5)) {
+		return
+	}
+	for {
+		c.Maintain(ctx)
+		if !sleepCtx(ctx, jitter(c.cfg.MaintenanceInterval)) {
+			return
+		}
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
+}
+
+// Maintain runs one maintenance round now: rescue expired leases, discard
+// pending jobs past their deadline, prune finished jobs past their
+// retention, remove dead workers. Started clients run it every
+// MaintenanceInterval; tests and tools may call it directly. Errors are
+// logged and reported to observers, never returned: the next round retries.
+func (c *Client) Maintain(ctx context.Context) {
+	now := c.clock.Now()
+	for range maintenanceRounds {
+		jobs, err := c.store.Rescue(ctx, now, maintenanceBatch)
+		if c.maintErr(ctx, "rescue", err) {
+			break
+		}
+		for _, j := range jobs {
+			reason := ""
+			if j.State == StateDiscarded {
+				reason = ReasonWorkerLost
+			}
+			c.log.Warn("backlog: rescued job from lost worker", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", j.State)
+			c.emit(Event{Kind: EventJobsRescued, At: now, Queue: j.Queue, Job: j, Count: 1, State: j.State, Reason: reason})
+		}
+		if len(jobs) < maintenanceBatch {
+			break
+		}
+	}
+	c.repeat(ctx, "discard expired", func() (int, error) {
+		n, err := c.store.DiscardExpired(ctx, now, maintenanceBatch)
+		if n > 0 {
+			c.emit(Event{Kind: EventJobsExpired, At: now, Count: n, State: StateDiscarded, Reason: ReasonDeadline})
+		}
+		return n, err
+	})
+	r := c.cfg.Retention
+	for _, st := range []struct {
+		state State
+		ttl   time.Duration
+	}{{StateCompleted, r.Completed}, {StateCancelled, r.Cancelled}, {StateDiscarded, r.Discarded}} {
+		if st.ttl < 0 {
+			continue
+		}
+		before := now.Add(-st.ttl)
+		c.repeat(ctx, "prune "+string(st.state), func() (int, error) {
+			n, err := c.store.Prune(ctx, st.state, before, maintenanceBatch)
+			if n > 0 {
+				c.emit(Event{Kind: EventJobsPruned, At: now, Count: n, State: st.state})
+			}
+			return n, err
+		})
+	}
+	n, err := c.store.RemoveDeadWorkers(ctx, now.Add(-c.cfg.WorkerTTL))
+	if !c.maintErr(ctx, "remove dead workers", err) && n > 0 {
+		c.emit(Event{Kind: EventWorkersPruned, At: now, Count: n})
+	}
+}
+
+// repeat calls step while it returns a full batch, at most
+// maintenanceRounds times.
+func (c *Client) repeat(ctx context.Context, what string, step func() (int, error)) {
+	for range maintenanceRounds {
+		n, err := step()
+		if c.maintErr(ctx, what, err) || n < maintenanceBatch {
+			return
+		}
+	}
+}
+
+func (c *Client) maintErr(ctx context.Context, what string, err error) bool {
+	if err == nil {
+		return false
+	}
+	if ctx.Err() == nil {
+		c.log.Error("backlog: maintenance step failed", "step", what, "err", err)
+		c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Err: err})
+	}
+	return true
+}

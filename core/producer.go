@@ -1,0 +1,130 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// producer is one queue's fetch loop: it claims as many due jobs as it has
+// free slots, never more, and starts an execution for each.
+type producer struct {
+	c      *Client
+	queue  string
+	max    int
+	active atomic.Int64
+	more   atomic.Bool // the last claim filled its limit: the queue likely has more
+	wakeCh chan struct{}
+}
+
+func newProducer(c *Client, queue string, maxWorkers int) *producer {
+	return &producer{c: c, queue: queue, max: maxWorkers, wakeCh: make(chan struct{}, 1)}
+}
+
+// wake asks the loop to claim now (coalescing: many wakes make one claim).
+func (p *producer) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// jobDone frees a slot; under load (the last claim was full) it wakes the
+// loop so the slot is refilled without waiting for a poll.
+func (p *producer) jobDone() {
+	p.active.Add(-1)
+	if p.more.Load() {
+		p.wake()
+	}
+}
+
+func (p *producer) run(ctx context.Context) {
+	c := p.c
+	poll := time.NewTicker(c.cfg.PollInterval)
+	defer poll.Stop()
+	var lastClaim time.Time
+	failures := 0
+	for {
+		free := p.max - int(p.active.Load())
+		if free > 0 {
+			if wait := c.cfg.FetchCooldown - time.Since(lastClaim); wait > 0 {
+				if !sleepCtx(ctx, wait) {
+					return
+				}
+				free = p.max - int(p.active.Load())
+			}
+			lastClaim = time.Now()
+			n, err := p.claim(ctx, min(free, c.cfg.MaxClaim))
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				failures++
+				c.log.Error("backlog: claim failed", "queue", p.queue, "err", err, "failures", failures)
+				c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Queue: p.queue, Err: err})
+				if !sleepCtx(ctx, retryDelay(failures, c.cfg.PollInterval)) {
+					return
+				}
+				continue
+			default:
+				failures = 0
+			}
+			// A full claim that still left slots free (MaxClaim < free)
+			// goes round again at once.
+			if n == c.cfg.MaxClaim && n < free {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wakeCh:
+		case <-poll.C:
+		}
+	}
+}
+
+// claim takes up to limit jobs and starts them, returning how many.
+func (p *producer) claim(ctx context.Context, limit int) (int, error) {
+	c := p.c
+	now := c.clock.Now()
+	jobs, err := c.store.Claim(ctx, ClaimParams{
+		Queue: p.queue, WorkerID: c.cfg.WorkerID, Limit: limit,
+		Now: now, LeaseUntil: now.Add(c.cfg.LeaseDuration),
+	})
+	if errors.Is(err, ErrQueuePaused) {
+		p.more.Store(false)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	p.more.Store(len(jobs) == limit)
+	for _, j := range jobs {
+		p.active.Add(1)
+		c.execs.Add(1)
+		go c.execute(p, j)
+	}
+	return len(jobs), nil
+}
+
+// retryDelay is the wait after the n-th consecutive store failure: 50 ms
+// doubling, capped at ceiling (at least 1 s).
+func retryDelay(n int, ceiling time.Duration) time.Duration {
+	ceiling = max(ceiling, time.Second)
+	d := 50 * time.Millisecond << min(n, 10)
+	return min(d, ceiling)
+}
+
+// sleepCtx sleeps d or until ctx ends; it reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
