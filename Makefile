@@ -1,0 +1,32 @@
+# backlog — see README.md.
+GO        ?= go
+PKGS      ?= ./...
+TESTFLAGS ?= -race -count=1 -timeout 20m
+DB        ?= sqlite:backlog.db
+
+.PHONY: run test lint bench stress fmt
+
+## run: serve jobs on the embedded SQLite file (the README's first command)
+run:
+	$(GO) run ./cmd/backlog --db '$(DB)' serve --handler hello='echo "hello from job $$BACKLOG_JOB_ID: $$(cat)"'
+
+## test: every test — unit, conformance on every reachable database, race detector on
+test: lint
+	eval "$$(scripts/local-dbs.sh)" && $(GO) test $(TESTFLAGS) $(PKGS)
+
+## lint: go vet and a gofmt check
+lint:
+	$(GO) vet $(PKGS)
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+## bench: throughput benchmarks (figures go to docs/benchmarks.md)
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x $(PKGS)
+
+## stress: the long race-enabled stress tests
+stress:
+	BACKLOG_STRESS=1 $(GO) test $(TESTFLAGS) -run Stress $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
