@@ -1,0 +1,105 @@
+package sqlq
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// Rows is the cursor a Conn returns; *sql.Rows implements it, and a pgx.Rows
+// needs a one-line adapter (its Close returns nothing).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// Conn runs statements on a pool, a connection or a transaction.
+type Conn interface {
+	// Exec runs a statement that returns no rows.
+	Exec(ctx context.Context, query string, args ...any) (sql.Result, error)
+	// Query runs a statement that returns rows. The caller closes them.
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+}
+
+// DB is what a Store runs on: Exec/Query for reads (and only reads), and InTx
+// for every write.
+type DB interface {
+	Conn
+	// InTx runs fn in one write transaction and commits when it returns
+	// nil; it rolls back and returns fn's error otherwise. On SQLite the
+	// transaction starts with BEGIN IMMEDIATE. InTx does not retry; the
+	// Store retries transient errors around it, so fn may run several times.
+	InTx(ctx context.Context, fn func(Conn) error) error
+}
+
+// StdExecer is the database/sql surface shared by *sql.DB, *sql.Tx,
+// *sql.Conn, *sqlx.DB and *sqlx.Tx.
+type StdExecer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// StdConn adapts a database/sql executor to Conn.
+type StdConn struct{ X StdExecer }
+
+// Exec runs ExecContext.
+func (c StdConn) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return c.X.ExecContext(ctx, q, args...)
+}
+
+// Query runs QueryContext.
+func (c StdConn) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	r, err := c.X.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// StdDB adapts a *sql.DB to DB. Write transactions use TxOptions (nil for
+// the driver's default; SQLite's "_txlock=immediate" DSN makes that BEGIN
+// IMMEDIATE). When WriteLock is set, it is held around every write
+// transaction, serialising this process's writers in Go instead of in the
+// database's busy handler (used by SQLite, which allows one writer anyway).
+type StdDB struct {
+	DB        *sql.DB
+	TxOptions *sql.TxOptions
+	WriteLock sync.Locker
+}
+
+// Exec runs ExecContext on the pool.
+func (d *StdDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return d.DB.ExecContext(ctx, q, args...)
+}
+
+// Query runs QueryContext on the pool.
+func (d *StdDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	r, err := d.DB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// InTx runs fn in a transaction begun with TxOptions, under WriteLock.
+func (d *StdDB) InTx(ctx context.Context, fn func(Conn) error) (err error) {
+	if d.WriteLock != nil {
+		d.WriteLock.Lock()
+		defer d.WriteLock.Unlock()
+	}
+	tx, err := d.DB.BeginTx(ctx, d.TxOptions)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(StdConn{tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

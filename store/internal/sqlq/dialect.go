@@ -1,0 +1,216 @@
+package sqlq
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Type names the kind of value a bind parameter carries, for dialects that
+// must cast parameters whose type the server cannot infer (Postgres in a
+// VALUES list).
+type Type int
+
+// Parameter types passed to Dialect.Cast.
+const (
+	TypeInt   Type = iota // 64-bit integer
+	TypeText              // text
+	TypeTime              // a time as encoded by Dialect.Time
+	TypeJSON              // JSON text
+	TypeBytes             // binary
+	TypeBool              // boolean
+)
+
+// Stmt names a statement kind for Dialect.Returning.
+type Stmt int
+
+// Statement kinds that may or may not support RETURNING.
+const (
+	StmtInsert Stmt = iota
+	StmtUpdate
+	StmtDelete
+)
+
+// Dialect is the narrow set of hooks in which SQL databases differ. All SQL
+// text outside these hooks is shared. Implementations must be safe for
+// concurrent use (they are normally stateless values).
+type Dialect interface {
+	// Name is a short identifier used in error messages ("sqlite").
+	Name() string
+
+	// Placeholder returns the n-th (1-based) bind-parameter marker of a
+	// statement: "?" (SQLite, MySQL) or "$n" (Postgres).
+	Placeholder(n int) string
+
+	// Cast wraps the placeholder ph so the server knows its type, where it
+	// cannot infer it (Postgres: "$3::bigint"). Most dialects return ph.
+	Cast(ph string, t Type) string
+
+	// Time encodes a UTC, microsecond-precision time as a bind argument
+	// (SQLite: int64 unix microseconds; others: time.Time). The zero time
+	// must encode as nil (SQL NULL). Scanning accepts int64 µs, time.Time
+	// and RFC 3339 text, so decoding needs no hook.
+	Time(t time.Time) any
+
+	// AppendJSON returns an expression evaluating to the JSON array column
+	// col with the JSON value expression val appended (SQLite:
+	// json_insert(col,'$[#]',json(val)); Postgres: col || jsonb_build_array(val::jsonb);
+	// MySQL: JSON_ARRAY_APPEND(col,'$',CAST(val AS JSON))).
+	AppendJSON(col, val string) string
+
+	// Returning reports whether statements of kind s accept a RETURNING
+	// clause (MySQL: none; MariaDB: insert and delete only).
+	Returning(s Stmt) bool
+
+	// InsertIgnore returns the verb and suffix of an INSERT that silently
+	// skips rows violating a unique index: ("INSERT INTO", " ON CONFLICT DO
+	// NOTHING") or ("INSERT IGNORE INTO", "").
+	InsertIgnore() (verb, suffix string)
+
+	// UpdateFrom renders an UPDATE of table joined by primary key with a
+	// derived table named alias whose columns are cols and whose rows are
+	// the already-rendered tuples rows ("(?,?,?)"). set and where may refer
+	// to alias.col and table.col; returning is "" or a column list for a
+	// RETURNING clause (only passed when Returning(StmtUpdate)). Bind
+	// parameters must appear in the text in the order rows, set, where.
+	// ok=false means the dialect has no such statement and callers fall back
+	// to one UPDATE per row.
+	UpdateFrom(table, alias string, cols, rows []string, set, where, returning string) (sql string, ok bool)
+
+	// DeleteLimit renders a DELETE of at most limit (a placeholder) rows of
+	// table matching where, oldest by order first: SQLite/Postgres
+	// "DELETE FROM t WHERE id IN (SELECT id FROM t WHERE … ORDER BY … LIMIT ?)";
+	// MySQL "DELETE FROM t WHERE … ORDER BY … LIMIT ?".
+	DeleteLimit(table, where, order, limit string) string
+
+	// LockSuffix returns the clause appended to a SELECT to lock the rows it
+	// reads: " FOR UPDATE", or " FOR UPDATE SKIP LOCKED" when skipLocked.
+	// It returns "" when the database has no row locks (SQLite, where every
+	// write transaction already holds the database lock); a dialect returning
+	// "" for skipLocked cannot run core.StrategySkipLocked.
+	LockSuffix(skipLocked bool) string
+
+	// MaxParams is the most bind parameters one statement may carry.
+	MaxParams() int
+
+	// Transient reports whether err is worth retrying after a short wait
+	// (SQLITE_BUSY, deadlock 1213, lock wait timeout 1205, serialization
+	// failure 40001, …). The statement or transaction that failed must have
+	// taken no effect.
+	Transient(err error) bool
+
+	// UniqueViolation reports whether err is a unique-index violation.
+	UniqueViolation(err error) bool
+}
+
+// Standard implements every Dialect hook in the form SQLite and Postgres
+// share, with "?" placeholders, RETURNING everywhere, ON CONFLICT DO NOTHING,
+// CTE-based UPDATE … FROM and no row locks. Dialects embed it and override
+// what differs; Time, AppendJSON, Transient and UniqueViolation must be
+// overridden (Standard's versions encode time.Time, use SQLite's JSON
+// functions and never classify errors).
+type Standard struct{}
+
+// Name returns "standard".
+func (Standard) Name() string { return "standard" }
+
+// Placeholder returns "?".
+func (Standard) Placeholder(int) string { return "?" }
+
+// Cast returns ph unchanged.
+func (Standard) Cast(ph string, _ Type) string { return ph }
+
+// Time returns t, or nil for the zero time.
+func (Standard) Time(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// AppendJSON uses SQLite's json_insert.
+func (Standard) AppendJSON(col, val string) string {
+	return "json_insert(" + col + ",'$[#]',json(" + val + "))"
+}
+
+// Returning reports true for every statement kind.
+func (Standard) Returning(Stmt) bool { return true }
+
+// InsertIgnore returns ON CONFLICT DO NOTHING.
+func (Standard) InsertIgnore() (string, string) { return "INSERT INTO", " ON CONFLICT DO NOTHING" }
+
+// UpdateFrom renders
+// WITH alias(cols) AS (VALUES rows) UPDATE table SET set FROM alias WHERE where [RETURNING …].
+func (Standard) UpdateFrom(table, alias string, cols, rows []string, set, where, returning string) (string, bool) {
+	var b strings.Builder
+	b.WriteString("WITH ")
+	b.WriteString(alias)
+	b.WriteString("(")
+	b.WriteString(strings.Join(cols, ","))
+	b.WriteString(") AS (VALUES ")
+	b.WriteString(strings.Join(rows, ","))
+	b.WriteString(") UPDATE ")
+	b.WriteString(table)
+	b.WriteString(" SET ")
+	b.WriteString(set)
+	b.WriteString(" FROM ")
+	b.WriteString(alias)
+	b.WriteString(" WHERE ")
+	b.WriteString(where)
+	if returning != "" {
+		b.WriteString(" RETURNING ")
+		b.WriteString(returning)
+	}
+	return b.String(), true
+}
+
+// DeleteLimit renders DELETE … WHERE id IN (SELECT id … ORDER BY … LIMIT ?).
+func (Standard) DeleteLimit(table, where, order, limit string) string {
+	return "DELETE FROM " + table + " WHERE id IN (SELECT id FROM " + table + " WHERE " + where + " ORDER BY " + order + " LIMIT " + limit + ")"
+}
+
+// LockSuffix returns "" (no row locks).
+func (Standard) LockSuffix(bool) string { return "" }
+
+// MaxParams returns 32766, SQLite's default limit since 3.32.
+func (Standard) MaxParams() int { return 32766 }
+
+// Transient reports false.
+func (Standard) Transient(error) bool { return false }
+
+// UniqueViolation reports false.
+func (Standard) UniqueViolation(error) bool { return false }
+
+// Dollar is a Placeholder implementation for "$n" dialects (Postgres).
+func Dollar(n int) string { return "$" + strconv.Itoa(n) }
+
+// Tables names the three tables a store uses, already prefixed or schema
+// qualified (and quoted, if needed) as the SQL must spell them.
+type Tables struct {
+	Jobs    string // e.g. "backlog_jobs" or "backlog.jobs"
+	Queues  string // e.g. "backlog_queues"
+	Workers string // e.g. "backlog_workers"
+}
+
+// PrefixTables returns Tables named prefix+"jobs", prefix+"queues" and
+// prefix+"workers". prefix must be a valid identifier part (see ValidPrefix).
+func PrefixTables(prefix string) Tables {
+	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers"}
+}
+
+// ValidPrefix reports an error unless prefix is at most 48 bytes of ASCII
+// letters, digits and underscores not starting with a digit (it is pasted
+// into SQL text, so nothing else is allowed). The empty prefix is valid.
+func ValidPrefix(prefix string) error {
+	if len(prefix) > 48 {
+		return errors.New("table prefix longer than 48 bytes")
+	}
+	for i, r := range prefix {
+		ok := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || (i > 0 && r >= '0' && r <= '9')
+		if !ok {
+			return errors.New("table prefix " + strconv.Quote(prefix) + " may hold only ASCII letters, digits and '_' and must not start with a digit")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,559 @@
+package sqlq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// fence selects how a batched change guards its row.
+type fence int
+
+const (
+	// fenceHolder: the row is running, held by change.worker at
+	// change.attempt (Finish, CompleteTx).
+	fenceHolder fence = iota
+	// fenceVersion: the row's version is still change.version (Rescue and
+	// DiscardExpired, after reading their candidates).
+	fenceVersion
+)
+
+// change is one row's new values in a batched update.
+type change struct {
+	id      int64
+	worker  string // fenceHolder
+	attempt int    // fenceHolder
+	version int64  // fenceVersion
+
+	state      core.State
+	newAttempt int
+	runAt      time.Time // zero: keep
+	finishedAt time.Time // zero: NULL
+	err        string    // JSON of one AttemptError; "": none
+	result     []byte
+	setResult  bool
+	kind       string // "": keep
+	args       []byte // nil: keep
+}
+
+// changeCols are the derived table's columns, in order.
+var changeCols = []string{"id", "fw", "fa", "fv", "st", "na", "ra", "fi", "er", "rs", "sr", "kd", "ag"}
+
+func (s *Store) changeValue(ch *change, col string) (any, Type) {
+	switch col {
+	case "id":
+		return ch.id, TypeInt
+	case "fw":
+		return ch.worker, TypeText
+	case "fa":
+		return int64(ch.attempt), TypeInt
+	case "fv":
+		return ch.version, TypeInt
+	case "st":
+		return string(ch.state), TypeText
+	case "na":
+		return int64(ch.newAttempt), TypeInt
+	case "ra":
+		return s.d.Time(ch.runAt), TypeTime
+	case "fi":
+		return s.d.Time(ch.finishedAt), TypeTime
+	case "er":
+		if ch.err == "" {
+			return nil, TypeJSON
+		}
+		return ch.err, TypeJSON
+	case "rs":
+		if ch.result == nil {
+			return nil, TypeBytes
+		}
+		return ch.result, TypeBytes
+	case "sr":
+		if ch.setResult {
+			return int64(1), TypeInt
+		}
+		return int64(0), TypeInt
+	case "kd":
+		if ch.kind == "" {
+			return nil, TypeText
+		}
+		return ch.kind, TypeText
+	case "ag":
+		if ch.args == nil {
+			return nil, TypeJSON
+		}
+		return string(ch.args), TypeJSON
+	}
+	panic("sqlq: unknown change column " + col)
+}
+
+// changeSet writes the SET list of a batched change; ref renders a change
+// column (a derived-table column or a bound parameter), called in textual
+// order.
+func (s *Store) changeSet(b *builder, ref func(col string) string) {
+	T := s.t.Jobs + "."
+	b.w("state = ", ref("st"), ", attempt = ", ref("na"), ", run_at = COALESCE(", ref("ra"), ", ", T, "run_at), finished_at = ", ref("fi"),
+		", lease_until = NULL, version = ", T, "version + 1, errors = CASE WHEN ", ref("er"), " IS NULL THEN ", T, "errors ELSE ")
+	b.w(s.d.AppendJSON(T+"errors", ref("er")))
+	b.w(" END, result = CASE WHEN ", ref("sr"), " = 1 THEN ", ref("rs"), " ELSE ", T, "result END, kind = COALESCE(", ref("kd"), ", ", T,
+		"kind), args = COALESCE(", ref("ag"), ", ", T, "args)")
+}
+
+// changeFence writes the fence predicate; ref renders a change column.
+func (s *Store) changeFence(b *builder, f fence, ref func(col string) string) {
+	T := s.t.Jobs + "."
+	switch f {
+	case fenceHolder:
+		b.w(T, "state = 'running' AND ", T, "worker_id = ", ref("fw"), " AND ", T, "attempt = ", ref("fa"))
+	case fenceVersion:
+		b.w(T, "version = ", ref("fv"))
+	}
+}
+
+// applyChanges applies changes (distinct ids) under fence f plus the extra
+// predicate (which may bind parameters through its builder), in as few
+// statements as the dialect allows, and returns the ids that applied.
+func (s *Store) applyChanges(ctx context.Context, c Conn, chs []change, f fence, extra func(b *builder)) (map[int64]bool, error) {
+	applied := make(map[int64]bool, len(chs))
+	if len(chs) == 0 {
+		return applied, nil
+	}
+	per := len(changeCols)
+	chunk := max(1, min(500, (s.d.MaxParams()-8)/per))
+	for start := 0; start < len(chs); start += chunk {
+		part := chs[start:min(len(chs), start+chunk)]
+		if err := s.applyBatch(ctx, c, part, f, extra, applied); err != nil {
+			return nil, err
+		}
+	}
+	return applied, nil
+}
+
+func (s *Store) applyBatch(ctx context.Context, c Conn, part []change, f fence, extra func(b *builder), applied map[int64]bool) error {
+	T := s.t.Jobs
+	// Try the one-statement form.
+	b := newBuilder(s.d, len(part)*len(changeCols)+4)
+	rows := make([]string, len(part))
+	for i := range part {
+		rb := "("
+		for k, col := range changeCols {
+			if k > 0 {
+				rb += ","
+			}
+			v, t := s.changeValue(&part[i], col)
+			rb += b.argT(v, t)
+		}
+		rows[i] = rb + ")"
+	}
+	vref := func(col string) string { return "v." + col }
+	set := &builder{d: s.d}
+	s.changeSet(set, vref)
+	where := &builder{d: s.d, args: b.args}
+	where.w(T, ".id = v.id AND ")
+	s.changeFence(where, f, vref)
+	if extra != nil {
+		where.w(" AND ")
+		extra(where)
+	}
+	b.args = where.args
+	ret := ""
+	if s.d.Returning(StmtUpdate) {
+		ret = T + ".id"
+	}
+	q, ok := s.d.UpdateFrom(T, "v", changeCols, rows, set.String(), where.String(), ret)
+	if ok && ret != "" {
+		ids, err := scanIDs(c.Query(ctx, q, b.args...))
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			applied[id] = true
+		}
+		return nil
+	}
+	// Fallback: one fenced UPDATE per row; rows affected says whether it
+	// applied.
+	for i := range part {
+		ch := &part[i]
+		u := newBuilder(s.d, len(changeCols)+4)
+		ref := func(col string) string {
+			v, t := s.changeValue(ch, col)
+			return u.argT(v, t)
+		}
+		u.w("UPDATE ", T, " SET ")
+		s.changeSet(u, ref)
+		u.w(" WHERE ", T, ".id = ", u.arg(ch.id), " AND ")
+		s.changeFence(u, f, ref)
+		if extra != nil {
+			u.w(" AND ")
+			extra(u)
+		}
+		res, err := c.Exec(ctx, u.String(), u.args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			applied[ch.id] = true
+		}
+	}
+	return nil
+}
+
+// Finish applies a batch of fenced outcomes in one transaction and returns
+// one result per outcome in input order. An outcome whose fence fails
+// (job not running under its worker id and attempt) reports Applied=false
+// and changes nothing. An unknown outcome kind fails the whole call.
+func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	if len(outcomes) == 0 {
+		return []core.FinishResult{}, nil
+	}
+	var out []core.FinishResult
+	err := s.tx(ctx, func(c Conn) (err error) {
+		out, err = s.FinishOn(ctx, c, outcomes)
+		return err
+	})
+	return out, err
+}
+
+// FinishOn is Finish on a caller-supplied connection or transaction, with
+// no retries (core.TxCompleter uses it with the caller's transaction).
+func (s *Store) FinishOn(ctx context.Context, c Conn, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	res := make([]core.FinishResult, len(outcomes))
+	chs := make([]change, len(outcomes))
+	for i := range outcomes {
+		res[i].JobID = outcomes[i].JobID
+		ch, err := outcomeChange(&outcomes[i])
+		if err != nil {
+			return nil, err
+		}
+		chs[i] = ch
+	}
+	// Rounds of distinct job ids, so a job named twice is applied in input
+	// order (the second normally fails its fence).
+	remaining := make([]int, len(outcomes))
+	for i := range remaining {
+		remaining[i] = i
+	}
+	for len(remaining) > 0 {
+		seen := make(map[int64]bool, len(remaining))
+		var now, later []int
+		for _, i := range remaining {
+			if seen[outcomes[i].JobID] {
+				later = append(later, i)
+				continue
+			}
+			seen[outcomes[i].JobID] = true
+			now = append(now, i)
+		}
+		var upd []change
+		var updIdx, delIdx []int
+		for _, i := range now {
+			if outcomes[i].Kind == core.OutcomeComplete && outcomes[i].Delete {
+				delIdx = append(delIdx, i)
+			} else {
+				upd = append(upd, chs[i])
+				updIdx = append(updIdx, i)
+			}
+		}
+		applied, err := s.applyChanges(ctx, c, upd, fenceHolder, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range updIdx {
+			res[i].Applied = applied[outcomes[i].JobID]
+		}
+		if len(delIdx) > 0 {
+			deleted, err := s.fencedDelete(ctx, c, outcomes, delIdx)
+			if err != nil {
+				return nil, err
+			}
+			for _, i := range delIdx {
+				res[i].Applied = deleted[outcomes[i].JobID]
+			}
+		}
+		remaining = later
+	}
+	return res, nil
+}
+
+// outcomeChange turns an outcome into a holder-fenced change.
+func outcomeChange(o *core.Outcome) (change, error) {
+	ch := change{id: o.JobID, worker: o.WorkerID, attempt: o.Attempt, newAttempt: o.Attempt}
+	if o.Error != nil {
+		e, err := EncodeError(*o.Error)
+		if err != nil {
+			return ch, err
+		}
+		ch.err = e
+	}
+	at := core.UTC(o.At)
+	runAt := core.UTC(o.RunAt)
+	dueState := func() core.State {
+		if runAt.After(at) {
+			return core.StateScheduled
+		}
+		return core.StateAvailable
+	}
+	switch o.Kind {
+	case core.OutcomeComplete:
+		ch.state, ch.finishedAt = core.StateCompleted, at
+		ch.result, ch.setResult = o.Result, true
+	case core.OutcomeRetry:
+		ch.state, ch.runAt = core.StateRetryable, runAt
+	case core.OutcomeSnooze:
+		ch.state, ch.runAt = dueState(), runAt
+		ch.newAttempt = max(0, o.Attempt-1)
+	case core.OutcomeContinue:
+		ch.state, ch.runAt = dueState(), runAt
+		ch.newAttempt = 0
+		ch.kind = o.NextKind
+		if o.NextArgs != nil {
+			ch.args = o.NextArgs
+		}
+	case core.OutcomeCancel:
+		ch.state, ch.finishedAt = core.StateCancelled, at
+	case core.OutcomeDiscard:
+		ch.state, ch.finishedAt = core.StateDiscarded, at
+	default:
+		return ch, fmt.Errorf("sqlq: job %d: unknown outcome kind %q", o.JobID, o.Kind)
+	}
+	if ch.runAt.IsZero() && (o.Kind == core.OutcomeRetry || o.Kind == core.OutcomeSnooze || o.Kind == core.OutcomeContinue) {
+		ch.runAt = at // no RunAt given: due at once
+	}
+	return ch, nil
+}
+
+// fencedDelete deletes the completed-with-Delete outcomes whose fence holds
+// and returns the deleted ids.
+func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcome, idx []int) (map[int64]bool, error) {
+	out := make(map[int64]bool, len(idx))
+	chunk := max(1, min(500, (s.d.MaxParams()-4)/5))
+	for start := 0; start < len(idx); start += chunk {
+		part := idx[start:min(len(idx), start+chunk)]
+		where := func(b *builder) {
+			b.w(" WHERE id IN (")
+			for k, i := range part {
+				if k > 0 {
+					b.w(",")
+				}
+				b.w(b.arg(outcomes[i].JobID))
+			}
+			b.w(") AND state = 'running' AND worker_id = CASE id")
+			for _, i := range part {
+				b.w(" WHEN ", b.arg(outcomes[i].JobID), " THEN ", b.arg(outcomes[i].WorkerID))
+			}
+			b.w(" END AND attempt = CASE id")
+			for _, i := range part {
+				b.w(" WHEN ", b.arg(outcomes[i].JobID), " THEN ", b.arg(int64(outcomes[i].Attempt)))
+			}
+			b.w(" END")
+		}
+		if s.d.Returning(StmtDelete) {
+			b := newBuilder(s.d, 5*len(part))
+			b.w("DELETE FROM ", s.t.Jobs)
+			where(b)
+			b.w(" RETURNING id")
+			ids, err := scanIDs(c.Query(ctx, b.String(), b.args...))
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
+				out[id] = true
+			}
+			continue
+		}
+		sel := newBuilder(s.d, 5*len(part))
+		sel.w("SELECT id FROM ", s.t.Jobs)
+		where(sel)
+		sel.w(s.d.LockSuffix(false))
+		ids, err := scanIDs(c.Query(ctx, sel.String(), sel.args...))
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		del := newBuilder(s.d, len(ids))
+		del.w("DELETE FROM ", s.t.Jobs, " WHERE id IN (")
+		for k, id := range ids {
+			if k > 0 {
+				del.w(",")
+			}
+			del.w(del.arg(id))
+		}
+		del.w(")")
+		if _, err := c.Exec(ctx, del.String(), del.args...); err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// ExtendLeases sets lease_until=until on every running job held by
+// workerID in one statement and returns how many rows it touched.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
+	var n int64
+	err := s.tx(ctx, func(c Conn) error {
+		b := newBuilder(s.d, 2)
+		b.w("UPDATE ", s.t.Jobs, " SET lease_until = ", b.arg(s.d.Time(until)), ", version = version + 1 WHERE state = 'running' AND worker_id = ", b.arg(workerID))
+		res, err := c.Exec(ctx, b.String(), b.args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// Rescue hands back up to limit running jobs whose lease ended before now:
+// to available (RunAt=now) or, when attempts are used up or the deadline
+// passed, to discarded (FinishedAt=now); each gets a "worker lost" error
+// entry. It returns the rescued jobs as they now are, oldest lease first.
+func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.Job, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	now = core.UTC(now)
+	var out []*core.Job
+	err := s.tx(ctx, func(c Conn) error {
+		out = nil
+		b := newBuilder(s.d, 2)
+		b.w("SELECT id, version, attempt, max_attempts, deadline, worker_id, lease_until FROM ", s.t.Jobs,
+			" WHERE state = 'running' AND lease_until < ", b.arg(s.d.Time(now)), " ORDER BY lease_until, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
+		rows, err := c.Query(ctx, b.String(), b.args...)
+		if err != nil {
+			return err
+		}
+		var chs []change
+		var ids []int64
+		for rows.Next() {
+			var id, version, attempt, maxAtt int64
+			var deadline, lease time.Time
+			var worker *string
+			if err := rows.Scan(&id, &version, &attempt, &maxAtt, TimeDest(&deadline), &worker, TimeDest(&lease)); err != nil {
+				rows.Close()
+				return err
+			}
+			w := ""
+			if worker != nil {
+				w = *worker
+			}
+			e, err := EncodeError(core.AttemptError{Attempt: int(attempt), At: now,
+				Error: fmt.Sprintf("worker lost: %s stopped renewing its lease, which ended at %s", w, lease.Format(time.RFC3339Nano))})
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			ch := change{id: id, version: version, newAttempt: int(attempt), err: e}
+			if attempt >= maxAtt || (!deadline.IsZero() && deadline.Before(now)) {
+				ch.state, ch.finishedAt = core.StateDiscarded, now
+			} else {
+				ch.state, ch.runAt = core.StateAvailable, now
+			}
+			chs = append(chs, ch)
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return err
+		}
+		rows.Close()
+		applied, err := s.applyChanges(ctx, c, chs, fenceVersion, func(b *builder) {
+			b.w(s.t.Jobs, ".state = 'running' AND ", s.t.Jobs, ".lease_until < ", b.arg(s.d.Time(now)))
+		})
+		if err != nil {
+			return err
+		}
+		var got []int64
+		for _, id := range ids {
+			if applied[id] {
+				got = append(got, id)
+			}
+		}
+		out, err = s.getManyOn(ctx, c, got)
+		return err
+	})
+	return out, err
+}
+
+// DiscardExpired moves up to limit pending jobs whose deadline is before
+// now to discarded (FinishedAt=now) with a "deadline passed" error entry and
+// returns how many.
+func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	now = core.UTC(now)
+	var n int
+	err := s.tx(ctx, func(c Conn) error {
+		b := newBuilder(s.d, 2)
+		b.w("SELECT id, version, attempt, deadline FROM ", s.t.Jobs, " WHERE state IN ", pendingIn,
+			" AND deadline IS NOT NULL AND deadline < ", b.arg(s.d.Time(now)), " ORDER BY deadline, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
+		rows, err := c.Query(ctx, b.String(), b.args...)
+		if err != nil {
+			return err
+		}
+		var chs []change
+		for rows.Next() {
+			var id, version, attempt int64
+			var deadline time.Time
+			if err := rows.Scan(&id, &version, &attempt, TimeDest(&deadline)); err != nil {
+				rows.Close()
+				return err
+			}
+			e, err := EncodeError(core.AttemptError{Attempt: int(attempt), At: now,
+				Error: "deadline passed: the job was not finished by " + deadline.Format(time.RFC3339Nano)})
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			chs = append(chs, change{id: id, version: version, newAttempt: int(attempt), err: e,
+				state: core.StateDiscarded, finishedAt: now})
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return err
+		}
+		rows.Close()
+		applied, err := s.applyChanges(ctx, c, chs, fenceVersion, func(b *builder) {
+			b.w(s.t.Jobs, ".state IN ", pendingIn)
+		})
+		n = len(applied)
+		return err
+	})
+	return n, err
+}
+
+// Prune deletes up to limit jobs in the final state state whose FinishedAt
+// is before before, and returns how many. A non-final state is an error
+// wrapping core.ErrInvalidState.
+func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
+	if !state.Final() {
+		return 0, fmt.Errorf("prune: state %q is not final: %w", state, core.ErrInvalidState)
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.tx(ctx, func(c Conn) error {
+		b := newBuilder(s.d, 3)
+		where := "state = " + b.arg(string(state)) + " AND finished_at < " + b.arg(s.d.Time(before))
+		q := s.d.DeleteLimit(s.t.Jobs, where, "finished_at, id", b.arg(limit))
+		res, err := c.Exec(ctx, q, b.args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

@@ -1,0 +1,233 @@
+package sqlq
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// JobColumns is the column list every job SELECT and RETURNING uses, in the
+// order ScanJob expects.
+const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until"
+
+// qualified returns JobColumns with every column prefixed by "table.".
+func qualified(table string) string {
+	cols := strings.Split(JobColumns, ", ")
+	for i, c := range cols {
+		cols[i] = table + "." + c
+	}
+	return strings.Join(cols, ", ")
+}
+
+// Scanner is one row of a result: *sql.Rows, *sql.Row and pgx.Rows all
+// implement it.
+type Scanner interface {
+	Scan(dest ...any) error
+}
+
+// timeDest decodes a time column: NULL → zero, int64 → unix µs, time.Time,
+// or RFC 3339 text; always UTC.
+type timeDest struct{ t *time.Time }
+
+func (d timeDest) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*d.t = time.Time{}
+	case int64:
+		*d.t = time.UnixMicro(v).UTC()
+	case time.Time:
+		*d.t = core.UTC(v)
+	case []byte:
+		return d.parse(string(v))
+	case string:
+		return d.parse(v)
+	default:
+		return fmt.Errorf("sqlq: cannot decode %T as a time", src)
+	}
+	return nil
+}
+
+func (d timeDest) parse(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*d.t = time.UnixMicro(n).UTC()
+		return nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999", "2006-01-02 15:04:05.999999999-07:00"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			*d.t = core.UTC(t)
+			return nil
+		}
+	}
+	return fmt.Errorf("sqlq: cannot parse time %q", s)
+}
+
+// TimeDest returns a scan destination that decodes a time column into *t
+// (NULL → zero time; int64 unix µs, time.Time or text → UTC).
+func TimeDest(t *time.Time) sql.Scanner { return timeDest{t} }
+
+// bytesDest copies a nullable text or blob column; NULL → nil.
+type bytesDest struct{ b *[]byte }
+
+func (d bytesDest) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*d.b = nil
+	case []byte:
+		*d.b = append(make([]byte, 0, len(v)), v...)
+	case string:
+		*d.b = []byte(v)
+	default:
+		return fmt.Errorf("sqlq: cannot decode %T as bytes", src)
+	}
+	return nil
+}
+
+// ScanJob scans one row holding JobColumns into a Job.
+func ScanJob(s Scanner) (*core.Job, error) {
+	var (
+		j                          core.Job
+		args, tags, meta, errs     []byte
+		result                     []byte
+		state                      string
+		uniqueKey, workerID        sql.NullString
+		priority, attempt, maxAtts int64
+	)
+	err := s.Scan(&j.ID, &j.Queue, &j.Kind, bytesDest{&args}, &priority, &state, &attempt, &maxAtts,
+		timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
+		bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.AttemptedAt}, timeDest{&j.FinishedAt}, &workerID,
+		timeDest{&j.LeaseUntil})
+	if err != nil {
+		return nil, err
+	}
+	j.Args = args
+	j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAtts)
+	j.State = core.State(state)
+	j.UniqueKey = uniqueKey.String
+	j.WorkerID = workerID.String
+	j.Result = result
+	if tags != nil {
+		if err := json.Unmarshal(tags, &j.Tags); err != nil {
+			return nil, fmt.Errorf("sqlq: job %d: decode tags: %w", j.ID, err)
+		}
+	}
+	if meta != nil {
+		if err := json.Unmarshal(meta, &j.Metadata); err != nil {
+			return nil, fmt.Errorf("sqlq: job %d: decode metadata: %w", j.ID, err)
+		}
+	}
+	if len(errs) > 2 { // "[]" is the empty history
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return nil, fmt.Errorf("sqlq: job %d: decode errors: %w", j.ID, err)
+		}
+		if len(j.Errors) == 0 {
+			j.Errors = nil
+		}
+	}
+	return &j, nil
+}
+
+// scanJobs drains rows into jobs and closes them.
+func scanJobs(rows Rows, err error) ([]*core.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*core.Job
+	for rows.Next() {
+		j, err := ScanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
+
+// scanIDs drains rows of one integer column and closes them.
+func scanIDs(rows Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
+
+// jsonOrNil encodes v as JSON text, or nil (NULL) when isNil.
+func jsonOrNil(v any, isNil bool) (any, error) {
+	if isNil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// EncodeTags encodes tags as JSON text; nil stays NULL so it round-trips.
+func EncodeTags(tags []string) (any, error) { return jsonOrNil(tags, tags == nil) }
+
+// EncodeMetadata encodes metadata as JSON text; nil stays NULL.
+func EncodeMetadata(m map[string]string) (any, error) { return jsonOrNil(m, m == nil) }
+
+// EncodeError encodes one error-history entry as JSON text.
+func EncodeError(e core.AttemptError) (string, error) {
+	e.At = core.UTC(e.At)
+	b, err := json.Marshal(e)
+	return string(b), err
+}
+
+// builder accumulates SQL text and bind arguments with dialect placeholders.
+type builder struct {
+	d    Dialect
+	sb   strings.Builder
+	args []any
+}
+
+func newBuilder(d Dialect, capArgs int) *builder {
+	return &builder{d: d, args: make([]any, 0, capArgs)}
+}
+
+// arg binds v and returns its placeholder.
+func (b *builder) arg(v any) string {
+	b.args = append(b.args, v)
+	return b.d.Placeholder(len(b.args))
+}
+
+// argT binds v and returns its placeholder cast to t.
+func (b *builder) argT(v any, t Type) string { return b.d.Cast(b.arg(v), t) }
+
+func (b *builder) w(s ...string) *builder {
+	for _, x := range s {
+		b.sb.WriteString(x)
+	}
+	return b
+}
+
+func (b *builder) String() string { return b.sb.String() }
+
+// pendingIn is the SQL list of states a claim may take due jobs from. It is
+// spelt literally so partial indexes on it match.
+const pendingIn = "('scheduled','available','retryable')"
+
+// finalIn is the SQL list of final states.
+const finalIn = "('completed','cancelled','discarded')"

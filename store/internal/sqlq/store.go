@@ -1,0 +1,414 @@
+package sqlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Config assembles a Store.
+type Config struct {
+	Dialect Dialect // required
+	DB      DB      // required
+	Tables  Tables  // required
+
+	// Strategy is the claim strategy; "" means core.StrategyOptimistic.
+	// core.StrategySkipLocked needs a dialect whose LockSuffix(true) is
+	// non-empty.
+	Strategy core.ClaimStrategy
+
+	// ClaimInTx runs the optimistic claim's candidate read and its
+	// compare-and-set in one write transaction. On a single-writer database
+	// (SQLite) this costs nothing and means no claim ever loses a race, so
+	// claims stay in exact priority order under contention. Elsewhere leave
+	// it false so candidates are read without locks.
+	ClaimInTx bool
+
+	// MaxRetries bounds how often a call is retried after a transient
+	// error (0 means 12). RetryBase is the first backoff (0 means 2ms); it
+	// doubles per retry up to 500ms, with full jitter.
+	MaxRetries int
+	RetryBase  time.Duration
+}
+
+// Store implements every core.Store method except Close on top of a Config.
+// It is safe for concurrent use.
+type Store struct {
+	d          Dialect
+	db         DB
+	t          Tables
+	strategy   core.ClaimStrategy
+	claimInTx  bool
+	maxRetries int
+	retryBase  time.Duration
+
+	jobCols string // JobColumns qualified with the jobs table
+}
+
+// New checks cfg and returns a Store. It returns an error wrapping
+// core.ErrUnsupported for a strategy the dialect cannot run.
+func New(cfg Config) (*Store, error) {
+	if cfg.Dialect == nil || cfg.DB == nil {
+		return nil, errors.New("sqlq: Config needs a Dialect and a DB")
+	}
+	if cfg.Tables.Jobs == "" || cfg.Tables.Queues == "" || cfg.Tables.Workers == "" {
+		return nil, errors.New("sqlq: Config needs all three table names")
+	}
+	s := &Store{
+		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy, claimInTx: cfg.ClaimInTx,
+		maxRetries: cfg.MaxRetries, retryBase: cfg.RetryBase,
+	}
+	if s.strategy == "" {
+		s.strategy = core.StrategyOptimistic
+	}
+	switch s.strategy {
+	case core.StrategyOptimistic:
+	case core.StrategySkipLocked:
+		if s.d.LockSuffix(true) == "" {
+			return nil, fmt.Errorf("sqlq: %s has no SKIP LOCKED: claim strategy %q: %w", s.d.Name(), s.strategy, core.ErrUnsupported)
+		}
+	default:
+		return nil, fmt.Errorf("sqlq: unknown claim strategy %q: %w", s.strategy, core.ErrUnsupported)
+	}
+	if s.maxRetries <= 0 {
+		s.maxRetries = 12
+	}
+	if s.retryBase <= 0 {
+		s.retryBase = 2 * time.Millisecond
+	}
+	s.jobCols = qualified(s.t.Jobs)
+	return s, nil
+}
+
+// Strategy returns the claim strategy in use.
+func (s *Store) Strategy() core.ClaimStrategy { return s.strategy }
+
+// retry runs fn until it succeeds, fails with a non-transient error, the
+// retries run out or ctx ends.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	for i := 0; ; i++ {
+		err := fn()
+		if err == nil || !s.d.Transient(err) || i >= s.maxRetries {
+			return err
+		}
+		d := min(s.retryBase<<min(i, 16), 500*time.Millisecond)
+		d = d/2 + rand.N(d/2+1)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// tx runs fn in a write transaction, retrying transient errors.
+func (s *Store) tx(ctx context.Context, fn func(Conn) error) error {
+	return s.retry(ctx, func() error { return s.db.InTx(ctx, fn) })
+}
+
+// ---- single jobs ----
+
+// Get returns one job, or an error wrapping core.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
+	var j *core.Job
+	err := s.retry(ctx, func() (err error) {
+		j, err = s.getOn(ctx, s.db, id)
+		return err
+	})
+	return j, err
+}
+
+func (s *Store) getOn(ctx context.Context, c Conn, id int64) (*core.Job, error) {
+	b := newBuilder(s.d, 1)
+	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id = ", b.arg(id))
+	jobs, err := scanJobs(c.Query(ctx, b.String(), b.args...))
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("job %d: %w", id, core.ErrNotFound)
+	}
+	return jobs[0], nil
+}
+
+// getManyOn returns the jobs with the given ids, in the order of ids
+// (missing ids are skipped).
+func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*core.Job, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	byID := make(map[int64]*core.Job, len(ids))
+	chunk := max(1, min(1000, s.d.MaxParams()-1))
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(len(ids), start+chunk)]
+		b := newBuilder(s.d, len(part))
+		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id IN (")
+		for i, id := range part {
+			if i > 0 {
+				b.w(",")
+			}
+			b.w(b.arg(id))
+		}
+		b.w(")")
+		jobs, err := scanJobs(c.Query(ctx, b.String(), b.args...))
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			byID[j.ID] = j
+		}
+	}
+	out := make([]*core.Job, 0, len(ids))
+	for _, id := range ids {
+		if j, ok := byID[id]; ok {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// updateOne runs an UPDATE (built by fn, without RETURNING) of one job and
+// returns the job as it now is, or nil when no row matched.
+func (s *Store) updateOne(ctx context.Context, c Conn, id int64, b *builder) (*core.Job, error) {
+	if s.d.Returning(StmtUpdate) {
+		b.w(" RETURNING ", JobColumns)
+		jobs, err := scanJobs(c.Query(ctx, b.String(), b.args...))
+		if err != nil || len(jobs) == 0 {
+			return nil, err
+		}
+		return jobs[0], nil
+	}
+	res, err := c.Exec(ctx, b.String(), b.args...)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return nil, err
+	}
+	return s.getOn(ctx, c, id)
+}
+
+// Cancel moves a job not in a final state to cancelled (FinishedAt=now,
+// lease cleared) and returns it; ErrInvalidState for a final job,
+// ErrNotFound for a missing one.
+func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+	var out *core.Job
+	err := s.tx(ctx, func(c Conn) error {
+		b := newBuilder(s.d, 2)
+		b.w("UPDATE ", s.t.Jobs, " SET state = 'cancelled', finished_at = ", b.arg(s.d.Time(now)),
+			", lease_until = NULL, version = version + 1 WHERE id = ", b.arg(id), " AND state NOT IN ", finalIn)
+		j, err := s.updateOne(ctx, c, id, b)
+		if err != nil {
+			return err
+		}
+		if j == nil {
+			cur, err := s.getOn(ctx, c, id)
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("cancel job %d in state %s: %w", id, cur.State, core.ErrInvalidState)
+		}
+		out = j
+		return nil
+	})
+	return out, err
+}
+
+// Retry makes a job that is not running available now (RunAt=now,
+// FinishedAt and lease cleared; MaxAttempts raised to Attempt+1 when its
+// attempts are used up) and returns it. Running jobs return
+// ErrInvalidState, as does a final job whose unique key is now held by
+// another live job.
+func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+	var out *core.Job
+	err := s.tx(ctx, func(c Conn) error {
+		b := newBuilder(s.d, 2)
+		b.w("UPDATE ", s.t.Jobs, " SET state = 'available', run_at = ", b.arg(s.d.Time(now)),
+			", finished_at = NULL, lease_until = NULL, max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END",
+			", version = version + 1 WHERE id = ", b.arg(id), " AND state <> 'running'")
+		j, err := s.updateOne(ctx, c, id, b)
+		if err != nil {
+			if s.d.UniqueViolation(err) {
+				return fmt.Errorf("retry job %d: its unique key is held by another live job: %w", id, core.ErrInvalidState)
+			}
+			return err
+		}
+		if j == nil {
+			cur, err := s.getOn(ctx, c, id)
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("retry job %d in state %s: %w", id, cur.State, core.ErrInvalidState)
+		}
+		out = j
+		return nil
+	})
+	return out, err
+}
+
+// Delete removes a job that is not running; ErrInvalidState for a running
+// job, ErrNotFound for a missing one.
+func (s *Store) Delete(ctx context.Context, id int64) error {
+	return s.tx(ctx, func(c Conn) error {
+		b := newBuilder(s.d, 1)
+		b.w("DELETE FROM ", s.t.Jobs, " WHERE id = ", b.arg(id), " AND state <> 'running'")
+		res, err := c.Exec(ctx, b.String(), b.args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		if _, err := s.getOn(ctx, c, id); err != nil {
+			return err
+		}
+		return fmt.Errorf("delete job %d: it is running (cancel it first): %w", id, core.ErrInvalidState)
+	})
+}
+
+// ---- listing and counting ----
+
+// List returns jobs matching p ordered by id (descending when p.Desc),
+// after p.AfterID when non-zero; p.Limit 0 means 100.
+func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	b := newBuilder(s.d, 4+len(p.States))
+	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE 1=1")
+	if p.Queue != "" {
+		b.w(" AND queue = ", b.arg(p.Queue))
+	}
+	if p.Kind != "" {
+		b.w(" AND kind = ", b.arg(p.Kind))
+	}
+	if len(p.States) > 0 {
+		b.w(" AND state IN (")
+		for i, st := range p.States {
+			if i > 0 {
+				b.w(",")
+			}
+			b.w(b.arg(string(st)))
+		}
+		b.w(")")
+	}
+	if p.AfterID != 0 {
+		if p.Desc {
+			b.w(" AND id < ", b.arg(p.AfterID))
+		} else {
+			b.w(" AND id > ", b.arg(p.AfterID))
+		}
+	}
+	if p.Desc {
+		b.w(" ORDER BY id DESC")
+	} else {
+		b.w(" ORDER BY id")
+	}
+	b.w(" LIMIT ", b.arg(limit))
+	var out []*core.Job
+	err := s.retry(ctx, func() (err error) {
+		out, err = scanJobs(s.db.Query(ctx, b.String(), b.args...))
+		return err
+	})
+	return out, err
+}
+
+// Stats returns per-queue counts by state and pause flags for every queue
+// with jobs or a persisted pause, ordered by queue name.
+func (s *Store) Stats(ctx context.Context) ([]core.QueueStats, error) {
+	var out []core.QueueStats
+	err := s.retry(ctx, func() error {
+		out = nil
+		byName := map[string]*core.QueueStats{}
+		get := func(q string) *core.QueueStats {
+			st, ok := byName[q]
+			if !ok {
+				st = &core.QueueStats{Queue: q, Counts: map[core.State]int{}}
+				byName[q] = st
+			}
+			return st
+		}
+		rows, err := s.db.Query(ctx, "SELECT queue, state, COUNT(*) FROM "+s.t.Jobs+" GROUP BY queue, state")
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var q, state string
+			var n int64
+			if err := rows.Scan(&q, &state, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			get(q).Counts[core.State(state)] = int(n)
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return err
+		}
+		rows.Close()
+		b := newBuilder(s.d, 1)
+		b.w("SELECT name FROM ", s.t.Queues, " WHERE paused = ", b.arg(true))
+		rows, err = s.db.Query(ctx, b.String(), b.args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var q string
+			if err := rows.Scan(&q); err != nil {
+				return err
+			}
+			get(q).Paused = true
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, st := range byName {
+			out = append(out, *st)
+		}
+		sortStats(out)
+		return nil
+	})
+	return out, err
+}
+
+// ---- queues ----
+
+// PauseQueue persists a pause of queue (creating its record); idempotent.
+func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) error {
+	return s.setPaused(ctx, queue, now, true)
+}
+
+// ResumeQueue lifts a pause of queue; a no-op when it is not paused.
+func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) error {
+	return s.setPaused(ctx, queue, now, false)
+}
+
+func (s *Store) setPaused(ctx context.Context, queue string, now time.Time, paused bool) error {
+	return s.tx(ctx, func(c Conn) error {
+		if paused {
+			verb, suffix := s.d.InsertIgnore()
+			b := newBuilder(s.d, 3)
+			b.w(verb, " ", s.t.Queues, " (name, paused, updated_at) VALUES (", b.arg(queue), ", ", b.arg(true), ", ", b.arg(s.d.Time(now)), ")", suffix)
+			res, err := c.Exec(ctx, b.String(), b.args...)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n > 0 {
+				return err
+			}
+		}
+		b := newBuilder(s.d, 4)
+		b.w("UPDATE ", s.t.Queues, " SET paused = ", b.arg(paused), ", updated_at = ", b.arg(s.d.Time(now)),
+			" WHERE name = ", b.arg(queue), " AND paused <> ", b.arg(paused))
+		_, err := c.Exec(ctx, b.String(), b.args...)
+		return err
+	})
+}

@@ -1,0 +1,135 @@
+// Package store opens a core.Store from a URL, the way database/sql opens a
+// driver by name: store packages register an OpenFunc for a URL scheme in
+// their init function, and programs (the backlog CLI included) import the
+// store packages they want for their side effect.
+//
+//	import (
+//		"github.com/backlogq/backlog/store"
+//		_ "github.com/backlogq/backlog/store/sqlite" // registers "sqlite"
+//	)
+//
+//	s, err := store.Open(ctx, "sqlite:jobs.db?prefix=app_")
+//
+// # Third-party stores
+//
+// A store for another database lives in its own module. It implements
+// core.Store (proving it with storetest.Run), and registers itself:
+//
+//	func init() {
+//		store.Register("mydb", func(ctx context.Context, u *url.URL) (core.Store, error) {
+//			return Open(ctx, u.String())
+//		})
+//	}
+//
+// A program that wants the CLI to serve that database builds its own copy of
+// cmd/backlog's main with one more blank import; store.Open then accepts
+// "mydb://…" URLs exactly like the built-in schemes.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// OpenFunc opens a store from a parsed URL whose Scheme is the one it was
+// registered for. It owns the interpretation of the rest of the URL (opaque
+// part, host, path, query).
+type OpenFunc func(ctx context.Context, u *url.URL) (core.Store, error)
+
+var (
+	mu      sync.RWMutex
+	openers = map[string]OpenFunc{}
+)
+
+// Register makes open available to Open for URLs with the given scheme
+// (compared case-insensitively; stored lower-case). Like sql.Register, it
+// panics if open is nil, if scheme is empty or not a valid URL scheme, or if
+// the scheme is already registered; it is meant to be called from init.
+func Register(scheme string, open OpenFunc) {
+	if open == nil {
+		panic("store: Register open func is nil")
+	}
+	if !validScheme(scheme) {
+		panic(fmt.Sprintf("store: Register called with invalid scheme %q", scheme))
+	}
+	scheme = strings.ToLower(scheme)
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := openers[scheme]; dup {
+		panic("store: Register called twice for scheme " + scheme)
+	}
+	openers[scheme] = open
+}
+
+// validScheme reports whether s is an RFC 3986 scheme: a letter followed by
+// letters, digits, '+', '-' or '.'.
+func validScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return true
+}
+
+// Schemes returns the registered schemes, sorted.
+func Schemes() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]string, 0, len(openers))
+	for s := range openers {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ErrUnknownScheme is wrapped by Open when no store is registered for the
+// URL's scheme.
+var ErrUnknownScheme = errors.New("store: unknown URL scheme")
+
+// Open parses rawURL and hands it to the OpenFunc registered for its scheme.
+// It returns an error for a URL that does not parse or has no scheme, and an
+// error wrapping ErrUnknownScheme (listing the registered schemes and the
+// import that registers a store) for an unregistered one. Errors from the
+// OpenFunc are returned wrapped with the scheme.
+func Open(ctx context.Context, rawURL string) (core.Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: malformed store URL: %w", err)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("store: store URL %q has no scheme (want e.g. sqlite:path/to/file.db); registered: %s",
+			redact(u), strings.Join(Schemes(), ", "))
+	}
+	scheme := strings.ToLower(u.Scheme)
+	mu.RLock()
+	open := openers[scheme]
+	mu.RUnlock()
+	if open == nil {
+		reg := strings.Join(Schemes(), ", ")
+		if reg == "" {
+			reg = "none (import a store package, e.g. _ \"github.com/backlogq/backlog/store/sqlite\")"
+		}
+		return nil, fmt.Errorf("%w %q; registered: %s", ErrUnknownScheme, scheme, reg)
+	}
+	s, err := open(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s store: %w", scheme, err)
+	}
+	return s, nil
+}
+
+// redact hides a password in u for error messages.
+func redact(u *url.URL) string { return u.Redacted() }

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// fakeStore is a core.Store that only remembers its URL.
+type fakeStore struct {
+	core.Store
+	u *url.URL
+}
+
+func TestRegisterAndOpen(t *testing.T) {
+	Register("Fake-Test", func(ctx context.Context, u *url.URL) (core.Store, error) {
+		if u.Query().Get("fail") != "" {
+			return nil, errors.New("boom")
+		}
+		return fakeStore{u: u}, nil
+	})
+	if !slices.Contains(Schemes(), "fake-test") {
+		t.Fatalf("Schemes() = %v, want fake-test", Schemes())
+	}
+	s, err := Open(context.Background(), "FAKE-TEST:some/path?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.(fakeStore).u.Opaque; got != "some/path" {
+		t.Fatalf("opaque = %q", got)
+	}
+	_, err = Open(context.Background(), "fake-test:x?fail=1")
+	if err == nil || !strings.Contains(err.Error(), "boom") || !strings.Contains(err.Error(), "fake-test") {
+		t.Fatalf("open error = %v", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	Register("fake-err", func(ctx context.Context, u *url.URL) (core.Store, error) { return fakeStore{u: u}, nil })
+	_, err := Open(context.Background(), "nosuch://x")
+	if !errors.Is(err, ErrUnknownScheme) || !strings.Contains(err.Error(), "fake-err") {
+		t.Fatalf("unknown scheme error = %v", err)
+	}
+	if _, err := Open(context.Background(), "jobs.db"); err == nil || !strings.Contains(err.Error(), "no scheme") {
+		t.Fatalf("no-scheme error = %v", err)
+	}
+	if _, err := Open(context.Background(), "fake-err://x%zz"); err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("malformed error = %v", err)
+	}
+	if _, err := Open(context.Background(), "nosuch://user:secret@host/db"); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("error leaks password: %v", err)
+	}
+}
+
+func TestRegisterPanics(t *testing.T) {
+	Register("fake-dup", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil })
+	for name, fn := range map[string]func(){
+		"duplicate": func() {
+			Register("FAKE-DUP", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil })
+		},
+		"nil":     func() { Register("fake-nil", nil) },
+		"empty":   func() { Register("", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil }) },
+		"invalid": func() { Register("1bad", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil }) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Register did not panic")
+				}
+			}()
+			fn()
+		})
+	}
+}
