@@ -27,13 +27,15 @@ type Client struct {
 	started  bool
 	stopped  bool
 	running  map[int64]*execution // jobs executing on this node, by id
-	stopLoop context.CancelFunc   // stops producers, heartbeat, maintenance, listener
+	stopLoop context.CancelFunc   // stops producers and maintenance (soft stop begins)
+	stopBeat context.CancelFunc   // stops heartbeat and listener, once executions ended
 	// workCtx parents every handler context; cancelled (with errShutdown) on
 	// a hard stop.
 	workCtx    context.Context
 	cancelWork context.CancelCauseFunc
 
-	loops     sync.WaitGroup // producers, heartbeat, maintenance, listener
+	loops     sync.WaitGroup // producers, maintenance
+	beats     sync.WaitGroup // heartbeat, listener
 	execs     sync.WaitGroup // executions
 	completer *completer
 	startedAt time.Time
@@ -285,9 +287,10 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 	}
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	c.mu.Lock()
-	c.stopLoop, c.workCtx, c.cancelWork = stopLoop, workCtx, cancelWork
+	c.stopLoop, c.stopBeat, c.workCtx, c.cancelWork = stopLoop, stopBeat, workCtx, cancelWork
 	c.mu.Unlock()
 
 	c.completer = newCompleter(c)
@@ -296,12 +299,15 @@ func (c *Client) Start(ctx context.Context) error {
 		c.loops.Add(1)
 		go func() { defer c.loops.Done(); p.run(loopCtx) }()
 	}
+	// Heartbeat and listener outlive the producers: during a soft stop the
+	// running jobs' leases must still be extended, and cancellations still
+	// reach them.
 	if len(c.producers) > 0 {
-		c.loops.Add(1)
-		go func() { defer c.loops.Done(); c.heartbeatLoop(loopCtx) }()
+		c.beats.Add(1)
+		go func() { defer c.beats.Done(); c.heartbeatLoop(beatCtx) }()
 		if n, ok := c.store.(Notifier); ok {
-			c.loops.Add(1)
-			go func() { defer c.loops.Done(); c.listenLoop(loopCtx, n) }()
+			c.beats.Add(1)
+			go func() { defer c.beats.Done(); c.listenLoop(beatCtx, n) }()
 		}
 	}
 	if c.cfg.MaintenanceInterval > 0 {
@@ -362,6 +368,8 @@ func (c *Client) Stop(ctx context.Context) error {
 		}
 	}
 	c.cancelWork(errShutdown)
+	c.stopBeat()
+	c.beats.Wait()
 	c.completer.stop()
 	if len(c.producers) > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -527,3 +527,36 @@ func TestRetryPolicies(t *testing.T) {
 		}
 	}
 }
+
+func TestHeartbeatKeepsLeasesDuringSoftStop(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	h := core.NewHandlers()
+	h.HandleRaw("long", func(ctx context.Context, j *core.Job) error {
+		close(started)
+		<-release
+		return nil
+	})
+	c, st := newClient(t, h, func(c *core.Config) {
+		c.LeaseDuration = 150 * time.Millisecond
+		c.HeartbeatInterval = 30 * time.Millisecond
+		c.Retention = &core.Retention{Completed: time.Hour}
+	})
+	_ = c.Start(context.Background())
+	r, _ := c.EnqueueRaw(context.Background(), "long", nil, nil)
+	<-started
+	stopped := make(chan error)
+	go func() { stopped <- c.Stop(context.Background()) }()
+	// Another node's maintenance runs well after the first lease expired.
+	other, _ := core.NewClient(st, core.Config{Logger: quietLogger()})
+	time.Sleep(400 * time.Millisecond)
+	other.Maintain(context.Background())
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	j, _ := st.Get(context.Background(), r.Job.ID)
+	if j.State != core.StateCompleted || len(j.Errors) != 0 {
+		t.Fatalf("job was rescued during a soft stop: state %s errors %+v", j.State, j.Errors)
+	}
+}
