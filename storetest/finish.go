@@ -1,0 +1,379 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+var finishTests = []test{
+	{"finish/complete-stores-result-and-finishes", testFinishComplete},
+	{"finish/complete-with-delete-removes-the-row", testFinishCompleteDelete},
+	{"finish/retry-makes-job-retryable-with-error", testFinishRetry},
+	{"finish/snooze-keeps-the-attempt-count", testFinishSnooze},
+	{"finish/continue-keeps-id-and-errors-and-resets-attempt", testFinishContinue},
+	{"finish/cancel-and-discard-are-final", testFinishCancelDiscard},
+	{"finish/every-outcome-clears-lease-and-keeps-worker", testFinishClearsLease},
+	{"finish/round-trips-result-bytes-and-error-history", testFinishRoundTrip},
+	{"finish/errors-accumulate-in-order-across-attempts", testFinishErrorsAccumulate},
+	{"finish/stale-worker-is-fenced", testFinishStaleWorker},
+	{"finish/stale-attempt-is-fenced", testFinishStaleAttempt},
+	{"finish/after-rescue-is-fenced", testFinishAfterRescue},
+	{"finish/after-cancel-is-fenced", testFinishAfterCancel},
+	{"finish/after-delete-is-fenced", testFinishAfterDelete},
+	{"finish/second-finish-of-one-attempt-is-fenced", testFinishTwice},
+	{"finish/batch-of-500-mixed-outcomes-in-one-call", testFinishBatch},
+}
+
+func testFinishComplete(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	e.advance(time.Second)
+	o := e.outcome(j, core.OutcomeComplete)
+	o.Result = []byte(`{"ok":true}`)
+	e.apply(o)
+	want := *j
+	want.State = core.StateCompleted
+	want.FinishedAt = e.now
+	want.Result = o.Result
+	want.LeaseUntil = time.Time{}
+	if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
+		e.Fatalf("after OutcomeComplete the job must be completed with FinishedAt=At, Result stored, lease cleared, WorkerID kept:\n%s", lines(d))
+	}
+}
+
+func testFinishCompleteDelete(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	o := e.outcome(j, core.OutcomeComplete)
+	o.Delete = true
+	e.apply(o)
+	if got, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+		e.Fatalf("Get of a job completed with Delete=true returned (%+v, %s); want an error wrapping core.ErrNotFound (the row is deleted)", got, errMsg(err))
+	}
+}
+
+func testFinishRetry(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	e.advance(time.Second)
+	o := e.outcome(j, core.OutcomeRetry)
+	o.RunAt = e.now.Add(time.Minute)
+	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "connection refused", Trace: "main.go:12"}
+	e.apply(o)
+	want := *j
+	want.State = core.StateRetryable
+	want.RunAt = o.RunAt
+	want.Errors = []core.AttemptError{*o.Error}
+	want.LeaseUntil = time.Time{}
+	if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
+		e.Fatalf("after OutcomeRetry the job must be retryable at RunAt with the error appended and attempt kept:\n%s", lines(d))
+	}
+}
+
+func testFinishSnooze(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	// Snooze into the future: scheduled, attempt back to 0.
+	o := e.outcome(j, core.OutcomeSnooze)
+	o.RunAt = e.now.Add(time.Minute)
+	e.apply(o)
+	want := *j
+	want.State = core.StateScheduled
+	want.Attempt = 0
+	want.RunAt = o.RunAt
+	want.LeaseUntil = time.Time{}
+	if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
+		e.Fatalf("after OutcomeSnooze to a later RunAt the job must be scheduled with its attempt decremented (a snooze uses no attempt):\n%s", lines(d))
+	}
+
+	// Claimed again: attempt 1 again. Snooze to RunAt=At (a hand-back) with
+	// an error: available at once, error appended.
+	e.advance(time.Minute)
+	j = e.claimOne("q", "w2")
+	if j.Attempt != 1 {
+		e.Fatalf("a snoozed job claimed again has Attempt %d; want 1 (the snooze must not have used an attempt)", j.Attempt)
+	}
+	o = e.outcome(j, core.OutcomeSnooze)
+	o.RunAt = o.At
+	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "shutting down"}
+	e.apply(o)
+	got := e.get(j.ID)
+	if got.State != core.StateAvailable || got.Attempt != 0 || len(got.Errors) != 1 {
+		e.Fatalf("after OutcomeSnooze with RunAt=At and an error, the job has state %q, attempt %d, %d error(s); want available (RunAt ≤ At), attempt 0, 1 error", got.State, got.Attempt, len(got.Errors))
+	}
+}
+
+func testFinishContinue(e *env) {
+	p := e.job("q", "step-1")
+	p.Args = json.RawMessage(`{"step":1}`)
+	p.UniqueKey = "flow-1"
+	p.Tags = []string{"flow"}
+	p.Metadata = map[string]string{"trace": "t1"}
+	p.MaxAttempts = 5
+	j := e.claimJob(p, "w")
+
+	// A failed first attempt gives the job an error history to keep.
+	o := e.outcome(j, core.OutcomeRetry)
+	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "flaky"}
+	e.apply(o)
+	j = e.claimOne("q", "w")
+
+	e.advance(time.Second)
+	o = e.outcome(j, core.OutcomeContinue)
+	o.NextKind = "step-2"
+	o.NextArgs = json.RawMessage(`{"step":2,"from":"step-1"}`)
+	o.RunAt = e.now.Add(time.Minute)
+	e.apply(o)
+	want := *j
+	want.Kind = "step-2"
+	want.Args = o.NextArgs
+	want.State = core.StateScheduled
+	want.Attempt = 0
+	want.RunAt = o.RunAt
+	want.LeaseUntil = time.Time{}
+	if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
+		e.Fatalf("after OutcomeContinue the same job (same id, errors, tags, metadata, unique key) must move on to NextKind/NextArgs at RunAt with its attempt reset to 0:\n%s", lines(d))
+	}
+
+	// Continue with RunAt ≤ At: available at once.
+	e.advance(time.Minute)
+	j = e.claimOne("q", "w")
+	o = e.outcome(j, core.OutcomeContinue)
+	o.NextKind = "step-3"
+	o.NextArgs = json.RawMessage(`{"step":3}`)
+	e.apply(o)
+	if got := e.get(j.ID); got.State != core.StateAvailable || got.Kind != "step-3" || got.Attempt != 0 {
+		e.Fatalf("after OutcomeContinue with RunAt=At the job has state %q, kind %q, attempt %d; want available, \"step-3\", 0", got.State, got.Kind, got.Attempt)
+	}
+}
+
+func testFinishCancelDiscard(e *env) {
+	for _, c := range []struct {
+		kind  core.OutcomeKind
+		state core.State
+	}{{core.OutcomeCancel, core.StateCancelled}, {core.OutcomeDiscard, core.StateDiscarded}} {
+		j := e.claimJob(e.job("q", string(c.kind)), "w")
+		e.advance(time.Second)
+		o := e.outcome(j, c.kind)
+		o.Error = &core.AttemptError{Attempt: j.Attempt, At: e.now, Error: "permanent: " + string(c.kind)}
+		e.apply(o)
+		want := *j
+		want.State = c.state
+		want.FinishedAt = e.now
+		want.Errors = []core.AttemptError{*o.Error}
+		want.LeaseUntil = time.Time{}
+		if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
+			e.Errorf("after Outcome%s the job must be %s with FinishedAt=At and the error appended:\n%s", c.kind, c.state, lines(d))
+		}
+	}
+}
+
+func testFinishClearsLease(e *env) {
+	kinds := []core.OutcomeKind{core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeContinue, core.OutcomeCancel, core.OutcomeDiscard}
+	for _, k := range kinds {
+		j := e.claimJob(e.job("q", "k"), "holder-"+string(k))
+		o := e.outcome(j, k)
+		o.RunAt = e.now.Add(time.Hour)
+		o.NextKind = "next"
+		o.NextArgs = json.RawMessage(`{}`)
+		e.apply(o)
+		got := e.get(j.ID)
+		if !got.LeaseUntil.IsZero() || got.WorkerID != j.WorkerID {
+			e.Errorf("after Outcome%s the job has LeaseUntil %s and WorkerID %q; want LeaseUntil cleared and WorkerID %q kept for inspection", k, ts(got.LeaseUntil), got.WorkerID, j.WorkerID)
+		}
+	}
+}
+
+func testFinishRoundTrip(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	e.advance(time.Second)
+	first := core.AttemptError{
+		Attempt: 1,
+		At:      e.now.In(zone),
+		Error:   "ошибка: résumé failed ✗ \"quoted\" 'single' \\ backslash",
+		Trace:   "goroutine 1 [running]:\nmain.main()\n\t/src/main.go:12 +0x1d\n😀",
+	}
+	o := e.outcome(j, core.OutcomeRetry)
+	o.Error = &first
+	e.apply(o)
+	j = e.claimOne("q", "w")
+	e.advance(time.Second)
+	result := []byte{0xff, 0xfe, 0x00, 'a', 0x80, '\n', 0xc3, 0x28, '{'}
+	o = e.outcome(j, core.OutcomeComplete)
+	o.At = e.now.In(zone)
+	o.Result = result
+	o.Error = nil
+	e.apply(o)
+
+	got := e.get(j.ID)
+	wantErr := first
+	wantErr.At = first.At.UTC()
+	if d := diffErrors(got.Errors, []core.AttemptError{wantErr}); len(d) > 0 {
+		e.Errorf("the error history did not round-trip (message and trace exactly, At in UTC):\n%s", lines(d))
+	}
+	if string(got.Result) != string(result) {
+		e.Errorf("Result came back as %q; want the exact bytes %q (results are bytes, not text: non-UTF-8 and NUL must survive)", got.Result, result)
+	}
+	if d := diffTime("FinishedAt", got.FinishedAt, e.now); len(d) > 0 {
+		e.Errorf("%s (At handed in at UTC+05:30)", d[0])
+	}
+}
+
+func testFinishErrorsAccumulate(e *env) {
+	p := e.job("q", "k")
+	p.MaxAttempts = 5
+	j := e.claimJob(p, "w")
+	var want []core.AttemptError
+	for attempt := 1; attempt <= 3; attempt++ {
+		if j.Attempt != attempt {
+			e.Fatalf("claim %d returned Attempt %d; want %d", attempt, j.Attempt, attempt)
+		}
+		ae := core.AttemptError{Attempt: attempt, At: e.now, Error: fmt.Sprintf("failure %d", attempt), Trace: fmt.Sprintf("trace %d", attempt)}
+		want = append(want, ae)
+		o := e.outcome(j, core.OutcomeRetry)
+		o.Error = &ae
+		o.RunAt = e.now.Add(time.Second)
+		e.apply(o)
+		e.advance(time.Second)
+		j = e.claimOne("q", "w")
+	}
+	o := e.outcome(j, core.OutcomeDiscard)
+	ae := core.AttemptError{Attempt: 4, At: e.now, Error: "giving up"}
+	want = append(want, ae)
+	o.Error = &ae
+	e.apply(o)
+	if d := diffErrors(e.get(j.ID).Errors, want); len(d) > 0 {
+		e.Fatalf("the errors history must hold one entry per failed attempt, oldest first:\n%s", lines(d))
+	}
+}
+
+// expectFenced finishes o, which must fail its fence and leave the job as
+// it was before.
+func expectFenced(e *env, o core.Outcome, why string) {
+	e.Helper()
+	before, err := e.s.Get(e.ctx, o.JobID)
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		e.Fatalf("Get(%d): %v", o.JobID, err)
+	}
+	if r := e.finish(o); r[0].Applied {
+		e.Fatalf("Finish(%s) of job %d by worker %q at attempt %d was applied, but %s: the fence (running, same worker, same attempt) must fail and report Applied=false", o.Kind, o.JobID, o.WorkerID, o.Attempt, why)
+	}
+	if before != nil {
+		e.expectUnchanged(before, "a fenced-out Finish")
+	} else if _, err := e.s.Get(e.ctx, o.JobID); !errors.Is(err, core.ErrNotFound) {
+		e.Fatalf("a fenced-out Finish of deleted job %d brought it back (Get error %s)", o.JobID, errMsg(err))
+	}
+}
+
+func testFinishStaleWorker(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w1")
+	for _, k := range []core.OutcomeKind{core.OutcomeComplete, core.OutcomeRetry, core.OutcomeCancel} {
+		o := e.outcome(j, k)
+		o.WorkerID = "w2"
+		expectFenced(e, o, "the job is held by worker \"w1\", not \"w2\"")
+	}
+	o := e.outcome(j, core.OutcomeComplete)
+	o.WorkerID = ""
+	expectFenced(e, o, "the job is held by worker \"w1\", not the empty worker id")
+}
+
+func testFinishStaleAttempt(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	for _, attempt := range []int{0, 2} {
+		o := e.outcome(j, core.OutcomeComplete)
+		o.Attempt = attempt
+		expectFenced(e, o, fmt.Sprintf("the job is at attempt 1, not %d", attempt))
+	}
+}
+
+func testFinishAfterRescue(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w1")
+	e.advance(lease + time.Second)
+	if got, err := e.s.Rescue(e.ctx, e.now, 10); err != nil || len(got) != 1 {
+		e.Fatalf("Rescue after the lease ran out returned (%v, %s); want the one expired job", got, errMsg(err))
+	}
+	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the job was rescued after its lease expired (it is available again)")
+	j2 := e.claimOne("q", "w2")
+	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the rescued job is now held by worker \"w2\" at attempt 2")
+	o := e.outcome(j, core.OutcomeComplete)
+	o.Attempt = j2.Attempt
+	expectFenced(e, o, "the rescued job is now held by worker \"w2\" (right attempt, wrong worker)")
+	e.apply(e.outcome(j2, core.OutcomeComplete))
+}
+
+func testFinishAfterCancel(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	if _, err := e.s.Cancel(e.ctx, j.ID, e.now); err != nil {
+		e.Fatalf("Cancel of running job %d: %v", j.ID, err)
+	}
+	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the job was cancelled while running")
+	expectFenced(e, e.outcome(j, core.OutcomeRetry), "the job was cancelled while running")
+}
+
+func testFinishAfterDelete(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	if _, err := e.s.Cancel(e.ctx, j.ID, e.now); err != nil {
+		e.Fatalf("Cancel of running job %d: %v", j.ID, err)
+	}
+	if err := e.s.Delete(e.ctx, j.ID); err != nil {
+		e.Fatalf("Delete of cancelled job %d: %v", j.ID, err)
+	}
+	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the job was deleted")
+	o := e.outcome(j, core.OutcomeComplete)
+	o.JobID = j.ID + 1_000_000
+	expectFenced(e, o, "no job has that id")
+}
+
+func testFinishTwice(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	e.apply(e.outcome(j, core.OutcomeRetry))
+	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the same attempt was already finished (retry)")
+	res := e.finish(e.outcome(e.claimOne("q", "w"), core.OutcomeComplete), e.outcome(e.get(j.ID), core.OutcomeDiscard))
+	if !res[0].Applied || res[1].Applied {
+		e.Fatalf("a batch finishing the same attempt twice (complete, then discard) returned Applied %v, %v; want true, false (the second fails the fence)", res[0].Applied, res[1].Applied)
+	}
+	e.expectState(j.ID, core.StateCompleted, "the first outcome of a batch wins")
+}
+
+func testFinishBatch(e *env) {
+	const n = 500
+	insertMany(e, "q", n)
+	var running []*core.Job
+	for len(running) < n {
+		got := e.claim("q", "w", 100)
+		if len(got) == 0 {
+			e.Fatalf("claimed only %d of %d due jobs", len(running), n)
+		}
+		running = append(running, got...)
+	}
+	outs := make([]core.Outcome, n)
+	kinds := []core.OutcomeKind{core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeDiscard}
+	for i, j := range running {
+		outs[i] = e.outcome(j, kinds[i%len(kinds)])
+		outs[i].RunAt = e.now.Add(time.Hour)
+		if i%3 == 2 {
+			outs[i].Attempt = 7 // stale
+		}
+	}
+	// Reverse the order so results cannot simply follow id order.
+	for i, k := 0, n-1; i < k; i, k = i+1, k-1 {
+		outs[i], outs[k] = outs[k], outs[i]
+	}
+	res := e.finish(outs...)
+	for i, r := range res {
+		want := outs[i].Attempt != 7
+		if r.Applied != want {
+			e.Fatalf("Finish of %d outcomes: result %d (job %d, attempt %d) has Applied=%v; want %v", n, i, r.JobID, outs[i].Attempt, r.Applied, want)
+		}
+	}
+	states := map[core.OutcomeKind]core.State{core.OutcomeComplete: core.StateCompleted, core.OutcomeRetry: core.StateRetryable, core.OutcomeSnooze: core.StateScheduled, core.OutcomeDiscard: core.StateDiscarded}
+	for _, o := range outs {
+		want := states[o.Kind]
+		if o.Attempt == 7 {
+			want = core.StateRunning
+		}
+		if got := e.get(o.JobID); got.State != want {
+			e.Fatalf("after a batch Finish, job %d (outcome %s, stale=%v) has state %q; want %q", o.JobID, o.Kind, o.Attempt == 7, got.State, want)
+		}
+	}
+}

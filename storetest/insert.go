@@ -1,0 +1,171 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+var insertTests = []test{
+	{"insert/round-trips-every-field", testInsertRoundTrip},
+	{"insert/nil-and-empty-collections-round-trip", testInsertNilAndEmpty},
+	{"insert/state-follows-run-at", testInsertState},
+	{"insert/ids-increase-in-insert-order", testInsertIDs},
+	{"insert/batch-of-1000-jobs-in-one-call", testInsertBatch},
+}
+
+// zone is a non-UTC zone with a half-hour offset, to catch stores that drop
+// or misapply offsets.
+var zone = time.FixedZone("UTC+05:30", 5*3600+30*60)
+
+func testInsertRoundTrip(e *env) {
+	runAt := time.Date(2999, 12, 31, 22, 58, 57, 999999000, time.UTC)
+	deadline := runAt.Add(time.Hour)
+	p := core.InsertParams{
+		Queue:       "Q_1-a.b:c",
+		Kind:        "résumé.send/✉ 日本語",
+		Args:        json.RawMessage(`{ "b": [1, 2.5, "ü ✓ 😀", true],   "a": {"nested": null, "n": -7} }`),
+		Priority:    3,
+		MaxAttempts: 7,
+		RunAt:       runAt.In(zone),
+		Deadline:    deadline.In(zone),
+		UniqueKey:   "ключ-🔑-Ünique",
+		Tags:        []string{"tag-ä", "标签", "emoji-🚀"},
+		Metadata:    map[string]string{"correlation-id": "abc-123", "ключ": "значение ✓", "empty": ""},
+	}
+	res, err := e.s.Insert(e.ctx, e.now.In(zone), []core.InsertParams{p})
+	if err != nil {
+		e.Fatalf("Insert: unexpected error: %v", err)
+	}
+	if len(res) != 1 || res[0].Job == nil || res[0].Duplicate {
+		e.Fatalf("Insert of one new job returned %+v; want one non-duplicate result holding the job", res)
+	}
+	if res[0].Job.ID <= 0 {
+		e.Fatalf("Insert returned job id %d; ids are assigned by the store and positive", res[0].Job.ID)
+	}
+	want := &core.Job{
+		ID:          res[0].Job.ID,
+		Queue:       p.Queue,
+		Kind:        p.Kind,
+		Args:        p.Args,
+		Priority:    p.Priority,
+		State:       core.StateScheduled,
+		MaxAttempts: p.MaxAttempts,
+		RunAt:       runAt,
+		Deadline:    deadline,
+		UniqueKey:   p.UniqueKey,
+		Tags:        p.Tags,
+		Metadata:    p.Metadata,
+		CreatedAt:   e.now,
+	}
+	if d := diffJob(res[0].Job, want); len(d) > 0 {
+		e.Errorf("the job returned by Insert differs from what was inserted (times handed in at UTC+05:30 must come back as the same instant in UTC):\n%s", lines(d))
+	}
+	if d := diffJob(e.get(want.ID), want); len(d) > 0 {
+		e.Errorf("Get returns a job that differs from what was inserted (times handed in at UTC+05:30 must come back as the same instant in UTC):\n%s", lines(d))
+	}
+
+	// Other JSON shapes must survive too.
+	for _, args := range []string{`[1,"two",{"three":3}]`, `"just a string"`, `12345.5`, `{}`} {
+		q := e.job("shapes", "k")
+		q.Args = json.RawMessage(args)
+		j := e.insertOne(q)
+		if msg := diffJSON(e.get(j.ID).Args, q.Args); msg != "" {
+			e.Errorf("args %s did not round-trip: %s", args, msg)
+		}
+	}
+}
+
+func testInsertNilAndEmpty(e *env) {
+	nilJob := e.job("q", "nil-collections")
+	emptyJob := e.job("q", "empty-collections")
+	emptyJob.Tags = []string{}
+	emptyJob.Metadata = map[string]string{}
+	jobs := e.insert(nilJob, emptyJob)
+	for i, j := range jobs {
+		got := e.get(j.ID)
+		if len(got.Tags) != 0 || len(got.Metadata) != 0 {
+			e.Errorf("job %d inserted with %s tags and metadata came back with Tags %q, Metadata %q; want none", j.ID, []string{"nil", "empty"}[i], got.Tags, got.Metadata)
+		}
+		if !got.Deadline.IsZero() {
+			e.Errorf("job %d inserted without a deadline came back with Deadline %s; a zero Deadline means none and must round-trip as zero", j.ID, ts(got.Deadline))
+		}
+		if got.UniqueKey != "" {
+			e.Errorf("job %d inserted without a unique key came back with UniqueKey %q", j.ID, got.UniqueKey)
+		}
+		if len(got.Errors) != 0 || len(got.Result) != 0 {
+			e.Errorf("new job %d came back with Errors %+v and Result %q; want none", j.ID, got.Errors, got.Result)
+		}
+	}
+}
+
+func testInsertState(e *env) {
+	cases := []struct {
+		name  string
+		runAt time.Time
+		want  core.State
+	}{
+		{"an hour ago", e.now.Add(-time.Hour), core.StateAvailable},
+		{"exactly now", e.now, core.StateAvailable},
+		{"1µs after now", e.now.Add(time.Microsecond), core.StateScheduled},
+		{"in an hour", e.now.Add(time.Hour), core.StateScheduled},
+	}
+	for _, c := range cases {
+		p := e.job("q", "k")
+		p.RunAt = c.runAt
+		j := e.insertOne(p)
+		for _, got := range []*core.Job{j, e.get(j.ID)} {
+			if got.State != c.want {
+				e.Errorf("job inserted at now=%s with RunAt %s (%s) has state %q; want %q (scheduled when RunAt is after now, otherwise available)", ts(e.now), ts(c.runAt), c.name, got.State, c.want)
+			}
+			if got.Attempt != 0 {
+				e.Errorf("new job %d has Attempt %d; want 0 before the first claim", got.ID, got.Attempt)
+			}
+			if d := diffTime("CreatedAt", got.CreatedAt, e.now); len(d) > 0 {
+				e.Errorf("new job %d: %s (CreatedAt is the now passed to Insert)", got.ID, d[0])
+			}
+			if !got.AttemptedAt.IsZero() || !got.FinishedAt.IsZero() || !got.LeaseUntil.IsZero() || got.WorkerID != "" {
+				e.Errorf("new job %d has AttemptedAt %s, FinishedAt %s, LeaseUntil %s, WorkerID %q; want all unset", got.ID, ts(got.AttemptedAt), ts(got.FinishedAt), ts(got.LeaseUntil), got.WorkerID)
+			}
+		}
+	}
+}
+
+func testInsertIDs(e *env) {
+	var all []*core.Job
+	for _, n := range []int{5, 1, 3} {
+		batch := make([]core.InsertParams, n)
+		for i := range batch {
+			batch[i] = e.job("q", "k")
+		}
+		all = append(all, e.insert(batch...)...)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].ID <= all[i-1].ID {
+			e.Fatalf("Insert assigned ids %v across three calls; ids must increase in insert order (within a batch in input order)", ids(all))
+		}
+	}
+}
+
+func testInsertBatch(e *env) {
+	const n = 1000
+	batch := make([]core.InsertParams, n)
+	for i := range batch {
+		batch[i] = e.job("bulk", "k")
+		batch[i].Args = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
+	}
+	jobs := e.insert(batch...)
+	for i, j := range jobs {
+		if msg := diffJSON(j.Args, batch[i].Args); msg != "" {
+			e.Fatalf("Insert of %d jobs: result %d holds args %s; want %s (results must be in input order)", n, i, j.Args, batch[i].Args)
+		}
+		if i > 0 && j.ID <= jobs[i-1].ID {
+			e.Fatalf("Insert of %d jobs: result %d has id %d after id %d; ids must increase in input order", n, i, j.ID, jobs[i-1].ID)
+		}
+	}
+	if got := e.stats()["bulk"].Counts[core.StateAvailable]; got != n {
+		e.Fatalf("after inserting %d due jobs in one call, Stats counts %d available in the queue; want %d", n, got, n)
+	}
+}

@@ -1,0 +1,218 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+var listTests = []test{
+	{"list/filters-by-queue-state-and-kind", testListFilters},
+	{"list/pages-forward-by-id", testListForward},
+	{"list/pages-backward-by-id", testListBackward},
+	{"list/default-limit-is-100", testListDefaultLimit},
+	{"stats/counts-jobs-per-queue-and-state", testStats},
+}
+
+var pruneTests = []test{
+	{"prune/deletes-only-the-named-final-state-before-cutoff", testPrune},
+	{"prune/respects-limit-so-callers-can-loop", testPruneLimit},
+}
+
+func testListFilters(e *env) {
+	run := e.claimJob(e.job("a", "send"), "w")
+	done := e.claimJob(e.job("b", "build"), "w")
+	e.apply(e.outcome(done, core.OutcomeComplete))
+	a1 := e.insertOne(e.job("a", "send"))
+	a2 := e.insertOne(e.job("a", "build"))
+	b1 := e.insertOne(e.job("b", "send"))
+	all := []int64{run.ID, done.ID, a1.ID, a2.ID, b1.ID}
+
+	cases := []struct {
+		p    core.ListParams
+		want []int64
+	}{
+		{core.ListParams{}, all},
+		{core.ListParams{Queue: "a"}, []int64{run.ID, a1.ID, a2.ID}},
+		{core.ListParams{Kind: "send"}, []int64{run.ID, a1.ID, b1.ID}},
+		{core.ListParams{States: []core.State{core.StateRunning}}, []int64{run.ID}},
+		{core.ListParams{States: []core.State{core.StateAvailable, core.StateCompleted}}, []int64{done.ID, a1.ID, a2.ID, b1.ID}},
+		{core.ListParams{Queue: "a", Kind: "send", States: []core.State{core.StateAvailable}}, []int64{a1.ID}},
+		{core.ListParams{Queue: "b", Kind: "send", States: []core.State{core.StateCompleted}}, nil},
+		{core.ListParams{Queue: "nope"}, nil},
+	}
+	for _, c := range cases {
+		got := ids(e.list(c.p))
+		if !slices.Equal(got, c.want) {
+			e.Errorf("List(%s) returned ids %v; want %v (filters combine with AND; zero values mean any; ordered by id)", describeList(c.p), got, c.want)
+		}
+	}
+	// The listed jobs are whole jobs, not summaries.
+	if got := e.list(core.ListParams{States: []core.State{core.StateRunning}}); len(got) == 1 {
+		if d := diffJob(got[0], e.get(run.ID)); len(d) > 0 {
+			e.Errorf("List returns job %d differently from Get:\n%s", run.ID, lines(d))
+		}
+	}
+}
+
+func describeList(p core.ListParams) string {
+	return fmt.Sprintf("Queue %q, States %v, Kind %q, AfterID %d, Desc %v, Limit %d", p.Queue, p.States, p.Kind, p.AfterID, p.Desc, p.Limit)
+}
+
+// pageAll walks every page of p and returns the ids in the order seen.
+func pageAll(e *env, p core.ListParams) []int64 {
+	e.Helper()
+	var out []int64
+	for range 100 {
+		page := ids(e.list(p))
+		if len(page) > p.Limit {
+			e.Fatalf("List(%s) returned %d jobs; want at most Limit", describeList(p), len(page))
+		}
+		out = append(out, page...)
+		if len(page) < p.Limit {
+			return out
+		}
+		p.AfterID = page[len(page)-1]
+	}
+	e.Fatalf("List paging with Limit %d did not end after 100 pages: AfterID is not advancing", p.Limit)
+	return nil
+}
+
+func testListForward(e *env) {
+	jobs := insertMany(e, "q", 23)
+	e.insertOne(e.job("other", "k"))
+	want := ids(jobs)
+	if got := pageAll(e, core.ListParams{Queue: "q", Limit: 5}); !slices.Equal(got, want) {
+		e.Fatalf("paging forward through queue \"q\" with Limit 5 (AfterID = last id of the previous page) returned %v; want %v, each id once, ascending", got, want)
+	}
+	if got := ids(e.list(core.ListParams{Queue: "q", Limit: 3, AfterID: want[10]})); !slices.Equal(got, want[11:14]) {
+		e.Fatalf("List(AfterID %d, Limit 3) returned %v; want %v (ids after the cursor, ascending)", want[10], got, want[11:14])
+	}
+}
+
+func testListBackward(e *env) {
+	jobs := insertMany(e, "q", 23)
+	want := ids(jobs)
+	slices.Reverse(want)
+	if got := pageAll(e, core.ListParams{Queue: "q", Limit: 5, Desc: true}); !slices.Equal(got, want) {
+		e.Fatalf("paging backward with Desc and Limit 5 (AfterID = last id of the previous page) returned %v; want %v, each id once, descending", got, want)
+	}
+	if got := ids(e.list(core.ListParams{Queue: "q", Limit: 3, Desc: true, AfterID: want[10]})); !slices.Equal(got, want[11:14]) {
+		e.Fatalf("List(Desc, AfterID %d, Limit 3) returned %v; want %v (ids below the cursor, descending)", want[10], got, want[11:14])
+	}
+}
+
+func testListDefaultLimit(e *env) {
+	jobs := insertMany(e, "q", 150)
+	got := ids(e.list(core.ListParams{}))
+	if !slices.Equal(got, ids(jobs[:100])) {
+		e.Fatalf("List with Limit 0 over 150 jobs returned %d ids (first %v); want the first 100 by id (Limit 0 means 100)", len(got), got[:min(len(got), 3)])
+	}
+}
+
+func testStats(e *env) {
+	if st := e.stats(); len(st) != 0 {
+		e.Fatalf("Stats of an empty store returned %v; want no queues (is Factory.New returning a fresh store?)", st)
+	}
+	insertMany(e, "zeta", 3)
+	sched := e.job("alpha", "k")
+	sched.RunAt = e.now.Add(time.Hour)
+	e.insert(sched, sched)
+	insertMany(e, "alpha", 4)
+	got := e.claim("alpha", "w", 3)
+	e.apply(e.outcome(got[0], core.OutcomeComplete))
+	e.apply(e.outcome(got[1], core.OutcomeRetry))
+	e.pause("mid")
+
+	st, err := e.s.Stats(e.ctx)
+	if err != nil {
+		e.Fatalf("Stats: %v", err)
+	}
+	var names []string
+	for _, q := range st {
+		names = append(names, q.Queue)
+	}
+	if !slices.Equal(names, []string{"alpha", "mid", "zeta"}) {
+		e.Fatalf("Stats listed queues %q; want [\"alpha\" \"mid\" \"zeta\"]: every queue with jobs or a pause, ordered by name", names)
+	}
+	want := map[string]map[core.State]int{
+		"alpha": {core.StateScheduled: 2, core.StateAvailable: 1, core.StateRunning: 1, core.StateCompleted: 1, core.StateRetryable: 1},
+		"mid":   {},
+		"zeta":  {core.StateAvailable: 3},
+	}
+	for _, q := range st {
+		for _, s := range core.AllStates {
+			if q.Counts[s] != want[q.Queue][s] {
+				e.Errorf("Stats for queue %q counts %d %s; want %d (all counts: %v)", q.Queue, q.Counts[s], s, want[q.Queue][s], q.Counts)
+			}
+		}
+		if q.Paused != (q.Queue == "mid") {
+			e.Errorf("Stats for queue %q has Paused=%v; want %v", q.Queue, q.Paused, q.Queue == "mid")
+		}
+	}
+}
+
+// prune calls Prune and fails on error.
+func (e *env) prune(state core.State, before time.Time, limit int) int {
+	e.Helper()
+	n, err := e.s.Prune(e.ctx, state, before, limit)
+	if err != nil {
+		e.Fatalf("Prune(%s, before %s, limit %d): unexpected error: %v", state, ts(before), limit, err)
+	}
+	if n > limit {
+		e.Fatalf("Prune with limit %d reported %d deleted", limit, n)
+	}
+	return n
+}
+
+func testPrune(e *env) {
+	old := finalJobs(e) // completed, cancelled, discarded at start
+	e.advance(time.Hour)
+	cutoff := e.now
+	atCutoff := e.claimJob(e.job("q", "at-cutoff"), "w")
+	e.apply(e.outcome(atCutoff, core.OutcomeComplete))
+	e.advance(time.Hour)
+	newer := e.claimJob(e.job("q", "newer"), "w")
+	e.apply(e.outcome(newer, core.OutcomeComplete))
+	pending := e.insertOne(e.job("q", "pending"))
+
+	if n := e.prune(core.StateCompleted, cutoff, 100); n != 1 {
+		e.Errorf("Prune(completed, before %s) returned %d; want 1 (only the completed job finished before the cutoff)", ts(cutoff), n)
+	}
+	if _, err := e.s.Get(e.ctx, old[0].ID); err == nil {
+		e.Errorf("completed job %d, finished before the cutoff, survived Prune", old[0].ID)
+	}
+	for _, j := range []*core.Job{old[1], old[2], e.get(atCutoff.ID), e.get(newer.ID), e.get(pending.ID)} {
+		e.expectUnchanged(j, fmt.Sprintf("Prune(completed, before %s) of a %s job finished at %s", ts(cutoff), j.State, ts(j.FinishedAt)))
+	}
+	if n := e.prune(core.StateDiscarded, cutoff, 100); n != 1 {
+		e.Errorf("Prune(discarded) returned %d; want 1", n)
+	}
+	if n := e.prune(core.StateCancelled, cutoff, 100); n != 1 {
+		e.Errorf("Prune(cancelled) returned %d; want 1", n)
+	}
+	if n := e.prune(core.StateCompleted, e.now.Add(time.Second), 100); n != 2 {
+		e.Errorf("Prune(completed) with a later cutoff returned %d; want 2", n)
+	}
+	e.expectState(pending.ID, core.StateAvailable, "Prune never touches jobs that are not final")
+}
+
+func testPruneLimit(e *env) {
+	jobs := insertMany(e, "q", 25)
+	got := e.claim("q", "w", 25)
+	outs := make([]core.Outcome, len(got))
+	for i, j := range got {
+		outs[i] = e.outcome(j, core.OutcomeComplete)
+	}
+	e.finish(outs...)
+	e.advance(time.Hour)
+	var sizes []int
+	for range 4 {
+		sizes = append(sizes, e.prune(core.StateCompleted, e.now, 10))
+	}
+	if !slices.Equal(sizes, []int{10, 10, 5, 0}) {
+		e.Fatalf("four Prune calls with limit 10 over %d old completed jobs returned %v; want [10 10 5 0]", len(jobs), sizes)
+	}
+}

@@ -1,0 +1,92 @@
+package storetest
+
+import (
+	"context"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+var notifyTests = []test{
+	{"notify/insert-of-due-job-wakes-listener", testNotifyInsert},
+	{"notify/pause-and-resume-notify", testNotifyPause},
+	{"notify/channel-closes-when-context-ends", testNotifyClose},
+}
+
+// notifyWait bounds the real time the suite waits for a notification.
+const notifyWait = 5 * time.Second
+
+// listen starts a listener on the store's Notifier, skipping when the store
+// has none.
+func (e *env) listen(ctx context.Context) <-chan core.Notification {
+	e.Helper()
+	n, ok := e.s.(core.Notifier)
+	if !ok {
+		e.Skip("the store does not implement core.Notifier")
+	}
+	ch, err := n.Listen(ctx)
+	if err != nil {
+		e.Fatalf("Listen: unexpected error: %v", err)
+	}
+	if ch == nil {
+		e.Fatal("Listen returned a nil channel and a nil error")
+	}
+	return ch
+}
+
+// await waits for a notification of kind k about queue, ignoring others.
+func (e *env) await(ch <-chan core.Notification, k core.NotificationKind, queue, after string) {
+	e.Helper()
+	timeout := time.NewTimer(notifyWait)
+	defer timeout.Stop()
+	var seen []core.Notification
+	for {
+		select {
+		case n, ok := <-ch:
+			if !ok {
+				e.Fatalf("the Listen channel closed while waiting for a %q notification for queue %q after %s; it must stay open until the listener's context ends", k, queue, after)
+			}
+			if n.Kind == k && n.Queue == queue {
+				return
+			}
+			seen = append(seen, n)
+		case <-timeout.C:
+			e.Fatalf("no %q notification for queue %q arrived within %s after %s (saw %+v); a store that declares core.Notifier must deliver it", k, queue, notifyWait, after, seen)
+		}
+	}
+}
+
+func testNotifyInsert(e *env) {
+	ch := e.listen(e.ctx)
+	e.insertOne(e.job("wake-me", "k"))
+	e.await(ch, core.NotifyInsert, "wake-me", "an Insert of a due job")
+	// A second insert wakes it again.
+	e.insertOne(e.job("wake-me-too", "k"))
+	e.await(ch, core.NotifyInsert, "wake-me-too", "a second Insert of a due job")
+}
+
+func testNotifyPause(e *env) {
+	ch := e.listen(e.ctx)
+	e.pause("q")
+	e.await(ch, core.NotifyPause, "q", "PauseQueue(\"q\")")
+	e.resume("q")
+	e.await(ch, core.NotifyResume, "q", "ResumeQueue(\"q\")")
+}
+
+func testNotifyClose(e *env) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	ch := e.listen(ctx)
+	cancel()
+	timeout := time.NewTimer(notifyWait)
+	defer timeout.Stop()
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timeout.C:
+			e.Fatalf("the Listen channel was still open %s after its context was cancelled; Listen must close it when ctx ends", notifyWait)
+		}
+	}
+}
