@@ -48,11 +48,20 @@ func (p *producer) run(ctx context.Context) {
 	for {
 		free := p.max - int(p.active.Load())
 		if free > 0 {
-			if wait := c.cfg.FetchCooldown - time.Since(lastClaim); wait > 0 {
-				if !sleepCtx(ctx, wait) {
+			// Under load, slots free one by one. Claim at once when a good
+			// share of them is free; otherwise wait out the cooldown (or
+			// more freed slots) so one claim gathers many jobs.
+			if wait := c.cfg.FetchCooldown - time.Since(lastClaim); wait > 0 && free < p.batchThreshold() {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
 					return
+				case <-p.wakeCh:
+				case <-t.C:
 				}
-				free = p.max - int(p.active.Load())
+				t.Stop()
+				continue
 			}
 			lastClaim = time.Now()
 			n, err := p.claim(ctx, min(free, c.cfg.MaxClaim))
@@ -83,6 +92,12 @@ func (p *producer) run(ctx context.Context) {
 		case <-poll.C:
 		}
 	}
+}
+
+// batchThreshold is the number of free slots worth a claim before the
+// cooldown has passed: half the queue's workers, at most MaxClaim.
+func (p *producer) batchThreshold() int {
+	return max(1, min(p.max/2, p.c.cfg.MaxClaim))
 }
 
 // claim takes up to limit jobs and starts them, returning how many.
