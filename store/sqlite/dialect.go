@@ -1,0 +1,43 @@
+package sqlite
+
+import (
+	"errors"
+	"time"
+
+	"github.com/backlogq/backlog/store/internal/sqlq"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// dialect is SQLite's sqlq.Dialect: "?" placeholders, times as INTEGER unix
+// microseconds, json_insert for the errors history, RETURNING on every
+// statement (SQLite ≥ 3.35), UPDATE … FROM (≥ 3.33), no row locks.
+type dialect struct{ sqlq.Standard }
+
+func (dialect) Name() string { return "sqlite" }
+
+// Time encodes t as unix microseconds; the zero time is NULL.
+func (dialect) Time(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// Transient reports SQLITE_BUSY and SQLITE_LOCKED (any extended code).
+func (dialect) Transient(err error) bool {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		switch e.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return false
+}
+
+// UniqueViolation reports SQLITE_CONSTRAINT_UNIQUE.
+func (dialect) UniqueViolation(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}

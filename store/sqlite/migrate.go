@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"testing/fstest"
+	"text/template"
+	"time"
+
+	"github.com/pressly/goose/v3"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// renderMigrations returns the embedded migrations with the table prefix
+// applied, as a file system goose can read.
+func renderMigrations(prefix string) (fs.FS, error) {
+	out := fstest.MapFS{}
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		raw, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, struct{ P string }{prefix}); err != nil {
+			return nil, err
+		}
+		out[e.Name()] = &fstest.MapFile{Data: b.Bytes(), Mode: 0o444}
+	}
+	return out, nil
+}
+
+// migrate brings the schema to the newest version with a goose Provider
+// (no goose globals). With lock set, a lock row in <prefix>migrate_lock
+// serialises concurrent migrations from several processes.
+func migrate(ctx context.Context, db *sql.DB, prefix string, lock bool) error {
+	fsys, err := renderMigrations(prefix)
+	if err != nil {
+		return fmt.Errorf("sqlite: render migrations: %w", err)
+	}
+	opts := []goose.ProviderOption{
+		goose.WithTableName(prefix + "goose_db_version"),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithLogger(goose.NopLogger()),
+	}
+	if lock {
+		opts = append(opts, goose.WithLocker(&migrationLocker{table: prefix + "migrate_lock"}))
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, opts...)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	return nil
+}
+
+// migrationLock is how long a lock row is honoured; a process that died
+// while migrating blocks others at most this long.
+const migrationLock = 2 * time.Minute
+
+// migrationLocker is a goose lock.Locker for SQLite, which has no advisory
+// locks: a single-row table whose row is the lock, with an expiry so a crashed
+// migrator does not block others forever.
+type migrationLocker struct {
+	table string
+	owner string
+}
+
+// Lock waits until it owns the lock row or ctx ends.
+func (l *migrationLocker) Lock(ctx context.Context, db *sql.DB) error {
+	var id [8]byte
+	_, _ = crand.Read(id[:])
+	l.owner = hex.EncodeToString(id[:])
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+l.table+
+		` (id INTEGER PRIMARY KEY CHECK (id = 1), owner TEXT NOT NULL, expires_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlite: create migration lock table: %w", err)
+	}
+	for {
+		now := time.Now()
+		res, err := db.ExecContext(ctx, `INSERT INTO `+l.table+` (id, owner, expires_at) VALUES (1, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+			WHERE `+l.table+`.expires_at < ?`, l.owner, now.Add(migrationLock).UnixMicro(), now.UnixMicro())
+		if err == nil {
+			if n, _ := res.RowsAffected(); n == 1 {
+				return nil
+			}
+		} else if !(dialect{}).Transient(err) {
+			return fmt.Errorf("sqlite: take migration lock: %w", err)
+		}
+		t := time.NewTimer(20*time.Millisecond + rand.N(30*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("sqlite: wait for migration lock: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Unlock releases the lock row if this locker still owns it.
+func (l *migrationLocker) Unlock(ctx context.Context, db *sql.DB) error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if _, err = db.ExecContext(ctx, `DELETE FROM `+l.table+` WHERE owner = ?`, l.owner); err == nil || !(dialect{}).Transient(err) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}

@@ -1,0 +1,398 @@
+// Package sqlite is backlog's SQLite store, on modernc.org/sqlite (pure Go,
+// no cgo). It implements core.Store, core.Migrator, core.TxInserter and
+// core.TxCompleter (with *sql.Tx or *sqlx.Tx), and not core.Notifier: there
+// are no cross-process notifications, the engine wakes itself on in-process
+// enqueues and otherwise polls.
+//
+// # Opening
+//
+//	s, err := sqlite.Open(ctx, "jobs.db", sqlite.WithPrefix("app_"))
+//
+// Open configures the connection for several writers, including several
+// processes sharing one file: WAL journal, BEGIN IMMEDIATE for every write
+// transaction (_txlock=immediate), a busy timeout, synchronous=NORMAL and
+// foreign keys on. Writers of one process are serialised in Go; writers of
+// different processes wait on SQLite's lock, and SQLITE_BUSY that outlasts
+// the busy timeout is retried with jittered backoff inside the store.
+// ":memory:" opens a private in-memory database on a single connection.
+// Open applies the embedded schema migrations (pressly/goose, tracked in
+// <prefix>goose_db_version) unless WithMigrate(false) is given; concurrent
+// migrations from several processes are serialised by a lock row in
+// <prefix>migrate_lock.
+//
+// New wraps a caller-owned *sql.DB opened with the "sqlite" driver. Its DSN
+// should carry the same settings Open uses, at least
+// "_txlock=immediate&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)";
+// without _txlock=immediate, write transactions upgrade from read locks and
+// fail with SQLITE_BUSY under contention (the store retries those, slowly).
+//
+// # URLs
+//
+// The package registers the scheme "sqlite" with the store registry, so
+// store.Open accepts:
+//
+//	sqlite:path/to/file.db          relative path
+//	sqlite:///abs/path/file.db      absolute path (also sqlite:/abs/path/file.db)
+//	sqlite::memory:                 private in-memory database
+//
+// with optional query parameters:
+//
+//	prefix=backlog_       table prefix (ASCII letters, digits, '_')
+//	strategy=optimistic   claim strategy; the only one SQLite supports
+//	migrate=false         do not migrate on open
+//	busy_timeout=5s       SQLite busy timeout (a Go duration)
+//
+// for example "sqlite:data/jobs.db?prefix=app_&busy_timeout=10s". Unknown
+// parameters are an error.
+//
+// # Schema
+//
+// Tables <prefix>jobs, <prefix>queues, <prefix>workers (default prefix
+// "backlog_"). Times are INTEGER unix microseconds in UTC; args, tags,
+// metadata and the errors history are JSON text. Claims use the optimistic
+// strategy of package sqlq inside one write transaction.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+	"github.com/jmoiron/sqlx"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// DefaultPrefix is the table prefix used unless WithPrefix says otherwise.
+const DefaultPrefix = "backlog_"
+
+// DefaultBusyTimeout is how long a connection waits on another process's
+// write lock before SQLITE_BUSY (which the store then retries).
+const DefaultBusyTimeout = 5 * time.Second
+
+type config struct {
+	prefix      string
+	strategy    core.ClaimStrategy
+	busyTimeout time.Duration
+	migrate     bool
+	maxConns    int
+}
+
+// Option configures Open and New.
+type Option func(*config)
+
+// WithPrefix sets the table prefix (default "backlog_"; "" allowed). It must
+// be ASCII letters, digits and '_', not starting with a digit.
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithStrategy selects the claim strategy. SQLite supports only
+// core.StrategyOptimistic (the default); core.StrategySkipLocked makes Open
+// and New fail with an error wrapping core.ErrUnsupported.
+func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
+
+// WithBusyTimeout sets SQLite's busy timeout (Open only; default 5s,
+// millisecond resolution).
+func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTimeout = d } }
+
+// WithMigrate says whether Open and New migrate the schema (default true).
+func WithMigrate(migrate bool) Option { return func(c *config) { c.migrate = migrate } }
+
+// WithMaxOpenConns bounds the connection pool of Open (default
+// max(4, 2×GOMAXPROCS); ":memory:" always uses one connection).
+func WithMaxOpenConns(n int) Option { return func(c *config) { c.maxConns = n } }
+
+// Store is the SQLite store. All methods are safe for concurrent use.
+type Store struct {
+	*sqlq.Store
+	db     *sql.DB
+	owned  bool
+	memory bool
+	prefix string
+	closed atomic.Bool
+}
+
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.Migrator    = (*Store)(nil)
+	_ core.TxInserter  = (*Store)(nil)
+	_ core.TxCompleter = (*Store)(nil)
+)
+
+func newConfig(opts []Option) (config, error) {
+	c := config{prefix: DefaultPrefix, strategy: core.StrategyOptimistic, busyTimeout: DefaultBusyTimeout, migrate: true}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := sqlq.ValidPrefix(c.prefix); err != nil {
+		return c, fmt.Errorf("sqlite: %w", err)
+	}
+	switch c.strategy {
+	case core.StrategyOptimistic, "":
+		c.strategy = core.StrategyOptimistic
+	default:
+		return c, fmt.Errorf("sqlite: claim strategy %q: SQLite supports only %q: %w", c.strategy, core.StrategyOptimistic, core.ErrUnsupported)
+	}
+	if c.busyTimeout < 0 {
+		return c, errors.New("sqlite: negative busy timeout")
+	}
+	return c, nil
+}
+
+// isMemory reports whether path names a private in-memory database.
+func isMemory(path string) bool { return path == ":memory:" || path == "" }
+
+// DSN returns the modernc.org/sqlite data source name Open uses for path:
+// WAL, BEGIN IMMEDIATE, busy timeout, synchronous=NORMAL, foreign keys.
+func DSN(path string, busyTimeout time.Duration) string {
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
+	if !isMemory(path) {
+		q.Add("_pragma", "journal_mode(WAL)")
+	} else {
+		path = ":memory:"
+	}
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	return path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the SQLite database at path (":memory:"
+// for a private in-memory one), migrates it unless WithMigrate(false), and
+// returns the store, which owns the database handle.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", DSN(path, c.busyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	mem := isMemory(path)
+	n := c.maxConns
+	if n <= 0 {
+		n = max(4, 2*runtime.GOMAXPROCS(0))
+	}
+	if mem {
+		n = 1 // every connection to ":memory:" is its own database
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	s, err := newStore(ctx, db, true, mem, c)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns a store on a caller-owned *sql.DB opened with the "sqlite"
+// driver (see the package doc for the DSN it should use). It migrates
+// unless WithMigrate(false). Close does not close db.
+func New(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(ctx, db, false, false, c)
+}
+
+func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Store, error) {
+	s := &Store{db: db, owned: owned, memory: mem, prefix: c.prefix}
+	inner, err := sqlq.New(sqlq.Config{
+		Dialect:   dialect{},
+		DB:        &guardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}}, closed: &s.closed},
+		Tables:    sqlq.PrefixTables(c.prefix),
+		Strategy:  c.strategy,
+		ClaimInTx: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	s.Store = inner
+	if c.migrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// DB returns the underlying *sql.DB, for transactions passed to InsertTx and
+// CompleteTx.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Prefix returns the table prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Migrate brings the schema to the newest version. It is safe to run
+// repeatedly and from several processes at once.
+func (s *Store) Migrate(ctx context.Context) error {
+	if s.closed.Load() {
+		return core.ErrClosed
+	}
+	return migrate(ctx, s.db, s.prefix, !s.memory)
+}
+
+// Close closes the database handle if Open created it. Later calls return
+// errors wrapping core.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.owned {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// txConn accepts the transaction types InsertTx and CompleteTx support.
+func txConn(tx any) (sqlq.Conn, error) {
+	switch t := tx.(type) {
+	case *sql.Tx:
+		if t == nil {
+			break
+		}
+		return sqlq.StdConn{X: t}, nil
+	case *sqlx.Tx:
+		if t == nil || t.Tx == nil {
+			break
+		}
+		return sqlq.StdConn{X: t.Tx}, nil
+	}
+	return nil, fmt.Errorf("sqlite: transaction of type %T (want *sql.Tx or *sqlx.Tx): %w", tx, core.ErrUnsupported)
+}
+
+// InsertTx inserts jobs inside the caller's transaction (*sql.Tx or
+// *sqlx.Tx on this database); they become visible when it commits. Other
+// transaction types return an error wrapping core.ErrUnsupported.
+// Semantics otherwise match Insert.
+func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	c, err := txConn(tx)
+	if err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return s.InsertOn(ctx, c, now, jobs)
+}
+
+// CompleteTx applies one fenced outcome inside the caller's transaction
+// (*sql.Tx or *sqlx.Tx). It returns an error wrapping core.ErrLeaseLost when
+// the fence fails, and core.ErrUnsupported for other transaction types.
+func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+	c, err := txConn(tx)
+	if err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return core.ErrClosed
+	}
+	res, err := s.FinishOn(ctx, c, []core.Outcome{o})
+	if err != nil {
+		return err
+	}
+	if !res[0].Applied {
+		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// guardedDB fails every call after Close with core.ErrClosed.
+type guardedDB struct {
+	sqlq.StdDB
+	closed *atomic.Bool
+}
+
+func (d *guardedDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if d.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return d.StdDB.Exec(ctx, q, args...)
+}
+
+func (d *guardedDB) Query(ctx context.Context, q string, args ...any) (sqlq.Rows, error) {
+	if d.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return d.StdDB.Query(ctx, q, args...)
+}
+
+func (d *guardedDB) InTx(ctx context.Context, fn func(sqlq.Conn) error) error {
+	if d.closed.Load() {
+		return core.ErrClosed
+	}
+	return d.StdDB.InTx(ctx, fn)
+}
+
+func init() {
+	store.Register("sqlite", openURL)
+}
+
+// openURL opens a store from a "sqlite:" URL (see the package doc).
+func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
+	path, opts, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, path, opts...)
+}
+
+// parseURL splits a "sqlite:" URL into a path and options.
+func parseURL(u *url.URL) (string, []Option, error) {
+	path := u.Opaque
+	if path != "" {
+		p, err := url.PathUnescape(path)
+		if err != nil {
+			return "", nil, fmt.Errorf("sqlite: bad path in URL: %w", err)
+		}
+		path = p
+	} else {
+		path = u.Host + u.Path // sqlite:///abs → "/abs"; sqlite://./rel → "./rel"
+	}
+	if path == "" {
+		return "", nil, errors.New("sqlite: URL names no database file (want sqlite:path/to/file.db, sqlite:///abs/path.db or sqlite::memory:)")
+	}
+	var opts []Option
+	for k, vs := range u.Query() {
+		v := vs[len(vs)-1]
+		switch k {
+		case "prefix":
+			opts = append(opts, WithPrefix(v))
+		case "strategy":
+			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
+		case "migrate":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return "", nil, fmt.Errorf("sqlite: migrate=%q: want true or false", v)
+			}
+			opts = append(opts, WithMigrate(b))
+		case "busy_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return "", nil, fmt.Errorf("sqlite: busy_timeout=%q: %w", v, err)
+			}
+			opts = append(opts, WithBusyTimeout(d))
+		default:
+			return "", nil, fmt.Errorf("sqlite: unknown URL parameter %q (known: prefix, strategy, migrate, busy_timeout)", k)
+		}
+	}
+	if strings.ContainsRune(path, '?') {
+		return "", nil, errors.New("sqlite: database path may not contain '?'")
+	}
+	return path, opts, nil
+}
