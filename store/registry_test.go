@@ -63,9 +63,11 @@ func TestRegisterPanics(t *testing.T) {
 		"duplicate": func() {
 			Register("FAKE-DUP", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil })
 		},
-		"nil":     func() { Register("fake-nil", nil) },
-		"empty":   func() { Register("", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil }) },
-		"invalid": func() { Register("1bad", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil }) },
+		"nil":   func() { Register("fake-nil", nil) },
+		"empty": func() { Register("", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil }) },
+		"invalid": func() {
+			Register("1bad", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil })
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
