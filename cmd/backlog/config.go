@@ -1,0 +1,368 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// fileConfig is the JSON config file of work/serve (--config). Every field
+// is optional; command-line flags override it. See docs/cli.md.
+type fileConfig struct {
+	DB              string                 `json:"db"`
+	WorkerID        string                 `json:"worker_id"`
+	Queues          map[string]fileQueue   `json:"queues"`
+	Handlers        map[string]fileHandler `json:"handlers"`
+	Timeout         *duration              `json:"timeout"`
+	Retry           []duration             `json:"retry"`
+	CompletedTTL    *duration              `json:"completed_ttl"`
+	Lease           *duration              `json:"lease"`
+	PollInterval    *duration              `json:"poll_interval"`
+	ShutdownTimeout *duration              `json:"shutdown_timeout"`
+}
+
+type fileQueue struct {
+	MaxWorkers int `json:"max_workers"`
+}
+
+type fileHandler struct {
+	Command command           `json:"command"`
+	Timeout *duration         `json:"timeout"`
+	Retry   []duration        `json:"retry"`
+	Snooze  *duration         `json:"snooze"`
+	Env     map[string]string `json:"env"`
+}
+
+// duration is a time.Duration written in JSON as a Go duration string
+// ("30s", "5m", "1h30m").
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string like \"30s\", not %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("bad duration %q (use forms like \"500ms\", \"30s\", \"5m\", \"1h\")", s)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// command is a handler command in JSON: a string run with sh -c, or an
+// argv array run directly.
+type command []string
+
+func (c *command) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		if strings.TrimSpace(s) == "" {
+			return errors.New("command is empty")
+		}
+		*c = shellArgv(s)
+		return nil
+	}
+	var argv []string
+	if err := json.Unmarshal(b, &argv); err != nil {
+		return fmt.Errorf("command must be a string (run with sh -c) or an array of strings (argv), not %s", b)
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return errors.New("command array is empty")
+	}
+	*c = argv
+	return nil
+}
+
+func shellArgv(s string) []string { return []string{"sh", "-c", s} }
+
+func delays(ds []duration) core.DelayList {
+	if ds == nil {
+		return nil
+	}
+	out := make(core.DelayList, len(ds))
+	for i, d := range ds {
+		out[i] = time.Duration(d)
+	}
+	return out
+}
+
+// loadConfigFile reads and strictly decodes a config file: unknown fields
+// are errors, so typos don't pass silently.
+func loadConfigFile(path string) (*fileConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	var fc fileConfig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, col := position(b, se.Offset)
+			return nil, fmt.Errorf("config %s:%d:%d: %v", path, line, col, err)
+		}
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("config %s: extra data after the JSON object", path)
+	}
+	return &fc, nil
+}
+
+// position turns a byte offset into a 1-based line and column.
+func position(b []byte, off int64) (int, int) {
+	off = min(max(off, 0), int64(len(b)))
+	before := b[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := int(off) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
+
+// workConfig is the effective configuration of a work/serve run, after the
+// config file and the flags are merged.
+type workConfig struct {
+	db              string
+	workerID        string
+	queues          map[string]int // name → max workers
+	handlers        map[string]*handlerConfig
+	timeout         time.Duration
+	retry           core.DelayList // nil = exponential backoff
+	completedTTL    time.Duration
+	lease           time.Duration
+	pollInterval    time.Duration
+	shutdownTimeout time.Duration
+	migrate         bool
+	killGrace       time.Duration // tests shorten it; not a flag
+}
+
+type handlerConfig struct {
+	argv    []string
+	timeout time.Duration
+	retry   core.DelayList
+	snooze  time.Duration
+	env     map[string]string
+}
+
+// workFlags are the command-line flags of work/serve.
+type workFlags struct {
+	config          string
+	handlers        []string
+	queues          []string
+	workerID        string
+	timeout         time.Duration
+	completedTTL    time.Duration
+	lease           time.Duration
+	pollInterval    time.Duration
+	shutdownTimeout time.Duration
+	migrate         bool
+}
+
+// Defaults of work/serve.
+const (
+	defaultQueue        = core.DefaultQueue
+	defaultMaxWorkers   = 10
+	defaultCompletedTTL = 24 * time.Hour
+	defaultLease        = 30 * time.Second
+	defaultPoll         = time.Second
+	defaultShutdown     = 30 * time.Second
+)
+
+func (f *workFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.config, "config", "", "JSON config file (queues, handlers, timeouts); flags override it")
+	fl.StringArrayVar(&f.handlers, "handler", nil, "KIND=COMMAND: run jobs of KIND with sh -c COMMAND (repeatable)")
+	fl.StringArrayVar(&f.queues, "queue", nil, "NAME[=MAXWORKERS]: work this queue with up to MAXWORKERS jobs at once (repeatable; default default=10)")
+	fl.StringVar(&f.workerID, "worker-id", "", "worker id (default host-pid-random)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "time limit of one attempt of every kind without its own (0 = none)")
+	fl.DurationVar(&f.completedTTL, "completed-ttl", defaultCompletedTTL, "keep completed jobs this long (0 = delete at once, negative = forever)")
+	fl.DurationVar(&f.lease, "lease", defaultLease, "lease of a claimed job, renewed by heartbeats every third of it")
+	fl.DurationVar(&f.pollInterval, "poll-interval", defaultPoll, "how often an idle queue checks for due jobs")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdown, "after the first SIGINT/SIGTERM, wait this long for running jobs before a hard stop")
+	fl.BoolVar(&f.migrate, "migrate", true, "migrate the store's schema on start")
+}
+
+// resolve merges built-in defaults, the config file (if any) and the flags
+// that were set, and validates the result. Errors are usage errors.
+func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*workConfig, error) {
+	wc := &workConfig{
+		db:              dbURL,
+		queues:          map[string]int{},
+		handlers:        map[string]*handlerConfig{},
+		completedTTL:    defaultCompletedTTL,
+		lease:           defaultLease,
+		pollInterval:    defaultPoll,
+		shutdownTimeout: defaultShutdown,
+		migrate:         f.migrate,
+	}
+	if f.config != "" {
+		fc, err := loadConfigFile(f.config)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		if fc.DB != "" && !dbFromUser {
+			wc.db = fc.DB
+		}
+		wc.workerID = fc.WorkerID
+		for name, q := range fc.Queues {
+			if q.MaxWorkers < 0 {
+				return nil, usagef("config: queue %q: max_workers %d is negative", name, q.MaxWorkers)
+			}
+			n := q.MaxWorkers
+			if n == 0 {
+				n = defaultMaxWorkers
+			}
+			wc.queues[name] = n
+		}
+		for kind, h := range fc.Handlers {
+			if len(h.Command) == 0 {
+				return nil, usagef("config: handler %q has no command", kind)
+			}
+			hc := &handlerConfig{argv: h.Command, retry: delays(h.Retry), env: h.Env}
+			if h.Timeout != nil {
+				hc.timeout = time.Duration(*h.Timeout)
+			}
+			if h.Snooze != nil {
+				hc.snooze = time.Duration(*h.Snooze)
+			}
+			wc.handlers[kind] = hc
+		}
+		set := func(dst *time.Duration, v *duration) {
+			if v != nil {
+				*dst = time.Duration(*v)
+			}
+		}
+		set(&wc.timeout, fc.Timeout)
+		set(&wc.completedTTL, fc.CompletedTTL)
+		set(&wc.lease, fc.Lease)
+		set(&wc.pollInterval, fc.PollInterval)
+		set(&wc.shutdownTimeout, fc.ShutdownTimeout)
+		wc.retry = delays(fc.Retry)
+	}
+
+	// Flags override the file.
+	if fl.Changed("worker-id") {
+		wc.workerID = f.workerID
+	}
+	if len(f.queues) > 0 {
+		wc.queues = map[string]int{}
+		for _, q := range f.queues {
+			name, n, err := parseQueueFlag(q)
+			if err != nil {
+				return nil, err
+			}
+			wc.queues[name] = n
+		}
+	}
+	if len(wc.queues) == 0 {
+		wc.queues[defaultQueue] = defaultMaxWorkers
+	}
+	for _, h := range f.handlers {
+		kind, cmdline, ok := strings.Cut(h, "=")
+		kind = strings.TrimSpace(kind)
+		if !ok || kind == "" || strings.TrimSpace(cmdline) == "" {
+			return nil, usagef("--handler %q must be KIND=COMMAND", h)
+		}
+		hc := wc.handlers[kind]
+		if hc == nil {
+			hc = &handlerConfig{}
+			wc.handlers[kind] = hc
+		}
+		hc.argv = shellArgv(cmdline)
+	}
+	if fl.Changed("timeout") {
+		wc.timeout = f.timeout
+	}
+	if fl.Changed("completed-ttl") {
+		wc.completedTTL = f.completedTTL
+	}
+	if fl.Changed("lease") {
+		wc.lease = f.lease
+	}
+	if fl.Changed("poll-interval") {
+		wc.pollInterval = f.pollInterval
+	}
+	if fl.Changed("shutdown-timeout") {
+		wc.shutdownTimeout = f.shutdownTimeout
+	}
+
+	// Validate.
+	if len(wc.handlers) == 0 {
+		return nil, usagef("no handlers: give --handler KIND=COMMAND (repeatable) or a --config file with handlers")
+	}
+	for name, n := range wc.queues {
+		if err := core.ValidateQueueName(name); err != nil {
+			return nil, usageError{err}
+		}
+		if n < 1 {
+			return nil, usagef("queue %q: max workers must be at least 1", name)
+		}
+	}
+	for kind, hc := range wc.handlers {
+		if len(kind) > core.MaxKindLen {
+			return nil, usagef("handler kind %q is over %d bytes", kind, core.MaxKindLen)
+		}
+		if hc.timeout < 0 || hc.snooze < 0 {
+			return nil, usagef("handler %q: timeout and snooze must not be negative", kind)
+		}
+		for _, d := range hc.retry {
+			if d < 0 {
+				return nil, usagef("handler %q: retry delays must not be negative", kind)
+			}
+		}
+	}
+	switch {
+	case wc.timeout < 0:
+		return nil, usagef("--timeout must not be negative")
+	case wc.lease < time.Second:
+		return nil, usagef("--lease must be at least 1s (heartbeats renew it every third)")
+	case wc.pollInterval <= 0:
+		return nil, usagef("--poll-interval must be positive")
+	case wc.shutdownTimeout < 0:
+		return nil, usagef("--shutdown-timeout must not be negative")
+	}
+	for _, d := range wc.retry {
+		if d < 0 {
+			return nil, usagef("config: retry delays must not be negative")
+		}
+	}
+	return wc, nil
+}
+
+// parseQueueFlag reads NAME or NAME=MAXWORKERS.
+func parseQueueFlag(s string) (string, int, error) {
+	name, n, hasN := strings.Cut(s, "=")
+	name = strings.TrimSpace(name)
+	if err := core.ValidateQueueName(name); err != nil {
+		return "", 0, usagef("--queue %q: %v", s, err)
+	}
+	if !hasN {
+		return name, defaultMaxWorkers, nil
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(n))
+	if err != nil || v < 1 {
+		return "", 0, usagef("--queue %q: MAXWORKERS must be a positive integer", s)
+	}
+	return name, v, nil
+}
+
+// queueNames returns the configured queues sorted by name.
+func (wc *workConfig) queueNames() []string {
+	out := make([]string, 0, len(wc.queues))
+	for q := range wc.queues {
+		out = append(out, q)
+	}
+	slices.Sort(out)
+	return out
+}

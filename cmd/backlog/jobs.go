@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/backlogq/backlog/core"
+)
+
+func (a *app) newJobsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List, inspect, cancel, retry and delete jobs",
+		Args:  argsRange(0, 1),
+		RunE:  helpOrUnknown,
+	}
+	cmd.AddCommand(a.newJobsListCmd(), a.newJobsGetCmd(),
+		a.newJobsActionCmd("cancel", "Cancel jobs (they are never retried)", "cancelled"),
+		a.newJobsActionCmd("retry", "Make jobs available to run now (one more attempt if theirs are used up)", "retried"),
+		a.newJobsActionCmd("delete", "Delete jobs that are not running", "deleted"),
+	)
+	return cmd
+}
+
+func (a *app) newJobsListCmd() *cobra.Command {
+	var (
+		p      core.ListParams
+		states []string
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, oldest first (or newest with --desc)",
+		Long: `list prints jobs ordered by id. Page through them with --after: pass the last
+id of one page to get the next (with --desc, ids below it). The table shows
+the newest error message, truncated; "jobs get ID" shows everything.`,
+		Example: `  backlog jobs list --state discarded,retryable
+  backlog jobs list --queue emails --kind send --limit 20 --desc
+  backlog jobs list --after 500 -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range states {
+				for _, part := range strings.Split(s, ",") {
+					part = strings.TrimSpace(part)
+					if part == "" {
+						continue
+					}
+					st := core.State(part)
+					if !st.Valid() {
+						return usagef("unknown state %q (states: %s)", part, stateNames())
+					}
+					p.States = append(p.States, st)
+				}
+			}
+			if p.Limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			if p.AfterID < 0 {
+				return usagef("--after must not be negative")
+			}
+			return a.withStore(cmd.Context(), func(st core.Store) error {
+				jobs, err := st.List(cmd.Context(), p)
+				if err != nil {
+					return fmt.Errorf("list jobs: %w", err)
+				}
+				if a.jsonOutput() {
+					return writeJSON(a.env.stdout, viewJobs(jobs))
+				}
+				t := newTable(a.env.stdout, "ID", "QUEUE", "KIND", "STATE", "ATTEMPT", "PRIORITY", "RUN_AT", "LAST ERROR")
+				for _, j := range jobs {
+					t.row(strconv.FormatInt(j.ID, 10), j.Queue, truncate(j.Kind, 40), string(j.State),
+						fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), strconv.Itoa(j.Priority),
+						fmtTime(j.RunAt), truncate(oneLine(lastError(j)), 60))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if len(jobs) == p.Limit {
+					fmt.Fprintf(a.env.stderr, "(%d jobs shown; more may follow: --after %d)\n", len(jobs), jobs[len(jobs)-1].ID)
+				}
+				return nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&p.Queue, "queue", "", "only this queue")
+	fl.StringSliceVar(&states, "state", nil, "only these states (repeatable or comma-separated): "+stateNames())
+	fl.StringVar(&p.Kind, "kind", "", "only this kind")
+	fl.Int64Var(&p.AfterID, "after", 0, "start after this id (keyset paging)")
+	fl.IntVar(&p.Limit, "limit", 100, "at most this many jobs")
+	fl.BoolVar(&p.Desc, "desc", false, "newest first")
+	return cmd
+}
+
+func stateNames() string {
+	names := make([]string, len(core.AllStates))
+	for i, s := range core.AllStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (a *app) newJobsGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "get ID",
+		Short:   "Show one job with its errors history and result",
+		Example: "  backlog jobs get 42\n  backlog jobs get 42 -o json",
+		Args:    argsExactly(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			return a.withStore(cmd.Context(), func(st core.Store) error {
+				j, err := st.Get(cmd.Context(), ids[0])
+				if err != nil {
+					return fmt.Errorf("job %d: %w", ids[0], describe(err))
+				}
+				if a.jsonOutput() {
+					return writeJSON(a.env.stdout, viewJob(j))
+				}
+				return printJob(a.env.stdout, j)
+			})
+		},
+	}
+}
+
+// parseIDs reads job ids; a malformed one is a usage error.
+func parseIDs(args []string) ([]int64, error) {
+	ids := make([]int64, 0, len(args))
+	for _, s := range args {
+		id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
+		if err != nil || id < 1 {
+			return nil, usagef("%q is not a job id (a positive integer)", s)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// describe turns the store's sentinel errors into short messages.
+func describe(err error) error {
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		return errors.New("not found")
+	case errors.Is(err, core.ErrInvalidState):
+		return fmt.Errorf("not allowed in its current state (%w)", err)
+	}
+	return err
+}
+
+// actionResult is one id's outcome of cancel, retry or delete in JSON output.
+type actionResult struct {
+	ID    int64    `json:"id"`
+	OK    bool     `json:"ok"`
+	State string   `json:"state,omitempty"`
+	Error string   `json:"error,omitempty"`
+	Job   *jobView `json:"job,omitempty"`
+}
+
+func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
+	return &cobra.Command{
+		Use:     name + " ID...",
+		Short:   short,
+		Example: fmt.Sprintf("  backlog jobs %s 42 43 44", name),
+		Args:    argsAtLeast(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			return a.withStore(ctx, func(st core.Store) error {
+				cl, err := a.insertClient(st)
+				if err != nil {
+					return err
+				}
+				var results []actionResult
+				failed := 0
+				for _, id := range ids {
+					j, err := jobAction(ctx, cl, name, id)
+					r := actionResult{ID: id, OK: err == nil}
+					if err != nil {
+						failed++
+						r.Error = describe(err).Error()
+						if j != nil {
+							r.State = string(j.State)
+						}
+						if !a.jsonOutput() {
+							if j != nil {
+								fmt.Fprintf(a.env.stderr, "backlog: job %d: %v (state %s)\n", id, describe(err), j.State)
+							} else {
+								fmt.Fprintf(a.env.stderr, "backlog: job %d: %v\n", id, describe(err))
+							}
+						}
+					} else {
+						if j != nil {
+							r.State = string(j.State)
+							v := viewJob(j)
+							r.Job = &v
+						}
+						if !a.jsonOutput() {
+							if j != nil {
+								fmt.Fprintf(a.env.stdout, "job %d %s (now %s)\n", id, done, j.State)
+							} else {
+								fmt.Fprintf(a.env.stdout, "job %d %s\n", id, done)
+							}
+						}
+					}
+					results = append(results, r)
+				}
+				if a.jsonOutput() {
+					if err := writeJSON(a.env.stdout, results); err != nil {
+						return err
+					}
+				}
+				if failed > 0 {
+					err := fmt.Errorf("%d of %d jobs failed", failed, len(ids))
+					if a.jsonOutput() {
+						return err // the per-id errors are in the JSON on stdout
+					}
+					return quietError{err}
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// jobAction applies cancel, retry or delete to one id. On an invalid-state
+// error it fetches the job so the message can say which state it is in.
+func jobAction(ctx context.Context, cl *core.Client, name string, id int64) (*core.Job, error) {
+	st := cl.Store()
+	var (
+		j   *core.Job
+		err error
+	)
+	switch name {
+	case "cancel":
+		j, err = cl.CancelJob(ctx, id)
+	case "retry":
+		j, err = st.Retry(ctx, id, core.UTC(time.Now()))
+	case "delete":
+		err = st.Delete(ctx, id)
+	default:
+		return nil, fmt.Errorf("unknown action %q", name)
+	}
+	if err != nil && errors.Is(err, core.ErrInvalidState) {
+		if cur, gerr := st.Get(ctx, id); gerr == nil {
+			return cur, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}

@@ -1,0 +1,101 @@
+// Command backlog is the command-line interface and job server of backlog:
+// it migrates a store, enqueues and inspects jobs, pauses queues, and runs
+// workers whose handlers are shell commands. See docs/cli.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0 // success
+	exitRuntime = 1 // the command ran and failed (store error, bad data, a job id that failed)
+	exitUsage   = 2 // the command line was wrong (unknown command or flag, bad argument)
+)
+
+func main() {
+	e := &env{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+		notifySignals: func() (<-chan os.Signal, func()) {
+			ch := make(chan os.Signal, 2)
+			signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+			return ch, func() { signal.Stop(ch) }
+		},
+		isTerminal: func(w io.Writer) bool {
+			f, ok := w.(*os.File)
+			return ok && term.IsTerminal(int(f.Fd()))
+		},
+	}
+	os.Exit(run(context.Background(), e, os.Args[1:]))
+}
+
+// env is everything a command touches outside its own arguments. main wires
+// it to the process; tests wire it to buffers and fake signal channels, so
+// the package has no mutable global state and commands run in-process.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// notifySignals starts delivering SIGINT/SIGTERM to the returned channel
+	// until the returned stop function is called. Only long-running commands
+	// (work, serve) call it, so Ctrl-C kills the short ones the usual way.
+	// nil means no signals (the command stops when its context ends).
+	notifySignals func() (<-chan os.Signal, func())
+	// isTerminal reports whether w is an interactive terminal (progress bars
+	// are drawn only there unless forced). nil means never.
+	isTerminal func(w io.Writer) bool
+}
+
+// run executes one command line and returns the process exit code. Errors
+// are printed to stderr as "backlog: <message>".
+func run(ctx context.Context, e *env, args []string) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(e.stderr, "backlog: internal error: %v\n", r)
+			code = exitRuntime
+		}
+	}()
+	root := newRootCmd(e)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var q quietError
+	if !errors.As(err, &q) {
+		fmt.Fprintf(e.stderr, "backlog: %v\n", err)
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	return exitRuntime
+}
+
+// usageError marks an error in the command line itself (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// quietError is a failure already reported on stderr (for example per job
+// id); run exits non-zero without printing it again.
+type quietError struct{ err error }
+
+func (e quietError) Error() string { return e.err.Error() }
+func (e quietError) Unwrap() error { return e.err }

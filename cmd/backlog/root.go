@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store"
+	_ "github.com/backlogq/backlog/store/sqlite" // registers the sqlite: scheme
+)
+
+// defaultDB is the store URL used when neither --db nor BACKLOG_DB is set.
+const defaultDB = "sqlite:backlog.db"
+
+// app holds the environment and the root flags shared by every command of
+// one command tree.
+type app struct {
+	env *env
+
+	dbURL    string
+	logLevel string
+	output   string
+
+	log *slog.Logger
+}
+
+// newRootCmd builds the whole command tree writing to e. Every call returns
+// a fresh tree with its own flag values.
+func newRootCmd(e *env) *cobra.Command {
+	a := &app{env: e}
+	dbDefault := defaultDB
+	if e.getenv != nil {
+		if v := e.getenv("BACKLOG_DB"); v != "" {
+			dbDefault = v
+		}
+	}
+	root := &cobra.Command{
+		Use:   "backlog",
+		Short: "Durable background jobs in the database you already run",
+		Long: `backlog manages a backlog job store: migrate its schema, enqueue and
+inspect jobs, pause queues, and run workers whose handlers are shell commands.
+
+The store is chosen by --db (or $BACKLOG_DB), a URL such as
+sqlite:backlog.db or sqlite:/var/lib/backlog/jobs.db?prefix=app_.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          noArgs,
+		RunE:          helpOrUnknown,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return a.setup()
+		},
+	}
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.dbURL, "db", dbDefault, "store URL (env BACKLOG_DB), e.g. sqlite:backlog.db")
+	pf.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error (logs go to stderr)")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+
+	root.AddCommand(
+		a.newMigrateCmd(),
+		a.newEnqueueCmd(),
+		a.newJobsCmd(),
+		a.newQueuesCmd(),
+		a.newWorkersCmd(),
+		a.newWorkCmd("work"),
+		a.newWorkCmd("serve"),
+	)
+	return root
+}
+
+// setup validates the root flags and builds the logger.
+func (a *app) setup() error {
+	switch a.output {
+	case "table", "json":
+	default:
+		return usagef("--output must be table or json, not %q", a.output)
+	}
+	var lvl slog.Level
+	switch strings.ToLower(a.logLevel) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info", "":
+		lvl = slog.LevelInfo
+	case "warn", "warning":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	default:
+		return usagef("--log-level must be debug, info, warn or error, not %q", a.logLevel)
+	}
+	a.log = slog.New(slog.NewTextHandler(a.env.stderr, &slog.HandlerOptions{Level: lvl}))
+	return nil
+}
+
+func (a *app) jsonOutput() bool { return a.output == "json" }
+
+// openStore opens the store named by --db. The error names the URL without
+// its password and, for an unknown scheme, lists the known ones.
+func (a *app) openStore(ctx context.Context) (core.Store, error) {
+	return openStoreURL(ctx, a.dbURL)
+}
+
+func openStoreURL(ctx context.Context, rawURL string) (core.Store, error) {
+	if strings.TrimSpace(rawURL) == "" {
+		return nil, usagef("--db is empty; set it (or BACKLOG_DB) to a store URL such as %s", defaultDB)
+	}
+	if _, err := url.Parse(rawURL); err != nil {
+		// url.Error repeats the whole URL, password included: don't pass it on.
+		return nil, fmt.Errorf("open store %s: malformed URL (want e.g. %s)", redactURL(rawURL), defaultDB)
+	}
+	st, err := store.Open(ctx, rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", redactURL(rawURL), err)
+	}
+	if st == nil {
+		return nil, fmt.Errorf("open store %s: the store adapter returned no store", redactURL(rawURL))
+	}
+	return st, nil
+}
+
+// withStore opens the store, runs fn, and closes the store.
+func (a *app) withStore(ctx context.Context, fn func(core.Store) error) error {
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
+}
+
+// migrate runs the store's migrations when it has any. It reports whether
+// the store has a schema to migrate.
+func migrate(ctx context.Context, st core.Store) (bool, error) {
+	m, ok := st.(core.Migrator)
+	if !ok {
+		return false, nil
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return true, fmt.Errorf("migrate: %w", err)
+	}
+	return true, nil
+}
+
+// redactURL returns u with any password replaced, for printing. A URL that
+// does not parse is reduced to its scheme, since it might hold a secret.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		if i := strings.Index(u, ":"); i > 0 {
+			return u[:i] + ":…"
+		}
+		return "(unparsable URL)"
+	}
+	if p.User != nil {
+		if _, has := p.User.Password(); has {
+			p.User = url.UserPassword(p.User.Username(), "xxxxx")
+		}
+	}
+	q := p.Query()
+	changed := false
+	for k := range q {
+		if lk := strings.ToLower(k); lk == "password" || lk == "pass" || lk == "pwd" {
+			q.Set(k, "xxxxx")
+			changed = true
+		}
+	}
+	if changed {
+		p.RawQuery = q.Encode()
+	}
+	return p.String()
+}
+
+// noArgs rejects positional arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return nil
+}
+
+// helpOrUnknown is the RunE of commands that only group subcommands.
+func helpOrUnknown(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return cmd.Help()
+}
+
+// argsExactly, argsAtLeast and argsRange are cobra argument validators
+// whose failures are usage errors.
+func argsExactly(n int) cobra.PositionalArgs { return usageArgs(cobra.ExactArgs(n)) }
+func argsAtLeast(n int) cobra.PositionalArgs { return usageArgs(cobra.MinimumNArgs(n)) }
+func argsRange(lo, hi int) cobra.PositionalArgs {
+	return usageArgs(cobra.RangeArgs(lo, hi))
+}
+
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+		}
+		return nil
+	}
+}

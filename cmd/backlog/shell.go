@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Exit codes with a meaning in the shell handler contract (sysexits.h).
+const (
+	exitSnooze = 75 // EX_TEMPFAIL: run again later without using an attempt
+	exitCancel = 77 // EX_NOPERM: cancel the job, never retry it
+)
+
+// Shell handler bounds.
+const (
+	// stderrTailBytes of a failed command's stderr go into the error
+	// entry's trace.
+	stderrTailBytes = 4 << 10
+	// defaultSnooze is the delay of exit 75 when neither the kind nor the
+	// command's output says otherwise.
+	defaultSnooze = 30 * time.Second
+	// defaultKillGrace is how long a cancelled command's process group has
+	// between SIGTERM and SIGKILL.
+	defaultKillGrace = 3 * time.Second
+)
+
+// shellHandler runs one kind's jobs as an external command. See the
+// contract in docs/cli.md.
+type shellHandler struct {
+	kind      string
+	argv      []string // the command; a string command is {"sh", "-c", cmd}
+	env       []string // extra KEY=VALUE on top of the inherited environment
+	snooze    time.Duration
+	maxResult int           // stdout bytes kept as the result (the tail)
+	killGrace time.Duration // SIGTERM → SIGKILL on cancellation
+}
+
+// handle is the core.HandlerFunc: it runs the command and turns its exit
+// into the job's outcome, recording stdout as the result on success.
+func (h *shellHandler) handle(ctx context.Context, job *core.Job) error {
+	out, err := h.run(ctx, job)
+	if err != nil {
+		return err
+	}
+	return core.RecordRawResult(ctx, out)
+}
+
+// shellError is a failed command: Error gives the exit status and the last
+// line of stderr; ErrorTrace (stored as the error entry's trace) the tail
+// of stderr.
+type shellError struct {
+	msg    string
+	stderr string
+}
+
+func (e *shellError) Error() string      { return e.msg }
+func (e *shellError) ErrorTrace() string { return e.stderr }
+
+// run executes the command for job. It returns stdout (the last maxResult
+// bytes) on exit 0, and otherwise an error steering the outcome: a
+// core.Snooze for exit 75, a core.Cancel for exit 77, a *shellError for
+// anything else.
+func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
+	if len(h.argv) == 0 {
+		return nil, core.Permanent(fmt.Errorf("kind %q has no command", h.kind))
+	}
+	stdout := &tailBuffer{max: h.maxResult}
+	stderr := &tailBuffer{max: stderrTailBytes}
+	cmd := exec.CommandContext(ctx, h.argv[0], h.argv[1:]...)
+	cmd.Stdin = bytes.NewReader(append(append([]byte(nil), job.Args...), '\n'))
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.Env = append(append(os.Environ(), h.env...),
+		"BACKLOG_JOB_ID="+strconv.FormatInt(job.ID, 10),
+		"BACKLOG_JOB_KIND="+job.Kind,
+		"BACKLOG_JOB_QUEUE="+job.Queue,
+		"BACKLOG_JOB_ATTEMPT="+strconv.Itoa(job.Attempt),
+		"BACKLOG_JOB_MAX_ATTEMPTS="+strconv.Itoa(job.MaxAttempts),
+		"BACKLOG_JOB_PRIORITY="+strconv.Itoa(job.Priority),
+	)
+	// The command leads its own process group, so a cancellation reaches
+	// everything it started: SIGTERM first, SIGKILL after the grace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	grace := h.killGrace
+	if grace <= 0 {
+		grace = defaultKillGrace
+	}
+	var (
+		killMu    sync.Mutex
+		killTimer *time.Timer
+	)
+	cmd.Cancel = func() error {
+		pgid := cmd.Process.Pid
+		err := syscall.Kill(-pgid, syscall.SIGTERM)
+		killMu.Lock()
+		killTimer = time.AfterFunc(grace, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		killMu.Unlock()
+		if errors.Is(err, syscall.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return err
+	}
+	// After a cancellation, or once the command exited while something it
+	// started still holds stdout/stderr open, stop waiting after this long.
+	cmd.WaitDelay = grace + 500*time.Millisecond
+
+	runErr := cmd.Run()
+	if cmd.Process != nil {
+		// Leave nothing behind: whatever is still in the command's process
+		// group is killed (no orphans, also after a normal exit).
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	killMu.Lock()
+	if killTimer != nil {
+		killTimer.Stop()
+	}
+	killMu.Unlock()
+
+	out := stdout.Bytes()
+	errTail := stderr.String()
+	if runErr == nil {
+		return out, nil
+	}
+
+	var ee *exec.ExitError
+	if !errors.As(runErr, &ee) {
+		if ctx.Err() != nil {
+			// Exited 0 (or was never started) while being cancelled.
+			return nil, &shellError{msg: fmt.Sprintf("command stopped: %v", context.Cause(ctx)), stderr: errTail}
+		}
+		if errors.Is(runErr, exec.ErrWaitDelay) {
+			return nil, &shellError{msg: "command exited 0 but processes it started kept its stdout/stderr open; they were killed", stderr: errTail}
+		}
+		// Not started: missing executable, permission denied…
+		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", runErr), stderr: errTail}
+	}
+	ws, _ := ee.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		// When the context ended (timeout, deadline, hard stop, job
+		// cancelled) the engine adds why to the message.
+		msg := fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+		return nil, &shellError{msg: withLastLine(msg, errTail), stderr: errTail}
+	}
+	code := ee.ExitCode()
+	if ctx.Err() == nil {
+		switch code {
+		case exitSnooze:
+			d := h.snooze
+			if d <= 0 {
+				d = defaultSnooze
+			}
+			if v, ok := snoozeFromOutput(out); ok {
+				d = v
+			}
+			return nil, core.Snooze(d)
+		case exitCancel:
+			return nil, core.Cancel(&shellError{msg: withLastLine("exit status 77 (cancel)", errTail), stderr: errTail})
+		}
+	}
+	msg := fmt.Sprintf("exit status %d", code)
+	return nil, &shellError{msg: withLastLine(msg, errTail), stderr: errTail}
+}
+
+// withLastLine appends the last non-empty line of stderr (bounded) to msg,
+// so listings show why a command failed without opening the trace.
+func withLastLine(msg, stderr string) string {
+	s := strings.TrimRight(stderr, " \t\r\n")
+	if s == "" {
+		return msg
+	}
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	s = strings.TrimSpace(s)
+	if len(s) > 200 {
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return msg + ": " + s
+}
+
+// snoozeFromOutput reads "snooze=<duration>" from the last non-empty line
+// of stdout.
+func snoozeFromOutput(out []byte) (time.Duration, bool) {
+	s := strings.TrimRight(string(out), " \t\r\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	v, ok := strings.CutPrefix(strings.TrimSpace(s), "snooze=")
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < 0 {
+		return 0, false
+	}
+	return d, true
+}
+
+// tailBuffer keeps the last max bytes written to it. It is safe for
+// concurrent use (exec copies into it from its own goroutine).
+type tailBuffer struct {
+	mu        sync.Mutex
+	max       int
+	buf       []byte
+	truncated bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if t.max <= 0 {
+		t.truncated = t.truncated || n > 0
+		return n, nil
+	}
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		t.truncated = true
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.truncated = true
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+// Bytes returns a copy of the kept tail, starting on a UTF-8 boundary when
+// the head was cut.
+func (t *tailBuffer) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if t.truncated {
+		i := 0
+		for i < len(b) && i < utf8.UTFMax && !utf8.RuneStart(b[i]) {
+			i++
+		}
+		b = b[i:]
+	}
+	return append([]byte(nil), b...)
+}
+
+func (t *tailBuffer) String() string { return string(t.Bytes()) }
