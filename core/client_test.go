@@ -560,3 +560,25 @@ func TestHeartbeatKeepsLeasesDuringSoftStop(t *testing.T) {
 		t.Fatalf("job was rescued during a soft stop: state %s errors %+v", j.State, j.Errors)
 	}
 }
+
+func TestRetryAndSnoozeRunWithoutWaitingForPoll(t *testing.T) {
+	var calls atomic.Int32
+	h := core.NewHandlers()
+	h.HandleRaw("k", func(ctx context.Context, j *core.Job) error {
+		switch calls.Add(1) {
+		case 1:
+			return core.Snooze(20 * time.Millisecond)
+		case 2:
+			return errors.New("fail once")
+		}
+		return nil
+	}, core.WithRetry(core.DelayList{20 * time.Millisecond}))
+	c, st := newClient(t, h, func(c *core.Config) { c.Retention = &core.Retention{Completed: time.Hour} })
+	_ = c.Start(context.Background())
+	start := time.Now()
+	r, _ := c.EnqueueRaw(context.Background(), "k", nil, nil) // PollInterval is an hour
+	j := waitState(t, st, r.Job.ID, core.StateCompleted)
+	if j.Attempt != 2 || time.Since(start) > 5*time.Second {
+		t.Fatalf("attempt %d after %s", j.Attempt, time.Since(start))
+	}
+}

@@ -130,6 +130,10 @@ func (q *completer) write(batch []pendingOutcome) {
 			}
 			continue
 		}
+		switch p.o.Kind {
+		case OutcomeRetry, OutcomeSnooze, OutcomeContinue:
+			c.wakeAt(p.job.Queue, p.o.RunAt)
+		}
 		if p.err != nil {
 			c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", p.err)
 		}

@@ -124,6 +124,23 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	return len(jobs), nil
 }
 
+// wakeAt wakes queue's producer on this node when runAt comes, if that is
+// sooner than its next poll: a job this node retried, snoozed or continued
+// runs on time without waiting for the poll.
+func (c *Client) wakeAt(queue string, runAt time.Time) {
+	p := c.producers[queue]
+	if p == nil {
+		return
+	}
+	d := runAt.Sub(c.clock.Now())
+	switch {
+	case d <= 0:
+		p.wake()
+	case d < c.cfg.PollInterval:
+		time.AfterFunc(d, p.wake)
+	}
+}
+
 // retryDelay is the wait after the n-th consecutive store failure: 50 ms
 // doubling, capped at ceiling (at least 1 s).
 func retryDelay(n int, ceiling time.Duration) time.Duration {
