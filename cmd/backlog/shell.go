@@ -141,7 +141,9 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 			return nil, &shellError{msg: fmt.Sprintf("command stopped: %v", context.Cause(ctx)), stderr: errTail}
 		}
 		if errors.Is(runErr, exec.ErrWaitDelay) {
-			return nil, &shellError{msg: "command exited 0 but processes it started kept its stdout/stderr open; they were killed", stderr: errTail}
+			// Exit 0, but processes it started kept stdout/stderr open
+			// (they were killed above). The command itself succeeded.
+			return out, nil
 		}
 		// Not started: missing executable, permission denied…
 		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", runErr), stderr: errTail}
