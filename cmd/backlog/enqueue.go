@@ -351,6 +351,7 @@ func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind s
 		batch      = make([]core.InsertParams, 0, batchSize)
 		batchStart = 0 // line number of the first line of the batch
 		lineNo     = 0
+		batchBytes = 0 // bytes read for the batch, shown on the bar once inserted
 	)
 	fail := func(line int, reason error) error {
 		where := fmt.Sprintf("%s:%d", name, line)
@@ -384,7 +385,9 @@ func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind s
 		batch = batch[:0]
 		if bar != nil {
 			bar.Describe(fmt.Sprintf("enqueue (%d jobs)", st.Inserted+st.Duplicates))
+			_ = bar.Add(batchBytes)
 		}
+		batchBytes = 0
 		return nil
 	}
 
@@ -398,9 +401,7 @@ func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind s
 			break
 		}
 		lineNo++
-		if bar != nil {
-			_ = bar.Add(len(line) + 1)
-		}
+		batchBytes += len(line) + 1
 		if batchStart == 0 {
 			batchStart = lineNo
 		}
