@@ -338,12 +338,12 @@ func TestJobsCommands(t *testing.T) {
 		t.Fatalf("cancel: %s", r)
 	}
 	r = cli(t, db, "jobs", "cancel", "5")
-	if r.code != exitRuntime || !strings.Contains(r.stderr, "job 5: not allowed in its current state") || !strings.Contains(r.stderr, "state cancelled") {
+	if r.code != exitRuntime || !strings.Contains(r.stderr, "backlog: job 5: cannot cancel a job in state cancelled\n") {
 		t.Fatalf("cancel twice: %s", r)
 	}
 	// retry: the cancelled job comes back; a running job cannot be retried.
 	r = cli(t, db, "jobs", "retry", "5", "3")
-	if r.code != exitRuntime || !strings.Contains(r.stdout, "job 5 retried (now available)") || !strings.Contains(r.stderr, "job 3: not allowed") || !strings.Contains(r.stderr, "state running") {
+	if r.code != exitRuntime || !strings.Contains(r.stdout, "job 5 retried (now available)") || !strings.Contains(r.stderr, "backlog: job 3: cannot retry a job in state running\n") {
 		t.Fatalf("retry: %s", r)
 	}
 	// delete: ok for a pending job, refused for a running one; JSON reports per id.

@@ -149,7 +149,7 @@ func describe(err error) error {
 	case errors.Is(err, core.ErrNotFound):
 		return errors.New("not found")
 	case errors.Is(err, core.ErrInvalidState):
-		return fmt.Errorf("not allowed in its current state (%w)", err)
+		return errors.New("not allowed in the job's current state")
 	}
 	return err
 }
@@ -187,16 +187,15 @@ func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
 					r := actionResult{ID: id, OK: err == nil}
 					if err != nil {
 						failed++
-						r.Error = describe(err).Error()
+						msg := describe(err).Error()
 						if j != nil {
+							// Invalid state: say which.
 							r.State = string(j.State)
+							msg = fmt.Sprintf("cannot %s a job in state %s", name, j.State)
 						}
+						r.Error = msg
 						if !a.jsonOutput() {
-							if j != nil {
-								fmt.Fprintf(a.env.stderr, "backlog: job %d: %v (state %s)\n", id, describe(err), j.State)
-							} else {
-								fmt.Fprintf(a.env.stderr, "backlog: job %d: %v\n", id, describe(err))
-							}
+							fmt.Fprintf(a.env.stderr, "backlog: job %d: %s\n", id, msg)
 						}
 					} else {
 						if j != nil {
