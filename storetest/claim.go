@@ -187,7 +187,7 @@ func testClaimConcurrent(e *env) {
 	const (
 		jobs     = 5000
 		claimers = 8
-		batch    = 20
+		batch    = 50
 	)
 	insertMany(e, "race", jobs)
 
