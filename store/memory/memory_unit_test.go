@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -41,6 +42,88 @@ func TestBasicLifecycle(t *testing.T) {
 	j, err := s.Get(ctx, 2)
 	if err != nil || j.State != core.StateCompleted || string(j.Args) != "{}" {
 		t.Fatalf("get: %+v %v", j, err)
+	}
+}
+
+func TestResultsAreCopies(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	res, err := s.Insert(ctx, t0, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{"a":1}`), Priority: 5, MaxAttempts: 1, RunAt: t0, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res[0].Job
+	j.Args[2], j.Tags[0], j.Metadata["k"] = 'X', "changed", "changed"
+	got, err := s.Get(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Args) != `{"a":1}` || got.Tags[0] != "t" || got.Metadata["k"] != "v" {
+		t.Fatalf("mutating a returned job changed the stored one: %+v", got)
+	}
+}
+
+func TestListenNeverBlocksWriters(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := New()
+	ch, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads ch: inserts must still go through once its buffer is full.
+	for range 3 * listenBuffer {
+		if _, err := s.Insert(ctx, t0, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ch) != listenBuffer {
+		t.Fatalf("listener holds %d notifications; want a full buffer of %d", len(ch), listenBuffer)
+	}
+	j, err := s.Cancel(ctx, 1, t0)
+	if err != nil || j.State != core.StateCancelled {
+		t.Fatalf("cancel: %v %v", j, err)
+	}
+	cancel()
+	for range ch { // drains, then ends when Listen closes the channel
+	}
+}
+
+func TestCancelNotifies(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	if _, err := s.Insert(ctx, t0, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cancel(ctx, 1, t0); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-ch; n != (core.Notification{Kind: core.NotifyCancel, Queue: "q", JobID: 1}) {
+		t.Fatalf("got %+v; want a cancel notification for job 1", n)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	ch, err := s.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-ch; ok {
+		t.Fatal("Listen channel still open after Close")
+	}
+	if _, err := s.Get(ctx, 1); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Get after Close: %v; want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 }
 
