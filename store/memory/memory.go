@@ -3,8 +3,8 @@
 // It has two jobs. First, it is the reference adapter: the smallest complete
 // implementation of the core.Store contract, written to be read. An author of
 // a store for a new database can follow it method by method — each method's
-// comment says which rule of the contract it implements and how a database
-// would do the same thing. Second, it is a fast store for unit tests of code
+// comment says which rules of the contract it implements, and the list below
+// says what a database uses in place of each in-memory structure. Second, it is a fast store for unit tests of code
 // that enqueues or runs jobs: no files, no server, no cleanup.
 //
 // It keeps nothing across processes and has no transactions, so it does not
