@@ -21,8 +21,9 @@ import (
 // A store never reads a clock. Every method whose result depends on the time
 // receives "now" from the caller (the engine's Clock), so every node decides
 // with one time source per call and the conformance suite drives time without
-// sleeping. Times handed in are UTC truncated to microseconds; stores keep at
-// least microsecond precision and return UTC. Nodes sharing a store should
+// sleeping. Times handed in are normally UTC truncated to microseconds; a
+// store keeps the instant of whatever time it is handed (whatever its
+// location), with at least microsecond precision, and returns it in UTC. Nodes sharing a store should
 // have clocks within a small fraction of the lease (NTP is plenty).
 //
 // # Due jobs and ordering
@@ -41,7 +42,16 @@ import (
 // A write that fails the fence changes nothing and reports it (Applied false
 // or ErrLeaseLost); it is not an error of the call as a whole.
 //
+// # Names and keys
+//
+// Queue names, kinds, unique keys, tags and worker ids compare byte for byte
+// (a binary collation on SQL databases): "Mail" and "mail" are two queues.
+//
 // # Errors
+//
+// Invalid arguments the engine never produces (Claim with Limit < 1, Prune
+// of a state that is not final, an outcome of unknown kind) return an
+// error and change nothing.
 //
 // Methods return ErrNotFound (wrapped) for a missing id. Transient database
 // errors (deadlocks, lock wait timeouts, SQLITE_BUSY, serialization failures)
@@ -82,8 +92,9 @@ type Store interface {
 	// Rescue takes up to limit running jobs whose LeaseUntil is before now
 	// and hands them back: to available with RunAt=now, or to discarded
 	// (FinishedAt=now) when Attempt ≥ MaxAttempts or the deadline has
-	// passed. Each gets an error entry for its attempt saying the worker
-	// was lost. It returns the rescued jobs as they now are.
+	// passed. Each gets an error entry for its attempt, At=now, whose
+	// Error reads "worker <worker id> lost: lease expired at <LeaseUntil,
+	// RFC 3339>". It returns the rescued jobs as they now are.
 	Rescue(ctx context.Context, now time.Time, limit int) ([]*Job, error)
 
 	// DiscardExpired moves up to limit jobs in scheduled, available or
@@ -112,14 +123,16 @@ type Store interface {
 
 	// Cancel moves a job not in a final state to cancelled (FinishedAt=now,
 	// lease cleared) and returns it. A running job's holder learns of it
-	// when its fenced finish fails. A job already final returns
+	// from a NotifyCancel (stores that implement Notifier send one for every
+	// cancel) or when its fenced finish fails. A job already final returns
 	// ErrInvalidState; a missing one ErrNotFound.
 	Cancel(ctx context.Context, id int64, now time.Time) (*Job, error)
 
 	// Retry makes a job available now (RunAt=now, FinishedAt cleared) and
 	// returns it. When its attempts are used up, MaxAttempts becomes
 	// Attempt+1 so it gets exactly one more. Running jobs return
-	// ErrInvalidState.
+	// ErrInvalidState, and so does a job whose UniqueKey is now held by
+	// another job not in a final state.
 	Retry(ctx context.Context, id int64, now time.Time) (*Job, error)
 
 	// Delete removes a job that is not running. Running jobs return
@@ -245,7 +258,9 @@ type WorkerInfo struct {
 // caller's open transaction become visible when the caller commits and
 // vanish on rollback. tx is the driver's transaction type the store
 // documents (*sql.Tx for the database/sql stores, pgx.Tx for Postgres);
-// other types return ErrUnsupported. Semantics otherwise match Insert.
+// other types return ErrUnsupported. Semantics otherwise match Insert; a
+// store that is also a Notifier sends the insert notification only if the
+// transaction commits (for example with pg_notify inside it), or not at all.
 type TxInserter interface {
 	InsertTx(ctx context.Context, tx any, now time.Time, jobs []InsertParams) ([]InsertResult, error)
 }
