@@ -58,6 +58,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -70,7 +71,8 @@ import (
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jmoiron/sqlx"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DefaultPrefix is the table prefix used unless WithPrefix says otherwise.
@@ -191,6 +193,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(0)
 	db.SetConnMaxLifetime(0)
+	if err := warmUp(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	s, err := newStore(ctx, db, true, mem, c)
 	if err != nil {
 		db.Close()
@@ -231,6 +237,41 @@ func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Stor
 	return s, nil
 }
 
+// warmUp opens the first connection, retrying the errors SQLite reports
+// while another process is creating the same file or switching it to WAL
+// (busy, locked, cannot open, I/O errors on the -shm/-wal files). Once one
+// connection has switched the file to WAL, which persists, later
+// connections open without contention.
+func warmUp(ctx context.Context, db *sql.DB) error {
+	var err error
+	for i := 0; i < 60; i++ {
+		if err = db.PingContext(ctx); err == nil || !openRetryable(err) {
+			return err
+		}
+		t := time.NewTimer(10*time.Millisecond + rand.N(40*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return err
+}
+
+// openRetryable reports the errors warmUp and migrations retry.
+func openRetryable(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL:
+		return true
+	}
+	return false
+}
+
 // DB returns the underlying *sql.DB, for transactions passed to InsertTx and
 // CompleteTx.
 func (s *Store) DB() *sql.DB { return s.db }
@@ -244,7 +285,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
 		return core.ErrClosed
 	}
-	return migrate(ctx, s.db, s.prefix, !s.memory)
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = migrate(ctx, s.db, s.prefix, !s.memory); err == nil || !openRetryable(err) {
+			return err
+		}
+		t := time.NewTimer(10*time.Millisecond + rand.N(40*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return err
 }
 
 // Close closes the database handle if Open created it. Later calls return
