@@ -92,7 +92,7 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	)
 	// The command leads its own process group, so a cancellation reaches
 	// everything it started: SIGTERM first, SIGKILL after the grace.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	newProcessGroup(cmd)
 	grace := h.killGrace
 	if grace <= 0 {
 		grace = defaultKillGrace
@@ -103,13 +103,10 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	)
 	cmd.Cancel = func() error {
 		pgid := cmd.Process.Pid
-		err := syscall.Kill(-pgid, syscall.SIGTERM)
+		err := terminateGroup(pgid)
 		killMu.Lock()
-		killTimer = time.AfterFunc(grace, func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+		killTimer = time.AfterFunc(grace, func() { _ = killGroup(pgid) })
 		killMu.Unlock()
-		if errors.Is(err, syscall.ESRCH) {
-			return os.ErrProcessDone
-		}
 		return err
 	}
 	// After a cancellation, or once the command exited while something it
@@ -120,7 +117,7 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	if cmd.Process != nil {
 		// Leave nothing behind: whatever is still in the command's process
 		// group is killed (no orphans, also after a normal exit).
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = killGroup(cmd.Process.Pid)
 	}
 	killMu.Lock()
 	if killTimer != nil {

@@ -38,7 +38,7 @@ the config file.
 The first SIGINT/SIGTERM stops claiming and waits up to --shutdown-timeout for
 running jobs; a second signal (or the timeout) stops at once and hands the
 unfinished jobs back without using an attempt.`,
-		Example: fmt.Sprintf(`  backlog %[1]s --handler email='./send-email.sh' --handler resize='convert - -resize 50%%%% png:-'
+		Example: fmt.Sprintf(`  backlog %[1]s --handler email='./send-email.sh' --handler thumbnail='convert - -resize 200x png:-'
   backlog %[1]s --queue default=20 --queue slow=2 --handler report='python3 report.py' --timeout 10m
   backlog %[1]s --config backlog.json`, name),
 		Args: noArgs,
