@@ -81,6 +81,19 @@ func defaultWorkerID() string {
 // WorkerID returns the id this client claims jobs under.
 func (c *Client) WorkerID() string { return c.cfg.WorkerID }
 
+// Running returns snapshots of the jobs executing on this node now, in no
+// particular order.
+func (c *Client) Running() []*Job {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Job, 0, len(c.running))
+	for _, e := range c.running {
+		j := *e.job
+		out = append(out, &j)
+	}
+	return out
+}
+
 // Store returns the store the client was built on, for administration
 // (List, Stats, Cancel, …).
 func (c *Client) Store() Store { return c.store }

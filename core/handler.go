@@ -183,3 +183,12 @@ func CompleteTx(ctx context.Context, tx any) error {
 	}
 	return err
 }
+
+// ResultLimit returns the most bytes RecordRawResult accepts in this
+// handler's context (the client's MaxResultBytes), or 0 outside a handler.
+func ResultLimit(ctx context.Context) int {
+	if s := execFrom(ctx); s != nil {
+		return s.maxResult
+	}
+	return 0
+}
