@@ -9,11 +9,24 @@ import (
 	"github.com/backlogq/backlog/storetest"
 )
 
+// TestConformance runs the suite against the store as Open configures it
+// (single-writer fused claim) and, as "cas", with the two-step optimistic
+// claim (candidate read outside the write transaction, then compare-and-set
+// on the version column) that other dialects use, and as "no-returning"
+// with the statement forms of dialects without RETURNING and UPDATE … FROM.
 func TestConformance(t *testing.T) {
+	t.Run("fused", func(t *testing.T) { conformance(t) })
+	t.Run("cas", func(t *testing.T) { conformance(t, func(c *config) { c.casClaim = true }) })
+	t.Run("no-returning", func(t *testing.T) {
+		conformance(t, func(c *config) { c.casClaim, c.noReturning = true, true })
+	})
+}
+
+func conformance(t *testing.T, opts ...Option) {
 	storetest.Run(t, storetest.Factory{
 		Strategies: []core.ClaimStrategy{core.StrategyOptimistic},
 		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
-			s, err := Open(context.Background(), filepath.Join(t.TempDir(), "conformance.db"), WithStrategy(strategy))
+			s, err := Open(context.Background(), filepath.Join(t.TempDir(), "conformance.db"), append(opts, WithStrategy(strategy))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +45,7 @@ func TestConformance(t *testing.T) {
 			if err := s.(*Store).DB().QueryRow("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
 				t.Fatal(err)
 			}
-			r, err := Open(context.Background(), path, WithPrefix(s.(*Store).Prefix()))
+			r, err := Open(context.Background(), path, append(opts, WithPrefix(s.(*Store).Prefix()))...)
 			if err != nil {
 				t.Fatal(err)
 			}

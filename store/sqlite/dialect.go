@@ -41,3 +41,13 @@ func (dialect) UniqueViolation(err error) bool {
 	var e *sqlite.Error
 	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
 }
+
+// fallbackDialect is SQLite without RETURNING and UPDATE … FROM, so tests
+// exercise the code paths MySQL and MariaDB take.
+type fallbackDialect struct{ dialect }
+
+func (fallbackDialect) Returning(sqlq.Stmt) bool { return false }
+
+func (fallbackDialect) UpdateFrom(string, string, []string, []string, string, string, string) (string, bool) {
+	return "", false
+}

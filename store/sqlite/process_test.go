@@ -168,14 +168,22 @@ func TestMultiProcessClaim(t *testing.T) {
 // TestConcurrentClaimers claims from one queue with many goroutines on two
 // handles while inserts continue: no duplicates, all drained.
 func TestConcurrentClaimers(t *testing.T) {
+	t.Run("fused", func(t *testing.T) { concurrentClaimers(t) })
+	t.Run("cas", func(t *testing.T) { concurrentClaimers(t, func(c *config) { c.casClaim = true }) })
+	t.Run("no-returning", func(t *testing.T) {
+		concurrentClaimers(t, func(c *config) { c.casClaim, c.noReturning = true, true })
+	})
+}
+
+func concurrentClaimers(t *testing.T, opts ...Option) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "c.db")
-	a, err := Open(ctx, path)
+	a, err := Open(ctx, path, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(ctx, path)
+	b, err := Open(ctx, path, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

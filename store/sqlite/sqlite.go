@@ -50,7 +50,9 @@
 // Tables <prefix>jobs, <prefix>queues, <prefix>workers (default prefix
 // "backlog_"). Times are INTEGER unix microseconds in UTC; args, tags,
 // metadata and the errors history are JSON text. Claims use the optimistic
-// strategy of package sqlq inside one write transaction.
+// strategy of package sqlq in its single-writer form: candidate read and
+// claim in one UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING statement,
+// exclusive because SQLite runs one writer at a time.
 package sqlite
 
 import (
@@ -88,6 +90,8 @@ type config struct {
 	busyTimeout time.Duration
 	migrate     bool
 	maxConns    int
+	casClaim    bool // tests: use the two-step compare-and-set claim, candidates read outside the write transaction
+	noReturning bool // tests: pretend SQLite lacks RETURNING and UPDATE … FROM (the MySQL code paths)
 }
 
 // Option configures Open and New.
@@ -120,6 +124,7 @@ type Store struct {
 	owned  bool
 	memory bool
 	prefix string
+	stmts  *sqlq.StmtCache
 	closed atomic.Bool
 }
 
@@ -217,13 +222,18 @@ func New(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Store, error) {
-	s := &Store{db: db, owned: owned, memory: mem, prefix: c.prefix}
+	s := &Store{db: db, owned: owned, memory: mem, prefix: c.prefix, stmts: &sqlq.StmtCache{DB: db}}
+	var d sqlq.Dialect = dialect{}
+	if c.noReturning {
+		d = fallbackDialect{}
+	}
 	inner, err := sqlq.New(sqlq.Config{
-		Dialect:   dialect{},
-		DB:        &guardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}}, closed: &s.closed},
-		Tables:    sqlq.PrefixTables(c.prefix),
-		Strategy:  c.strategy,
-		ClaimInTx: true,
+		Dialect:      d,
+		DB:           &guardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}, Stmts: s.stmts}, closed: &s.closed},
+		Tables:       sqlq.PrefixTables(c.prefix),
+		Strategy:     c.strategy,
+		ClaimInTx:    !c.casClaim,
+		SingleWriter: !c.casClaim,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -307,6 +317,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.stmts.Close()
 	if s.owned {
 		return s.db.Close()
 	}

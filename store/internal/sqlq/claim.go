@@ -27,6 +27,11 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 				out, err = s.claimSkipLocked(ctx, c, p)
 				return err
 			})
+		case s.fused:
+			err = s.db.InTx(ctx, func(c Conn) (err error) {
+				out, err = s.claimFused(ctx, c, p)
+				return err
+			})
 		case s.claimInTx:
 			err = s.db.InTx(ctx, func(c Conn) (err error) {
 				out, err = s.claimOptimistic(ctx, c, func(fn func(Conn) error) error { return fn(c) }, p)
@@ -170,6 +175,19 @@ func (s *Store) casClaim(ctx context.Context, c Conn, p core.ClaimParams, take [
 	}
 	r.w(" END AND state = 'running' AND worker_id = ", r.arg(p.WorkerID))
 	return scanJobs(c.Query(ctx, r.String(), r.args...))
+}
+
+// claimFused is the optimistic claim on a single-writer database: one
+// statement reads the candidates and claims them, and the database's write
+// lock keeps any other writer out in between.
+func (s *Store) claimFused(ctx context.Context, c Conn, p core.ClaimParams) ([]*core.Job, error) {
+	b := newBuilder(s.d, 8)
+	b.w("UPDATE ", s.t.Jobs, " SET ")
+	s.claimSet(b, p, "")
+	b.w(" WHERE id IN (SELECT id FROM ", s.t.Jobs, " WHERE ")
+	s.dueWhere(b, p)
+	b.w(" ORDER BY priority, run_at, id LIMIT ", b.arg(p.Limit), ") RETURNING ", JobColumns)
+	return scanJobs(c.Query(ctx, b.String(), b.args...))
 }
 
 // claimSkipLockedCTE is the one-statement SKIP LOCKED claim for dialects with

@@ -63,20 +63,40 @@ func (c StdConn) Query(ctx context.Context, q string, args ...any) (Rows, error)
 // IMMEDIATE). When WriteLock is set, it is held around every write
 // transaction, serialising this process's writers in Go instead of in the
 // database's busy handler (used by SQLite, which allows one writer anyway).
+//
+// When Stmts is set, statements that repeat run as prepared statements
+// (see StmtCache); it must be on the same *sql.DB.
 type StdDB struct {
 	DB        *sql.DB
 	TxOptions *sql.TxOptions
 	WriteLock sync.Locker
+	Stmts     *StmtCache
 }
 
 // Exec runs ExecContext on the pool.
 func (d *StdDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := d.stmt(ctx, q); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
 	return d.DB.ExecContext(ctx, q, args...)
+}
+
+func (d *StdDB) stmt(ctx context.Context, q string) *sql.Stmt {
+	if d.Stmts == nil {
+		return nil
+	}
+	return d.Stmts.get(ctx, q)
 }
 
 // Query runs QueryContext on the pool.
 func (d *StdDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	r, err := d.DB.QueryContext(ctx, q, args...)
+	var r *sql.Rows
+	var err error
+	if st := d.stmt(ctx, q); st != nil {
+		r, err = st.QueryContext(ctx, args...)
+	} else {
+		r, err = d.DB.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +118,11 @@ func (d *StdDB) InTx(ctx context.Context, fn func(Conn) error) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	if err = fn(StdConn{tx}); err != nil {
+	var c Conn = StdConn{tx}
+	if d.Stmts != nil {
+		c = cachedConn{tx: tx, cache: d.Stmts}
+	}
+	if err = fn(c); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -34,9 +34,10 @@ CREATE INDEX IF NOT EXISTS {{.P}}jobs_claim ON {{.P}}jobs (queue, priority, run_
 CREATE UNIQUE INDEX IF NOT EXISTS {{.P}}jobs_unique_key ON {{.P}}jobs (unique_key)
     WHERE unique_key IS NOT NULL AND state NOT IN ('completed','cancelled','discarded');
 
--- Rescue of expired leases, and lease extension per worker.
+-- Rescue of expired leases; lease extension scans it too (running jobs
+-- only, a few per worker slot), which is cheaper than keeping a per-worker
+-- index up to date on every claim and finish.
 CREATE INDEX IF NOT EXISTS {{.P}}jobs_lease ON {{.P}}jobs (lease_until) WHERE state = 'running';
-CREATE INDEX IF NOT EXISTS {{.P}}jobs_worker ON {{.P}}jobs (worker_id) WHERE state = 'running';
 
 -- Prune of finished jobs by age.
 CREATE INDEX IF NOT EXISTS {{.P}}jobs_finished ON {{.P}}jobs (state, finished_at) WHERE finished_at IS NOT NULL;
