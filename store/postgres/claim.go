@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
+// and returns them in claim order (priority, run_at, id). A paused queue
+// yields no jobs and a nil error. With core.StrategySkipLocked it is one
+// statement; with core.StrategyOptimistic a candidate read and a
+// compare-and-set, repeated a few times when other claimers win races.
+func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+	var out []*core.Job
+	err := s.retry(ctx, func() (err error) {
+		if s.Strategy() == core.StrategySkipLocked {
+			out, err = scanJobs(s.db.Query(ctx, s.q.claimSkipLocked, p.Queue, now, p.Limit, p.WorkerID, lease))
+			return err
+		}
+		out, err = s.claimOptimistic(ctx, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortClaimOrder(out)
+	return out, nil
+}
+
+// claimOptimistic reads (id, version) candidates without locks and claims
+// those whose version is unchanged. A candidate someone else took is
+// skipped; the candidates are read again (at most four rounds) while races
+// were lost and jobs are still wanted.
+func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+	want := p.Limit
+	var out []*core.Job
+	for round := 0; round < 4 && want > 0; round++ {
+		var ids, versions []int64
+		rows, err := s.db.Query(ctx, s.q.claimCandidates, p.Queue, now, want+want/4+1)
+		err = scanInts(rows, err, 2, func(v []int64) {
+			ids, versions = append(ids, v[0]), append(versions, v[1])
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			break
+		}
+		lost := false
+		for len(ids) > 0 && want > 0 {
+			n := min(want, len(ids))
+			got, err := scanJobs(s.db.Query(ctx, s.q.claimCAS, p.Queue, now, p.WorkerID, lease, ids[:n], versions[:n]))
+			if err != nil {
+				return nil, err
+			}
+			ids, versions = ids[n:], versions[n:]
+			out = append(out, got...)
+			want -= len(got)
+			if len(got) < n {
+				lost = true
+			}
+		}
+		if !lost {
+			break // every candidate was ours: the queue has no more due jobs
+		}
+	}
+	return out, nil
+}
+
+// sortClaimOrder sorts jobs by priority, run_at, id.
+func sortClaimOrder(jobs []*core.Job) {
+	slices.SortFunc(jobs, func(a, b *core.Job) int {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// scanJobs drains rows holding sqlq.JobColumns into jobs and closes them.
+func scanJobs(r sqlq.Rows, err error) ([]*core.Job, error) { return scanJobsExtra(r, err, 0) }
+
+// scanJobsExtra is scanJobs for rows with extra trailing columns after
+// sqlq.JobColumns, which are discarded.
+func scanJobsExtra(r sqlq.Rows, err error, extra int) ([]*core.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []*core.Job
+	for r.Next() {
+		var sc sqlq.Scanner = r
+		if extra > 0 {
+			sc = padScanner{r, extra}
+		}
+		j, err := sqlq.ScanJob(sc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	return out, r.Close()
+}
+
+// scanInts drains rows of integer columns, calling fn with each row's
+// values, and closes them.
+func scanInts(r sqlq.Rows, err error, cols int, fn func(v []int64)) error {
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	v := make([]int64, cols)
+	dest := make([]any, cols)
+	for i := range v {
+		dest[i] = &v[i]
+	}
+	for r.Next() {
+		if err := r.Scan(dest...); err != nil {
+			return err
+		}
+		fn(v)
+	}
+	if err := r.Err(); err != nil {
+		return err
+	}
+	return r.Close()
+}
+
+// padScanner scans the first columns into the destinations given and
+// discards the extra trailing columns.
+type padScanner struct {
+	r     sqlq.Scanner
+	extra int
+}
+
+func (p padScanner) Scan(dest ...any) error {
+	var sink any
+	for range p.extra {
+		dest = append(dest, &sink)
+	}
+	return p.r.Scan(dest...)
+}

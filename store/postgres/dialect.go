@@ -1,0 +1,78 @@
+package postgres
+
+import (
+	"errors"
+
+	"github.com/backlogq/backlog/store/internal/sqlq"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// dialect is PostgreSQL's sqlq.Dialect: "$n" placeholders with casts where
+// the server cannot infer a type, timestamptz times, jsonb for JSON,
+// RETURNING everywhere, ON CONFLICT DO NOTHING, UPDATE … FROM (VALUES …)
+// and row locks with SKIP LOCKED.
+type dialect struct{ sqlq.Standard }
+
+func (dialect) Name() string { return "postgres" }
+
+func (dialect) Placeholder(n int) string { return sqlq.Dollar(n) }
+
+func (dialect) Cast(ph string, t sqlq.Type) string {
+	switch t {
+	case sqlq.TypeInt:
+		return ph + "::bigint"
+	case sqlq.TypeText:
+		return ph + "::text"
+	case sqlq.TypeTime:
+		return ph + "::timestamptz"
+	case sqlq.TypeJSON:
+		return ph + "::jsonb"
+	case sqlq.TypeBytes:
+		return ph + "::bytea"
+	case sqlq.TypeBool:
+		return ph + "::boolean"
+	}
+	return ph
+}
+
+// AppendJSON appends the jsonb value val to the jsonb array col.
+func (dialect) AppendJSON(col, val string) string {
+	return col + " || jsonb_build_array(" + val + "::jsonb)"
+}
+
+func (dialect) LockSuffix(skipLocked bool) string {
+	if skipLocked {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return " FOR UPDATE"
+}
+
+// MaxParams is the protocol's limit of 65535 bind parameters.
+func (dialect) MaxParams() int { return 65535 }
+
+func (dialect) Transient(err error) bool { return transient(err) }
+
+func (dialect) UniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// transient reports errors after which the failed statement or transaction
+// took no effect and is worth running again: serialization failure
+// (40001), deadlock (40P01), lock not available (55P03), and errors that
+// pgx says happened before anything was sent to the server (a connection
+// lost while idle in the pool, for example).
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", "40P01", "55P03":
+			return true
+		}
+		return false
+	}
+	return pgconn.SafeToRetry(err)
+}

@@ -1,0 +1,194 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+	"github.com/jackc/pgx/v5"
+)
+
+// finishArgs are the parallel arrays of one Finish statement.
+type finishArgs struct {
+	id         []int64
+	worker     []string
+	attempt    []int32
+	state      []string
+	newAttempt []int32
+	runAt      []*time.Time
+	finishedAt []*time.Time
+	errEntry   []*string
+	result     [][]byte
+	setResult  []bool
+	kind       []*string
+	args       []*string
+	del        []bool
+}
+
+func (a *finishArgs) add(o *core.Outcome) error {
+	var errEntry *string
+	if o.Error != nil {
+		e, err := sqlq.EncodeError(*o.Error)
+		if err != nil {
+			return err
+		}
+		errEntry = &e
+	}
+	at, runAt := core.UTC(o.At), core.UTC(o.RunAt)
+	if runAt.IsZero() {
+		runAt = at // no RunAt given: due at once
+	}
+	due := core.StateAvailable
+	if runAt.After(at) {
+		due = core.StateScheduled
+	}
+	var (
+		state          core.State
+		newAttempt     = o.Attempt
+		ra, fi         *time.Time
+		result         []byte
+		setResult, del bool
+		kind, args     *string
+	)
+	switch o.Kind {
+	case core.OutcomeComplete:
+		state, fi = core.StateCompleted, &at
+		result, setResult, del = o.Result, true, o.Delete
+	case core.OutcomeRetry:
+		state, ra = core.StateRetryable, &runAt
+	case core.OutcomeSnooze:
+		state, ra = due, &runAt
+		newAttempt = max(0, o.Attempt-1)
+	case core.OutcomeContinue:
+		state, ra, newAttempt = due, &runAt, 0
+		if o.NextKind != "" {
+			k := o.NextKind
+			kind = &k
+		}
+		if o.NextArgs != nil {
+			s := string(o.NextArgs)
+			args = &s
+		}
+	case core.OutcomeCancel:
+		state, fi = core.StateCancelled, &at
+	case core.OutcomeDiscard:
+		state, fi = core.StateDiscarded, &at
+	default:
+		return fmt.Errorf("postgres: job %d: unknown outcome kind %q", o.JobID, o.Kind)
+	}
+	a.id = append(a.id, o.JobID)
+	a.worker = append(a.worker, o.WorkerID)
+	a.attempt = append(a.attempt, int32(o.Attempt))
+	a.state = append(a.state, string(state))
+	a.newAttempt = append(a.newAttempt, int32(newAttempt))
+	a.runAt = append(a.runAt, ra)
+	a.finishedAt = append(a.finishedAt, fi)
+	a.errEntry = append(a.errEntry, errEntry)
+	a.result = append(a.result, result)
+	a.setResult = append(a.setResult, setResult)
+	a.kind = append(a.kind, kind)
+	a.args = append(a.args, args)
+	a.del = append(a.del, del)
+	return nil
+}
+
+func (a *finishArgs) params() []any {
+	return []any{a.id, a.worker, a.attempt, a.state, a.newAttempt, a.runAt, a.finishedAt, a.errEntry, a.result, a.setResult, a.kind, a.args, a.del}
+}
+
+// Finish applies a batch of fenced outcomes in one statement (an UPDATE …
+// FROM unnest of the outcomes, and a DELETE … USING for completions with
+// Delete) and returns one result per outcome in input order. An outcome
+// whose fence fails (the job is not running under its worker id and
+// attempt) reports Applied=false and changes nothing. A batch naming one job
+// more than once is applied in input order, in one transaction. An unknown
+// outcome kind fails the whole call.
+func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	if len(outcomes) == 0 {
+		return []core.FinishResult{}, nil
+	}
+	rounds, err := finishRounds(outcomes)
+	if err != nil {
+		return nil, err
+	}
+	var out []core.FinishResult
+	if len(rounds) == 1 {
+		err = s.retry(ctx, func() (err error) {
+			out, err = s.finishOn(ctx, s.db, outcomes, rounds)
+			return err
+		})
+	} else {
+		err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
+			out, err = s.finishOn(ctx, pgConn{tx}, outcomes, rounds)
+			return err
+		})
+	}
+	return out, err
+}
+
+// finishRound is one statement's outcomes: distinct job ids.
+type finishRound struct {
+	idx  []int
+	args finishArgs
+}
+
+// finishRounds splits outcomes into rounds of distinct job ids, so a job
+// named twice is applied in input order (the second normally fails its
+// fence).
+func finishRounds(outcomes []core.Outcome) ([]finishRound, error) {
+	var rounds []finishRound
+	seen := make([]map[int64]bool, 0, 1)
+	for i := range outcomes {
+		r := 0
+		for r < len(seen) && seen[r][outcomes[i].JobID] {
+			r++
+		}
+		if r == len(seen) {
+			seen = append(seen, map[int64]bool{})
+			rounds = append(rounds, finishRound{})
+		}
+		seen[r][outcomes[i].JobID] = true
+		rounds[r].idx = append(rounds[r].idx, i)
+		if err := rounds[r].args.add(&outcomes[i]); err != nil {
+			return nil, err
+		}
+	}
+	return rounds, nil
+}
+
+// finishOn runs the rounds on q (the pool or a transaction), without
+// retries.
+func (s *Store) finishOn(ctx context.Context, q sqlq.Conn, outcomes []core.Outcome, rounds []finishRound) ([]core.FinishResult, error) {
+	res := make([]core.FinishResult, len(outcomes))
+	for i := range outcomes {
+		res[i].JobID = outcomes[i].JobID
+	}
+	for _, r := range rounds {
+		applied := make(map[int64]bool, len(r.idx))
+		rows, err := q.Query(ctx, s.q.finish, r.args.params()...)
+		err = scanInts(rows, err, 1, func(v []int64) { applied[v[0]] = true })
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range r.idx {
+			res[i].Applied = applied[outcomes[i].JobID]
+		}
+	}
+	return res, nil
+}
+
+// ExtendLeases sets LeaseUntil=until on every running job held by workerID
+// in one statement and returns how many it touched. A job whose row is being
+// written at that moment (its finish or cancellation in flight) is skipped:
+// it needs no longer lease, and waiting could deadlock with the completer.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
+	var n int64
+	err := s.retry(ctx, func() error {
+		tag, err := s.pool.Exec(ctx, s.q.extendLeases, workerID, core.UTC(until))
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

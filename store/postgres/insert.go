@@ -1,0 +1,198 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+	"github.com/jackc/pgx/v5"
+)
+
+// Insert stores jobs with one statement (INSERT … SELECT FROM unnest …
+// ON CONFLICT DO NOTHING RETURNING) and returns one result per input in
+// input order. The same statement notifies each queue that received due
+// jobs. A batch with unique keys runs in one transaction: a key held by a
+// live job yields that job with Duplicate=true (read back after the insert),
+// and a key repeated inside the batch yields one job, later inputs marked
+// Duplicate.
+func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	if len(jobs) == 0 {
+		return []core.InsertResult{}, nil
+	}
+	var out []core.InsertResult
+	keyed := slices.ContainsFunc(jobs, func(p core.InsertParams) bool { return p.UniqueKey != "" })
+	if !keyed {
+		err := s.retry(ctx, func() (err error) {
+			out, err = s.insertOn(ctx, s.db, now, jobs)
+			return err
+		})
+		return out, err
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		out, err = s.insertOn(ctx, pgConn{tx}, now, jobs)
+		return err
+	})
+	return out, err
+}
+
+// insertOn is Insert on q (the pool for key-less batches, else a
+// transaction), without retries.
+func (s *Store) insertOn(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	now = core.UTC(now)
+	res := make([]core.InsertResult, len(jobs))
+	firstByKey := make(map[string]int)
+	send := make([]int, 0, len(jobs))
+	for i, p := range jobs {
+		if p.UniqueKey != "" {
+			if _, dup := firstByKey[p.UniqueKey]; dup {
+				continue
+			}
+			firstByKey[p.UniqueKey] = i
+		}
+		send = append(send, i)
+	}
+	// Rounds: a key that conflicted with a live job that finished before we
+	// could read it is sent again.
+	for round := 0; len(send) > 0; round++ {
+		if round == 5 {
+			return nil, errors.New("postgres: insert: unique keys kept changing state between insert and read")
+		}
+		missing, err := s.insertRows(ctx, q, now, jobs, send, res)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) == 0 {
+			break
+		}
+		send, err = s.fillDuplicates(ctx, q, jobs, missing, res)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range jobs {
+		if res[i].Job == nil && p.UniqueKey != "" {
+			cp := *res[firstByKey[p.UniqueKey]].Job
+			res[i] = core.InsertResult{Job: &cp, Duplicate: true}
+		}
+	}
+	return res, nil
+}
+
+// insertRows inserts jobs[send] in one statement and fills res; it returns
+// the indexes whose unique key conflicted.
+func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) ([]int, error) {
+	n := len(send)
+	var (
+		queue, kind, args, state = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		prio, maxAtt             = make([]int16, n), make([]int32, n)
+		runAt                    = make([]time.Time, n)
+		deadline                 = make([]*time.Time, n)
+		key, tags, meta          = make([]*string, n), make([]*string, n), make([]*string, n)
+	)
+	for k, i := range send {
+		p := &jobs[i]
+		queue[k], kind[k], args[k] = p.Queue, p.Kind, string(p.Args)
+		prio[k], maxAtt[k] = int16(p.Priority), int32(p.MaxAttempts)
+		runAt[k] = core.UTC(p.RunAt)
+		state[k] = string(core.StateAvailable)
+		if runAt[k].After(now) {
+			state[k] = string(core.StateScheduled)
+		}
+		if !p.Deadline.IsZero() {
+			d := core.UTC(p.Deadline)
+			deadline[k] = &d
+		}
+		if p.UniqueKey != "" {
+			key[k] = &p.UniqueKey
+		}
+		var err error
+		if tags[k], err = jsonText(sqlq.EncodeTags(p.Tags)); err != nil {
+			return nil, err
+		}
+		if meta[k], err = jsonText(sqlq.EncodeMetadata(p.Metadata)); err != nil {
+			return nil, err
+		}
+	}
+	params := []any{queue, kind, args, prio, state, maxAtt, runAt, deadline, key, tags, meta, now}
+	query, extra := s.q.insert, 0
+	if s.notify {
+		query, extra = s.q.insertNotify, 1
+		params = append(params, s.channel)
+	}
+	rows, err := q.Query(ctx, query, params...)
+	got, err := scanJobsExtra(rows, err, extra)
+	if err != nil {
+		return nil, err
+	}
+	// Keyed rows are matched by key (unique among the rows sent); key-less
+	// rows by id order, which is input order.
+	byKey := make(map[string]*core.Job)
+	plain := make([]*core.Job, 0, len(got))
+	for _, j := range got {
+		if j.UniqueKey != "" {
+			byKey[j.UniqueKey] = j
+		} else {
+			plain = append(plain, j)
+		}
+	}
+	slices.SortFunc(plain, func(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) })
+	var missing []int
+	for _, i := range send {
+		if k := jobs[i].UniqueKey; k != "" {
+			if j, ok := byKey[k]; ok {
+				res[i] = core.InsertResult{Job: j}
+			} else {
+				missing = append(missing, i)
+			}
+			continue
+		}
+		if len(plain) == 0 {
+			return nil, fmt.Errorf("postgres: insert returned fewer rows than it inserted")
+		}
+		res[i] = core.InsertResult{Job: plain[0]}
+		plain = plain[1:]
+	}
+	return missing, nil
+}
+
+// jsonText turns sqlq's encoded JSON (a string or nil) into a nullable
+// text parameter.
+func jsonText(v any, err error) (*string, error) {
+	if err != nil || v == nil {
+		return nil, err
+	}
+	s := v.(string)
+	return &s, nil
+}
+
+// fillDuplicates reads the live jobs holding the keys of the missing inputs
+// and marks those results Duplicate. It returns the inputs whose key is no
+// longer held (to be inserted again).
+func (s *Store) fillDuplicates(ctx context.Context, q sqlq.Conn, jobs []core.InsertParams, missing []int, res []core.InsertResult) ([]int, error) {
+	keys := make([]string, len(missing))
+	for k, i := range missing {
+		keys[k] = jobs[i].UniqueKey
+	}
+	got, err := scanJobs(q.Query(ctx, s.q.duplicatesByKey, keys))
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string]*core.Job, len(got))
+	for _, j := range got {
+		byKey[j.UniqueKey] = j
+	}
+	var again []int
+	for _, i := range missing {
+		if j, ok := byKey[jobs[i].UniqueKey]; ok {
+			res[i] = core.InsertResult{Job: j, Duplicate: true}
+		} else {
+			again = append(again, i)
+		}
+	}
+	return again, nil
+}

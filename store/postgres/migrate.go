@@ -1,0 +1,155 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"testing/fstest"
+	"text/template"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// renderMigrations returns the embedded migrations with the schema name
+// applied, as a file system goose can read, and the newest version.
+func renderMigrations(schema string) (fs.FS, int64, error) {
+	out := fstest.MapFS{}
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, 0, err
+	}
+	var newest int64
+	for _, e := range entries {
+		raw, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, 0, err
+		}
+		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
+		if err != nil {
+			return nil, 0, err
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, struct{ S string }{schema}); err != nil {
+			return nil, 0, err
+		}
+		out[e.Name()] = &fstest.MapFile{Data: b.Bytes(), Mode: 0o444}
+		if v, err := goose.NumericComponent(e.Name()); err == nil {
+			newest = max(newest, v)
+		}
+	}
+	return out, newest, nil
+}
+
+// Migrate creates the schema if needed and brings it to the newest version
+// with a goose Provider (versions in <schema>.goose_db_version). It is safe
+// to run repeatedly and from several processes at once: a session-level
+// advisory lock keyed by the schema name serialises migrators, and a store
+// already at the newest version returns after one query.
+func (s *Store) Migrate(ctx context.Context) error {
+	if s.closed.Load() {
+		return core.ErrClosed
+	}
+	fsys, newest, err := renderMigrations(s.schema)
+	if err != nil {
+		return fmt.Errorf("postgres: render migrations: %w", err)
+	}
+	if v, err := s.schemaVersion(ctx); err == nil && v >= newest {
+		return nil
+	}
+	if err := s.createSchema(ctx); err != nil {
+		return err
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithTableName(s.schema+".goose_db_version"),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithLogger(goose.NopLogger()),
+		goose.WithSessionLocker(&advisoryLocker{schema: s.schema}),
+	)
+	if err != nil {
+		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate schema %s: %w", s.schema, err)
+	}
+	return nil
+}
+
+// schemaVersion returns the newest applied migration of the schema; an
+// error when the version table does not exist yet.
+func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", s.schema+".goose_db_version").Scan(&exists); err != nil {
+		return 0, err
+	}
+	if !exists {
+		return 0, errors.New("no version table")
+	}
+	var v *int64
+	err := s.pool.QueryRow(ctx, "SELECT max(version_id) FROM "+s.schema+".goose_db_version WHERE is_applied").Scan(&v)
+	if err != nil {
+		return 0, err
+	}
+	if v == nil {
+		return 0, errors.New("no migrations applied")
+	}
+	return *v, nil
+}
+
+// createSchema creates the schema if it is missing, before goose puts its
+// version table there. Concurrent creators may collide on the catalog's
+// unique index; the loser finds the schema created.
+func (s *Store) createSchema(ctx context.Context) error {
+	var err error
+	for range 3 {
+		_, err = s.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{s.schema}.Sanitize())
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || (pe.Code != "23505" && pe.Code != "42P06") {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: create schema %s: %w", s.schema, err)
+	}
+	return nil
+}
+
+// advisoryLocker is a goose SessionLocker on a session-level advisory lock
+// keyed by the schema name. pg_advisory_lock blocks until granted or the
+// context ends, so a waiting migrator starts the moment the holder
+// finishes (goose's own Postgres locker polls every 5 s).
+type advisoryLocker struct{ schema string }
+
+// lockKey is the advisory lock key of a schema's migrations.
+func lockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("backlog migrate " + schema))
+	return int64(h.Sum64())
+}
+
+// SessionLock waits for the lock on conn.
+func (l *advisoryLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", lockKey(l.schema)); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	return nil
+}
+
+// SessionUnlock releases the lock.
+func (l *advisoryLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", lockKey(l.schema))
+	return err
+}

@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// pendingIn is the SQL list of states a claim may take due jobs from,
+// spelt exactly as in the partial claim index so the planner matches it.
+const pendingIn = "('scheduled','available','retryable')"
+
+// queries holds the hot statements, built once per store. Their text never
+// varies with batch sizes (arrays travel as single parameters), so pgx
+// prepares each once per connection.
+type queries struct {
+	claimSkipLocked   string
+	claimCandidates   string
+	claimCAS          string
+	finish            string
+	insert            string
+	insertNotify      string
+	notify            string
+	extendLeases      string
+	duplicatesByKey   string
+	jobColsAliased    string
+	insertReturnCount int
+}
+
+func buildQueries(t sqlq.Tables) queries {
+	cols := strings.Split(sqlq.JobColumns, ", ")
+	for i, c := range cols {
+		cols[i] = "j." + c
+	}
+	jcols := strings.Join(cols, ", ")
+	var q queries
+	q.jobColsAliased = jcols
+
+	// $1 queue, $2 now, $3 limit, $4 worker, $5 lease until.
+	due := "queue = $1 AND state IN " + pendingIn + " AND run_at <= $2" +
+		" AND NOT EXISTS (SELECT 1 FROM " + t.Queues + " WHERE name = $1 AND paused)"
+	set := "state = 'running', attempt = j.attempt + 1, version = j.version + 1, worker_id = $4, attempted_at = $2, lease_until = $5"
+	q.claimSkipLocked = "WITH c AS (SELECT id FROM " + t.Jobs + " WHERE " + due +
+		" ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)" +
+		" UPDATE " + t.Jobs + " j SET " + set + " FROM c WHERE j.id = c.id RETURNING " + jcols
+
+	// Optimistic: candidates ($1 queue, $2 now, $3 limit), then a
+	// compare-and-set on their versions.
+	q.claimCandidates = "SELECT id, version FROM " + t.Jobs + " WHERE " + due + " ORDER BY priority, run_at, id LIMIT $3"
+	// $1 queue, $2 now, $3 worker, $4 lease until, $5 ids, $6 versions.
+	// A candidate another transaction is writing (a rival claim, or the
+	// finish of a job a rival already claimed) is skipped like a lost race
+	// instead of waited for: waiting would lock rows the rival's later
+	// statements need, and deadlock with them.
+	// The version alone decides: every change of a job (claim, finish,
+	// lease extension, cancel, retry) increments it, so an unchanged version
+	// means the job is still the due, pending job the candidate read saw.
+	// Only id and version are matched, so the plan is a primary-key lookup
+	// per candidate whatever the table's statistics say.
+	q.claimCAS = "WITH c AS (SELECT t.id FROM unnest($5::bigint[], $6::bigint[]) AS c(id, v)" +
+		" CROSS JOIN LATERAL (SELECT t.id FROM " + t.Jobs + " t WHERE t.id = c.id AND t.version = c.v FOR UPDATE SKIP LOCKED) t)" +
+		" UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, version = j.version + 1," +
+		" worker_id = $3, attempted_at = $2, lease_until = $4 FROM c WHERE j.id = c.id AND j.queue = $1 AND j.state IN " + pendingIn + " RETURNING " + jcols
+
+	// Finish: one row per outcome in parallel arrays; del rows are deleted
+	// instead of updated. Both are fenced by worker id and attempt.
+	fence := "j.id = v.id AND j.state = 'running' AND j.worker_id = v.fw AND j.attempt = v.fa"
+	q.finish = "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::int[], $6::timestamptz[]," +
+		" $7::timestamptz[], $8::text[], $9::bytea[], $10::bool[], $11::text[], $12::text[], $13::bool[])" +
+		" AS v(id, fw, fa, st, na, ra, fi, er, rs, sr, kd, ag, del))," +
+		" u AS (UPDATE " + t.Jobs + " j SET state = v.st, attempt = v.na, run_at = COALESCE(v.ra, j.run_at), finished_at = v.fi," +
+		" lease_until = NULL, version = j.version + 1," +
+		" errors = CASE WHEN v.er IS NULL THEN j.errors ELSE j.errors || jsonb_build_array(v.er::jsonb) END," +
+		" result = CASE WHEN v.sr THEN v.rs ELSE j.result END, kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag::jsonb, j.args)" +
+		" FROM v WHERE NOT v.del AND " + fence + " RETURNING j.id)," +
+		" d AS (DELETE FROM " + t.Jobs + " j USING v WHERE v.del AND " + fence + " RETURNING j.id)" +
+		" SELECT id FROM u UNION ALL SELECT id FROM d"
+
+	// Insert: $1..$11 arrays, $12 created_at, $13 notify channel.
+	ins := "INSERT INTO " + t.Jobs + " AS j (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at)" +
+		" SELECT q, k, a::jsonb, p, st, ma, ra, dl, uk, tg::jsonb, md::jsonb, $12" +
+		" FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::int[], $7::timestamptz[], $8::timestamptz[]," +
+		" $9::text[], $10::text[], $11::text[]) WITH ORDINALITY AS t(q, k, a, p, st, ma, ra, dl, uk, tg, md, ord)" +
+		" ORDER BY ord ON CONFLICT DO NOTHING RETURNING " + jcols
+	q.insert = ins
+	q.insertReturnCount = 20
+	// The notifications ride in the inserting statement: pg_notify is
+	// queued in its transaction, so a rolled-back insert wakes nobody, and
+	// only queues that received due jobs are notified.
+	q.insertNotify = "WITH ins AS (" + ins + ")," +
+		" n AS (SELECT count(pg_notify($13, 'insert ' || d.queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE state = 'available') d)" +
+		" SELECT ins.*, (SELECT n FROM n) FROM ins"
+	q.notify = "SELECT pg_notify($1, $2)"
+	// Rows being written right now (finished, cancelled) are skipped, so a
+	// heartbeat never waits for, or deadlocks with, its own completer.
+	q.extendLeases = "WITH c AS (SELECT id FROM " + t.Jobs + " WHERE state = 'running' AND worker_id = $1 FOR UPDATE SKIP LOCKED)" +
+		" UPDATE " + t.Jobs + " j SET lease_until = $2, version = j.version + 1 FROM c WHERE j.id = c.id"
+	q.duplicatesByKey = "SELECT " + sqlq.JobColumns + " FROM " + t.Jobs + " WHERE unique_key = ANY($1::text[]) AND state NOT IN ('completed','cancelled','discarded')"
+	return q
+}

@@ -1,0 +1,62 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store"
+)
+
+func init() {
+	store.Register("postgres", openURL)
+	store.Register("postgresql", openURL)
+}
+
+// openURL opens a store from a "postgres://" or "postgresql://" URL.
+func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
+	connString, opts, err := ParseURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, connString, opts...)
+}
+
+// ParseURL splits a store URL into the connection string for pgx and the
+// options named by backlog's own query parameters (schema, strategy,
+// notify, migrate), which it removes. Every other parameter is left for pgx
+// (sslmode, pool_max_conns, default_query_exec_mode, …).
+func ParseURL(raw string) (string, []Option, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres: malformed URL: %w", err)
+	}
+	q := u.Query()
+	var opts []Option
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "schema":
+			opts = append(opts, WithSchema(v))
+		case "strategy":
+			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
+		case "notify", "migrate":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return "", nil, fmt.Errorf("postgres: %s=%q: want true or false", k, v)
+			}
+			if k == "notify" {
+				opts = append(opts, WithNotify(b))
+			} else {
+				opts = append(opts, WithMigrate(b))
+			}
+		default:
+			continue
+		}
+		q.Del(k)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), opts, nil
+}
