@@ -58,7 +58,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 		lost := false
 		for len(ids) > 0 && want > 0 {
 			n := min(want, len(ids))
-			got, err := scanJobs(s.db.Query(ctx, s.q.claimCAS, p.Queue, now, p.WorkerID, lease, ids[:n], versions[:n]))
+			got, err := scanJobs(s.db.Query(ctx, s.q.claimCAS, now, p.WorkerID, lease, ids[:n], versions[:n]))
 			if err != nil {
 				return nil, err
 			}
@@ -100,6 +100,19 @@ func scanJobsExtra(r sqlq.Rows, err error, extra int) ([]*core.Job, error) {
 	}
 	defer r.Close()
 	var out []*core.Job
+	if pr, ok := pgxRows(r); ok {
+		for pr.Next() {
+			j, err := scanJobPgx(pr, extra)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, j)
+		}
+		if err := pr.Err(); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	for r.Next() {
 		var sc sqlq.Scanner = r
 		if extra > 0 {

@@ -47,20 +47,22 @@ func buildQueries(t sqlq.Tables) queries {
 	// Optimistic: candidates ($1 queue, $2 now, $3 limit), then a
 	// compare-and-set on their versions.
 	q.claimCandidates = "SELECT id, version FROM " + t.Jobs + " WHERE " + due + " ORDER BY priority, run_at, id LIMIT $3"
-	// $1 queue, $2 now, $3 worker, $4 lease until, $5 ids, $6 versions.
-	// A candidate another transaction is writing (a rival claim, or the
-	// finish of a job a rival already claimed) is skipped like a lost race
-	// instead of waited for: waiting would lock rows the rival's later
-	// statements need, and deadlock with them.
+	// $1 now, $2 worker, $3 lease until, $4 ids, $5 versions.
 	// The version alone decides: every change of a job (claim, finish,
 	// lease extension, cancel, retry) increments it, so an unchanged version
 	// means the job is still the due, pending job the candidate read saw.
 	// Only id and version are matched, so the plan is a primary-key lookup
-	// per candidate whatever the table's statistics say.
-	q.claimCAS = "WITH c AS (SELECT t.id FROM unnest($5::bigint[], $6::bigint[]) AS c(id, v)" +
+	// per candidate whatever the table's statistics say (with a queue or
+	// state predicate, a generic plan on a young table may scan the claim
+	// index for the whole queue instead).
+	// A candidate another transaction is writing (a rival claim, or the
+	// finish of a job a rival already claimed) is skipped like a lost race
+	// instead of waited for: waiting would lock rows the rival's later
+	// statements need, and deadlock with them.
+	q.claimCAS = "WITH c AS (SELECT t.id FROM unnest($4::bigint[], $5::bigint[]) AS c(id, v)" +
 		" CROSS JOIN LATERAL (SELECT t.id FROM " + t.Jobs + " t WHERE t.id = c.id AND t.version = c.v FOR UPDATE SKIP LOCKED) t)" +
 		" UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, version = j.version + 1," +
-		" worker_id = $3, attempted_at = $2, lease_until = $4 FROM c WHERE j.id = c.id AND j.queue = $1 AND j.state IN " + pendingIn + " RETURNING " + jcols
+		" worker_id = $2, attempted_at = $1, lease_until = $3 FROM c WHERE j.id = c.id RETURNING " + jcols
 
 	// Finish: one row per outcome in parallel arrays; del rows are deleted
 	// instead of updated. Both are fenced by worker id and attempt.

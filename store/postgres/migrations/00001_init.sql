@@ -35,9 +35,11 @@ CREATE INDEX IF NOT EXISTS jobs_claim ON {{.S}}.jobs (queue, priority, run_at, i
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique_key ON {{.S}}.jobs (unique_key)
     WHERE unique_key IS NOT NULL AND state NOT IN ('completed','cancelled','discarded');
 
--- Rescue of expired leases, and lease extension per worker.
+-- Rescue of expired leases; lease extension per worker scans it too (only
+-- running jobs are in it). There is deliberately no index on worker_id: the
+-- planner would pick it for the fenced finish (worker_id = …) and scan every
+-- job the worker holds per outcome instead of one primary-key lookup.
 CREATE INDEX IF NOT EXISTS jobs_lease ON {{.S}}.jobs (lease_until) WHERE state = 'running';
-CREATE INDEX IF NOT EXISTS jobs_worker ON {{.S}}.jobs (worker_id) WHERE state = 'running';
 
 -- Prune of finished jobs by age.
 CREATE INDEX IF NOT EXISTS jobs_finished ON {{.S}}.jobs (state, finished_at) WHERE finished_at IS NOT NULL;
