@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"database/sql"
+
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"github.com/jackc/pgx/v5/stdlib"
 	"os"
 	"sync"
 	"testing"
@@ -82,3 +85,6 @@ func newTestStore(t testing.TB, opts ...Option) *Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// stdlibDB opens a *sql.DB on the store's pool through pgx's stdlib driver.
+func stdlibDB(s *Store) *sql.DB { return stdlib.OpenDBFromPool(s.Pool()) }
