@@ -222,7 +222,12 @@ func New(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Store, error) {
-	s := &Store{db: db, owned: owned, memory: mem, prefix: c.prefix, stmts: &sqlq.StmtCache{DB: db}}
+	s := &Store{db: db, owned: owned, memory: mem, prefix: c.prefix}
+	if !mem {
+		// ":memory:" has one connection, which a write transaction holds:
+		// there is none left to prepare statements on.
+		s.stmts = &sqlq.StmtCache{DB: db}
+	}
 	var d sqlq.Dialect = dialect{}
 	if c.noReturning {
 		d = fallbackDialect{}
@@ -317,7 +322,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.stmts.Close()
+	if s.stmts != nil {
+		s.stmts.Close()
+	}
 	if s.owned {
 		return s.db.Close()
 	}

@@ -608,9 +608,14 @@ func TestOptionsAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	insert(t, s, job("q", "a"))
+	// Repeated statements inside write transactions on the one connection
+	// of ":memory:" (a statement cache once deadlocked here).
+	for i := 0; i < 5; i++ {
+		insert(t, s, job("q", "a"))
+		claim(t, s, "q", "w", 1, t0)
+	}
 	var n int
-	if err := s.DB().QueryRow("SELECT COUNT(*) FROM x_jobs").Scan(&n); err != nil || n != 1 {
+	if err := s.DB().QueryRow("SELECT COUNT(*) FROM x_jobs").Scan(&n); err != nil || n != 5 {
 		t.Fatalf("prefixed table: %d %v", n, err)
 	}
 	if err := s.Migrate(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 )
 
 // StmtCache keeps prepared statements for the statement texts a store runs
@@ -14,10 +15,19 @@ import (
 // Batch statements whose text depends on the batch size (Finish of 100
 // outcomes, say) are cached too once they repeat. The zero value is not
 // usable; set DB.
+//
+// Preparing needs a pool connection of its own; inside a transaction that
+// is a second one. So the pool should allow at least two connections, and
+// preparation waits at most PrepareWait for one (then the statement runs
+// unprepared) so a saturated pool cannot deadlock.
 type StmtCache struct {
 	DB    *sql.DB
 	Max   int // 0 means 128
 	Admit int // 0 means 2
+
+	// PrepareWait bounds the wait for a connection to prepare on; 0 means
+	// 20ms.
+	PrepareWait time.Duration
 
 	mu    sync.Mutex
 	tick  uint64
@@ -55,7 +65,13 @@ func (c *StmtCache) get(ctx context.Context, q string) *sql.Stmt {
 	if c.seen[q] < admit {
 		return nil
 	}
-	st, err := c.DB.PrepareContext(ctx, q)
+	wait := c.PrepareWait
+	if wait <= 0 {
+		wait = 20 * time.Millisecond
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	st, err := c.DB.PrepareContext(pctx, q)
+	cancel()
 	if err != nil {
 		return nil // run unprepared; the error (if real) surfaces there
 	}
