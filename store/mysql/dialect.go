@@ -1,0 +1,175 @@
+package mysql
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// MySQL and MariaDB error numbers the store classifies.
+const (
+	errDupEntry        = 1062 // ER_DUP_ENTRY
+	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
+	errLockDeadlock    = 1213 // ER_LOCK_DEADLOCK (also a Galera certification failure)
+	errCheckRead       = 1020 // ER_CHECKREAD: record changed since last read (MariaDB snapshot isolation)
+	errLockNoWait      = 3572 // ER_LOCK_NOWAIT
+)
+
+// timeLayout is how times are sent: UTC wall clock with microseconds, which
+// a DATETIME(6) column stores as is, whatever the session time zone.
+const timeLayout = "2006-01-02 15:04:05.000000"
+
+// dialect is the sqlq.Dialect of MySQL 8.0.1+ and MariaDB 10.6+: "?"
+// placeholders, times as UTC DATETIME(6) text, JSON_ARRAY_APPEND for the
+// errors history, no UPDATE … RETURNING (MariaDB has INSERT and DELETE …
+// RETURNING), INSERT IGNORE, UPDATE … JOIN a derived table, DELETE … ORDER
+// BY … LIMIT, and row locks (SKIP LOCKED when the server has it).
+type dialect struct {
+	sqlq.Standard
+	server serverInfo
+	// noReturning hides MariaDB's INSERT/DELETE … RETURNING, so tests run
+	// MySQL's statement forms on MariaDB.
+	noReturning bool
+}
+
+// Name returns "mysql" or "mariadb".
+func (d dialect) Name() string {
+	if d.server.mariaDB {
+		return "mariadb"
+	}
+	return "mysql"
+}
+
+// Time encodes t as UTC "YYYY-MM-DD hh:mm:ss.ffffff" text; the zero time is
+// NULL. Text rather than time.Time keeps the instant independent of the
+// driver's loc setting.
+func (dialect) Time(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// AppendJSON appends the JSON text val to the JSON array col (NULL counts
+// as empty). JSON_EXTRACT(val,'$') makes the text a JSON value on both
+// servers (MariaDB has no CAST … AS JSON).
+func (dialect) AppendJSON(col, val string) string {
+	return "JSON_ARRAY_APPEND(COALESCE(" + col + ",'[]'),'$',JSON_EXTRACT(" + val + ",'$'))"
+}
+
+// Returning reports RETURNING for INSERT and DELETE on MariaDB only.
+func (d dialect) Returning(s sqlq.Stmt) bool {
+	return d.server.mariaDB && !d.noReturning && (s == sqlq.StmtInsert || s == sqlq.StmtDelete)
+}
+
+// InsertIgnore returns INSERT IGNORE.
+func (dialect) InsertIgnore() (string, string) { return "INSERT IGNORE INTO", "" }
+
+// UpdateFrom renders UPDATE table JOIN (SELECT … UNION ALL SELECT …) alias
+// SET … WHERE …. It refuses a RETURNING list (neither server has UPDATE …
+// RETURNING).
+func (dialect) UpdateFrom(table, alias string, cols, rows []string, set, where, returning string) (string, bool) {
+	if returning != "" || len(rows) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString("UPDATE ")
+	b.WriteString(table)
+	b.WriteString(" JOIN (")
+	for i, r := range rows {
+		vals := splitTuple(r)
+		if len(vals) != len(cols) {
+			return "", false
+		}
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT ")
+		for k, v := range vals {
+			if k > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(v)
+			if i == 0 {
+				b.WriteString(" AS ")
+				b.WriteString(cols[k])
+			}
+		}
+	}
+	b.WriteString(") ")
+	b.WriteString(alias)
+	b.WriteString(" ON TRUE SET ")
+	b.WriteString(set)
+	b.WriteString(" WHERE ")
+	b.WriteString(where)
+	return b.String(), true
+}
+
+// splitTuple splits "(a,b,c)" into its comma-separated parts; parentheses
+// nest.
+func splitTuple(r string) []string {
+	r = strings.TrimSpace(r)
+	if len(r) < 2 || r[0] != '(' || r[len(r)-1] != ')' {
+		return nil
+	}
+	r = r[1 : len(r)-1]
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(r); i++ {
+		switch r[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, r[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, r[start:])
+}
+
+// DeleteLimit renders DELETE … WHERE … ORDER BY … LIMIT ?.
+func (dialect) DeleteLimit(table, where, order, limit string) string {
+	return "DELETE FROM " + table + " WHERE " + where + " ORDER BY " + order + " LIMIT " + limit
+}
+
+// LockSuffix returns " FOR UPDATE SKIP LOCKED" when asked and the server
+// has it, else " FOR UPDATE".
+func (d dialect) LockSuffix(skipLocked bool) string {
+	if skipLocked && d.server.skipLocked() {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return " FOR UPDATE"
+}
+
+// MaxParams returns 65535, the prepared-statement limit.
+func (dialect) MaxParams() int { return 65535 }
+
+// Transient reports deadlocks (1213, which is also how Galera reports a
+// certification conflict), lock wait timeouts (1205), MariaDB's "record
+// changed since last read" (1020) and NOWAIT failures (3572).
+func (dialect) Transient(err error) bool { return transient(err) }
+
+func transient(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case errLockDeadlock, errLockWaitTimeout, errCheckRead, errLockNoWait:
+			return true
+		}
+	}
+	return false
+}
+
+// UniqueViolation reports a duplicate key (1062).
+func (dialect) UniqueViolation(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDupEntry
+}

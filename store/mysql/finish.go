@@ -1,0 +1,310 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// finishChunk bounds the outcomes of one statement.
+const finishChunk = 500
+
+// change is one outcome as the columns of the derived table v of a batched
+// finish (see finishUpdate).
+type change struct {
+	id      int64
+	worker  string
+	attempt int
+
+	state      core.State
+	newAttempt int
+	runAt      time.Time // zero: keep
+	finishedAt time.Time // zero: NULL
+	err        string    // JSON of one AttemptError; "": none
+	result     []byte
+	setResult  bool
+	kind       string // "": keep
+	args       []byte // nil: keep
+}
+
+// outcomeChange turns an outcome into a change, or an error for an unknown
+// kind.
+func outcomeChange(o *core.Outcome) (change, error) {
+	ch := change{id: o.JobID, worker: o.WorkerID, attempt: o.Attempt, newAttempt: o.Attempt}
+	if o.Error != nil {
+		e, err := sqlq.EncodeError(*o.Error)
+		if err != nil {
+			return ch, err
+		}
+		ch.err = e
+	}
+	at, runAt := core.UTC(o.At), core.UTC(o.RunAt)
+	if runAt.IsZero() {
+		runAt = at // no RunAt given: due at once
+	}
+	due := core.StateAvailable
+	if runAt.After(at) {
+		due = core.StateScheduled
+	}
+	switch o.Kind {
+	case core.OutcomeComplete:
+		ch.state, ch.finishedAt = core.StateCompleted, at
+		ch.result, ch.setResult = o.Result, true
+	case core.OutcomeRetry:
+		ch.state, ch.runAt = core.StateRetryable, runAt
+	case core.OutcomeSnooze:
+		ch.state, ch.runAt = due, runAt
+		ch.newAttempt = max(0, o.Attempt-1)
+	case core.OutcomeContinue:
+		ch.state, ch.runAt = due, runAt
+		ch.newAttempt = 0
+		ch.kind = o.NextKind
+		if o.NextArgs != nil {
+			ch.args = o.NextArgs
+		}
+	case core.OutcomeCancel:
+		ch.state, ch.finishedAt = core.StateCancelled, at
+	case core.OutcomeDiscard:
+		ch.state, ch.finishedAt = core.StateDiscarded, at
+	default:
+		return ch, fmt.Errorf("mysql: job %d: unknown outcome kind %q", o.JobID, o.Kind)
+	}
+	return ch, nil
+}
+
+// Finish applies a batch of fenced outcomes and returns one result per
+// outcome in input order. Updates run as one UPDATE … JOIN a derived table
+// of the outcomes per 500; completions with Delete as one fenced DELETE
+// (with RETURNING on MariaDB). A batch of deletions alone on MariaDB is one
+// autocommit statement; anything else runs in one transaction. An outcome
+// whose fence fails (job not running under its worker id and attempt)
+// reports Applied=false and changes nothing; an unknown outcome kind fails
+// the whole call. Deadlocks and lock wait timeouts are retried inside.
+func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	if len(outcomes) == 0 {
+		return []core.FinishResult{}, nil
+	}
+	var out []core.FinishResult
+	if s.d.Returning(sqlq.StmtDelete) && len(outcomes) <= finishChunk && allDeletes(outcomes) {
+		err := s.retry(ctx, func() (err error) {
+			out, err = s.FinishOn(ctx, s.sdb, outcomes)
+			return err
+		})
+		return out, err
+	}
+	err := s.inTx(ctx, func(c sqlq.Conn) (err error) {
+		out, err = s.FinishOn(ctx, c, outcomes)
+		return err
+	})
+	return out, err
+}
+
+// allDeletes reports whether every outcome is a completion with Delete, for
+// distinct jobs (so one DELETE statement applies them all).
+func allDeletes(outcomes []core.Outcome) bool {
+	seen := make(map[int64]bool, len(outcomes))
+	for i := range outcomes {
+		o := &outcomes[i]
+		if o.Kind != core.OutcomeComplete || !o.Delete || seen[o.JobID] {
+			return false
+		}
+		seen[o.JobID] = true
+	}
+	return true
+}
+
+// FinishOn is Finish on a caller-supplied connection or transaction, with
+// no retries (CompleteTx uses it with the caller's transaction). Given
+// updates, c must be a transaction: which of them applied is read back in
+// it.
+func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	res := make([]core.FinishResult, len(outcomes))
+	chs := make([]change, len(outcomes))
+	for i := range outcomes {
+		res[i].JobID = outcomes[i].JobID
+		ch, err := outcomeChange(&outcomes[i])
+		if err != nil {
+			return nil, err
+		}
+		chs[i] = ch
+	}
+	// Rounds of distinct job ids, so a job named twice is applied in input
+	// order (the second normally fails its fence).
+	remaining := make([]int, len(outcomes))
+	for i := range remaining {
+		remaining[i] = i
+	}
+	for len(remaining) > 0 {
+		seen := make(map[int64]bool, len(remaining))
+		var upd, del, later []int
+		for _, i := range remaining {
+			o := &outcomes[i]
+			switch {
+			case seen[o.JobID]:
+				later = append(later, i)
+				continue
+			case o.Kind == core.OutcomeComplete && o.Delete:
+				del = append(del, i)
+			default:
+				upd = append(upd, i)
+			}
+			seen[o.JobID] = true
+		}
+		for start := 0; start < len(upd); start += finishChunk {
+			part := upd[start:min(len(upd), start+finishChunk)]
+			applied, err := s.finishUpdate(ctx, c, chs, part)
+			if err != nil {
+				return nil, err
+			}
+			for _, i := range part {
+				res[i].Applied = applied[outcomes[i].JobID]
+			}
+		}
+		for start := 0; start < len(del); start += finishChunk {
+			part := del[start:min(len(del), start+finishChunk)]
+			deleted, err := s.finishDelete(ctx, c, chs, part)
+			if err != nil {
+				return nil, err
+			}
+			for _, i := range part {
+				res[i].Applied = deleted[outcomes[i].JobID]
+			}
+		}
+		remaining = later
+	}
+	return res, nil
+}
+
+// finishUpdate applies the changes chs[part] (distinct ids) with one
+//
+//	UPDATE jobs JOIN (SELECT ? AS id, … UNION ALL SELECT …) v ON jobs.id = v.id
+//	SET … WHERE <fence>
+//
+// that stamps a fresh random version token on the rows it changes. When it
+// changed every row, all applied; otherwise a read of the token in the same
+// transaction says which did.
+func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []change, part []int) (map[int64]bool, error) {
+	T := s.t.Jobs
+	token := rand.Int64() | 1<<62
+	var q strings.Builder
+	args := make([]any, 0, 12*len(part)+1)
+	q.WriteString("UPDATE " + T + " JOIN (")
+	for k, i := range part {
+		ch := &chs[i]
+		if k == 0 {
+			q.WriteString("SELECT ? AS id, ? AS fw, ? AS fa, ? AS st, ? AS na, ? AS ra, ? AS fi, ? AS er, ? AS rs, ? AS sr, ? AS kd, ? AS ag")
+		} else {
+			q.WriteString(" UNION ALL SELECT ?,?,?,?,?,?,?,?,?,?,?,?")
+		}
+		var er, rs, kd, ag any
+		if ch.err != "" {
+			er = ch.err
+		}
+		if ch.result != nil {
+			rs = ch.result
+		}
+		sr := 0
+		if ch.setResult {
+			sr = 1
+		}
+		if ch.kind != "" {
+			kd = ch.kind
+		}
+		if ch.args != nil {
+			ag = string(ch.args)
+		}
+		args = append(args, ch.id, ch.worker, int64(ch.attempt), string(ch.state), int64(ch.newAttempt),
+			s.d.Time(ch.runAt), s.d.Time(ch.finishedAt), er, rs, sr, kd, ag)
+	}
+	q.WriteString(") v ON " + T + ".id = v.id SET " + T + ".state = v.st, " + T + ".attempt = v.na, " +
+		T + ".run_at = COALESCE(v.ra, " + T + ".run_at), " + T + ".finished_at = v.fi, " + T + ".lease_until = NULL, " +
+		T + ".version = ?, " + T + ".errors = CASE WHEN v.er IS NULL THEN " + T + ".errors ELSE " + s.d.AppendJSON(T+".errors", "v.er") + " END, " +
+		T + ".result = CASE WHEN v.sr = 1 THEN v.rs ELSE " + T + ".result END, " +
+		T + ".kind = COALESCE(v.kd, " + T + ".kind), " + T + ".args = COALESCE(v.ag, " + T + ".args)" +
+		" WHERE " + T + ".state = 'running' AND " + T + ".worker_id = v.fw AND " + T + ".attempt = v.fa")
+	args = append(args, token)
+	r, err := c.Exec(ctx, q.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	applied := make(map[int64]bool, len(part))
+	switch {
+	case n == 0:
+	case int(n) == len(part):
+		for _, i := range part {
+			applied[chs[i].id] = true
+		}
+	default:
+		ids := make([]any, 0, len(part)+1)
+		ids = append(ids, token)
+		for _, i := range part {
+			ids = append(ids, chs[i].id)
+		}
+		got, err := scanIDs(c.Query(ctx, "SELECT id FROM "+T+" WHERE version = ? AND id IN ("+marks(len(part))+")", ids...))
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range got {
+			applied[id] = true
+		}
+	}
+	return applied, nil
+}
+
+// finishDelete deletes the fenced completions chs[part] (distinct ids) and
+// returns the ids deleted: one DELETE … RETURNING id on MariaDB; on MySQL a
+// locking read of the rows that pass the fence, then a DELETE of those.
+func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []change, part []int) (map[int64]bool, error) {
+	var where strings.Builder
+	args := make([]any, 0, 5*len(part))
+	where.WriteString(" WHERE id IN (" + marks(len(part)) + ") AND state = 'running' AND worker_id = CASE id")
+	for _, i := range part {
+		args = append(args, chs[i].id)
+	}
+	for _, i := range part {
+		where.WriteString(" WHEN ? THEN ?")
+		args = append(args, chs[i].id, chs[i].worker)
+	}
+	where.WriteString(" END AND attempt = CASE id")
+	for _, i := range part {
+		where.WriteString(" WHEN ? THEN ?")
+		args = append(args, chs[i].id, int64(chs[i].attempt))
+	}
+	where.WriteString(" END")
+	out := make(map[int64]bool, len(part))
+	var ids []int64
+	var err error
+	if s.d.Returning(sqlq.StmtDelete) {
+		ids, err = scanIDs(c.Query(ctx, "DELETE FROM "+s.t.Jobs+where.String()+" RETURNING id", args...))
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		ids, err = scanIDs(c.Query(ctx, "SELECT id FROM "+s.t.Jobs+where.String()+" FOR UPDATE", args...))
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) > 0 {
+			del := make([]any, len(ids))
+			for k, id := range ids {
+				del[k] = id
+			}
+			if _, err := c.Exec(ctx, "DELETE FROM "+s.t.Jobs+" WHERE id IN ("+marks(len(ids))+")", del...); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}

@@ -1,0 +1,276 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// insertCols are the columns Insert writes; the rest take their defaults.
+const insertCols = "queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at"
+
+// Statement size bounds of a batch insert: rows and bytes of payload per
+// INSERT (well under the 16 MiB default max_allowed_packet of MariaDB;
+// MySQL's is 64 MiB).
+const (
+	insertMaxRows  = 1000
+	insertMaxBytes = 4 << 20
+)
+
+// Insert stores jobs in one transaction, one multi-row INSERT IGNORE per
+// chunk of up to 1000 rows, and returns one result per input in input
+// order. Unique keys are enforced by the unique index on unique_live: a key
+// held by a live job yields that job with Duplicate=true, and a key
+// repeated inside the batch yields one job, later inputs marked Duplicate.
+// Deadlocks and lock wait timeouts are retried inside.
+func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	if len(jobs) == 0 {
+		return []core.InsertResult{}, nil
+	}
+	var out []core.InsertResult
+	err := s.inTx(ctx, func(c sqlq.Conn) (err error) {
+		out, err = s.InsertOn(ctx, c, now, jobs)
+		return err
+	})
+	return out, err
+}
+
+// InsertOn is Insert on a caller-supplied connection or transaction, with
+// no retries (InsertTx uses it with the caller's transaction).
+func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	now = core.UTC(now)
+	res := make([]core.InsertResult, len(jobs))
+	firstByKey := make(map[string]int)
+	var send []int // input indexes to send to the database
+	for i, p := range jobs {
+		if p.UniqueKey != "" {
+			if _, dup := firstByKey[p.UniqueKey]; dup {
+				continue
+			}
+			firstByKey[p.UniqueKey] = i
+		}
+		send = append(send, i)
+	}
+	// Rounds: a key that conflicted with a live job which then finished
+	// before we could read it is sent again.
+	for round := 0; len(send) > 0; round++ {
+		if round == 5 {
+			return nil, fmt.Errorf("mysql: insert: unique keys kept changing state between insert and read")
+		}
+		missing, err := s.insertRows(ctx, c, now, jobs, send, res)
+		if err != nil {
+			return nil, err
+		}
+		if len(missing) == 0 {
+			break
+		}
+		send, err = s.fillDuplicates(ctx, c, jobs, missing, res)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range jobs {
+		if res[i].Job == nil && p.UniqueKey != "" {
+			cp := *res[firstByKey[p.UniqueKey]].Job
+			res[i] = core.InsertResult{Job: &cp, Duplicate: true}
+		}
+	}
+	return res, nil
+}
+
+// insertRows inserts the send rows, chunked, and fills res with the jobs
+// inserted; it returns the indexes whose unique key conflicted.
+func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) ([]int, error) {
+	var missing []int
+	for start := 0; start < len(send); {
+		end, size := start, 0
+		for end < len(send) && end-start < insertMaxRows && (end == start || size < insertMaxBytes) {
+			p := &jobs[send[end]]
+			size += len(p.Args) + len(p.UniqueKey) + 256
+			end++
+		}
+		m, err := s.insertChunk(ctx, c, now, jobs, send[start:end], res)
+		if err != nil {
+			return nil, err
+		}
+		missing = append(missing, m...)
+		start = end
+	}
+	return missing, nil
+}
+
+// insertChunk runs one multi-row INSERT IGNORE. On MariaDB it returns the
+// inserted ids with RETURNING; on MySQL it reads the rows from
+// LAST_INSERT_ID() on, within the same transaction (a multi-row insert of a
+// known number of rows gets its ids as one block under every
+// innodb_autoinc_lock_mode, and the rows read are checked against the
+// inputs).
+func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, part []int, res []core.InsertResult) ([]int, error) {
+	var q strings.Builder
+	args := make([]any, 0, 12*len(part))
+	q.WriteString("INSERT IGNORE INTO " + s.t.Jobs + " (" + insertCols + ") VALUES ")
+	for k, i := range part {
+		if k > 0 {
+			q.WriteString(",")
+		}
+		q.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+		p := &jobs[i]
+		tags, err := sqlq.EncodeTags(p.Tags)
+		if err != nil {
+			return nil, err
+		}
+		meta, err := sqlq.EncodeMetadata(p.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		var key any
+		if p.UniqueKey != "" {
+			key = p.UniqueKey
+		}
+		args = append(args, p.Queue, p.Kind, string(p.Args), int64(p.Priority), string(insertState(p, now)), int64(p.MaxAttempts),
+			s.d.Time(p.RunAt), s.d.Time(p.Deadline), key, tags, meta, s.d.Time(now))
+	}
+	type row struct {
+		id  int64
+		key sql.NullString
+	}
+	var got []row
+	scan := func(rows sqlq.Rows, err error) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.key); err != nil {
+				return err
+			}
+			got = append(got, r)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return rows.Close()
+	}
+	if s.d.Returning(sqlq.StmtInsert) {
+		q.WriteString(" RETURNING id, unique_key")
+		if err := scan(c.Query(ctx, q.String(), args...)); err != nil {
+			return nil, err
+		}
+	} else {
+		r, err := c.Exec(ctx, q.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		n, err := r.RowsAffected()
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			first, err := r.LastInsertId()
+			if err != nil {
+				return nil, err
+			}
+			if err := scan(c.Query(ctx, "SELECT id, unique_key FROM "+s.t.Jobs+" WHERE id >= ? ORDER BY id LIMIT ?", first, n)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Keyed rows are matched by key (unique among the rows sent), key-less
+	// rows by id order, which is insert order.
+	byKey := make(map[string]int64)
+	var plain []int64
+	for _, r := range got {
+		if r.key.Valid {
+			byKey[r.key.String] = r.id
+		} else {
+			plain = append(plain, r.id)
+		}
+	}
+	slices.Sort(plain)
+	var missing []int
+	for _, i := range part {
+		p := &jobs[i]
+		if p.UniqueKey != "" {
+			if id, ok := byKey[p.UniqueKey]; ok {
+				res[i] = core.InsertResult{Job: insertedJob(id, p, now)}
+				delete(byKey, p.UniqueKey)
+			} else {
+				missing = append(missing, i)
+			}
+			continue
+		}
+		if len(plain) == 0 {
+			return nil, fmt.Errorf("mysql: insert: the server reported fewer inserted rows than were sent without a unique key")
+		}
+		res[i] = core.InsertResult{Job: insertedJob(plain[0], p, now)}
+		plain = plain[1:]
+	}
+	if len(plain) > 0 || len(byKey) > 0 {
+		return nil, fmt.Errorf("mysql: insert: rows read back after the insert do not match the rows sent (is innodb_autoinc_lock_mode giving one statement non-consecutive ids?)")
+	}
+	return missing, nil
+}
+
+// insertState is the state of a newly inserted job.
+func insertState(p *core.InsertParams, now time.Time) core.State {
+	if p.RunAt.After(now) {
+		return core.StateScheduled
+	}
+	return core.StateAvailable
+}
+
+// insertedJob is the job a fresh insert of p with id stored, as Get would
+// return it.
+func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
+	return &core.Job{
+		ID:          id,
+		Queue:       p.Queue,
+		Kind:        p.Kind,
+		Args:        slices.Clone(p.Args),
+		Priority:    p.Priority,
+		State:       insertState(p, now),
+		MaxAttempts: p.MaxAttempts,
+		RunAt:       core.UTC(p.RunAt),
+		Deadline:    core.UTC(p.Deadline),
+		UniqueKey:   p.UniqueKey,
+		Tags:        slices.Clone(p.Tags),
+		Metadata:    maps.Clone(p.Metadata),
+		CreatedAt:   now,
+	}
+}
+
+// fillDuplicates reads the live jobs holding the keys of the missing inputs
+// (a current read, so it sees the row the insert collided with even when it
+// committed after this transaction's first read) and marks those results
+// Duplicate. It returns the inputs whose key is no longer held.
+func (s *Store) fillDuplicates(ctx context.Context, c sqlq.Conn, jobs []core.InsertParams, missing []int, res []core.InsertResult) ([]int, error) {
+	args := make([]any, len(missing))
+	for k, i := range missing {
+		args[k] = jobs[i].UniqueKey
+	}
+	got, err := scanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+" FROM "+s.t.Jobs+" WHERE unique_live IN ("+marks(len(missing))+") LOCK IN SHARE MODE", args...))
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string]*core.Job, len(got))
+	for _, j := range got {
+		byKey[j.UniqueKey] = j
+	}
+	var again []int
+	for _, i := range missing {
+		if j, ok := byKey[jobs[i].UniqueKey]; ok {
+			res[i] = core.InsertResult{Job: j, Duplicate: true}
+		} else {
+			again = append(again, i)
+		}
+	}
+	return again, nil
+}

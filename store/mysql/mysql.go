@@ -1,0 +1,408 @@
+// Package mysql is backlog's MySQL and MariaDB store, on
+// github.com/go-sql-driver/mysql, for MySQL 8.0.1+ and MariaDB 10.6+ (the
+// optimistic claim strategy also runs on older servers and on Galera or
+// Group Replication clusters). It implements core.Store, core.Migrator,
+// core.TxInserter and core.TxCompleter (with *sql.Tx or *sqlx.Tx), and not
+// core.Notifier: MySQL has no LISTEN/NOTIFY, so the engine polls.
+// docs/mysql.md is the operator's guide.
+//
+// # Opening
+//
+//	s, err := mysql.Open(ctx, "app:secret@tcp(db:3306)/app", mysql.WithPrefix("jobs_"))
+//
+// Open takes a go-sql-driver DSN and sets what the store needs on top of
+// it: parseTime=true, loc=UTC, timeTruncate=1µs, interpolateParams=true,
+// the session time zone '+00:00' and READ COMMITTED isolation (which keeps
+// SKIP LOCKED claims free of gap locks). New wraps a caller-owned *sql.DB
+// instead; its DSN must use loc=UTC (or parseTime=false), and the store
+// then begins its transactions at READ COMMITTED explicitly. Both read the
+// server version first and refuse core.StrategySkipLocked on a server
+// without SKIP LOCKED (MySQL < 8.0.1, MariaDB < 10.6) with an error
+// wrapping core.ErrUnsupported; both migrate the schema (embedded
+// pressly/goose migrations, serialised across processes with GET_LOCK)
+// unless WithMigrate(false).
+//
+// # URLs
+//
+// The package registers the scheme "mysql" with the store registry:
+//
+//	mysql://user:password@host:3306/dbname?prefix=backlog_&strategy=skip-locked
+//
+// Backlog's parameters (prefix, strategy, migrate, max_conns) are removed;
+// every other parameter is passed to the driver (tls, timeout, …). A
+// missing port means 3306; "mysql://user@unix(/run/mysqld/mysqld.sock)/db"
+// is not a URL, use Open with a DSN for sockets.
+//
+// # Schema
+//
+// Tables <prefix>jobs, <prefix>queues, <prefix>workers (default prefix
+// "backlog_") in utf8mb4_bin, so names compare byte for byte. Times are
+// DATETIME(6) holding UTC; args, tags, metadata and the errors history are
+// JSON columns (on MariaDB LONGTEXT with a JSON_VALID check; on MySQL the
+// binary JSON type, so args come back normalised but with the same
+// meaning). Two stored generated columns stand in for the partial indexes
+// MySQL lacks: pending (1 for scheduled, available and retryable jobs),
+// leading the claim index (queue, pending, priority, run_at, id), and
+// unique_live (the unique key while the job is live, NULL once final),
+// under a unique index.
+//
+// # Errors
+//
+// Deadlocks (1213, also Galera certification conflicts), lock wait
+// timeouts (1205) and MariaDB's 1020 are retried inside the store with
+// jittered backoff (2 ms doubling to 500 ms, 12 retries); an error that
+// reaches the caller means the call took no effect.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// DefaultPrefix is the table prefix used unless WithPrefix says otherwise.
+const DefaultPrefix = "backlog_"
+
+type config struct {
+	prefix      string
+	strategy    core.ClaimStrategy
+	migrate     bool
+	maxConns    int
+	noReturning bool // tests: MySQL's statement forms on MariaDB
+}
+
+// Option configures Open and New.
+type Option func(*config)
+
+// WithPrefix sets the table prefix (default "backlog_"; "" allowed): at
+// most 48 bytes of ASCII letters, digits and '_', not starting with a digit.
+func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
+
+// WithStrategy selects the claim strategy: core.StrategySkipLocked (the
+// default) or core.StrategyOptimistic (for Galera and Group Replication
+// clusters, and servers without SKIP LOCKED). SKIP LOCKED on a server
+// without it, or an unknown strategy, makes Open and New fail with an error
+// wrapping core.ErrUnsupported.
+func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
+
+// WithMigrate says whether Open and New migrate the schema (default true).
+func WithMigrate(migrate bool) Option { return func(c *config) { c.migrate = migrate } }
+
+// WithMaxOpenConns bounds the connection pool of Open (default
+// max(8, 4×GOMAXPROCS)). New ignores it: the caller owns that pool.
+func WithMaxOpenConns(n int) Option { return func(c *config) { c.maxConns = n } }
+
+// Store is the MySQL/MariaDB store. All methods are safe for concurrent use
+// by many goroutines and processes.
+type Store struct {
+	*sqlq.Store
+	db       *sql.DB
+	owned    bool
+	prefix   string
+	t        sqlq.Tables
+	d        dialect
+	server   serverInfo
+	strategy core.ClaimStrategy
+	sdb      *guardedDB
+	closed   atomic.Bool
+}
+
+var (
+	_ core.Store       = (*Store)(nil)
+	_ core.Migrator    = (*Store)(nil)
+	_ core.TxInserter  = (*Store)(nil)
+	_ core.TxCompleter = (*Store)(nil)
+)
+
+func newConfig(opts []Option) (config, error) {
+	c := config{prefix: DefaultPrefix, strategy: core.StrategySkipLocked, migrate: true}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := sqlq.ValidPrefix(c.prefix); err != nil {
+		return c, fmt.Errorf("mysql: %w", err)
+	}
+	switch c.strategy {
+	case "":
+		c.strategy = core.StrategySkipLocked
+	case core.StrategySkipLocked, core.StrategyOptimistic:
+	default:
+		return c, fmt.Errorf("mysql: unknown claim strategy %q (want %q or %q): %w", c.strategy, core.StrategySkipLocked, core.StrategyOptimistic, core.ErrUnsupported)
+	}
+	return c, nil
+}
+
+// DriverConfig returns the go-sql-driver configuration Open uses for dsn:
+// the DSN's own settings plus parseTime=true, loc=UTC, timeTruncate=1µs,
+// interpolateParams=true, multiStatements off and the session time zone
+// '+00:00'. Open adds the READ COMMITTED isolation variable once it knows
+// the server.
+func DriverConfig(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: malformed DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if err := cfg.Apply(mysql.TimeTruncate(time.Microsecond)); err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	cfg.InterpolateParams = true
+	cfg.MultiStatements = false
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	return cfg, nil
+}
+
+// Open connects to the database named by dsn (a go-sql-driver DSN such as
+// "user:pass@tcp(host:3306)/db"), checks the server, migrates unless
+// WithMigrate(false), and returns a store that owns its pool.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := DriverConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	server, err := probeConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := cfg.Params["transaction_isolation"]; !set {
+		if _, set := cfg.Params["tx_isolation"]; !set {
+			cfg.Params[server.isolationVar()] = "'READ-COMMITTED'"
+		}
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	n := c.maxConns
+	if n <= 0 {
+		n = max(8, 4*runtime.GOMAXPROCS(0))
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s, err := newStore(ctx, db, true, server, nil, c)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// probeConfig reads the server version on one short-lived connection.
+func probeConfig(ctx context.Context, cfg *mysql.Config) (serverInfo, error) {
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return serverInfo{}, fmt.Errorf("mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	return probe(ctx, db)
+}
+
+// New returns a store on a caller-owned *sql.DB opened with the "mysql"
+// driver. Its DSN must use loc=UTC, or parseTime=false (times are then
+// decoded by the store); the store begins its own transactions at READ
+// COMMITTED. It migrates unless WithMigrate(false). Close does not close db.
+func New(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("mysql: New: nil *sql.DB")
+	}
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	server, err := probe(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	var probeTime any
+	if err := db.QueryRowContext(ctx, "SELECT CAST('2000-01-02 03:04:05' AS DATETIME(6))").Scan(&probeTime); err != nil {
+		return nil, fmt.Errorf("mysql: New: %w", err)
+	}
+	if t, ok := probeTime.(time.Time); ok && t.Location() != time.UTC {
+		return nil, fmt.Errorf("mysql: New: the *sql.DB decodes DATETIME in %s; its DSN needs loc=UTC (or parseTime=false)", t.Location())
+	}
+	return newStore(ctx, db, false, server, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, c)
+}
+
+func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, txOpts *sql.TxOptions, c config) (*Store, error) {
+	if c.strategy == core.StrategySkipLocked && !server.skipLocked() {
+		return nil, fmt.Errorf("mysql: %s (%s) has no FOR UPDATE SKIP LOCKED (it needs MySQL 8.0.1+ or MariaDB 10.6+); use the %q claim strategy: %w",
+			server, server.version, core.StrategyOptimistic, core.ErrUnsupported)
+	}
+	s := &Store{db: db, owned: owned, prefix: c.prefix, t: sqlq.PrefixTables(c.prefix), server: server, strategy: c.strategy}
+	s.d = dialect{server: server, noReturning: c.noReturning}
+	s.sdb = &guardedDB{StdDB: sqlq.StdDB{DB: db, TxOptions: txOpts}, closed: &s.closed}
+	inner, err := sqlq.New(sqlq.Config{
+		Dialect:  s.d,
+		DB:       s.sdb,
+		Tables:   s.t,
+		Strategy: c.strategy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	s.Store = inner
+	if c.migrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// DB returns the underlying *sql.DB, for transactions passed to InsertTx
+// and CompleteTx.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Prefix returns the table prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Strategy returns the claim strategy in use.
+func (s *Store) Strategy() core.ClaimStrategy { return s.strategy }
+
+// ServerVersion returns the server's VERSION() text, e.g.
+// "10.11.19-MariaDB-0+deb12u1".
+func (s *Store) ServerVersion() string { return s.server.version }
+
+// Close closes the pool if Open created it. Later calls return errors
+// wrapping core.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.owned {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// retry runs fn until it succeeds, fails with a non-transient error, 12
+// retries are used or ctx ends. Backoff starts at 2 ms and doubles up to
+// 500 ms, with jitter.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	for i := 0; ; i++ {
+		if s.closed.Load() {
+			return core.ErrClosed
+		}
+		err := fn()
+		if err == nil || !transient(err) || i >= 12 {
+			return err
+		}
+		d := min(2*time.Millisecond<<min(i, 16), 500*time.Millisecond)
+		d = d/2 + rand.N(d/2+1)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// inTx runs fn in one transaction, retrying transient errors.
+func (s *Store) inTx(ctx context.Context, fn func(sqlq.Conn) error) error {
+	return s.retry(ctx, func() error { return s.sdb.InTx(ctx, fn) })
+}
+
+// txConn accepts the transaction types InsertTx and CompleteTx support.
+func txConn(tx any) (sqlq.Conn, error) {
+	switch t := tx.(type) {
+	case *sql.Tx:
+		if t != nil {
+			return sqlq.StdConn{X: t}, nil
+		}
+	case *sqlx.Tx:
+		if t != nil && t.Tx != nil {
+			return sqlq.StdConn{X: t.Tx}, nil
+		}
+	}
+	return nil, fmt.Errorf("mysql: transaction of type %T (want *sql.Tx or *sqlx.Tx): %w", tx, core.ErrUnsupported)
+}
+
+// InsertTx inserts jobs inside the caller's transaction (*sql.Tx or
+// *sqlx.Tx on this database); they become visible when it commits and
+// vanish on rollback. Other transaction types return an error wrapping
+// core.ErrUnsupported. Semantics otherwise match Insert; transient errors
+// are not retried (the caller owns the transaction).
+func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	c, err := txConn(tx)
+	if err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return s.InsertOn(ctx, c, now, jobs)
+}
+
+// CompleteTx applies one fenced outcome inside the caller's transaction
+// (*sql.Tx or *sqlx.Tx). It returns an error wrapping core.ErrLeaseLost
+// when the fence fails, and core.ErrUnsupported for other transaction
+// types.
+func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+	c, err := txConn(tx)
+	if err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return core.ErrClosed
+	}
+	res, err := s.FinishOn(ctx, c, []core.Outcome{o})
+	if err != nil {
+		return err
+	}
+	if !res[0].Applied {
+		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
+	}
+	return nil
+}
+
+// guardedDB fails every call after Close with core.ErrClosed.
+type guardedDB struct {
+	sqlq.StdDB
+	closed *atomic.Bool
+}
+
+func (d *guardedDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if d.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return d.StdDB.Exec(ctx, q, args...)
+}
+
+func (d *guardedDB) Query(ctx context.Context, q string, args ...any) (sqlq.Rows, error) {
+	if d.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return d.StdDB.Query(ctx, q, args...)
+}
+
+func (d *guardedDB) InTx(ctx context.Context, fn func(sqlq.Conn) error) error {
+	if d.closed.Load() {
+		return core.ErrClosed
+	}
+	return d.StdDB.InTx(ctx, fn)
+}

@@ -1,0 +1,121 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store"
+)
+
+func init() {
+	store.Register("mysql", openURL)
+}
+
+// openURL opens a store from a "mysql://" URL.
+func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
+	dsn, opts, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, dsn, opts...)
+}
+
+// ParseURL turns a store URL,
+//
+//	mysql://user:password@host:port/dbname?prefix=backlog_&strategy=skip-locked&…
+//
+// into a go-sql-driver DSN ("user:password@tcp(host:port)/dbname?…") and the
+// options named by backlog's own query parameters, which it removes:
+//
+//	prefix=backlog_       table prefix
+//	strategy=skip-locked  claim strategy: skip-locked (default) or optimistic
+//	migrate=false         do not migrate on open
+//	max_conns=16          connection pool size
+//
+// Every other parameter is left for the driver (tls, timeout, readTimeout,
+// …). The port defaults to 3306; the database name is required.
+func ParseURL(raw string) (string, []Option, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("mysql: malformed URL: %w", err)
+	}
+	return parseURL(u)
+}
+
+func parseURL(u *url.URL) (string, []Option, error) {
+	if u.Scheme != "mysql" {
+		return "", nil, fmt.Errorf("mysql: URL scheme %q: want mysql://user:password@host:3306/dbname", u.Scheme)
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return "", nil, errors.New("mysql: URL names no server: want mysql://user:password@host:3306/dbname")
+	}
+	name, err := url.PathUnescape(trimSlash(u.Path))
+	if err != nil || name == "" {
+		return "", nil, errors.New("mysql: URL names no database: want mysql://user:password@host:3306/dbname")
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "3306"
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", nil, fmt.Errorf("mysql: URL port %q is not a number", port)
+	}
+	cfg := mysql.NewConfig()
+	cfg.Net = "tcp"
+	cfg.Addr = net.JoinHostPort(host, port)
+	cfg.DBName = name
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	var opts []Option
+	q := u.Query()
+	rest := url.Values{}
+	for k, vs := range q {
+		v := vs[len(vs)-1]
+		switch k {
+		case "prefix":
+			opts = append(opts, WithPrefix(v))
+		case "strategy":
+			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
+		case "migrate":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return "", nil, fmt.Errorf("mysql: migrate=%q: want true or false", v)
+			}
+			opts = append(opts, WithMigrate(b))
+		case "max_conns":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return "", nil, fmt.Errorf("mysql: max_conns=%q: want a positive integer", v)
+			}
+			opts = append(opts, WithMaxOpenConns(n))
+		default:
+			rest[k] = vs
+		}
+	}
+	dsn := cfg.FormatDSN()
+	if len(rest) > 0 {
+		// Let the driver parse its own parameters, so unknown ones and bad
+		// values are reported as it would.
+		full := dsn + "?" + rest.Encode()
+		if _, err := mysql.ParseDSN(full); err != nil {
+			return "", nil, fmt.Errorf("mysql: URL parameters: %w", err)
+		}
+		dsn = full
+	}
+	return dsn, opts, nil
+}
+
+func trimSlash(p string) string {
+	for len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	return p
+}
