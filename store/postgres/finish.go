@@ -95,7 +95,7 @@ func (a *finishArgs) add(o *core.Outcome) error {
 }
 
 func (a *finishArgs) params() []any {
-	return []any{a.id, a.worker, a.attempt, a.state, a.newAttempt, a.runAt, a.finishedAt, a.errEntry, a.result, a.setResult, a.kind, a.args, a.del}
+	return []any{a.id, a.worker, a.attempt, a.state, a.newAttempt, a.runAt, a.finishedAt, a.errEntry, a.result, a.setResult, a.kind, a.args, a.del, string(core.StateRunning)}
 }
 
 // Finish applies a batch of fenced outcomes in one statement (an UPDATE …

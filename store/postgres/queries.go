@@ -69,7 +69,11 @@ func buildQueries(t sqlq.Tables) queries {
 
 	// Finish: one row per outcome in parallel arrays; del rows are deleted
 	// instead of updated. Both are fenced by worker id and attempt.
-	fence := "j.id = v.id AND j.state = 'running' AND j.worker_id = v.fw AND j.attempt = v.fa"
+	// The state is compared with a parameter ($14 = 'running'), not a
+	// literal: a generic plan then cannot prove the lease index's predicate
+	// (state = 'running') and so never scans every running job to join
+	// them with the outcomes; it looks each outcome up by primary key.
+	fence := "j.id = v.id AND j.state = $14::text AND j.worker_id = v.fw AND j.attempt = v.fa"
 	q.finish = "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::int[], $6::timestamptz[]," +
 		" $7::timestamptz[], $8::text[], $9::bytea[], $10::bool[], $11::text[], $12::text[], $13::bool[])" +
 		" AS v(id, fw, fa, st, na, ra, fi, er, rs, sr, kd, ag, del))," +
