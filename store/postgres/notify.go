@@ -141,3 +141,17 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 	}
 	return j, nil
 }
+
+// Retry makes a job that is not running available now (RunAt=now,
+// FinishedAt and lease cleared; MaxAttempts raised to Attempt+1 when its
+// attempts are used up), returns it, and wakes the listeners of its queue.
+// Running jobs return ErrInvalidState, as does a final job whose unique key
+// is now held by another live job; missing ones ErrNotFound.
+func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+	j, err := s.Store.Retry(ctx, id, now)
+	if err != nil {
+		return nil, err
+	}
+	s.send(ctx, core.NotifyInsert, j.Queue)
+	return j, nil
+}
