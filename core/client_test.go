@@ -538,8 +538,8 @@ func TestHeartbeatKeepsLeasesDuringSoftStop(t *testing.T) {
 		return nil
 	})
 	c, st := newClient(t, h, func(c *core.Config) {
-		c.LeaseDuration = 150 * time.Millisecond
-		c.HeartbeatInterval = 30 * time.Millisecond
+		c.LeaseDuration = 600 * time.Millisecond
+		c.HeartbeatInterval = 50 * time.Millisecond
 		c.Retention = &core.Retention{Completed: time.Hour}
 	})
 	_ = c.Start(context.Background())
@@ -549,7 +549,7 @@ func TestHeartbeatKeepsLeasesDuringSoftStop(t *testing.T) {
 	go func() { stopped <- c.Stop(context.Background()) }()
 	// Another node's maintenance runs well after the first lease expired.
 	other, _ := core.NewClient(st, core.Config{Logger: quietLogger()})
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	other.Maintain(context.Background())
 	close(release)
 	if err := <-stopped; err != nil {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -40,6 +41,10 @@ func (c *Client) listenLoop(ctx context.Context, n Notifier) {
 	failures := 0
 	for ctx.Err() == nil {
 		ch, err := n.Listen(ctx)
+		if errors.Is(err, ErrUnsupported) {
+			c.log.Debug("backlog: store notifications are off; polling", "err", err)
+			return
+		}
 		if err != nil {
 			failures++
 			c.log.Warn("backlog: listening for notifications failed; polling meanwhile", "err", err)

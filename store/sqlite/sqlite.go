@@ -1,8 +1,9 @@
 // Package sqlite is backlog's SQLite store, on modernc.org/sqlite (pure Go,
 // no cgo). It implements core.Store, core.Migrator, core.TxInserter and
-// core.TxCompleter (with *sql.Tx or *sqlx.Tx), and not core.Notifier: there
-// are no cross-process notifications, the engine wakes itself on in-process
-// enqueues and otherwise polls.
+// core.TxCompleter (with *sql.Tx or *sqlx.Tx), and core.Notifier by
+// watching the file for other connections' commits (PRAGMA data_version,
+// see Listen), so a job enqueued by another process starts within
+// milliseconds instead of at the next poll.
 //
 // # Opening
 //
@@ -41,6 +42,7 @@
 //	strategy=optimistic   claim strategy; the only one SQLite supports
 //	migrate=false         do not migrate on open
 //	busy_timeout=5s       SQLite busy timeout (a Go duration)
+//	notify_interval=20ms  how often Listen checks for other writers' commits (0 = no notifications)
 //
 // for example "sqlite:data/jobs.db?prefix=app_&busy_timeout=10s". Unknown
 // parameters are an error.
@@ -90,6 +92,7 @@ type config struct {
 	busyTimeout time.Duration
 	migrate     bool
 	maxConns    int
+	notifyEvery time.Duration
 	casClaim    bool // tests: use the two-step compare-and-set claim, candidates read outside the write transaction
 	noReturning bool // tests: pretend SQLite lacks RETURNING and UPDATE … FROM (the MySQL code paths)
 }
@@ -113,6 +116,11 @@ func WithBusyTimeout(d time.Duration) Option { return func(c *config) { c.busyTi
 // WithMigrate says whether Open and New migrate the schema (default true).
 func WithMigrate(migrate bool) Option { return func(c *config) { c.migrate = migrate } }
 
+// WithNotifyInterval sets how often Listen checks the file for commits of
+// other connections (default DefaultNotifyInterval); 0 disables
+// notifications (Listen then returns core.ErrUnsupported).
+func WithNotifyInterval(d time.Duration) Option { return func(c *config) { c.notifyEvery = d } }
+
 // WithMaxOpenConns bounds the connection pool of Open (default
 // max(4, 2×GOMAXPROCS); ":memory:" always uses one connection).
 func WithMaxOpenConns(n int) Option { return func(c *config) { c.maxConns = n } }
@@ -126,6 +134,8 @@ type Store struct {
 	prefix string
 	stmts  *sqlq.StmtCache
 	closed atomic.Bool
+	// notifyEvery is Listen's polling interval; 0 disables it.
+	notifyEvery time.Duration
 }
 
 var (
@@ -133,10 +143,11 @@ var (
 	_ core.Migrator    = (*Store)(nil)
 	_ core.TxInserter  = (*Store)(nil)
 	_ core.TxCompleter = (*Store)(nil)
+	_ core.Notifier    = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{prefix: DefaultPrefix, strategy: core.StrategyOptimistic, busyTimeout: DefaultBusyTimeout, migrate: true}
+	c := config{prefix: DefaultPrefix, strategy: core.StrategyOptimistic, busyTimeout: DefaultBusyTimeout, migrate: true, notifyEvery: DefaultNotifyInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -151,6 +162,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.busyTimeout < 0 {
 		return c, errors.New("sqlite: negative busy timeout")
+	}
+	if c.notifyEvery < 0 {
+		return c, errors.New("sqlite: negative notify interval")
 	}
 	return c, nil
 }
@@ -222,7 +236,7 @@ func New(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Store, error) {
-	s := &Store{db: db, owned: owned, memory: mem, prefix: c.prefix}
+	s := &Store{db: db, owned: owned, memory: mem, prefix: c.prefix, notifyEvery: c.notifyEvery}
 	if !mem {
 		// ":memory:" has one connection, which a write transaction holds:
 		// there is none left to prepare statements on.
@@ -459,8 +473,14 @@ func parseURL(u *url.URL) (string, []Option, error) {
 				return "", nil, fmt.Errorf("sqlite: busy_timeout=%q: %w", v, err)
 			}
 			opts = append(opts, WithBusyTimeout(d))
+		case "notify_interval":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return "", nil, fmt.Errorf("sqlite: notify_interval=%q: want a non-negative Go duration such as 20ms", v)
+			}
+			opts = append(opts, WithNotifyInterval(d))
 		default:
-			return "", nil, fmt.Errorf("sqlite: unknown URL parameter %q (known: prefix, strategy, migrate, busy_timeout)", k)
+			return "", nil, fmt.Errorf("sqlite: unknown URL parameter %q (known: prefix, strategy, migrate, busy_timeout, notify_interval)", k)
 		}
 	}
 	if strings.ContainsRune(path, '?') {
