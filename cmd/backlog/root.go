@@ -73,6 +73,7 @@ sqlite:backlog.db or sqlite:/var/lib/backlog/jobs.db?prefix=app_.`,
 		a.newWorkersCmd(),
 		a.newWorkCmd("work"),
 		a.newWorkCmd("serve"),
+		a.newBenchCmd(),
 	)
 	return root
 }

@@ -32,10 +32,10 @@ type Config struct {
 
 // Result is one run's measurements.
 type Result struct {
-	Jobs       int
-	Insert     time.Duration // time to insert every job
-	Work       time.Duration // from client start to the last completion
-	JobsPerSec float64       // Jobs / Work
+	Jobs       int           `json:"jobs"`
+	Insert     time.Duration `json:"insert_ns"`    // time to insert every job
+	Work       time.Duration `json:"burndown_ns"`  // from client start to the last completion
+	JobsPerSec float64       `json:"jobs_per_sec"` // Jobs / Work
 }
 
 func (r Result) String() string {

@@ -2,12 +2,14 @@ package bench_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/bench"
 	"github.com/backlogq/backlog/store/memory"
+	"github.com/backlogq/backlog/store/sqlite"
 )
 
 // stores lists the stores the engine benchmarks run on; each opens a fresh
@@ -19,6 +21,13 @@ type storeCase struct {
 
 var benchStores = []storeCase{
 	{"memory", func(testing.TB) core.Store { return memory.New() }},
+	{"sqlite", func(tb testing.TB) core.Store {
+		st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "bench.db"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	}},
 }
 
 // BenchmarkBurnDown measures the whole engine draining a backlog of no-op
@@ -60,6 +69,50 @@ func TestBurnDownDrains(t *testing.T) {
 				t.Fatalf("%d jobs left after burn-down (err %v)", len(left), err)
 			}
 			t.Log(res)
+		})
+	}
+}
+
+func TestSteadyAndLatencyRun(t *testing.T) {
+	for _, sc := range benchStores {
+		t.Run(sc.name, func(t *testing.T) {
+			st := sc.open(t)
+			defer st.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			sr, err := bench.Steady(ctx, st, bench.SteadyConfig{Duration: 300 * time.Millisecond, Workers: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sr.Completed == 0 {
+				t.Fatalf("steady run completed nothing: %v", sr)
+			}
+			lr, err := bench.Latency(ctx, st, st, bench.LatencyConfig{Jobs: 20, Interval: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lr.Jobs != 20 || lr.P50 <= 0 {
+				t.Fatalf("latency: %v", lr)
+			}
+			t.Log(sr, "; ", lr)
+		})
+	}
+}
+
+// BenchmarkWakeLatency reports the p50 and p99 time from enqueue to handler
+// start with idle workers, through the store's notifications.
+func BenchmarkWakeLatency(b *testing.B) {
+	for _, sc := range benchStores {
+		b.Run(sc.name, func(b *testing.B) {
+			st := sc.open(b)
+			defer st.Close()
+			res, err := bench.Latency(context.Background(), st, st, bench.LatencyConfig{Jobs: max(b.N, 50)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
+			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
