@@ -29,7 +29,9 @@
 //   - Insert: INSERT … SELECT FROM unnest(arrays) ON CONFLICT DO NOTHING
 //     RETURNING, with the pg_notify of the inserted queues in the same
 //     statement. Batches with unique keys run in a transaction, so a key
-//     held by a live job is read back as the duplicate result.
+//     held by a live job is read back as the duplicate result. Key-less
+//     batches of 256 jobs or more use COPY in one transaction instead
+//     (reserve ids, copy, notify, commit).
 //
 // Transient errors (serialization failure 40001, deadlock 40P01, lock not
 // available 55P03, a connection lost before the statement was sent) are

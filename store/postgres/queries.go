@@ -21,6 +21,8 @@ type queries struct {
 	insert            string
 	insertNotify      string
 	notify            string
+	notifyQueues      string
+	reserveIDs        string
 	extendLeases      string
 	duplicatesByKey   string
 	jobColsAliased    string
@@ -100,6 +102,8 @@ func buildQueries(t sqlq.Tables) queries {
 		" n AS (SELECT count(pg_notify($13, 'insert ' || d.queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE state = 'available') d)" +
 		" SELECT ins.*, (SELECT n FROM n) FROM ins"
 	q.notify = "SELECT pg_notify($1, $2)"
+	q.notifyQueues = "SELECT count(pg_notify($1, 'insert ' || q)) FROM unnest($2::text[]) AS q"
+	q.reserveIDs = "SELECT nextval(pg_get_serial_sequence('" + t.Jobs + "', 'id')) FROM generate_series(1, $1::int)"
 	// Rows being written right now (finished, cancelled) are skipped, so a
 	// heartbeat never waits for, or deadlocks with, its own completer.
 	q.extendLeases = "WITH c AS (SELECT id FROM " + t.Jobs + " WHERE state = 'running' AND worker_id = $1 FOR UPDATE SKIP LOCKED)" +

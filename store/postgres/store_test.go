@@ -190,43 +190,55 @@ func TestNotifyLatency(t *testing.T) {
 }
 
 // TestNotifyOnePerQueue: one insert call of many due jobs in two queues
-// notifies each queue once; a scheduled job notifies nobody.
+// notifies each queue once and a scheduled job notifies nobody, both for
+// small batches (INSERT … unnest) and large ones (COPY).
 func TestNotifyOnePerQueue(t *testing.T) {
-	s := newTestStore(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := s.Listen(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps []core.InsertParams
-	for range 50 {
-		ps = append(ps, testJob("a"), testJob("b"))
-	}
-	later := testJob("later")
-	later.RunAt = t0.Add(time.Hour)
-	ps = append(ps, later)
-	if _, err := s.Insert(ctx, t0, ps); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Insert(ctx, t0, []core.InsertParams{testJob("marker")}); err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]int{}
-	for {
-		select {
-		case n := <-ch:
-			counts[n.Queue]++
-			if n.Queue != "marker" {
-				continue
+	for _, perQueue := range []int{50, copyMin} {
+		t.Run(strconv.Itoa(2*perQueue+1), func(t *testing.T) {
+			s := newTestStore(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ch, err := s.Listen(ctx)
+			if err != nil {
+				t.Fatal(err)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no marker notification; got %v", counts)
-		}
-		break
-	}
-	if counts["a"] != 1 || counts["b"] != 1 || counts["later"] != 0 {
-		t.Fatalf("notifications per queue %v; want a:1 b:1 later:0", counts)
+			var ps []core.InsertParams
+			for range perQueue {
+				ps = append(ps, testJob("a"), testJob("b"))
+			}
+			later := testJob("later")
+			later.RunAt = t0.Add(time.Hour)
+			ps = append(ps, later)
+			res, err := s.Insert(ctx, t0, ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				got, err := s.Get(ctx, r.Job.ID)
+				if err != nil || got.Queue != ps[i].Queue || !got.RunAt.Equal(r.Job.RunAt) || got.State != r.Job.State || (i > 0 && r.Job.ID <= res[i-1].Job.ID) {
+					t.Fatalf("result %d = %+v; stored %+v, %v (ids must increase in input order)", i, r.Job, got, err)
+				}
+			}
+			if _, err := s.Insert(ctx, t0, []core.InsertParams{testJob("marker")}); err != nil {
+				t.Fatal(err)
+			}
+			counts := map[string]int{}
+			for {
+				select {
+				case n := <-ch:
+					counts[n.Queue]++
+					if n.Queue != "marker" {
+						continue
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("no marker notification; got %v", counts)
+				}
+				break
+			}
+			if counts["a"] != 1 || counts["b"] != 1 || counts["later"] != 0 {
+				t.Fatalf("notifications per queue %v; want a:1 b:1 later:0", counts)
+			}
+		})
 	}
 }
 
