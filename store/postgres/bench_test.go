@@ -127,7 +127,8 @@ func envInt(name string, def int) int {
 // backlog of no-op jobs from PostgreSQL; b.N is jobs. Knobs (environment):
 // BENCH_WORKERS (default 1000), BENCH_MAX_CLAIM (default 1000),
 // BENCH_COMPLETER_BATCH (default 1000), BENCH_COMPLETER_MS (default 2),
-// BENCH_CONNS (pool size, default 8).
+// BENCH_CONNS (pool size, default 8), BENCH_INSERT_SIZE (jobs per
+// EnqueueMany, default 1000; below 256 inserts skip the COPY path).
 //
 //	go test -run '^$' -bench BurnDown -benchtime 100000x ./store/postgres/
 func BenchmarkBurnDown(b *testing.B) {
@@ -142,8 +143,9 @@ func BenchmarkBurnDown(b *testing.B) {
 			defer s.Close()
 			b.StopTimer()
 			cfg := bench.Config{
-				Jobs:    b.N,
-				Workers: envInt("BENCH_WORKERS", 1000),
+				Jobs:       b.N,
+				Workers:    envInt("BENCH_WORKERS", 1000),
+				InsertSize: envInt("BENCH_INSERT_SIZE", 1000),
 				Tune: func(c *core.Config) {
 					c.MaxClaim = envInt("BENCH_MAX_CLAIM", 1000)
 					c.CompleterMaxBatch = envInt("BENCH_COMPLETER_BATCH", 1000)
