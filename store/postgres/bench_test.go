@@ -162,3 +162,42 @@ func BenchmarkBurnDown(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBareSQL is the floor the store is measured against: the same
+// schema, a minimal claim (UPDATE … WHERE id = ANY(ARRAY(SELECT … FOR UPDATE
+// SKIP LOCKED)) RETURNING id) and a DELETE of the claimed ids, batches of
+// 1000, one goroutine; b.N is jobs.
+func BenchmarkBareSQL(b *testing.B) {
+	ctx := context.Background()
+	s := newTestStore(b)
+	for n := 0; n < b.N; n += 1000 {
+		if _, err := s.Insert(ctx, benchNow, benchJobs(min(1000, b.N-n))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	claim := "UPDATE " + s.tables.Jobs + " SET state = 'running', attempt = attempt + 1, worker_id = 'w', attempted_at = $1, lease_until = $2" +
+		" WHERE id = ANY(ARRAY(SELECT id FROM " + s.tables.Jobs + " WHERE queue = 'bench' AND state IN " + pendingIn +
+		" AND run_at <= $1 ORDER BY priority, run_at, id LIMIT 1000 FOR UPDATE SKIP LOCKED)) RETURNING id"
+	del := "DELETE FROM " + s.tables.Jobs + " WHERE id = ANY($1)"
+	b.ResetTimer()
+	start := time.Now()
+	for done := 0; done < b.N; {
+		rows, err := s.Pool().Query(ctx, claim, benchNow, benchNow.Add(time.Minute))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ids) == 0 {
+			b.Fatalf("queue empty after %d of %d", done, b.N)
+		}
+		if _, err := s.Pool().Exec(ctx, del, ids); err != nil {
+			b.Fatal(err)
+		}
+		done += len(ids)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
