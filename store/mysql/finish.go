@@ -308,3 +308,20 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []change, par
 	}
 	return out, nil
 }
+
+// ExtendLeases sets LeaseUntil=until on every running job held by workerID
+// in one statement and returns how many it touched. It reads through the
+// lease index: lease_until is set exactly while a job runs.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
+	var n int64
+	err := s.retry(ctx, func() error {
+		res, err := s.sdb.Exec(ctx, "UPDATE "+s.t.Jobs+" FORCE INDEX (lease_idx) SET lease_until = ?, version = version + 1"+
+			" WHERE lease_until IS NOT NULL AND state = 'running' AND worker_id = ?", s.d.Time(until), workerID)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

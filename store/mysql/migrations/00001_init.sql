@@ -38,12 +38,17 @@ CREATE TABLE IF NOT EXISTS {{.P}}jobs (
     -- returns plus not-yet-due ones ahead of them.
     INDEX claim_idx (queue, pending, priority, run_at, id),
     UNIQUE INDEX unique_idx (unique_live),
-    -- Rescue of expired leases, lease extension (running rows only).
-    INDEX lease_idx (state, lease_until),
+    -- The next three indexes leave state out on purpose: every claim and
+    -- finish changes state, and an index holding it would be rewritten each
+    -- time. lease_until is set only while a job runs, finished_at only once
+    -- it is final, and deadline never changes, so these entries move only
+    -- when their own column does.
+    -- Rescue of expired leases, and lease extension (running rows only).
+    INDEX lease_idx (lease_until),
     -- Prune of finished jobs by age.
-    INDEX finished_idx (state, finished_at),
+    INDEX finished_idx (finished_at),
     -- Deadline discards.
-    INDEX deadline_idx (state, deadline)
+    INDEX deadline_idx (deadline)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 CREATE TABLE IF NOT EXISTS {{.P}}queues (
