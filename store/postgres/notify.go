@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -18,23 +19,17 @@ import (
 // same schema until ctx ends or the store is closed; then it closes the
 // channel. When the connection drops, the channel closes too (the engine
 // then listens again and wakes its queues in case it missed something).
-// Delivery is best effort. In poll-only mode (WithNotify(false)) the
-// channel delivers nothing and closes when ctx ends.
+// Delivery is best effort. In poll-only mode (WithNotify(false)) Listen
+// returns an error wrapping core.ErrUnsupported, on which the engine stops
+// listening and relies on polling.
 func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 	if s.closed.Load() {
 		return nil, core.ErrClosed
 	}
-	ch := make(chan core.Notification, 64)
 	if !s.notify {
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-s.done:
-			}
-			close(ch)
-		}()
-		return ch, nil
+		return nil, fmt.Errorf("postgres: notifications are off (poll-only mode): %w", core.ErrUnsupported)
 	}
+	ch := make(chan core.Notification, 64)
 	cfg := s.pool.Config().ConnConfig
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

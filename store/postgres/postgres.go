@@ -102,8 +102,8 @@ func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.stra
 // WithNotify turns LISTEN/NOTIFY on (the default) or off. Off is poll-only
 // mode, for connections through PgBouncer in transaction pooling, which
 // cannot hold a LISTEN: inserts, pauses and cancels send no notifications
-// and Listen returns a channel that delivers nothing until its context ends,
-// so the engine wakes on its poll interval.
+// and Listen returns an error wrapping core.ErrUnsupported, on which the
+// engine stops listening and wakes on its poll interval.
 func WithNotify(on bool) Option { return func(c *config) { c.notify = on } }
 
 // WithMigrate says whether Open and New migrate the schema (default true).
