@@ -11,7 +11,8 @@ import (
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
-	_ "github.com/backlogq/backlog/store/sqlite" // registers the sqlite: scheme
+	_ "github.com/backlogq/backlog/store/postgres" // registers postgres: and postgresql:
+	_ "github.com/backlogq/backlog/store/sqlite"   // registers sqlite:
 )
 
 // defaultDB is the store URL used when neither --db nor BACKLOG_DB is set.

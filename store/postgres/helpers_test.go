@@ -1,32 +1,26 @@
 package postgres
 
 import (
-	"database/sql"
-
 	"context"
 	crand "crypto/rand"
+	"database/sql"
 	"encoding/hex"
-	"github.com/jackc/pgx/v5/stdlib"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/storetest/dbtest"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// testDSN returns the PostgreSQL DSN of BACKLOG_TEST_POSTGRES_DSN. Without
-// it the test is skipped, or fails when BACKLOG_REQUIRE_DBS=1.
+// testDSN returns the PostgreSQL server's DSN from dbtest: the one in
+// BACKLOG_TEST_POSTGRES_DSN, else a testcontainers-go container, else a
+// skip (a failure when BACKLOG_REQUIRE_DBS=1). Tests isolate themselves
+// with a fresh schema each.
 func testDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv("BACKLOG_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("BACKLOG_REQUIRE_DBS") == "1" {
-			t.Fatal("BACKLOG_TEST_POSTGRES_DSN is not set and BACKLOG_REQUIRE_DBS=1: PostgreSQL tests must not be skipped")
-		}
-		t.Skip("BACKLOG_TEST_POSTGRES_DSN is not set")
-	}
-	return dsn
+	return dbtest.PostgresServerDSN(t)
 }
 
 var (

@@ -67,14 +67,7 @@ const startTimeout = 5 * time.Minute
 // instead of skip.
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
-	server := os.Getenv(EnvPostgresDSN)
-	if server == "" {
-		var err error
-		server, err = postgresContainer.get(t, startPostgres)
-		if err != nil {
-			unavailable(t, "PostgreSQL", EnvPostgresDSN, err)
-		}
-	}
+	server := PostgresServerDSN(t)
 	name := dbName(t)
 	db, err := sql.Open("pgx", server)
 	if err != nil {
@@ -112,14 +105,7 @@ func PostgresDSN(t testing.TB) string {
 // store adds what it needs (parseTime and the like).
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
-	server := os.Getenv(EnvMySQLDSN)
-	if server == "" {
-		var err error
-		server, err = mysqlContainer.get(t, startMySQL)
-		if err != nil {
-			unavailable(t, "MySQL", EnvMySQLDSN, err)
-		}
-	}
+	server := MySQLServerDSN(t)
 	cfg, err := mysql.ParseDSN(server)
 	if err != nil {
 		t.Fatalf("dbtest: parse %s: %v", EnvMySQLDSN, err)
@@ -148,6 +134,39 @@ func MySQLDSN(t testing.TB) string {
 	})
 	cfg.DBName = name
 	return cfg.FormatDSN()
+}
+
+// PostgresServerDSN returns the DSN of the PostgreSQL server itself (its
+// configured database, shared by every caller): BACKLOG_TEST_POSTGRES_DSN,
+// else a container, else skip (fail with BACKLOG_REQUIRE_DBS=1), as
+// PostgresDSN. For tests that isolate themselves, for example with a fresh
+// schema per test.
+func PostgresServerDSN(t testing.TB) string {
+	t.Helper()
+	server := os.Getenv(EnvPostgresDSN)
+	if server == "" {
+		var err error
+		server, err = postgresContainer.get(t, startPostgres)
+		if err != nil {
+			unavailable(t, "PostgreSQL", EnvPostgresDSN, err)
+		}
+	}
+	return server
+}
+
+// MySQLServerDSN returns the DSN of the MySQL server itself, as
+// PostgresServerDSN does for PostgreSQL.
+func MySQLServerDSN(t testing.TB) string {
+	t.Helper()
+	server := os.Getenv(EnvMySQLDSN)
+	if server == "" {
+		var err error
+		server, err = mysqlContainer.get(t, startMySQL)
+		if err != nil {
+			unavailable(t, "MySQL", EnvMySQLDSN, err)
+		}
+	}
+	return server
 }
 
 // unavailable skips t for want of a database, or fails it when databases
