@@ -16,7 +16,7 @@ import (
 func (a *app) newBenchCmd() *cobra.Command {
 	var (
 		jobs, workers, maxClaim, producers, batch int
-		duration, interval                         time.Duration
+		duration, interval                        time.Duration
 	)
 	tune := func(c *core.Config) {
 		if maxClaim > 0 {
