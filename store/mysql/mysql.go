@@ -116,6 +116,7 @@ type Store struct {
 	strategy core.ClaimStrategy
 	sdb      *guardedDB
 	closed   atomic.Bool
+	retries  atomic.Int64 // transient errors retried by this package's methods
 }
 
 var (
@@ -310,6 +311,7 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 		if err == nil || !transient(err) || i >= 12 {
 			return err
 		}
+		s.retries.Add(1)
 		d := min(2*time.Millisecond<<min(i, 16), 500*time.Millisecond)
 		d = d/2 + rand.N(d/2+1)
 		t := time.NewTimer(d)
