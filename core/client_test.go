@@ -582,3 +582,54 @@ func TestRetryAndSnoozeRunWithoutWaitingForPoll(t *testing.T) {
 		t.Fatalf("attempt %d after %s", j.Attempt, time.Since(start))
 	}
 }
+
+func TestHeartbeatStopsHandlerWhoseLeaseWasLost(t *testing.T) {
+	clk := &manualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	h := core.NewHandlers()
+	h.HandleRaw("long", func(ctx context.Context, j *core.Job) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	var lost atomic.Int32
+	c, st := newClient(t, h, func(c *core.Config) {
+		c.Clock = clk
+		c.LeaseDuration = time.Minute
+		c.HeartbeatInterval = 20 * time.Millisecond
+		c.Observers = []core.Observer{core.ObserverFunc(func(e core.Event) {
+			if e.Kind == core.EventLeaseLost {
+				lost.Add(1)
+			}
+		})}
+	})
+	_ = c.Start(context.Background())
+	r, _ := c.EnqueueRaw(context.Background(), "long", nil, nil)
+	<-started
+	// The worker stalls past its lease (as far as the store can tell):
+	// another node's maintenance, two minutes later, rescues the job.
+	later := &manualClock{now: clk.Now().Add(2 * time.Minute)}
+	other, _ := core.NewClient(st, core.Config{Clock: later, Logger: quietLogger()})
+	other.Maintain(context.Background())
+	select {
+	case err := <-cause:
+		if !errors.Is(err, core.ErrLeaseLost) {
+			t.Fatalf("handler context cause: %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler of a job whose lease was lost kept running")
+	}
+	j := waitState(t, st, r.Job.ID, core.StateAvailable)
+	if j.Attempt != 1 || len(j.Errors) != 1 {
+		t.Fatalf("rescued job changed by the stale worker: %+v", j)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for lost.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lost.Load() != 1 {
+		t.Fatalf("lease-lost events: %d", lost.Load())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -15,6 +16,10 @@ import (
 type execution struct {
 	job    *Job
 	cancel context.CancelCauseFunc
+	// returned is set once the handler has returned: from then on the
+	// execution only reports its outcome, and a lease check must not
+	// cancel it.
+	returned atomic.Bool
 }
 
 var errTimeout = errors.New("backlog: attempt timed out")
@@ -42,8 +47,9 @@ func (c *Client) execute(p *producer, job *Job) {
 
 	ctx, cancel := context.WithCancelCause(c.workCtx)
 	defer cancel(nil)
+	exec := &execution{job: job, cancel: cancel}
 	c.mu.Lock()
-	c.running[job.ID] = &execution{job: job, cancel: cancel}
+	c.running[job.ID] = exec
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -90,12 +96,19 @@ func (c *Client) execute(p *producer, job *Job) {
 		}
 		stopTimeout()
 	}
+	exec.returned.Store(true)
 	dur := c.clock.Now().Sub(start)
 
-	if errors.Is(context.Cause(ctx), errJobCancelled) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errJobCancelled):
 		// Cancelled in the store while running: the row is already final,
 		// a finish would only fail its fence.
 		c.log.Info("backlog: running job was cancelled", "job_id", job.ID, "kind", job.Kind)
+		return
+	case errors.Is(cause, ErrLeaseLost):
+		// The heartbeat found the job no longer ours (rescued, deleted,
+		// finished elsewhere): its outcome could not apply.
+		c.emit(Event{Kind: EventLeaseLost, At: c.clock.Now(), Queue: job.Queue, Job: job, Duration: dur})
 		return
 	}
 	po := c.decide(ctx, job, entry, err, st)

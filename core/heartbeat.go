@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -29,9 +30,55 @@ func (c *Client) heartbeat(ctx context.Context) {
 		c.log.Error("backlog: heartbeat failed", "err", err)
 		c.emit(Event{Kind: EventStoreError, At: now, Err: err})
 	}
-	if _, err := c.store.ExtendLeases(ctx, c.cfg.WorkerID, now.Add(c.cfg.LeaseDuration)); err != nil && ctx.Err() == nil {
-		c.log.Error("backlog: extending leases failed", "err", err)
-		c.emit(Event{Kind: EventStoreError, At: now, Err: err})
+	held := c.handlersRunning()
+	n, err := c.store.ExtendLeases(ctx, c.cfg.WorkerID, now.Add(c.cfg.LeaseDuration))
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error("backlog: extending leases failed", "err", err)
+			c.emit(Event{Kind: EventStoreError, At: now, Err: err})
+		}
+		return
+	}
+	// The store holds at least every job whose handler still runs here
+	// (plus outcomes not yet written). Fewer means some lease was lost:
+	// find which, and stop those handlers, since their outcomes cannot
+	// apply and another worker may be running the job already.
+	if n < len(held) {
+		c.checkLeases(ctx, held)
+	}
+}
+
+// handlersRunning returns the executions whose handlers have not returned.
+func (c *Client) handlersRunning() []*execution {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*execution, 0, len(c.running))
+	for _, e := range c.running {
+		if !e.returned.Load() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkLeases reads each execution's job and cancels, with cause
+// ErrLeaseLost, the handlers of jobs this worker no longer holds at that
+// attempt.
+func (c *Client) checkLeases(ctx context.Context, held []*execution) {
+	for _, e := range held {
+		j, err := c.store.Get(ctx, e.job.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return // a store problem; the next heartbeat checks again
+		}
+		if err == nil && j.State == StateRunning && j.WorkerID == c.cfg.WorkerID && j.Attempt == e.job.Attempt {
+			continue
+		}
+		state := "deleted"
+		if j != nil {
+			state = string(j.State)
+		}
+		c.log.Warn("backlog: lease lost; stopping the handler", "job_id", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt, "state_now", state)
+		e.cancel(fmt.Errorf("%w: job %d is %s", ErrLeaseLost, e.job.ID, state))
 	}
 }
 
