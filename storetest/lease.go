@@ -134,8 +134,8 @@ func checkRescued(e *env, got, before *core.Job, state core.State) {
 	if len(got.Errors) == len(before.Errors)+1 {
 		last := got.Errors[len(got.Errors)-1]
 		want.Errors = append(append([]core.AttemptError(nil), before.Errors...), core.AttemptError{Attempt: before.Attempt, At: e.now, Error: last.Error, Trace: last.Trace})
-		if !strings.Contains(last.Error, before.WorkerID) {
-			e.Errorf("the rescue error entry of job %d reads %q; it must say the worker was lost and name it (%q)", before.ID, last.Error, before.WorkerID)
+		if prefix := "worker " + before.WorkerID + " lost: lease expired at "; !strings.HasPrefix(last.Error, prefix) {
+			e.Errorf("the rescue error entry of job %d reads %q; the contract's wording is %q followed by the expired lease time (RFC 3339)", before.ID, last.Error, prefix)
 		}
 	} else {
 		want.Errors = append(append([]core.AttemptError(nil), before.Errors...), core.AttemptError{Attempt: before.Attempt, At: e.now, Error: "worker " + before.WorkerID + " lost: …"})

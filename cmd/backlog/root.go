@@ -11,6 +11,7 @@ import (
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
+	_ "github.com/backlogq/backlog/store/mysql"    // registers mysql:
 	_ "github.com/backlogq/backlog/store/postgres" // registers postgres: and postgresql:
 	_ "github.com/backlogq/backlog/store/sqlite"   // registers sqlite:
 )

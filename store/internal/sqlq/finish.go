@@ -448,7 +448,7 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 				w = *worker
 			}
 			e, err := EncodeError(core.AttemptError{Attempt: int(attempt), At: now,
-				Error: fmt.Sprintf("worker lost: %s stopped renewing its lease, which ended at %s", w, lease.Format(time.RFC3339Nano))})
+				Error: fmt.Sprintf("worker %s lost: lease expired at %s", w, lease.Format(time.RFC3339Nano))})
 			if err != nil {
 				rows.Close()
 				return err
