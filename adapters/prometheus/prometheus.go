@@ -53,8 +53,8 @@ type Metrics struct {
 	kinds map[string]bool
 
 	submitted, claimed, completed, failed, retried, snoozed, continued, cancelled *prom.CounterVec
-	discarded, rescued, leaseLost, pruned, expired, workersDied, storeErrors   *prom.CounterVec
-	queueWait, execution, endToEnd                                             *prom.HistogramVec
+	discarded, rescued, leaseLost, pruned, expired, workersDied, storeErrors      *prom.CounterVec
+	queueWait, execution, endToEnd                                                *prom.HistogramVec
 
 	jobsDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
 }
