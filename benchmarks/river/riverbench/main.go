@@ -1,0 +1,351 @@
+// Command riverbench drives River (github.com/riverqueue/river) through the
+// same two measurements as `backlog bench`, so the two engines can be put
+// side by side on one database server:
+//
+//	burndown  insert --jobs no-op jobs, then time how fast a client with
+//	          --workers workers completes them all
+//	steady    --producers goroutines insert batches of --batch jobs while
+//	          the client works them, for --duration, with at most
+//	          --max-backlog jobs inserted but not yet completed
+//
+// A job counts as done when River reports it completed (EventKindJobCompleted,
+// which the client emits after its batch completer has written the jobs'
+// completed state), as backlog's bench counts EventJobCompleted after its
+// completer has applied the finish.
+//
+// Results are printed as JSON with the field names `backlog bench -o json`
+// uses. The helper subcommands createdb, dropdb and summarize are used by
+// run.sh.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+const queue = "bench"
+
+// noopArgs are the arguments of the benchmark's no-op jobs.
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "bench.noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+}
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+// burnResult has the JSON shape of backlog's bench.Result.
+type burnResult struct {
+	Jobs       int           `json:"jobs"`
+	Insert     time.Duration `json:"insert_ns"`
+	Work       time.Duration `json:"burndown_ns"`
+	JobsPerSec float64       `json:"jobs_per_sec"`
+}
+
+// steadyResult has the JSON shape of backlog's bench.SteadyResult.
+type steadyResult struct {
+	Duration     time.Duration
+	Inserted     int64
+	Completed    int64
+	InsertPerS   float64
+	CompletePerS float64
+}
+
+type opts struct {
+	url           string
+	schema        string
+	jobs          int
+	workers       int
+	insertBatch   int
+	fetchCooldown time.Duration
+	fetchPoll     time.Duration
+	duration      time.Duration
+	producers     int
+	batch         int
+	maxBacklog    int
+	timeout       time.Duration
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "burndown", "steady":
+		err = runBench(cmd, args)
+	case "createdb", "dropdb", "ping":
+		err = adminDB(cmd, args)
+	case "summarize":
+		err = summarize(args)
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "riverbench:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage:
+  riverbench burndown  --database-url URL [--schema S] [--jobs N] [--workers W] [--fetch-cooldown D] [--fetch-poll-interval D]
+  riverbench steady    --database-url URL [--schema S] [--duration D] [--producers P] [--batch B] [--workers W] ...
+  riverbench createdb  --admin-url URL NAME
+  riverbench dropdb    --admin-url URL NAME
+  riverbench ping      --admin-url URL
+  riverbench summarize RESULTS.jsonl`)
+	os.Exit(2)
+}
+
+func runBench(cmd string, args []string) error {
+	var o opts
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	fs.StringVar(&o.url, "database-url", "", "postgres:// URL of the database River uses")
+	fs.StringVar(&o.schema, "schema", "", "schema for River's tables (created and migrated; empty = the connection's default)")
+	fs.IntVar(&o.jobs, "jobs", 100000, "burndown: jobs to insert and burn down")
+	fs.IntVar(&o.workers, "workers", 100, "MaxWorkers of the benchmark queue")
+	fs.IntVar(&o.insertBatch, "insert-batch", 1000, "burndown: jobs per InsertManyFast call")
+	fs.DurationVar(&o.fetchCooldown, "fetch-cooldown", 0, "River Config.FetchCooldown (0 = River's default, 100ms)")
+	fs.DurationVar(&o.fetchPoll, "fetch-poll-interval", 0, "River Config.FetchPollInterval (0 = River's default, 1s)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "steady: measured time")
+	fs.IntVar(&o.producers, "producers", 2, "steady: goroutines inserting")
+	fs.IntVar(&o.batch, "batch", 100, "steady: jobs per InsertManyFast call")
+	fs.IntVar(&o.maxBacklog, "max-backlog", 20000, "steady: producers pause while more jobs than this are inserted but not completed")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	_ = fs.Parse(args)
+	if o.url == "" {
+		return errors.New("--database-url is required")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+
+	pool, err := pgxpool.New(ctx, o.url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := prepareSchema(ctx, pool, o.schema); err != nil {
+		return err
+	}
+	var res any
+	if cmd == "burndown" {
+		res, err = burnDown(ctx, pool, o)
+	} else {
+		res, err = steady(ctx, pool, o)
+	}
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// prepareSchema creates the schema if needed, migrates River's tables into
+// it and empties river_job, so every run starts from an empty table.
+func prepareSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if schema != "" {
+		if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema, Logger: quiet()})
+	if err != nil {
+		return err
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate River schema: %w", err)
+	}
+	table := pgx.Identifier{"river_job"}
+	if schema != "" {
+		table = pgx.Identifier{schema, "river_job"}
+	}
+	_, err = pool.Exec(ctx, "TRUNCATE "+table.Sanitize())
+	return err
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newClient(pool *pgxpool.Pool, o opts, work bool) (*river.Client[pgx.Tx], error) {
+	cfg := &river.Config{
+		Logger:            quiet(),
+		Schema:            o.schema,
+		FetchCooldown:     o.fetchCooldown,
+		FetchPollInterval: o.fetchPoll,
+	}
+	if work {
+		workers := river.NewWorkers()
+		if err := river.AddWorkerSafely(workers, noopWorker{}); err != nil {
+			return nil, err
+		}
+		cfg.Workers = workers
+		cfg.Queues = map[string]river.QueueConfig{queue: {MaxWorkers: o.workers}}
+	}
+	return river.NewClient(riverpgxv5.New(pool), cfg)
+}
+
+// countCompleted subscribes to completions on c and counts them in done;
+// finished is closed when done reaches total (total <= 0: never).
+func countCompleted(c *river.Client[pgx.Tx], done *atomic.Int64, total int64) (finished <-chan struct{}, stop func()) {
+	// A subscription drops events when its channel is full; make it large
+	// enough that the drain below never falls that far behind.
+	events, cancel := c.SubscribeConfig(&river.SubscribeConfig{
+		Kinds:    []river.EventKind{river.EventKindJobCompleted},
+		ChanSize: 1 << 20,
+	})
+	fin := make(chan struct{})
+	go func() {
+		for range events {
+			if done.Add(1) == total {
+				close(fin)
+			}
+		}
+	}()
+	return fin, cancel
+}
+
+func burnDown(ctx context.Context, pool *pgxpool.Pool, o opts) (burnResult, error) {
+	inserter, err := newClient(pool, o, false)
+	if err != nil {
+		return burnResult{}, err
+	}
+	t0 := time.Now()
+	for left := o.jobs; left > 0; {
+		n := min(left, o.insertBatch)
+		batch := make([]river.InsertManyParams, n)
+		for i := range batch {
+			batch[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: queue}}
+		}
+		if _, err := inserter.InsertManyFast(ctx, batch); err != nil {
+			return burnResult{}, err
+		}
+		left -= n
+	}
+	res := burnResult{Jobs: o.jobs, Insert: time.Since(t0)}
+	if o.jobs == 0 {
+		return res, nil
+	}
+
+	client, err := newClient(pool, o, true)
+	if err != nil {
+		return burnResult{}, err
+	}
+	var done atomic.Int64
+	finished, unsubscribe := countCompleted(client, &done, int64(o.jobs))
+	defer unsubscribe()
+	t1 := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return burnResult{}, err
+	}
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		_ = client.StopAndCancel(context.Background())
+		return burnResult{}, fmt.Errorf("burn-down: %d of %d jobs done: %w", done.Load(), o.jobs, ctx.Err())
+	}
+	res.Work = time.Since(t1)
+	res.JobsPerSec = float64(o.jobs) / res.Work.Seconds()
+	return res, client.Stop(ctx)
+}
+
+func steady(ctx context.Context, pool *pgxpool.Pool, o opts) (steadyResult, error) {
+	client, err := newClient(pool, o, true)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	inserter, err := newClient(pool, o, false)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	var inserted, completed atomic.Int64
+	_, unsubscribe := countCompleted(client, &completed, 0)
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		return steadyResult{}, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	errs := make(chan error, o.producers)
+	start := time.Now()
+	for range o.producers {
+		go func() {
+			batch := make([]river.InsertManyParams, o.batch)
+			for i := range batch {
+				batch[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: queue}}
+			}
+			for runCtx.Err() == nil {
+				if inserted.Load()-completed.Load() > int64(o.maxBacklog) {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if _, err := inserter.InsertManyFast(runCtx, batch); err != nil {
+					if runCtx.Err() != nil {
+						break
+					}
+					errs <- err
+					return
+				}
+				inserted.Add(int64(len(batch)))
+			}
+			errs <- nil
+		}()
+	}
+	var firstErr error
+	for range o.producers {
+		if err := <-errs; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	elapsed := time.Since(start)
+	res := steadyResult{Duration: elapsed, Inserted: inserted.Load(), Completed: completed.Load()}
+	res.InsertPerS = float64(res.Inserted) / elapsed.Seconds()
+	res.CompletePerS = float64(res.Completed) / elapsed.Seconds()
+	_ = client.StopAndCancel(context.WithoutCancel(ctx))
+	return res, firstErr
+}
+
+// adminDB creates or drops a database through a connection to another one
+// (--admin-url), so run.sh needs no psql or createdb binaries; ping only
+// checks that the server answers.
+func adminDB(cmd string, args []string) error {
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	admin := fs.String("admin-url", "", "postgres:// URL of an existing database to connect to")
+	_ = fs.Parse(args)
+	if want := map[bool]int{true: 0, false: 1}[cmd == "ping"]; *admin == "" || fs.NArg() != want {
+		return errors.New("usage: " + cmd + " --admin-url URL [NAME]")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, *admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	name := pgx.Identifier{fs.Arg(0)}.Sanitize()
+	switch cmd {
+	case "createdb":
+		_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
+	case "dropdb":
+		_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	default:
+		err = conn.Ping(ctx)
+	}
+	return err
+}

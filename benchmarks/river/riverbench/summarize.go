@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// record is one run as run.sh writes it: who ran what, the machine's load
+// average before and after, and the tool's own JSON result.
+type record struct {
+	Mode       string          `json:"mode"`   // burndown or steady
+	Config     string          `json:"config"` // a label for the settings, e.g. "workers=100"
+	System     string          `json:"system"` // backlog or river
+	Run        int             `json:"run"`
+	LoadBefore string          `json:"load_before"`
+	LoadAfter  string          `json:"load_after"`
+	Result     json.RawMessage `json:"result"`
+}
+
+// value returns the headline figure of a run (jobs completed per second)
+// and a secondary one (jobs inserted per second).
+func (r record) value() (completed, inserted float64, err error) {
+	switch r.Mode {
+	case "burndown":
+		var b burnResult
+		if err := json.Unmarshal(r.Result, &b); err != nil {
+			return 0, 0, err
+		}
+		return b.JobsPerSec, float64(b.Jobs) / b.Insert.Seconds(), nil
+	case "steady":
+		var s steadyResult
+		if err := json.Unmarshal(r.Result, &s); err != nil {
+			return 0, 0, err
+		}
+		return s.CompletePerS, s.InsertPerS, nil
+	}
+	return 0, 0, fmt.Errorf("unknown mode %q", r.Mode)
+}
+
+func summarize(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: summarize RESULTS.jsonl")
+	}
+	f, err := os.Open(args[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	type key struct{ mode, config, system string }
+	type row struct {
+		completed, inserted []float64
+	}
+	var order []key
+	rows := map[key]*row{}
+	var recs []record
+	dec := json.NewDecoder(f)
+	for {
+		var r record
+		if err := dec.Decode(&r); err == io.EOF {
+			break
+		} else if err != nil {
+			return err
+		}
+		c, i, err := r.value()
+		if err != nil {
+			return fmt.Errorf("%s %s %s run %d: %w", r.Mode, r.Config, r.System, r.Run, err)
+		}
+		k := key{r.Mode, r.Config, r.System}
+		if rows[k] == nil {
+			rows[k] = &row{}
+			order = append(order, k)
+		}
+		rows[k].completed = append(rows[k].completed, c)
+		rows[k].inserted = append(rows[k].inserted, i)
+		recs = append(recs, r)
+	}
+
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "mode\tconfig\tsystem\tjobs/s per run\tmedian jobs/s\tmedian insert/s\t")
+	for _, k := range order {
+		r := rows[k]
+		runs := make([]string, len(r.completed))
+		for i, v := range r.completed {
+			runs[i] = fmt.Sprintf("%.0f", v)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t\n", k.mode, k.config, k.system,
+			strings.Join(runs, " "), median(r.completed), median(r.inserted))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Println("per run (load average 1/5/15 min before → after):")
+	for _, r := range recs {
+		c, _, _ := r.value()
+		fmt.Printf("  %-8s %-28s %-7s run %d  %8.0f jobs/s   load %s → %s\n",
+			r.Mode, r.Config, r.System, r.Run, c, r.LoadBefore, r.LoadAfter)
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
