@@ -16,11 +16,14 @@ import (
 func (a *app) newBenchCmd() *cobra.Command {
 	var (
 		jobs, workers, maxClaim, producers, batch int
-		duration, interval                        time.Duration
+		duration, interval, poll                  time.Duration
 	)
 	tune := func(c *core.Config) {
 		if maxClaim > 0 {
 			c.MaxClaim = maxClaim
+		}
+		if poll > 0 {
+			c.PollInterval = poll
 		}
 	}
 	cmd := &cobra.Command{
@@ -42,6 +45,7 @@ completes. Figures for this project's machines are in docs/benchmarks.md.`,
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&workers, "workers", 100, "MaxWorkers of the benchmark queue")
 	pf.IntVar(&maxClaim, "max-claim", 0, "jobs per claim at most (0 = the engine default)")
+	pf.DurationVar(&poll, "poll-interval", 0, "idle queues' poll interval (0 = the engine default, 1s)")
 
 	run := func(name string, fn func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error)) *cobra.Command {
 		return &cobra.Command{
