@@ -51,7 +51,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // updates them to running by primary key, and returns them as they now
 // are, in the caller's READ COMMITTED transaction.
 func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
-	jobs, err := scanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+s.claimFrom()+" FOR UPDATE SKIP LOCKED",
+	jobs, err := sqlq.ScanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+s.claimFrom()+" FOR UPDATE SKIP LOCKED",
 		p.Queue, s.d.Time(p.Now), p.Queue, p.Limit))
 	if err != nil || len(jobs) == 0 {
 		return nil, err
@@ -119,7 +119,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 					// Keep what we won (those claims committed); the update
 					// that failed took no effect and the next claim will
 					// meet its cause again.
-					sortClaimOrder(out)
+					sqlq.SortClaimOrder(out)
 					return out, nil
 				}
 				return nil, err
@@ -134,7 +134,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 			break // every candidate was ours: the queue has no more due jobs
 		}
 	}
-	sortClaimOrder(out)
+	sqlq.SortClaimOrder(out)
 	return out, nil
 }
 
@@ -202,7 +202,7 @@ func (s *Store) casClaim(ctx context.Context, p core.ClaimParams, take []candida
 		for _, cd := range take {
 			ids = append(ids, cd.job.ID)
 		}
-		got, err := scanIDs(s.sdb.Query(ctx, "SELECT id FROM "+s.t.Jobs+" WHERE version = ? AND id IN ("+marks(len(take))+")", ids...))
+		got, err := sqlq.ScanIDs(s.sdb.Query(ctx, "SELECT id FROM "+s.t.Jobs+" WHERE version = ? AND id IN ("+marks(len(take))+")", ids...))
 		if err != nil {
 			return nil, err
 		}

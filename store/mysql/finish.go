@@ -249,7 +249,7 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []change, par
 		for _, i := range part {
 			ids = append(ids, chs[i].id)
 		}
-		got, err := scanIDs(c.Query(ctx, "SELECT id FROM "+T+" WHERE version = ? AND id IN ("+marks(len(part))+")", ids...))
+		got, err := sqlq.ScanIDs(c.Query(ctx, "SELECT id FROM "+T+" WHERE version = ? AND id IN ("+marks(len(part))+")", ids...))
 		if err != nil {
 			return nil, err
 		}
@@ -284,12 +284,12 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []change, par
 	var ids []int64
 	var err error
 	if s.d.Returning(sqlq.StmtDelete) {
-		ids, err = scanIDs(c.Query(ctx, "DELETE FROM "+s.t.Jobs+where.String()+" RETURNING id", args...))
+		ids, err = sqlq.ScanIDs(c.Query(ctx, "DELETE FROM "+s.t.Jobs+where.String()+" RETURNING id", args...))
 		if err != nil {
 			return nil, err
 		}
 	} else {
-		ids, err = scanIDs(c.Query(ctx, "SELECT id FROM "+s.t.Jobs+where.String()+" FOR UPDATE", args...))
+		ids, err = sqlq.ScanIDs(c.Query(ctx, "SELECT id FROM "+s.t.Jobs+where.String()+" FOR UPDATE", args...))
 		if err != nil {
 			return nil, err
 		}

@@ -47,40 +47,13 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	now = core.UTC(now)
 	res := make([]core.InsertResult, len(jobs))
-	firstByKey := make(map[string]int)
-	var send []int // input indexes to send to the database
-	for i, p := range jobs {
-		if p.UniqueKey != "" {
-			if _, dup := firstByKey[p.UniqueKey]; dup {
-				continue
-			}
-			firstByKey[p.UniqueKey] = i
-		}
-		send = append(send, i)
-	}
-	// Rounds: a key that conflicted with a live job which then finished
-	// before we could read it is sent again.
-	for round := 0; len(send) > 0; round++ {
-		if round == 5 {
-			return nil, fmt.Errorf("mysql: insert: unique keys kept changing state between insert and read")
-		}
-		missing, err := s.insertRows(ctx, c, now, jobs, send, res)
-		if err != nil {
-			return nil, err
-		}
-		if len(missing) == 0 {
-			break
-		}
-		send, err = s.fillDuplicates(ctx, c, jobs, missing, res)
-		if err != nil {
-			return nil, err
-		}
-	}
-	for i, p := range jobs {
-		if res[i].Job == nil && p.UniqueKey != "" {
-			cp := *res[firstByKey[p.UniqueKey]].Job
-			res[i] = core.InsertResult{Job: &cp, Duplicate: true}
-		}
+	err := sqlq.InsertRounds("mysql", jobs, res, func(send []int) ([]int, error) {
+		return s.insertRows(ctx, c, now, jobs, send, res)
+	}, func(keys []string) ([]*core.Job, error) {
+		return s.liveByKeys(ctx, c, keys)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -247,30 +220,13 @@ func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
 	}
 }
 
-// fillDuplicates reads the live jobs holding the keys of the missing inputs
-// (a current read, so it sees the row the insert collided with even when it
-// committed after this transaction's first read) and marks those results
-// Duplicate. It returns the inputs whose key is no longer held.
-func (s *Store) fillDuplicates(ctx context.Context, c sqlq.Conn, jobs []core.InsertParams, missing []int, res []core.InsertResult) ([]int, error) {
-	args := make([]any, len(missing))
-	for k, i := range missing {
-		args[k] = jobs[i].UniqueKey
+// liveByKeys reads the live jobs holding keys with a current read, so it
+// sees the row an insert collided with even when it committed after this
+// transaction's first read.
+func (s *Store) liveByKeys(ctx context.Context, c sqlq.Conn, keys []string) ([]*core.Job, error) {
+	args := make([]any, len(keys))
+	for k, key := range keys {
+		args[k] = key
 	}
-	got, err := scanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+" FROM "+s.t.Jobs+" WHERE unique_live IN ("+marks(len(missing))+") LOCK IN SHARE MODE", args...))
-	if err != nil {
-		return nil, err
-	}
-	byKey := make(map[string]*core.Job, len(got))
-	for _, j := range got {
-		byKey[j.UniqueKey] = j
-	}
-	var again []int
-	for _, i := range missing {
-		if j, ok := byKey[jobs[i].UniqueKey]; ok {
-			res[i] = core.InsertResult{Job: j, Duplicate: true}
-		} else {
-			again = append(again, i)
-		}
-	}
-	return again, nil
+	return sqlq.ScanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+" FROM "+s.t.Jobs+" WHERE unique_live IN ("+marks(len(keys))+") LOCK IN SHARE MODE", args...))
 }

@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"slices"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -31,7 +29,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	if err != nil {
 		return nil, err
 	}
-	sortClaimOrder(out)
+	sqlq.SortClaimOrder(out)
 	return out, nil
 }
 
@@ -74,19 +72,6 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 		}
 	}
 	return out, nil
-}
-
-// sortClaimOrder sorts jobs by priority, run_at, id.
-func sortClaimOrder(jobs []*core.Job) {
-	slices.SortFunc(jobs, func(a, b *core.Job) int {
-		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
-			return c
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
 }
 
 // scanJobs drains rows holding sqlq.JobColumns into jobs and closes them.

@@ -1,10 +1,7 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -53,40 +50,13 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 func (s *Store) insertOn(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	now = core.UTC(now)
 	res := make([]core.InsertResult, len(jobs))
-	firstByKey := make(map[string]int)
-	send := make([]int, 0, len(jobs))
-	for i, p := range jobs {
-		if p.UniqueKey != "" {
-			if _, dup := firstByKey[p.UniqueKey]; dup {
-				continue
-			}
-			firstByKey[p.UniqueKey] = i
-		}
-		send = append(send, i)
-	}
-	// Rounds: a key that conflicted with a live job that finished before we
-	// could read it is sent again.
-	for round := 0; len(send) > 0; round++ {
-		if round == 5 {
-			return nil, errors.New("postgres: insert: unique keys kept changing state between insert and read")
-		}
-		missing, err := s.insertRows(ctx, q, now, jobs, send, res)
-		if err != nil {
-			return nil, err
-		}
-		if len(missing) == 0 {
-			break
-		}
-		send, err = s.fillDuplicates(ctx, q, jobs, missing, res)
-		if err != nil {
-			return nil, err
-		}
-	}
-	for i, p := range jobs {
-		if res[i].Job == nil && p.UniqueKey != "" {
-			cp := *res[firstByKey[p.UniqueKey]].Job
-			res[i] = core.InsertResult{Job: &cp, Duplicate: true}
-		}
+	err := sqlq.InsertRounds("postgres", jobs, res, func(send []int) ([]int, error) {
+		return s.insertRows(ctx, q, now, jobs, send, res)
+	}, func(keys []string) ([]*core.Job, error) {
+		return scanJobs(q.Query(ctx, s.q.duplicatesByKey, keys))
+	})
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -137,35 +107,7 @@ func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs
 	if err != nil {
 		return nil, err
 	}
-	// Keyed rows are matched by key (unique among the rows sent); key-less
-	// rows by id order, which is input order.
-	byKey := make(map[string]*core.Job)
-	plain := make([]*core.Job, 0, len(got))
-	for _, j := range got {
-		if j.UniqueKey != "" {
-			byKey[j.UniqueKey] = j
-		} else {
-			plain = append(plain, j)
-		}
-	}
-	slices.SortFunc(plain, func(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) })
-	var missing []int
-	for _, i := range send {
-		if k := jobs[i].UniqueKey; k != "" {
-			if j, ok := byKey[k]; ok {
-				res[i] = core.InsertResult{Job: j}
-			} else {
-				missing = append(missing, i)
-			}
-			continue
-		}
-		if len(plain) == 0 {
-			return nil, fmt.Errorf("postgres: insert returned fewer rows than it inserted")
-		}
-		res[i] = core.InsertResult{Job: plain[0]}
-		plain = plain[1:]
-	}
-	return missing, nil
+	return sqlq.MatchInserted("postgres", jobs, send, got, res)
 }
 
 var (
@@ -181,31 +123,4 @@ func jsonText(v any, err error) (*string, error) {
 	}
 	s := v.(string)
 	return &s, nil
-}
-
-// fillDuplicates reads the live jobs holding the keys of the missing inputs
-// and marks those results Duplicate. It returns the inputs whose key is no
-// longer held (to be inserted again).
-func (s *Store) fillDuplicates(ctx context.Context, q sqlq.Conn, jobs []core.InsertParams, missing []int, res []core.InsertResult) ([]int, error) {
-	keys := make([]string, len(missing))
-	for k, i := range missing {
-		keys[k] = jobs[i].UniqueKey
-	}
-	got, err := scanJobs(q.Query(ctx, s.q.duplicatesByKey, keys))
-	if err != nil {
-		return nil, err
-	}
-	byKey := make(map[string]*core.Job, len(got))
-	for _, j := range got {
-		byKey[j.UniqueKey] = j
-	}
-	var again []int
-	for _, i := range missing {
-		if j, ok := byKey[jobs[i].UniqueKey]; ok {
-			res[i] = core.InsertResult{Job: j, Duplicate: true}
-		} else {
-			again = append(again, i)
-		}
-	}
-	return again, nil
 }

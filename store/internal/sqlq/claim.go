@@ -45,7 +45,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	if err != nil {
 		return nil, err
 	}
-	sortClaimOrder(out)
+	SortClaimOrder(out)
 	return out, nil
 }
 
@@ -151,7 +151,7 @@ func (s *Store) casClaim(ctx context.Context, c Conn, p core.ClaimParams, take [
 	b.w(" END AND state IN ", pendingIn, " AND run_at <= ", b.arg(s.d.Time(p.Now)))
 	if s.d.Returning(StmtUpdate) {
 		b.w(" RETURNING ", JobColumns)
-		return scanJobs(c.Query(ctx, b.String(), b.args...))
+		return ScanJobs(c.Query(ctx, b.String(), b.args...))
 	}
 	res, err := c.Exec(ctx, b.String(), b.args...)
 	if err != nil {
@@ -174,7 +174,7 @@ func (s *Store) casClaim(ctx context.Context, c Conn, p core.ClaimParams, take [
 		r.w(" WHEN ", r.arg(cd.id), " THEN ", r.arg(cd.version+1))
 	}
 	r.w(" END AND state = 'running' AND worker_id = ", r.arg(p.WorkerID))
-	return scanJobs(c.Query(ctx, r.String(), r.args...))
+	return ScanJobs(c.Query(ctx, r.String(), r.args...))
 }
 
 // claimFused is the optimistic claim on a single-writer database: one
@@ -187,7 +187,7 @@ func (s *Store) claimFused(ctx context.Context, c Conn, p core.ClaimParams) ([]*
 	b.w(" WHERE id IN (SELECT id FROM ", s.t.Jobs, " WHERE ")
 	s.dueWhere(b, p)
 	b.w(" ORDER BY priority, run_at, id LIMIT ", b.arg(p.Limit), ") RETURNING ", JobColumns)
-	return scanJobs(c.Query(ctx, b.String(), b.args...))
+	return ScanJobs(c.Query(ctx, b.String(), b.args...))
 }
 
 // claimSkipLockedCTE is the one-statement SKIP LOCKED claim for dialects with
@@ -199,7 +199,7 @@ func (s *Store) claimSkipLockedCTE(ctx context.Context, c Conn, p core.ClaimPara
 	b.w(" ORDER BY priority, run_at, id LIMIT ", b.arg(p.Limit), s.d.LockSuffix(true), ") UPDATE ", s.t.Jobs, " SET ")
 	s.claimSet(b, p, s.t.Jobs+".")
 	b.w(" FROM c WHERE ", s.t.Jobs, ".id = c.id RETURNING ", s.jobCols)
-	return scanJobs(c.Query(ctx, b.String(), b.args...))
+	return ScanJobs(c.Query(ctx, b.String(), b.args...))
 }
 
 // claimSkipLocked selects due ids FOR UPDATE SKIP LOCKED, updates them by
@@ -210,7 +210,7 @@ func (s *Store) claimSkipLocked(ctx context.Context, c Conn, p core.ClaimParams)
 	b.w("SELECT id FROM ", s.t.Jobs, " WHERE ")
 	s.dueWhere(b, p)
 	b.w(" ORDER BY priority, run_at, id LIMIT ", b.arg(p.Limit), s.d.LockSuffix(true))
-	ids, err := scanIDs(c.Query(ctx, b.String(), b.args...))
+	ids, err := ScanIDs(c.Query(ctx, b.String(), b.args...))
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}

@@ -163,7 +163,7 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []change, f fence, 
 	}
 	q, ok := s.d.UpdateFrom(T, "v", changeCols, rows, set.String(), where.String(), ret)
 	if ok && ret != "" {
-		ids, err := scanIDs(c.Query(ctx, q, b.args...))
+		ids, err := ScanIDs(c.Query(ctx, q, b.args...))
 		if err != nil {
 			return err
 		}
@@ -358,7 +358,7 @@ func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcom
 			b.w("DELETE FROM ", s.t.Jobs)
 			where(b)
 			b.w(" RETURNING id")
-			ids, err := scanIDs(c.Query(ctx, b.String(), b.args...))
+			ids, err := ScanIDs(c.Query(ctx, b.String(), b.args...))
 			if err != nil {
 				return nil, err
 			}
@@ -371,7 +371,7 @@ func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcom
 		sel.w("SELECT id FROM ", s.t.Jobs)
 		where(sel)
 		sel.w(s.d.LockSuffix(false))
-		ids, err := scanIDs(c.Query(ctx, sel.String(), sel.args...))
+		ids, err := ScanIDs(c.Query(ctx, sel.String(), sel.args...))
 		if err != nil {
 			return nil, err
 		}

@@ -37,8 +37,33 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 // retries (core.TxInserter uses it with the caller's transaction).
 func (s *Store) InsertOn(ctx context.Context, c Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	res := make([]core.InsertResult, len(jobs))
+	err := InsertRounds("sqlq", jobs, res, func(send []int) ([]int, error) {
+		if s.d.Returning(StmtInsert) {
+			return s.insertReturning(ctx, c, now, jobs, send, res)
+		}
+		return s.insertEach(ctx, c, now, jobs, send, res)
+	}, func(keys []string) ([]*core.Job, error) {
+		return s.liveByKeys(ctx, c, keys)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// InsertRounds runs the unique-key protocol every SQL store's Insert shares
+// and fills res (one result per input). Each distinct unique key is sent
+// once: insert writes jobs[send], fills res for the rows it inserted and
+// returns the indexes whose unique key conflicted; live reads the live jobs
+// holding those keys, which become Duplicate results. A key that conflicted
+// with a job that then finished before it could be read is sent again, up
+// to five rounds (not possible on SQLite, where the whole call holds the
+// write lock). Later inputs repeating a key in the batch get a copy of the
+// first one's job, marked Duplicate. name prefixes the error.
+func InsertRounds(name string, jobs []core.InsertParams, res []core.InsertResult,
+	insert func(send []int) (missing []int, err error), live func(keys []string) ([]*core.Job, error)) error {
 	firstByKey := make(map[string]int)
-	var send []int // input indexes to send to the database
+	send := make([]int, 0, len(jobs)) // input indexes to send to the database
 	for i, p := range jobs {
 		if p.UniqueKey != "" {
 			if _, dup := firstByKey[p.UniqueKey]; dup {
@@ -48,39 +73,80 @@ func (s *Store) InsertOn(ctx context.Context, c Conn, now time.Time, jobs []core
 		}
 		send = append(send, i)
 	}
-	// Rounds: a key that conflicted with a live job that then finished
-	// before we could read it is sent again (not possible on SQLite, where
-	// the whole call holds the write lock).
 	for round := 0; len(send) > 0; round++ {
 		if round == 5 {
-			return nil, fmt.Errorf("sqlq: insert: unique keys kept changing state between insert and read")
+			return fmt.Errorf("%s: insert: unique keys kept changing state between insert and read", name)
 		}
-		var missing []int
-		var err error
-		if s.d.Returning(StmtInsert) {
-			missing, err = s.insertReturning(ctx, c, now, jobs, send, res)
-		} else {
-			missing, err = s.insertEach(ctx, c, now, jobs, send, res)
-		}
+		missing, err := insert(send)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(missing) == 0 {
 			break
 		}
-		send, err = s.fillDuplicates(ctx, c, jobs, missing, res)
+		keys := make([]string, len(missing))
+		for k, i := range missing {
+			keys[k] = jobs[i].UniqueKey
+		}
+		got, err := live(keys)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		byKey := make(map[string]*core.Job, len(got))
+		for _, j := range got {
+			byKey[j.UniqueKey] = j
+		}
+		send = send[:0]
+		for _, i := range missing {
+			if j, ok := byKey[jobs[i].UniqueKey]; ok {
+				res[i] = core.InsertResult{Job: j, Duplicate: true}
+			} else {
+				send = append(send, i)
+			}
 		}
 	}
 	for i, p := range jobs {
 		if res[i].Job == nil && p.UniqueKey != "" {
-			first := res[firstByKey[p.UniqueKey]].Job
-			cp := *first
+			cp := *res[firstByKey[p.UniqueKey]].Job
 			res[i] = core.InsertResult{Job: &cp, Duplicate: true}
 		}
 	}
-	return res, nil
+	return nil
+}
+
+// MatchInserted fills res[i] for each input index i in send from the rows
+// an INSERT … RETURNING of jobs[send] returned: keyed rows are matched by
+// key (unique among the rows sent), key-less rows by id order, which is
+// insert order. It returns the keyed indexes no row came back for (their
+// key conflicted). name prefixes the error.
+func MatchInserted(name string, jobs []core.InsertParams, send []int, got []*core.Job, res []core.InsertResult) ([]int, error) {
+	byKey := make(map[string]*core.Job)
+	plain := make([]*core.Job, 0, len(got))
+	for _, j := range got {
+		if j.UniqueKey != "" {
+			byKey[j.UniqueKey] = j
+		} else {
+			plain = append(plain, j)
+		}
+	}
+	slices.SortFunc(plain, func(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) })
+	var missing []int
+	for _, i := range send {
+		if k := jobs[i].UniqueKey; k != "" {
+			if j, ok := byKey[k]; ok {
+				res[i] = core.InsertResult{Job: j}
+			} else {
+				missing = append(missing, i)
+			}
+			continue
+		}
+		if len(plain) == 0 {
+			return nil, fmt.Errorf("%s: insert returned fewer rows than it inserted", name)
+		}
+		res[i] = core.InsertResult{Job: plain[0]}
+		plain = plain[1:]
+	}
+	return missing, nil
 }
 
 // insertValues binds one row's values.
@@ -127,38 +193,15 @@ func (s *Store) insertReturning(ctx context.Context, c Conn, now time.Time, jobs
 			}
 		}
 		b.w(suffix, " RETURNING ", JobColumns)
-		got, err := scanJobs(c.Query(ctx, b.String(), b.args...))
+		got, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
 		if err != nil {
 			return nil, err
 		}
-		// Keyed rows are matched by key (unique among the rows sent);
-		// key-less rows by id order, which is insert order.
-		byKey := make(map[string]*core.Job)
-		var plain []*core.Job
-		for _, j := range got {
-			if j.UniqueKey != "" {
-				byKey[j.UniqueKey] = j
-			} else {
-				plain = append(plain, j)
-			}
+		m, err := MatchInserted("sqlq", jobs, part, got, res)
+		if err != nil {
+			return nil, err
 		}
-		slices.SortFunc(plain, func(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) })
-		for _, i := range part {
-			p := &jobs[i]
-			if p.UniqueKey != "" {
-				if j, ok := byKey[p.UniqueKey]; ok {
-					res[i] = core.InsertResult{Job: j}
-				} else {
-					missing = append(missing, i)
-				}
-				continue
-			}
-			if len(plain) == 0 {
-				return nil, fmt.Errorf("sqlq: insert returned fewer rows than it inserted")
-			}
-			res[i] = core.InsertResult{Job: plain[0]}
-			plain = plain[1:]
-		}
+		missing = append(missing, m...)
 	}
 	return missing, nil
 }
@@ -209,34 +252,16 @@ func (s *Store) insertEach(ctx context.Context, c Conn, now time.Time, jobs []co
 	return missing, nil
 }
 
-// fillDuplicates reads the live jobs holding the keys of the missing inputs
-// and marks those results Duplicate. It returns the inputs whose key is no
-// longer held (to be inserted again).
-func (s *Store) fillDuplicates(ctx context.Context, c Conn, jobs []core.InsertParams, missing []int, res []core.InsertResult) ([]int, error) {
-	b := newBuilder(s.d, len(missing))
+// liveByKeys reads the live jobs holding keys.
+func (s *Store) liveByKeys(ctx context.Context, c Conn, keys []string) ([]*core.Job, error) {
+	b := newBuilder(s.d, len(keys))
 	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE unique_key IN (")
-	for k, i := range missing {
+	for k, key := range keys {
 		if k > 0 {
 			b.w(",")
 		}
-		b.w(b.arg(jobs[i].UniqueKey))
+		b.w(b.arg(key))
 	}
 	b.w(") AND state NOT IN ", finalIn)
-	got, err := scanJobs(c.Query(ctx, b.String(), b.args...))
-	if err != nil {
-		return nil, err
-	}
-	byKey := make(map[string]*core.Job, len(got))
-	for _, j := range got {
-		byKey[j.UniqueKey] = j
-	}
-	var again []int
-	for _, i := range missing {
-		if j, ok := byKey[jobs[i].UniqueKey]; ok {
-			res[i] = core.InsertResult{Job: j, Duplicate: true}
-		} else {
-			again = append(again, i)
-		}
-	}
-	return again, nil
+	return ScanJobs(c.Query(ctx, b.String(), b.args...))
 }

@@ -131,8 +131,8 @@ func ScanJob(s Scanner) (*core.Job, error) {
 	return &j, nil
 }
 
-// scanJobs drains rows into jobs and closes them.
-func scanJobs(rows Rows, err error) ([]*core.Job, error) {
+// ScanJobs drains rows into jobs and closes them.
+func ScanJobs(rows Rows, err error) ([]*core.Job, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +151,8 @@ func scanJobs(rows Rows, err error) ([]*core.Job, error) {
 	return out, rows.Close()
 }
 
-// scanIDs drains rows of one integer column and closes them.
-func scanIDs(rows Rows, err error) ([]int64, error) {
+// ScanIDs drains rows of one integer column and closes them.
+func ScanIDs(rows Rows, err error) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -138,7 +138,7 @@ func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
 func (s *Store) getOn(ctx context.Context, c Conn, id int64) (*core.Job, error) {
 	b := newBuilder(s.d, 1)
 	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id = ", b.arg(id))
-	jobs, err := scanJobs(c.Query(ctx, b.String(), b.args...))
+	jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*core.Job
 			b.w(b.arg(id))
 		}
 		b.w(")")
-		jobs, err := scanJobs(c.Query(ctx, b.String(), b.args...))
+		jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*core.Job
 func (s *Store) updateOne(ctx context.Context, c Conn, id int64, b *builder) (*core.Job, error) {
 	if s.d.Returning(StmtUpdate) {
 		b.w(" RETURNING ", JobColumns)
-		jobs, err := scanJobs(c.Query(ctx, b.String(), b.args...))
+		jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
 		if err != nil || len(jobs) == 0 {
 			return nil, err
 		}
@@ -325,7 +325,7 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	b.w(" LIMIT ", b.arg(limit))
 	var out []*core.Job
 	err := s.retry(ctx, func() (err error) {
-		out, err = scanJobs(s.db.Query(ctx, b.String(), b.args...))
+		out, err = ScanJobs(s.db.Query(ctx, b.String(), b.args...))
 		return err
 	})
 	return out, err

@@ -11,8 +11,8 @@ func sortStats(s []core.QueueStats) {
 	slices.SortFunc(s, func(a, b core.QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
 }
 
-// sortClaimOrder sorts jobs by priority, run_at, id: claim order.
-func sortClaimOrder(jobs []*core.Job) {
+// SortClaimOrder sorts jobs by priority, run_at, id: claim order.
+func SortClaimOrder(jobs []*core.Job) {
 	slices.SortFunc(jobs, func(a, b *core.Job) int {
 		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
 			return c
