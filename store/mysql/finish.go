@@ -14,69 +14,6 @@ import (
 // finishChunk bounds the outcomes of one statement.
 const finishChunk = 500
 
-// change is one outcome as the columns of the derived table v of a batched
-// finish (see finishUpdate).
-type change struct {
-	id      int64
-	worker  string
-	attempt int
-
-	state      core.State
-	newAttempt int
-	runAt      time.Time // zero: keep
-	finishedAt time.Time // zero: NULL
-	err        string    // JSON of one AttemptError; "": none
-	result     []byte
-	setResult  bool
-	kind       string // "": keep
-	args       []byte // nil: keep
-}
-
-// outcomeChange turns an outcome into a change, or an error for an unknown
-// kind.
-func outcomeChange(o *core.Outcome) (change, error) {
-	ch := change{id: o.JobID, worker: o.WorkerID, attempt: o.Attempt, newAttempt: o.Attempt}
-	if o.Error != nil {
-		e, err := sqlq.EncodeError(*o.Error)
-		if err != nil {
-			return ch, err
-		}
-		ch.err = e
-	}
-	at, runAt := core.UTC(o.At), core.UTC(o.RunAt)
-	if runAt.IsZero() {
-		runAt = at // no RunAt given: due at once
-	}
-	due := core.StateAvailable
-	if runAt.After(at) {
-		due = core.StateScheduled
-	}
-	switch o.Kind {
-	case core.OutcomeComplete:
-		ch.state, ch.finishedAt = core.StateCompleted, at
-		ch.result, ch.setResult = o.Result, true
-	case core.OutcomeRetry:
-		ch.state, ch.runAt = core.StateRetryable, runAt
-	case core.OutcomeSnooze:
-		ch.state, ch.runAt = due, runAt
-		ch.newAttempt = max(0, o.Attempt-1)
-	case core.OutcomeContinue:
-		ch.state, ch.runAt = due, runAt
-		ch.newAttempt = 0
-		ch.kind = o.NextKind
-		if o.NextArgs != nil {
-			ch.args = o.NextArgs
-		}
-	case core.OutcomeCancel:
-		ch.state, ch.finishedAt = core.StateCancelled, at
-	case core.OutcomeDiscard:
-		ch.state, ch.finishedAt = core.StateDiscarded, at
-	default:
-		return ch, fmt.Errorf("mysql: job %d: unknown outcome kind %q", o.JobID, o.Kind)
-	}
-	return ch, nil
-}
-
 // Finish applies a batch of fenced outcomes and returns one result per
 // outcome in input order. Updates run as one UPDATE … JOIN a derived table
 // of the outcomes per 500; completions with Delete as one fenced DELETE
@@ -124,12 +61,12 @@ func allDeletes(outcomes []core.Outcome) bool {
 // it.
 func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outcome) ([]core.FinishResult, error) {
 	res := make([]core.FinishResult, len(outcomes))
-	chs := make([]change, len(outcomes))
+	chs := make([]sqlq.Change, len(outcomes))
 	for i := range outcomes {
 		res[i].JobID = outcomes[i].JobID
-		ch, err := outcomeChange(&outcomes[i])
+		ch, err := sqlq.OutcomeChange(&outcomes[i])
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("mysql: %w", err)
 		}
 		chs[i] = ch
 	}
@@ -188,7 +125,7 @@ func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outco
 // that stamps a fresh random version token on the rows it changes. When it
 // changed every row, all applied; otherwise a read of the token in the same
 // transaction says which did.
-func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []change, part []int) (map[int64]bool, error) {
+func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
 	T := s.t.Jobs
 	token := rand.Int64() | 1<<62
 	var q strings.Builder
@@ -202,24 +139,24 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []change, par
 			q.WriteString(" UNION ALL SELECT ?,?,?,?,?,?,?,?,?,?,?,?")
 		}
 		var er, rs, kd, ag any
-		if ch.err != "" {
-			er = ch.err
+		if ch.Err != "" {
+			er = ch.Err
 		}
-		if ch.result != nil {
-			rs = ch.result
+		if ch.Result != nil {
+			rs = ch.Result
 		}
 		sr := 0
-		if ch.setResult {
+		if ch.SetResult {
 			sr = 1
 		}
-		if ch.kind != "" {
-			kd = ch.kind
+		if ch.Kind != "" {
+			kd = ch.Kind
 		}
-		if ch.args != nil {
-			ag = string(ch.args)
+		if ch.Args != nil {
+			ag = string(ch.Args)
 		}
-		args = append(args, ch.id, ch.worker, int64(ch.attempt), string(ch.state), int64(ch.newAttempt),
-			s.d.Time(ch.runAt), s.d.Time(ch.finishedAt), er, rs, sr, kd, ag)
+		args = append(args, ch.ID, ch.Worker, int64(ch.Attempt), string(ch.State), int64(ch.NewAttempt),
+			s.d.Time(ch.RunAt), s.d.Time(ch.FinishedAt), er, rs, sr, kd, ag)
 	}
 	q.WriteString(") v ON " + T + ".id = v.id SET " + T + ".state = v.st, " + T + ".attempt = v.na, " +
 		T + ".run_at = COALESCE(v.ra, " + T + ".run_at), " + T + ".finished_at = v.fi, " + T + ".lease_until = NULL, " +
@@ -241,13 +178,13 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []change, par
 	case n == 0:
 	case int(n) == len(part):
 		for _, i := range part {
-			applied[chs[i].id] = true
+			applied[chs[i].ID] = true
 		}
 	default:
 		ids := make([]any, 0, len(part)+1)
 		ids = append(ids, token)
 		for _, i := range part {
-			ids = append(ids, chs[i].id)
+			ids = append(ids, chs[i].ID)
 		}
 		got, err := sqlq.ScanIDs(c.Query(ctx, "SELECT id FROM "+T+" WHERE version = ? AND id IN ("+marks(len(part))+")", ids...))
 		if err != nil {
@@ -263,21 +200,21 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []change, par
 // finishDelete deletes the fenced completions chs[part] (distinct ids) and
 // returns the ids deleted: one DELETE … RETURNING id on MariaDB; on MySQL a
 // locking read of the rows that pass the fence, then a DELETE of those.
-func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []change, part []int) (map[int64]bool, error) {
+func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
 	var where strings.Builder
 	args := make([]any, 0, 5*len(part))
 	where.WriteString(" WHERE id IN (" + marks(len(part)) + ") AND state = 'running' AND worker_id = CASE id")
 	for _, i := range part {
-		args = append(args, chs[i].id)
+		args = append(args, chs[i].ID)
 	}
 	for _, i := range part {
 		where.WriteString(" WHEN ? THEN ?")
-		args = append(args, chs[i].id, chs[i].worker)
+		args = append(args, chs[i].ID, chs[i].Worker)
 	}
 	where.WriteString(" END AND attempt = CASE id")
 	for _, i := range part {
 		where.WriteString(" WHEN ? THEN ?")
-		args = append(args, chs[i].id, int64(chs[i].attempt))
+		args = append(args, chs[i].ID, int64(chs[i].Attempt))
 	}
 	where.WriteString(" END")
 	out := make(map[int64]bool, len(part))

@@ -28,66 +28,41 @@ type finishArgs struct {
 }
 
 func (a *finishArgs) add(o *core.Outcome) error {
-	var errEntry *string
-	if o.Error != nil {
-		e, err := sqlq.EncodeError(*o.Error)
-		if err != nil {
-			return err
-		}
-		errEntry = &e
-	}
-	at, runAt := core.UTC(o.At), core.UTC(o.RunAt)
-	if runAt.IsZero() {
-		runAt = at // no RunAt given: due at once
-	}
-	due := core.StateAvailable
-	if runAt.After(at) {
-		due = core.StateScheduled
+	ch, err := sqlq.OutcomeChange(o)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
 	var (
-		state          core.State
-		newAttempt     = o.Attempt
-		ra, fi         *time.Time
-		result         []byte
-		setResult, del bool
-		kind, args     *string
+		ra, fi     *time.Time
+		errEntry   *string
+		kind, args *string
+		del        = o.Kind == core.OutcomeComplete && o.Delete
 	)
-	switch o.Kind {
-	case core.OutcomeComplete:
-		state, fi = core.StateCompleted, &at
-		result, setResult, del = o.Result, true, o.Delete
-	case core.OutcomeRetry:
-		state, ra = core.StateRetryable, &runAt
-	case core.OutcomeSnooze:
-		state, ra = due, &runAt
-		newAttempt = max(0, o.Attempt-1)
-	case core.OutcomeContinue:
-		state, ra, newAttempt = due, &runAt, 0
-		if o.NextKind != "" {
-			k := o.NextKind
-			kind = &k
-		}
-		if o.NextArgs != nil {
-			s := string(o.NextArgs)
-			args = &s
-		}
-	case core.OutcomeCancel:
-		state, fi = core.StateCancelled, &at
-	case core.OutcomeDiscard:
-		state, fi = core.StateDiscarded, &at
-	default:
-		return fmt.Errorf("postgres: job %d: unknown outcome kind %q", o.JobID, o.Kind)
+	if ch.State.Final() {
+		fi = &ch.FinishedAt
+	} else {
+		ra = &ch.RunAt
 	}
-	a.id = append(a.id, o.JobID)
-	a.worker = append(a.worker, o.WorkerID)
-	a.attempt = append(a.attempt, int32(o.Attempt))
-	a.state = append(a.state, string(state))
-	a.newAttempt = append(a.newAttempt, int32(newAttempt))
+	if ch.Err != "" {
+		errEntry = &ch.Err
+	}
+	if ch.Kind != "" {
+		kind = &ch.Kind
+	}
+	if ch.Args != nil {
+		s := string(ch.Args)
+		args = &s
+	}
+	a.id = append(a.id, ch.ID)
+	a.worker = append(a.worker, ch.Worker)
+	a.attempt = append(a.attempt, int32(ch.Attempt))
+	a.state = append(a.state, string(ch.State))
+	a.newAttempt = append(a.newAttempt, int32(ch.NewAttempt))
 	a.runAt = append(a.runAt, ra)
 	a.finishedAt = append(a.finishedAt, fi)
 	a.errEntry = append(a.errEntry, errEntry)
-	a.result = append(a.result, result)
-	a.setResult = append(a.setResult, setResult)
+	a.result = append(a.result, ch.Result)
+	a.setResult = append(a.setResult, ch.SetResult)
 	a.kind = append(a.kind, kind)
 	a.args = append(a.args, args)
 	a.del = append(a.del, del)

@@ -12,78 +12,79 @@ import (
 type fence int
 
 const (
-	// fenceHolder: the row is running, held by change.worker at
-	// change.attempt (Finish, CompleteTx).
+	// fenceHolder: the row is running, held by Change.Worker at
+	// Change.Attempt (Finish, CompleteTx).
 	fenceHolder fence = iota
-	// fenceVersion: the row's version is still change.version (Rescue and
+	// fenceVersion: the row's version is still Change.Version (Rescue and
 	// DiscardExpired, after reading their candidates).
 	fenceVersion
 )
 
-// change is one row's new values in a batched update.
-type change struct {
-	id      int64
-	worker  string // fenceHolder
-	attempt int    // fenceHolder
-	version int64  // fenceVersion
+// Change is one row's new values in a batched update of jobs: a finish
+// outcome (OutcomeChange), a rescue or a deadline discard.
+type Change struct {
+	ID      int64
+	Worker  string // fenceHolder: the worker that must hold the job
+	Attempt int    // fenceHolder: the attempt it must be at
+	Version int64  // fenceVersion: the version the row must still have
 
-	state      core.State
-	newAttempt int
-	runAt      time.Time // zero: keep
-	finishedAt time.Time // zero: NULL
-	err        string    // JSON of one AttemptError; "": none
-	result     []byte
-	setResult  bool
-	kind       string // "": keep
-	args       []byte // nil: keep
+	State      core.State
+	NewAttempt int
+	RunAt      time.Time // zero: keep
+	FinishedAt time.Time // zero: NULL
+	Err        string    // JSON of one AttemptError; "": none
+	Result     []byte
+	SetResult  bool
+	Kind       string // "": keep
+	Args       []byte // nil: keep
 }
 
 // changeCols are the derived table's columns, in order.
 var changeCols = []string{"id", "fw", "fa", "fv", "st", "na", "ra", "fi", "er", "rs", "sr", "kd", "ag"}
 
-func (s *Store) changeValue(ch *change, col string) (any, Type) {
+func (s *Store) changeValue(ch *Change, col string) (any, Type) {
 	switch col {
 	case "id":
-		return ch.id, TypeInt
+		return ch.ID, TypeInt
 	case "fw":
-		return ch.worker, TypeText
+		return ch.Worker, TypeText
 	case "fa":
-		return int64(ch.attempt), TypeInt
+		return int64(ch.Attempt), TypeInt
 	case "fv":
-		return ch.version, TypeInt
+		return ch.Version, TypeInt
 	case "st":
-		return string(ch.state), TypeText
+		return string(ch.State), TypeText
 	case "na":
-		return int64(ch.newAttempt), TypeInt
+		return int64(ch.NewAttempt), TypeInt
 	case "ra":
-		return s.d.Time(ch.runAt), TypeTime
+		return s.d.Time(ch.RunAt), TypeTime
 	case "fi":
-		return s.d.Time(ch.finishedAt), TypeTime
+		return s.d.Time(ch.FinishedAt), TypeTime
 	case "er":
-		if ch.err == "" {
+		if ch.Err == "" {
 			return nil, TypeJSON
 		}
-		return ch.err, TypeJSON
+		return ch.Err, TypeJSON
 	case "rs":
-		if ch.result == nil {
+		if ch.Result == nil {
 			return nil, TypeBytes
 		}
-		return ch.result, TypeBytes
+		return ch.Result, TypeBytes
 	case "sr":
-		if ch.setResult {
+		if ch.SetResult {
 			return int64(1), TypeInt
 		}
 		return int64(0), TypeInt
 	case "kd":
-		if ch.kind == "" {
+		if ch.Kind == "" {
 			return nil, TypeText
 		}
-		return ch.kind, TypeText
+		return ch.Kind, TypeText
 	case "ag":
-		if ch.args == nil {
+		if ch.Args == nil {
 			return nil, TypeJSON
 		}
-		return string(ch.args), TypeJSON
+		return string(ch.Args), TypeJSON
 	}
 	panic("sqlq: unknown change column " + col)
 }
@@ -114,7 +115,7 @@ func (s *Store) changeFence(b *builder, f fence, ref func(col string) string) {
 // applyChanges applies changes (distinct ids) under fence f plus the extra
 // predicate (which may bind parameters through its builder), in as few
 // statements as the dialect allows, and returns the ids that applied.
-func (s *Store) applyChanges(ctx context.Context, c Conn, chs []change, f fence, extra func(b *builder)) (map[int64]bool, error) {
+func (s *Store) applyChanges(ctx context.Context, c Conn, chs []Change, f fence, extra func(b *builder)) (map[int64]bool, error) {
 	applied := make(map[int64]bool, len(chs))
 	if len(chs) == 0 {
 		return applied, nil
@@ -130,7 +131,7 @@ func (s *Store) applyChanges(ctx context.Context, c Conn, chs []change, f fence,
 	return applied, nil
 }
 
-func (s *Store) applyBatch(ctx context.Context, c Conn, part []change, f fence, extra func(b *builder), applied map[int64]bool) error {
+func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, extra func(b *builder), applied map[int64]bool) error {
 	T := s.t.Jobs
 	// Try the one-statement form.
 	b := newBuilder(s.d, len(part)*len(changeCols)+4)
@@ -183,7 +184,7 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []change, f fence, 
 		}
 		u.w("UPDATE ", T, " SET ")
 		s.changeSet(u, ref)
-		u.w(" WHERE ", T, ".id = ", u.arg(ch.id), " AND ")
+		u.w(" WHERE ", T, ".id = ", u.arg(ch.ID), " AND ")
 		s.changeFence(u, f, ref)
 		if extra != nil {
 			u.w(" AND ")
@@ -198,7 +199,7 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []change, f fence, 
 			return err
 		}
 		if n > 0 {
-			applied[ch.id] = true
+			applied[ch.ID] = true
 		}
 	}
 	return nil
@@ -224,12 +225,12 @@ func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.Fin
 // no retries (core.TxCompleter uses it with the caller's transaction).
 func (s *Store) FinishOn(ctx context.Context, c Conn, outcomes []core.Outcome) ([]core.FinishResult, error) {
 	res := make([]core.FinishResult, len(outcomes))
-	chs := make([]change, len(outcomes))
+	chs := make([]Change, len(outcomes))
 	for i := range outcomes {
 		res[i].JobID = outcomes[i].JobID
-		ch, err := outcomeChange(&outcomes[i])
+		ch, err := OutcomeChange(&outcomes[i])
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("sqlq: %w", err)
 		}
 		chs[i] = ch
 	}
@@ -250,7 +251,7 @@ func (s *Store) FinishOn(ctx context.Context, c Conn, outcomes []core.Outcome) (
 			seen[outcomes[i].JobID] = true
 			now = append(now, i)
 		}
-		var upd []change
+		var upd []Change
 		var updIdx, delIdx []int
 		for _, i := range now {
 			if outcomes[i].Kind == core.OutcomeComplete && outcomes[i].Delete {
@@ -281,15 +282,17 @@ func (s *Store) FinishOn(ctx context.Context, c Conn, outcomes []core.Outcome) (
 	return res, nil
 }
 
-// outcomeChange turns an outcome into a holder-fenced change.
-func outcomeChange(o *core.Outcome) (change, error) {
-	ch := change{id: o.JobID, worker: o.WorkerID, attempt: o.Attempt, newAttempt: o.Attempt}
+// OutcomeChange turns a finish outcome into a holder-fenced change: the
+// state, attempt, run_at, finished_at, error entry, result and next kind and
+// args the outcome's kind asks for. An unknown kind is an error.
+func OutcomeChange(o *core.Outcome) (Change, error) {
+	ch := Change{ID: o.JobID, Worker: o.WorkerID, Attempt: o.Attempt, NewAttempt: o.Attempt}
 	if o.Error != nil {
 		e, err := EncodeError(*o.Error)
 		if err != nil {
 			return ch, err
 		}
-		ch.err = e
+		ch.Err = e
 	}
 	at := core.UTC(o.At)
 	runAt := core.UTC(o.RunAt)
@@ -301,29 +304,29 @@ func outcomeChange(o *core.Outcome) (change, error) {
 	}
 	switch o.Kind {
 	case core.OutcomeComplete:
-		ch.state, ch.finishedAt = core.StateCompleted, at
-		ch.result, ch.setResult = o.Result, true
+		ch.State, ch.FinishedAt = core.StateCompleted, at
+		ch.Result, ch.SetResult = o.Result, true
 	case core.OutcomeRetry:
-		ch.state, ch.runAt = core.StateRetryable, runAt
+		ch.State, ch.RunAt = core.StateRetryable, runAt
 	case core.OutcomeSnooze:
-		ch.state, ch.runAt = dueState(), runAt
-		ch.newAttempt = max(0, o.Attempt-1)
+		ch.State, ch.RunAt = dueState(), runAt
+		ch.NewAttempt = max(0, o.Attempt-1)
 	case core.OutcomeContinue:
-		ch.state, ch.runAt = dueState(), runAt
-		ch.newAttempt = 0
-		ch.kind = o.NextKind
+		ch.State, ch.RunAt = dueState(), runAt
+		ch.NewAttempt = 0
+		ch.Kind = o.NextKind
 		if o.NextArgs != nil {
-			ch.args = o.NextArgs
+			ch.Args = o.NextArgs
 		}
 	case core.OutcomeCancel:
-		ch.state, ch.finishedAt = core.StateCancelled, at
+		ch.State, ch.FinishedAt = core.StateCancelled, at
 	case core.OutcomeDiscard:
-		ch.state, ch.finishedAt = core.StateDiscarded, at
+		ch.State, ch.FinishedAt = core.StateDiscarded, at
 	default:
-		return ch, fmt.Errorf("sqlq: job %d: unknown outcome kind %q", o.JobID, o.Kind)
+		return ch, fmt.Errorf("job %d: unknown outcome kind %q", o.JobID, o.Kind)
 	}
-	if ch.runAt.IsZero() && (o.Kind == core.OutcomeRetry || o.Kind == core.OutcomeSnooze || o.Kind == core.OutcomeContinue) {
-		ch.runAt = at // no RunAt given: due at once
+	if ch.RunAt.IsZero() && (o.Kind == core.OutcomeRetry || o.Kind == core.OutcomeSnooze || o.Kind == core.OutcomeContinue) {
+		ch.RunAt = at // no RunAt given: due at once
 	}
 	return ch, nil
 }
@@ -433,7 +436,7 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 		if err != nil {
 			return err
 		}
-		var chs []change
+		var chs []Change
 		var ids []int64
 		for rows.Next() {
 			var id, version, attempt, maxAtt int64
@@ -453,11 +456,11 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 				rows.Close()
 				return err
 			}
-			ch := change{id: id, version: version, newAttempt: int(attempt), err: e}
+			ch := Change{ID: id, Version: version, NewAttempt: int(attempt), Err: e}
 			if attempt >= maxAtt || (!deadline.IsZero() && deadline.Before(now)) {
-				ch.state, ch.finishedAt = core.StateDiscarded, now
+				ch.State, ch.FinishedAt = core.StateDiscarded, now
 			} else {
-				ch.state, ch.runAt = core.StateAvailable, now
+				ch.State, ch.RunAt = core.StateAvailable, now
 			}
 			chs = append(chs, ch)
 			ids = append(ids, id)
@@ -502,7 +505,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 		if err != nil {
 			return err
 		}
-		var chs []change
+		var chs []Change
 		for rows.Next() {
 			var id, version, attempt int64
 			var deadline time.Time
@@ -516,8 +519,8 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 				rows.Close()
 				return err
 			}
-			chs = append(chs, change{id: id, version: version, newAttempt: int(attempt), err: e,
-				state: core.StateDiscarded, finishedAt: now})
+			chs = append(chs, Change{ID: id, Version: version, NewAttempt: int(attempt), Err: e,
+				State: core.StateDiscarded, FinishedAt: now})
 		}
 		if err := rows.Err(); err != nil {
 			rows.Close()
