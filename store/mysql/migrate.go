@@ -1,54 +1,22 @@
 package mysql
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"testing/fstest"
-	"text/template"
 
 	"github.com/pressly/goose/v3"
+
+	"github.com/backlogq/backlog/store/internal/sqlq"
 
 	"github.com/backlogq/backlog/core"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
-
-// renderMigrations returns the embedded migrations with the table prefix
-// applied, as a file system goose can read, and the newest version.
-func renderMigrations(prefix string) (fs.FS, int64, error) {
-	out := fstest.MapFS{}
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, 0, err
-	}
-	var newest int64
-	for _, e := range entries {
-		raw, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, 0, err
-		}
-		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
-		if err != nil {
-			return nil, 0, err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, struct{ P string }{prefix}); err != nil {
-			return nil, 0, err
-		}
-		out[e.Name()] = &fstest.MapFile{Data: b.Bytes(), Mode: 0o444}
-		if v, err := goose.NumericComponent(e.Name()); err == nil {
-			newest = max(newest, v)
-		}
-	}
-	return out, newest, nil
-}
 
 // Migrate brings the schema to the newest version with a goose Provider
 // (versions in <prefix>goose_db_version). It is safe to run repeatedly and
@@ -59,23 +27,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
 		return core.ErrClosed
 	}
-	fsys, newest, err := renderMigrations(s.prefix)
+	fsys, newest, err := sqlq.RenderMigrations(migrationFiles, struct{ P string }{s.prefix})
 	if err != nil {
 		return fmt.Errorf("mysql: render migrations: %w", err)
 	}
 	if v, err := s.schemaVersion(ctx); err == nil && v >= newest {
 		return nil
 	}
-	p, err := goose.NewProvider(goose.DialectMySQL, s.db, fsys,
-		goose.WithTableName(s.prefix+"goose_db_version"),
-		goose.WithDisableGlobalRegistry(true),
-		goose.WithLogger(goose.NopLogger()),
-		goose.WithSessionLocker(&getLocker{prefix: s.prefix}),
-	)
+	err = sqlq.Migrate(ctx, s.db, goose.DialectMySQL, fsys, s.prefix+"goose_db_version",
+		goose.WithSessionLocker(&getLocker{prefix: s.prefix}))
 	if err != nil {
-		return fmt.Errorf("mysql: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("mysql: migrate (prefix %q): %w", s.prefix, err)
 	}
 	return nil

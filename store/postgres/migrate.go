@@ -1,18 +1,15 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"testing/fstest"
-	"text/template"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -21,36 +18,6 @@ import (
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
-
-// renderMigrations returns the embedded migrations with the schema name
-// applied, as a file system goose can read, and the newest version.
-func renderMigrations(schema string) (fs.FS, int64, error) {
-	out := fstest.MapFS{}
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, 0, err
-	}
-	var newest int64
-	for _, e := range entries {
-		raw, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, 0, err
-		}
-		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
-		if err != nil {
-			return nil, 0, err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, struct{ S string }{schema}); err != nil {
-			return nil, 0, err
-		}
-		out[e.Name()] = &fstest.MapFile{Data: b.Bytes(), Mode: 0o444}
-		if v, err := goose.NumericComponent(e.Name()); err == nil {
-			newest = max(newest, v)
-		}
-	}
-	return out, newest, nil
-}
 
 // Migrate creates the schema if needed and brings it to the newest version
 // with a goose Provider (versions in <schema>.goose_db_version). It is safe
@@ -61,7 +28,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
 		return core.ErrClosed
 	}
-	fsys, newest, err := renderMigrations(s.schema)
+	fsys, newest, err := sqlq.RenderMigrations(migrationFiles, struct{ S string }{s.schema})
 	if err != nil {
 		return fmt.Errorf("postgres: render migrations: %w", err)
 	}
@@ -73,16 +40,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
-		goose.WithTableName(s.schema+".goose_db_version"),
-		goose.WithDisableGlobalRegistry(true),
-		goose.WithLogger(goose.NopLogger()),
-		goose.WithSessionLocker(&advisoryLocker{schema: s.schema}),
-	)
+	err = sqlq.Migrate(ctx, db, goose.DialectPostgres, fsys, s.schema+".goose_db_version",
+		goose.WithSessionLocker(&advisoryLocker{schema: s.schema}))
 	if err != nil {
-		return fmt.Errorf("postgres: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("postgres: migrate schema %s: %w", s.schema, err)
 	}
 	return nil

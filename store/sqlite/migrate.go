@@ -1,72 +1,36 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"database/sql"
 	"embed"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
-	"testing/fstest"
-	"text/template"
 	"time"
 
 	"github.com/pressly/goose/v3"
+
+	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// renderMigrations returns the embedded migrations with the table prefix
-// applied, as a file system goose can read.
-func renderMigrations(prefix string) (fs.FS, error) {
-	out := fstest.MapFS{}
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range entries {
-		raw, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		t, err := template.New(e.Name()).Option("missingkey=error").Parse(string(raw))
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, struct{ P string }{prefix}); err != nil {
-			return nil, err
-		}
-		out[e.Name()] = &fstest.MapFile{Data: b.Bytes(), Mode: 0o444}
-	}
-	return out, nil
-}
-
 // migrate brings the schema to the newest version with a goose Provider
 // (no goose globals). With lock set, a lock row in <prefix>migrate_lock
 // serialises concurrent migrations from several processes.
 func migrate(ctx context.Context, db *sql.DB, prefix string, lock bool) error {
-	fsys, err := renderMigrations(prefix)
+	fsys, _, err := sqlq.RenderMigrations(migrationFiles, struct{ P string }{prefix})
 	if err != nil {
 		return fmt.Errorf("sqlite: render migrations: %w", err)
 	}
-	opts := []goose.ProviderOption{
-		goose.WithTableName(prefix + "goose_db_version"),
-		goose.WithDisableGlobalRegistry(true),
-		goose.WithLogger(goose.NopLogger()),
-	}
+	var opts []goose.ProviderOption
 	if lock {
 		opts = append(opts, goose.WithLocker(&migrationLocker{table: prefix + "migrate_lock"}))
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, opts...)
-	if err != nil {
-		return fmt.Errorf("sqlite: migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
+	if err := sqlq.Migrate(ctx, db, goose.DialectSQLite3, fsys, prefix+"goose_db_version", opts...); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	return nil
