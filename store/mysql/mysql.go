@@ -65,7 +65,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -114,7 +113,7 @@ type Store struct {
 	d        dialect
 	server   serverInfo
 	strategy core.ClaimStrategy
-	sdb      *guardedDB
+	sdb      *sqlq.GuardedDB
 	closed   atomic.Bool
 	retries  atomic.Int64 // transient errors retried by this package's methods
 }
@@ -254,7 +253,7 @@ func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, tx
 	}
 	s := &Store{db: db, owned: owned, prefix: c.prefix, t: sqlq.PrefixTables(c.prefix), server: server, strategy: c.strategy}
 	s.d = dialect{server: server, noReturning: c.noReturning}
-	s.sdb = &guardedDB{StdDB: sqlq.StdDB{DB: db, TxOptions: txOpts}, closed: &s.closed}
+	s.sdb = &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, TxOptions: txOpts}, Closed: &s.closed}
 	inner, err := sqlq.New(sqlq.Config{
 		Dialect:  s.d,
 		DB:       s.sdb,
@@ -330,19 +329,7 @@ func (s *Store) inTx(ctx context.Context, fn func(sqlq.Conn) error) error {
 }
 
 // txConn accepts the transaction types InsertTx and CompleteTx support.
-func txConn(tx any) (sqlq.Conn, error) {
-	switch t := tx.(type) {
-	case *sql.Tx:
-		if t != nil {
-			return sqlq.StdConn{X: t}, nil
-		}
-	case *sqlx.Tx:
-		if t != nil && t.Tx != nil {
-			return sqlq.StdConn{X: t.Tx}, nil
-		}
-	}
-	return nil, fmt.Errorf("mysql: transaction of type %T (want *sql.Tx or *sqlx.Tx): %w", tx, core.ErrUnsupported)
-}
+func txConn(tx any) (sqlq.Conn, error) { return sqlq.TxConn("mysql", tx) }
 
 // InsertTx inserts jobs inside the caller's transaction (*sql.Tx or
 // *sqlx.Tx on this database); they become visible when it commits and
@@ -380,31 +367,4 @@ func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
 		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
 	}
 	return nil
-}
-
-// guardedDB fails every call after Close with core.ErrClosed.
-type guardedDB struct {
-	sqlq.StdDB
-	closed *atomic.Bool
-}
-
-func (d *guardedDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if d.closed.Load() {
-		return nil, core.ErrClosed
-	}
-	return d.StdDB.Exec(ctx, q, args...)
-}
-
-func (d *guardedDB) Query(ctx context.Context, q string, args ...any) (sqlq.Rows, error) {
-	if d.closed.Load() {
-		return nil, core.ErrClosed
-	}
-	return d.StdDB.Query(ctx, q, args...)
-}
-
-func (d *guardedDB) InTx(ctx context.Context, fn func(sqlq.Conn) error) error {
-	if d.closed.Load() {
-		return core.ErrClosed
-	}
-	return d.StdDB.InTx(ctx, fn)
 }

@@ -74,7 +74,6 @@ import (
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/internal/sqlq"
-	"github.com/jmoiron/sqlx"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -248,7 +247,7 @@ func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Stor
 	}
 	inner, err := sqlq.New(sqlq.Config{
 		Dialect:      d,
-		DB:           &guardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}, Stmts: s.stmts}, closed: &s.closed},
+		DB:           &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}, Stmts: s.stmts}, Closed: &s.closed},
 		Tables:       sqlq.PrefixTables(c.prefix),
 		Strategy:     c.strategy,
 		ClaimInTx:    !c.casClaim,
@@ -346,21 +345,7 @@ func (s *Store) Close() error {
 }
 
 // txConn accepts the transaction types InsertTx and CompleteTx support.
-func txConn(tx any) (sqlq.Conn, error) {
-	switch t := tx.(type) {
-	case *sql.Tx:
-		if t == nil {
-			break
-		}
-		return sqlq.StdConn{X: t}, nil
-	case *sqlx.Tx:
-		if t == nil || t.Tx == nil {
-			break
-		}
-		return sqlq.StdConn{X: t.Tx}, nil
-	}
-	return nil, fmt.Errorf("sqlite: transaction of type %T (want *sql.Tx or *sqlx.Tx): %w", tx, core.ErrUnsupported)
-}
+func txConn(tx any) (sqlq.Conn, error) { return sqlq.TxConn("sqlite", tx) }
 
 // InsertTx inserts jobs inside the caller's transaction (*sql.Tx or
 // *sqlx.Tx on this database); they become visible when it commits. Other
@@ -396,33 +381,6 @@ func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
 		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
 	}
 	return nil
-}
-
-// guardedDB fails every call after Close with core.ErrClosed.
-type guardedDB struct {
-	sqlq.StdDB
-	closed *atomic.Bool
-}
-
-func (d *guardedDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if d.closed.Load() {
-		return nil, core.ErrClosed
-	}
-	return d.StdDB.Exec(ctx, q, args...)
-}
-
-func (d *guardedDB) Query(ctx context.Context, q string, args ...any) (sqlq.Rows, error) {
-	if d.closed.Load() {
-		return nil, core.ErrClosed
-	}
-	return d.StdDB.Query(ctx, q, args...)
-}
-
-func (d *guardedDB) InTx(ctx context.Context, fn func(sqlq.Conn) error) error {
-	if d.closed.Load() {
-		return core.ErrClosed
-	}
-	return d.StdDB.InTx(ctx, fn)
 }
 
 func init() {

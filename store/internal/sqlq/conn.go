@@ -3,7 +3,13 @@ package sqlq
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
+	"sync/atomic"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/backlogq/backlog/core"
 )
 
 // Rows is the cursor a Conn returns; *sql.Rows implements it, and a pgx.Rows
@@ -126,4 +132,49 @@ func (d *StdDB) InTx(ctx context.Context, fn func(Conn) error) (err error) {
 		return err
 	}
 	return tx.Commit()
+}
+
+// GuardedDB is a StdDB that fails every call with core.ErrClosed once
+// Closed is set (the store's Close).
+type GuardedDB struct {
+	StdDB
+	Closed *atomic.Bool
+}
+
+func (d *GuardedDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if d.Closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return d.StdDB.Exec(ctx, q, args...)
+}
+
+func (d *GuardedDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
+	if d.Closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return d.StdDB.Query(ctx, q, args...)
+}
+
+func (d *GuardedDB) InTx(ctx context.Context, fn func(Conn) error) error {
+	if d.Closed.Load() {
+		return core.ErrClosed
+	}
+	return d.StdDB.InTx(ctx, fn)
+}
+
+// TxConn returns the caller's transaction tx as a Conn, for the stores'
+// InsertTx and CompleteTx on database/sql: a non-nil *sql.Tx or *sqlx.Tx.
+// Anything else is an error wrapping core.ErrUnsupported, prefixed by name.
+func TxConn(name string, tx any) (Conn, error) {
+	switch t := tx.(type) {
+	case *sql.Tx:
+		if t != nil {
+			return StdConn{X: t}, nil
+		}
+	case *sqlx.Tx:
+		if t != nil && t.Tx != nil {
+			return StdConn{X: t.Tx}, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: transaction of type %T (want *sql.Tx or *sqlx.Tx): %w", name, tx, core.ErrUnsupported)
 }
