@@ -2,15 +2,13 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/bench"
+	"github.com/backlogq/backlog/store/internal/storebench"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,14 +17,6 @@ var benchNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // benchStrategies are the claim strategies the store-level benchmarks run.
 var benchStrategies = []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic}
 
-func benchJobs(n int) []core.InsertParams {
-	ps := make([]core.InsertParams, n)
-	for i := range ps {
-		ps[i] = core.InsertParams{Queue: "bench", Kind: "k", Args: json.RawMessage(`{}`), Priority: 5, MaxAttempts: 3, RunAt: benchNow}
-	}
-	return ps
-}
-
 // BenchmarkClaimFinish claims batches of 100 and completes them (rows kept,
 // state completed), one goroutine, store methods only; b.N is jobs.
 //
@@ -34,61 +24,16 @@ func benchJobs(n int) []core.InsertParams {
 func BenchmarkClaimFinish(b *testing.B) {
 	for _, strategy := range benchStrategies {
 		b.Run(string(strategy), func(b *testing.B) {
-			ctx := context.Background()
 			s := newTestStore(b, WithStrategy(strategy))
-			for n := 0; n < b.N; n += 1000 {
-				if _, err := s.Insert(ctx, benchNow, benchJobs(min(1000, b.N-n))); err != nil {
-					b.Fatal(err)
-				}
-			}
-			const batch = 100
-			outs := make([]core.Outcome, 0, batch)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			for done := 0; done < b.N; {
-				jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "bench", WorkerID: "w", Limit: batch, Now: benchNow, LeaseUntil: benchNow.Add(time.Minute)})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(jobs) == 0 {
-					b.Fatalf("queue empty after %d of %d", done, b.N)
-				}
-				outs = outs[:0]
-				for _, j := range jobs {
-					outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", Attempt: j.Attempt, Kind: core.OutcomeComplete, At: benchNow})
-				}
-				res, err := s.Finish(ctx, outs)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, r := range res {
-					if !r.Applied {
-						b.Fatalf("job %d not finished", r.JobID)
-					}
-				}
-				done += len(jobs)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+			storebench.Insert(b, s, benchNow, b.N, storebench.Job(benchNow, `{}`))
+			storebench.ClaimFinish(b, s, benchNow)
 		})
 	}
 }
 
 // BenchmarkInsert inserts batches of 1000 key-less jobs; b.N is jobs.
 func BenchmarkInsert(b *testing.B) {
-	ctx := context.Background()
-	s := newTestStore(b)
-	ps := benchJobs(1000)
-	b.ResetTimer()
-	start := time.Now()
-	for n := 0; n < b.N; n += 1000 {
-		if _, err := s.Insert(ctx, benchNow, ps[:min(1000, b.N-n)]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+	storebench.InsertLoop(b, newTestStore(b), benchNow)
 }
 
 // BenchmarkInsertCopy is the COPY alternative to BenchmarkInsert, for
@@ -115,14 +60,6 @@ func BenchmarkInsertCopy(b *testing.B) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
 }
 
-// envInt reads a tuning knob of BenchmarkBurnDown from the environment.
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
-		return v
-	}
-	return def
-}
-
 // BenchmarkBurnDown measures the whole engine (internal/bench) draining a
 // backlog of no-op jobs from PostgreSQL; b.N is jobs. Knobs (environment):
 // BENCH_WORKERS (default 1000), BENCH_MAX_CLAIM (default 1000),
@@ -136,7 +73,7 @@ func BenchmarkBurnDown(b *testing.B) {
 		b.Run(string(strategy), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			s, err := Open(ctx, testDSN(b), WithSchema(freshSchema(b)), WithStrategy(strategy), WithMaxConns(int32(envInt("BENCH_CONNS", 8))))
+			s, err := Open(ctx, testDSN(b), WithSchema(freshSchema(b)), WithStrategy(strategy), WithMaxConns(int32(storebench.EnvInt("BENCH_CONNS", 8))))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -144,12 +81,12 @@ func BenchmarkBurnDown(b *testing.B) {
 			b.StopTimer()
 			cfg := bench.Config{
 				Jobs:       b.N,
-				Workers:    envInt("BENCH_WORKERS", 1000),
-				InsertSize: envInt("BENCH_INSERT_SIZE", 1000),
+				Workers:    storebench.EnvInt("BENCH_WORKERS", 1000),
+				InsertSize: storebench.EnvInt("BENCH_INSERT_SIZE", 1000),
 				Tune: func(c *core.Config) {
-					c.MaxClaim = envInt("BENCH_MAX_CLAIM", 1000)
-					c.CompleterMaxBatch = envInt("BENCH_COMPLETER_BATCH", 1000)
-					c.CompleterInterval = time.Duration(envInt("BENCH_COMPLETER_MS", 2)) * time.Millisecond
+					c.MaxClaim = storebench.EnvInt("BENCH_MAX_CLAIM", 1000)
+					c.CompleterMaxBatch = storebench.EnvInt("BENCH_COMPLETER_BATCH", 1000)
+					c.CompleterInterval = time.Duration(storebench.EnvInt("BENCH_COMPLETER_MS", 2)) * time.Millisecond
 				},
 			}
 			res, err := bench.BurnDown(ctx, s, cfg)
@@ -158,7 +95,7 @@ func BenchmarkBurnDown(b *testing.B) {
 			}
 			b.ReportMetric(res.JobsPerSec, "jobs/s")
 			b.ReportMetric(0, "ns/op")
-			b.Log(res, fmt.Sprintf("(workers %d, max claim %d)", cfg.Workers, envInt("BENCH_MAX_CLAIM", 1000)))
+			b.Log(res, fmt.Sprintf("(workers %d, max claim %d)", cfg.Workers, storebench.EnvInt("BENCH_MAX_CLAIM", 1000)))
 		})
 	}
 }
@@ -170,11 +107,7 @@ func BenchmarkBurnDown(b *testing.B) {
 func BenchmarkBareSQL(b *testing.B) {
 	ctx := context.Background()
 	s := newTestStore(b)
-	for n := 0; n < b.N; n += 1000 {
-		if _, err := s.Insert(ctx, benchNow, benchJobs(min(1000, b.N-n))); err != nil {
-			b.Fatal(err)
-		}
-	}
+	storebench.Insert(b, s, benchNow, b.N, storebench.Job(benchNow, `{}`))
 	claim := "UPDATE " + s.tables.Jobs + " SET state = 'running', attempt = attempt + 1, worker_id = 'w', attempted_at = $1, lease_until = $2" +
 		" WHERE id = ANY(ARRAY(SELECT id FROM " + s.tables.Jobs + " WHERE queue = 'bench' AND state IN " + pendingIn +
 		" AND run_at <= $1 ORDER BY priority, run_at, id LIMIT 1000 FOR UPDATE SKIP LOCKED)) RETURNING id"

@@ -1,0 +1,109 @@
+// Package storebench holds what the SQL stores' benchmarks share: the jobs
+// they insert, the single-worker claim+finish loop and the environment
+// knobs. It is imported only by _test files.
+package storebench
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Queue is the queue the benchmarks fill and drain.
+const Queue = "bench"
+
+// Job returns a key-less job of Queue due at runAt, with the given args.
+func Job(runAt time.Time, args string) core.InsertParams {
+	return core.InsertParams{Queue: Queue, Kind: "k", Args: []byte(args), Priority: 5, MaxAttempts: 3, RunAt: runAt}
+}
+
+// Jobs returns n jobs of Queue due at runAt with args {}.
+func Jobs(n int, runAt time.Time) []core.InsertParams {
+	ps := make([]core.InsertParams, n)
+	for i := range ps {
+		ps[i] = Job(runAt, `{}`)
+	}
+	return ps
+}
+
+// Insert inserts n copies of p at now, 1000 per call.
+func Insert(b testing.TB, s core.Store, now time.Time, n int, p core.InsertParams) {
+	b.Helper()
+	ctx := context.Background()
+	for done := 0; done < n; done += 1000 {
+		ps := make([]core.InsertParams, min(1000, n-done))
+		for i := range ps {
+			ps[i] = p
+		}
+		if _, err := s.Insert(ctx, now, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// ClaimFinish is the timed part of the stores' BenchmarkClaimFinish: one
+// worker claims batches of 100 jobs of Queue at now and completes them
+// (rows kept), until b.N jobs are done; the queue must hold them. It reports
+// allocations and jobs/s.
+func ClaimFinish(b *testing.B, s core.Store, now time.Time) {
+	ctx := context.Background()
+	const batch = 100
+	outs := make([]core.Outcome, 0, batch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for done := 0; done < b.N; {
+		jobs, err := s.Claim(ctx, core.ClaimParams{Queue: Queue, WorkerID: "w", Limit: batch, Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(jobs) == 0 {
+			b.Fatalf("queue empty after %d of %d", done, b.N)
+		}
+		outs = outs[:0]
+		for _, j := range jobs {
+			outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now})
+		}
+		res, err := s.Finish(ctx, outs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if !r.Applied {
+				b.Fatalf("job %d not finished", r.JobID)
+			}
+		}
+		done += len(jobs)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+// InsertLoop is the timed part of the stores' BenchmarkInsert: batches of
+// 1000 key-less jobs until b.N are inserted; it reports jobs/s.
+func InsertLoop(b *testing.B, s core.Store, now time.Time) {
+	ctx := context.Background()
+	ps := Jobs(1000, now)
+	b.ResetTimer()
+	start := time.Now()
+	for n := 0; n < b.N; n += 1000 {
+		if _, err := s.Insert(ctx, now, ps[:min(1000, b.N-n)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
+}
+
+// EnvInt reads a tuning knob of the benchmarks from the environment, or
+// def when it is unset or not an integer.
+func EnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
