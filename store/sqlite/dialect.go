@@ -51,3 +51,10 @@ func (fallbackDialect) Returning(sqlq.Stmt) bool { return false }
 func (fallbackDialect) UpdateFrom(string, string, []string, []string, string, string, string) (string, bool) {
 	return "", false
 }
+
+// updateFromDialect is SQLite without RETURNING but with UPDATE … FROM, so
+// tests exercise the batched updates MySQL and MariaDB run, which identify
+// the rows they changed without RETURNING.
+type updateFromDialect struct{ dialect }
+
+func (updateFromDialect) Returning(sqlq.Stmt) bool { return false }

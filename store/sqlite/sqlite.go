@@ -94,6 +94,7 @@ type config struct {
 	notifyEvery time.Duration
 	casClaim    bool // tests: use the two-step compare-and-set claim, candidates read outside the write transaction
 	noReturning bool // tests: pretend SQLite lacks RETURNING and UPDATE … FROM (the MySQL code paths)
+	updateFrom  bool // tests: with noReturning, keep UPDATE … FROM (MySQL's batched updates)
 }
 
 // Option configures Open and New.
@@ -244,6 +245,9 @@ func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Stor
 	var d sqlq.Dialect = dialect{}
 	if c.noReturning {
 		d = fallbackDialect{}
+		if c.updateFrom {
+			d = updateFromDialect{}
+		}
 	}
 	inner, err := sqlq.New(sqlq.Config{
 		Dialect:      d,

@@ -3,6 +3,7 @@ package sqlq
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -91,11 +92,15 @@ func (s *Store) changeValue(ch *Change, col string) (any, Type) {
 
 // changeSet writes the SET list of a batched change; ref renders a change
 // column (a derived-table column or a bound parameter), called in textual
-// order.
-func (s *Store) changeSet(b *builder, ref func(col string) string) {
+// order. version is the new version: "" for version + 1, else the
+// expression to set.
+func (s *Store) changeSet(b *builder, ref func(col string) string, version string) {
 	T := s.t.Jobs + "."
+	if version == "" {
+		version = T + "version + 1"
+	}
 	b.w("state = ", ref("st"), ", attempt = ", ref("na"), ", run_at = COALESCE(", ref("ra"), ", ", T, "run_at), finished_at = ", ref("fi"),
-		", lease_until = NULL, version = ", T, "version + 1, errors = CASE WHEN ", ref("er"), " IS NULL THEN ", T, "errors ELSE ")
+		", lease_until = NULL, version = ", version, ", errors = CASE WHEN ", ref("er"), " IS NULL THEN ", T, "errors ELSE ")
 	b.w(s.d.AppendJSON(T+"errors", ref("er")))
 	b.w(" END, result = CASE WHEN ", ref("sr"), " = 1 THEN ", ref("rs"), " ELSE ", T, "result END, kind = COALESCE(", ref("kd"), ", ", T,
 		"kind), args = COALESCE(", ref("ag"), ", ", T, "args)")
@@ -148,9 +153,19 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, 
 		rows[i] = rb + ")"
 	}
 	vref := func(col string) string { return "v." + col }
-	set := &builder{d: s.d}
-	s.changeSet(set, vref)
-	where := &builder{d: s.d, args: b.args}
+	// Without UPDATE … RETURNING, the statement stamps a random version
+	// token on the rows it changes, and a read of the token in the same
+	// transaction says which applied.
+	ret, token := "", int64(0)
+	set := &builder{d: s.d, args: b.args}
+	if s.d.Returning(StmtUpdate) {
+		ret = T + ".id"
+		s.changeSet(set, vref, "")
+	} else {
+		token = versionToken()
+		s.changeSet(set, vref, set.arg(token))
+	}
+	where := &builder{d: s.d, args: set.args}
 	where.w(T, ".id = v.id AND ")
 	s.changeFence(where, f, vref)
 	if extra != nil {
@@ -158,20 +173,15 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, 
 		extra(where)
 	}
 	b.args = where.args
-	ret := ""
-	if s.d.Returning(StmtUpdate) {
-		ret = T + ".id"
-	}
-	q, ok := s.d.UpdateFrom(T, "v", changeCols, rows, set.String(), where.String(), ret)
-	if ok && ret != "" {
-		ids, err := ScanIDs(c.Query(ctx, q, b.args...))
-		if err != nil {
+	if q, ok := s.d.UpdateFrom(T, "v", changeCols, rows, set.String(), where.String(), ret); ok {
+		if ret != "" {
+			ids, err := ScanIDs(c.Query(ctx, q, b.args...))
+			for _, id := range ids {
+				applied[id] = true
+			}
 			return err
 		}
-		for _, id := range ids {
-			applied[id] = true
-		}
-		return nil
+		return s.appliedByToken(ctx, c, q, b.args, part, token, applied)
 	}
 	// Fallback: one fenced UPDATE per row; rows affected says whether it
 	// applied.
@@ -183,7 +193,7 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, 
 			return u.argT(v, t)
 		}
 		u.w("UPDATE ", T, " SET ")
-		s.changeSet(u, ref)
+		s.changeSet(u, ref, "")
 		u.w(" WHERE ", T, ".id = ", u.arg(ch.ID), " AND ")
 		s.changeFence(u, f, ref)
 		if extra != nil {
@@ -204,6 +214,45 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, 
 	}
 	return nil
 }
+
+// appliedByToken runs q, an UPDATE of the changes part that sets version to
+// token, and marks the ids it changed in applied: all or none when the row
+// count says so, else the rows now carrying the token.
+func (s *Store) appliedByToken(ctx context.Context, c Conn, q string, args []any, part []Change, token int64, applied map[int64]bool) error {
+	r, err := c.Exec(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	n, err := r.RowsAffected()
+	if err != nil || n == 0 {
+		return err
+	}
+	if int(n) == len(part) {
+		for i := range part {
+			applied[part[i].ID] = true
+		}
+		return nil
+	}
+	b := newBuilder(s.d, len(part)+1)
+	b.w("SELECT id FROM ", s.t.Jobs, " WHERE version = ", b.arg(token), " AND id IN (")
+	for i := range part {
+		if i > 0 {
+			b.w(",")
+		}
+		b.w(b.arg(part[i].ID))
+	}
+	b.w(")")
+	ids, err := ScanIDs(c.Query(ctx, b.String(), b.args...))
+	for _, id := range ids {
+		applied[id] = true
+	}
+	return err
+}
+
+// versionToken is a random version to stamp on rows, to recognise them
+// afterwards. It lies in [2^62, 2^62+2^61): far from the small counts
+// version + 1 produces, with room to add to it.
+func versionToken() int64 { return 1<<62 + rand.Int64N(1<<61) }
 
 // Finish applies a batch of fenced outcomes in one transaction and returns
 // one result per outcome in input order. An outcome whose fence fails
