@@ -450,12 +450,33 @@ func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcom
 }
 
 // ExtendLeases sets lease_until=until on every running job held by
-// workerID in one statement and returns how many rows it touched.
+// workerID and returns how many rows it touched. Where the database has row
+// locks, a job whose row is locked at that moment (its finish or
+// cancellation in flight) is skipped: it needs no longer lease, and waiting
+// for it could deadlock with the same worker's Finish, which locks its rows
+// in another order.
 func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
 	var n int64
 	err := s.tx(ctx, func(c Conn) error {
+		n = 0
 		b := newBuilder(s.d, 2)
 		b.w("UPDATE ", s.t.Jobs, " SET lease_until = ", b.arg(s.d.Time(until)), ", version = version + 1 WHERE state = 'running' AND worker_id = ", b.arg(workerID))
+		if lock := s.d.LockSuffix(true); lock != "" {
+			sel := newBuilder(s.d, 1)
+			sel.w("SELECT id FROM ", s.t.Jobs, " WHERE state = 'running' AND worker_id = ", sel.arg(workerID), lock)
+			ids, err := ScanIDs(c.Query(ctx, sel.String(), sel.args...))
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			b.w(" AND id IN (")
+			for k, id := range ids {
+				if k > 0 {
+					b.w(",")
+				}
+				b.w(b.arg(id))
+			}
+			b.w(")")
+		}
 		res, err := c.Exec(ctx, b.String(), b.args...)
 		if err != nil {
 			return err
