@@ -59,7 +59,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -311,14 +310,8 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 			return err
 		}
 		s.retries.Add(1)
-		d := min(2*time.Millisecond<<min(i, 16), 500*time.Millisecond)
-		d = d/2 + rand.N(d/2+1)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
+		if err := sqlq.Backoff(ctx, i, 2*time.Millisecond, err); err != nil {
+			return err
 		}
 	}
 }

@@ -65,7 +65,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -270,14 +269,8 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 		if err == nil || !transient(err) || i >= 12 {
 			return err
 		}
-		d := min(2*time.Millisecond<<min(i, 16), 500*time.Millisecond)
-		d = d/2 + rand.N(d/2+1)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
+		if err := sqlq.Backoff(ctx, i, 2*time.Millisecond, err); err != nil {
+			return err
 		}
 	}
 }

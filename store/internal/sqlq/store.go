@@ -106,15 +106,26 @@ func (s *Store) retry(ctx context.Context, fn func() error) error {
 		if err == nil || !s.d.Transient(err) || i >= s.maxRetries {
 			return err
 		}
-		d := min(s.retryBase<<min(i, 16), 500*time.Millisecond)
-		d = d/2 + rand.N(d/2+1)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
+		if err := Backoff(ctx, i, s.retryBase, err); err != nil {
+			return err
 		}
+	}
+}
+
+// Backoff waits before retry i (0-based) of an operation that failed with
+// the transient error err: base doubled per retry up to 500 ms, with
+// jitter over its upper half. It returns nil after the wait, or err joined
+// with ctx's error when ctx ends first.
+func Backoff(ctx context.Context, i int, base time.Duration, err error) error {
+	d := min(base<<min(i, 16), 500*time.Millisecond)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return errors.Join(err, ctx.Err())
+	case <-t.C:
+		return nil
 	}
 }
 
