@@ -34,8 +34,24 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if v, err := s.schemaVersion(ctx); err == nil && v >= newest {
 		return nil
 	}
-	err = sqlq.Migrate(ctx, s.db, goose.DialectMySQL, fsys, s.prefix+"goose_db_version",
-		goose.WithSessionLocker(&getLocker{prefix: s.prefix}))
+	// Hold the lock around the whole goose run, version-table creation
+	// included: goose's own session locker is taken after it creates the
+	// table, and a second migrator then reads a table whose first row is not
+	// written yet ("missing zero version migration").
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("mysql: migrate: %w", err)
+	}
+	defer conn.Close()
+	lock := &getLocker{prefix: s.prefix}
+	if err := lock.SessionLock(ctx, conn); err != nil {
+		return fmt.Errorf("mysql: migrate: %w", err)
+	}
+	defer lock.SessionUnlock(context.WithoutCancel(ctx), conn)
+	if v, err := s.schemaVersion(ctx); err == nil && v >= newest {
+		return nil
+	}
+	err = sqlq.Migrate(ctx, s.db, goose.DialectMySQL, fsys, s.prefix+"goose_db_version")
 	if err != nil {
 		return fmt.Errorf("mysql: migrate (prefix %q): %w", s.prefix, err)
 	}
@@ -64,7 +80,7 @@ func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
 	return v.Int64, nil
 }
 
-// getLocker is a goose SessionLocker on GET_LOCK, a server-wide named lock
+// getLocker is a session lock on GET_LOCK, a server-wide named lock
 // held by the session: it waits while another process migrates the same
 // database and prefix, and the server releases it if that process dies.
 type getLocker struct{ prefix string }
