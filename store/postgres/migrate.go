@@ -35,13 +35,28 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if v, err := s.schemaVersion(ctx); err == nil && v >= newest {
 		return nil
 	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	// Hold the lock around the whole run, schema and version-table creation
+	// included: goose's own session locker is taken after it creates its
+	// table, so concurrent first migrations would race there.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migrate schema %s: %w", s.schema, err)
+	}
+	defer conn.Close()
+	lock := &advisoryLocker{schema: s.schema}
+	if err := lock.SessionLock(ctx, conn); err != nil {
+		return fmt.Errorf("postgres: migrate schema %s: %w", s.schema, err)
+	}
+	defer lock.SessionUnlock(context.WithoutCancel(ctx), conn)
+	if v, err := s.schemaVersion(ctx); err == nil && v >= newest {
+		return nil
+	}
 	if err := s.createSchema(ctx); err != nil {
 		return err
 	}
-	db := stdlib.OpenDBFromPool(s.pool)
-	defer db.Close()
-	err = sqlq.Migrate(ctx, db, goose.DialectPostgres, fsys, s.schema+".goose_db_version",
-		goose.WithSessionLocker(&advisoryLocker{schema: s.schema}))
+	err = sqlq.Migrate(ctx, db, goose.DialectPostgres, fsys, s.schema+".goose_db_version")
 	if err != nil {
 		return fmt.Errorf("postgres: migrate schema %s: %w", s.schema, err)
 	}
@@ -87,10 +102,10 @@ func (s *Store) createSchema(ctx context.Context) error {
 	return nil
 }
 
-// advisoryLocker is a goose SessionLocker on a session-level advisory lock
-// keyed by the schema name. pg_advisory_lock blocks until granted or the
-// context ends, so a waiting migrator starts the moment the holder
-// finishes (goose's own Postgres locker polls every 5 s).
+// advisoryLocker is a session-level advisory lock keyed by the schema name.
+// pg_advisory_lock blocks until granted or the context ends, so a waiting
+// migrator starts the moment the holder finishes (goose's own Postgres
+// locker polls every 5 s).
 type advisoryLocker struct{ schema string }
 
 // lockKey is the advisory lock key of a schema's migrations.
