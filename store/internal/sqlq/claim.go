@@ -104,7 +104,7 @@ func (s *Store) claimOptimistic(ctx context.Context, read Conn, write func(func(
 		fetch := want + want/4 + 1 // over-fetch a little to absorb lost races
 		cands, err := s.optimisticCandidates(ctx, read, p, fetch)
 		if err != nil {
-			return nil, err
+			return claimedSoFar(out, err)
 		}
 		lost := false
 		for len(cands) > 0 && want > 0 {
@@ -116,7 +116,7 @@ func (s *Store) claimOptimistic(ctx context.Context, read Conn, write func(func(
 				return err
 			})
 			if err != nil {
-				return nil, err
+				return claimedSoFar(out, err)
 			}
 			out = append(out, got...)
 			want -= len(got)
@@ -129,6 +129,17 @@ func (s *Store) claimOptimistic(ctx context.Context, read Conn, write func(func(
 		}
 	}
 	return out, nil
+}
+
+// claimedSoFar ends a multi-step claim that failed part-way. Jobs an earlier
+// step claimed are committed as running under this worker: they must reach
+// the caller (a nil error with them), or they would sit unworked until their
+// lease expired. With nothing claimed yet the error is returned.
+func claimedSoFar(out []*core.Job, err error) ([]*core.Job, error) {
+	if len(out) > 0 {
+		return out, nil
+	}
+	return nil, err
 }
 
 // casClaim claims the candidates whose version is unchanged and that are

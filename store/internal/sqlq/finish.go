@@ -406,10 +406,27 @@ func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcom
 			b.w(" END")
 		}
 		if s.d.Returning(StmtDelete) {
-			b := newBuilder(s.d, 5*len(part))
-			b.w("DELETE FROM ", s.t.Jobs)
-			where(b)
-			b.w(" RETURNING id")
+			// Primary-key lookups, then the fence as row values against a
+			// VALUES list, which the database turns into one indexed
+			// temporary list (the CASE form below compares every row with
+			// every listed id, quadratic in the batch size). The id list
+			// must stay: row values alone make SQLite scan the table.
+			b := newBuilder(s.d, 4*len(part))
+			b.w("DELETE FROM ", s.t.Jobs, " WHERE id IN (")
+			for k, i := range part {
+				if k > 0 {
+					b.w(",")
+				}
+				b.w(b.argT(outcomes[i].JobID, TypeInt))
+			}
+			b.w(") AND state = 'running' AND (id, worker_id, attempt) IN (VALUES ")
+			for k, i := range part {
+				if k > 0 {
+					b.w(",")
+				}
+				b.w("(", b.argT(outcomes[i].JobID, TypeInt), ",", b.argT(outcomes[i].WorkerID, TypeText), ",", b.argT(int64(outcomes[i].Attempt), TypeInt), ")")
+			}
+			b.w(") RETURNING id")
 			ids, err := ScanIDs(c.Query(ctx, b.String(), b.args...))
 			if err != nil {
 				return nil, err
