@@ -48,7 +48,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 			ids, versions = append(ids, v[0]), append(versions, v[1])
 		})
 		if err != nil {
-			return nil, err
+			return claimedSoFar(out, err)
 		}
 		if len(ids) == 0 {
 			break
@@ -58,7 +58,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 			n := min(want, len(ids))
 			got, err := scanJobs(s.db.Query(ctx, s.q.claimCAS, now, p.WorkerID, lease, ids[:n], versions[:n]))
 			if err != nil {
-				return nil, err
+				return claimedSoFar(out, err)
 			}
 			ids, versions = ids[n:], versions[n:]
 			out = append(out, got...)
@@ -152,4 +152,16 @@ func (p padScanner) Scan(dest ...any) error {
 		dest = append(dest, &sink)
 	}
 	return p.r.Scan(dest...)
+}
+
+// claimedSoFar ends an optimistic claim that failed part-way: compare-and-set
+// statements that already ran committed their claims (each is autocommit),
+// so those jobs must reach the caller or they would sit unworked until their
+// lease expired. With nothing claimed yet the error is returned.
+func claimedSoFar(out []*core.Job, err error) ([]*core.Job, error) {
+	if len(out) > 0 {
+		sqlq.SortClaimOrder(out)
+		return out, nil
+	}
+	return nil, err
 }
