@@ -633,3 +633,67 @@ func TestHeartbeatStopsHandlerWhoseLeaseWasLost(t *testing.T) {
 		t.Fatalf("lease-lost events: %d", lost.Load())
 	}
 }
+
+func TestMaintenanceHandsBackDeadWorkersJobsBeforeTheirLeasesEnd(t *testing.T) {
+	clk := &manualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c, st := newClient(t, nil, func(c *core.Config) {
+		c.Queues = nil
+		c.Clock = clk
+	})
+	ctx := context.Background()
+	for _, id := range []string{"dead", "stale"} {
+		if err := st.RegisterWorker(ctx, core.WorkerInfo{ID: id, StartedAt: clk.Now(), HeartbeatAt: clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := c.EnqueueRaw(ctx, "k", nil, nil)
+	b, _ := c.EnqueueRaw(ctx, "k", nil, nil)
+	long := clk.Now().Add(time.Hour) // leases far beyond the dead-after period
+	for _, w := range []string{"dead", "stale"} {
+		if got, err := st.Claim(ctx, core.ClaimParams{Queue: "default", WorkerID: w, Limit: 1, Now: clk.Now(), LeaseUntil: long}); err != nil || len(got) != 1 {
+			t.Fatalf("claim for %s: %v %v", w, got, err)
+		}
+	}
+	clk.Add(90 * time.Second)
+	_ = st.RegisterWorker(ctx, core.WorkerInfo{ID: "stale", StartedAt: clk.Now(), HeartbeatAt: clk.Now().Add(-40 * time.Second)})
+	clk.Add(31 * time.Second) // "dead" is 121 s silent, "stale" 71 s
+	ws, _ := st.Workers(ctx)
+	for _, w := range ws {
+		want := map[string]core.Liveness{"dead": core.LivenessDead, "stale": core.LivenessStale}[w.ID]
+		if got := w.Liveness(clk.Now(), 30*time.Second, 2*time.Minute); got != want {
+			t.Errorf("worker %s liveness %s, want %s", w.ID, got, want)
+		}
+	}
+	c.Maintain(ctx)
+	ja, _ := st.Get(ctx, a.Job.ID)
+	jb, _ := st.Get(ctx, b.Job.ID)
+	if ja.State != core.StateAvailable || len(ja.Errors) != 1 || !strings.Contains(ja.Errors[0].Error, "worker dead lost: no heartbeat since") {
+		t.Fatalf("the dead worker's job: state %s errors %+v; want available with a lost-worker error", ja.State, ja.Errors)
+	}
+	if jb.State != core.StateRunning {
+		t.Fatalf("the stale worker's job: state %s; want still running", jb.State)
+	}
+	ws, _ = st.Workers(ctx)
+	if len(ws) != 1 || ws[0].ID != "stale" {
+		t.Fatalf("workers after maintenance: %+v; want only the stale one", ws)
+	}
+}
+
+func TestWorkerTagsRouteTaggedJobs(t *testing.T) {
+	h := core.NewHandlers()
+	h.HandleRaw("k", func(context.Context, *core.Job) error { return nil })
+	c, st := newClient(t, h, func(c *core.Config) { c.WorkerTags = []string{"gpu"} })
+	ctx := context.Background()
+	gpu, _ := c.EnqueueRaw(ctx, "k", nil, &core.Options{Tags: []string{"gpu"}})
+	plain, _ := c.EnqueueRaw(ctx, "k", nil, nil)
+	other, _ := c.EnqueueRaw(ctx, "k", nil, &core.Options{Tags: []string{"tpu"}})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, gpu.Job.ID, core.StateCompleted)
+	waitState(t, st, plain.Job.ID, core.StateCompleted)
+	time.Sleep(20 * time.Millisecond)
+	if j, _ := st.Get(ctx, other.Job.ID); j.State != core.StateAvailable {
+		t.Fatalf("a job tagged tpu ran on a gpu worker: state %s", j.State)
+	}
+}

@@ -48,8 +48,9 @@ type Config struct {
 	// WorkerID identifies this process in the worker registry and in every
 	// claim; "" means host-pid-random.
 	WorkerID string
-	// WorkerTags are stored in the worker registry (capability routing
-	// uses them).
+	// WorkerTags are this node's capabilities: its claims take jobs whose
+	// tags are all among them, and jobs without tags (see Store.Claim).
+	// They are also stored in the worker registry.
 	WorkerTags []string
 
 	// PollInterval is how often an idle queue checks for due jobs (scheduled
@@ -85,9 +86,14 @@ type Config struct {
 	MaintenanceInterval time.Duration
 	// Retention of finished jobs; nil means DefaultRetention.
 	Retention *Retention
-	// WorkerTTL is how long a worker may go without a heartbeat before its
-	// record is removed. 0 means 2 min.
-	WorkerTTL time.Duration
+	// WorkerStaleAfter is how long a worker may go without a heartbeat
+	// before it shows as stale (nothing is done to it yet). 0 means 30 s.
+	WorkerStaleAfter time.Duration
+	// WorkerDeadAfter is how long a worker may go without a heartbeat
+	// before it is declared dead: maintenance hands its running jobs back
+	// at once (Store.RescueWorkers), without waiting for their leases, and
+	// removes its record. 0 means 2 min. Must exceed HeartbeatInterval.
+	WorkerDeadAfter time.Duration
 
 	// MaxArgsBytes limits a job's JSON args. 0 means DefaultMaxArgsBytes.
 	MaxArgsBytes int
@@ -108,7 +114,8 @@ func (c *Config) withDefaults() (Config, error) {
 	def(&out.HeartbeatInterval, 10*time.Second)
 	def(&out.CompleterInterval, 2*time.Millisecond)
 	def(&out.MaintenanceInterval, 5*time.Second)
-	def(&out.WorkerTTL, 2*time.Minute)
+	def(&out.WorkerStaleAfter, 30*time.Second)
+	def(&out.WorkerDeadAfter, 2*time.Minute)
 	if out.MaxClaim <= 0 {
 		out.MaxClaim = 200
 	}
@@ -136,6 +143,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.HeartbeatInterval >= out.LeaseDuration {
 		return out, fmt.Errorf("backlog: heartbeat interval %s must be below the lease duration %s", out.HeartbeatInterval, out.LeaseDuration)
+	}
+	if out.WorkerDeadAfter <= out.HeartbeatInterval || out.WorkerStaleAfter > out.WorkerDeadAfter {
+		return out, fmt.Errorf("backlog: worker dead-after %s must exceed the heartbeat interval %s and the stale-after %s", out.WorkerDeadAfter, out.HeartbeatInterval, out.WorkerStaleAfter)
 	}
 	qs := make(map[string]QueueConfig, len(out.Queues))
 	for name, q := range out.Queues {

@@ -148,7 +148,7 @@ type Options struct {
 	Delay       time.Duration     // used when RunAt is zero
 	MaxAttempts int               // 0 = DefaultMaxAttempts
 	UniqueKey   string            // duplicate while a live job holds it returns that job
-	Tags        []string          // free-form labels
+	Tags        []string          // capabilities a worker needs to run it (routing: see Store.Claim); none = any worker
 	Metadata    map[string]string // free-form key/values (correlation ids, …)
 	Deadline    time.Time         // discard if not finished by then; zero = none
 }

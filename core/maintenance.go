@@ -35,7 +35,7 @@ func jitter(d time.Duration) time.Duration {
 
 // Maintain runs one maintenance round now: rescue expired leases, discard
 // pending jobs past their deadline, prune finished jobs past their
-// retention, remove dead workers. Started clients run it every
+// retention, hand back dead workers' jobs and remove their records. Started clients run it every
 // MaintenanceInterval; tests and tools may call it directly. Errors are
 // logged and reported to observers, never returned: the next round retries.
 func (c *Client) Maintain(ctx context.Context) {
@@ -45,14 +45,7 @@ func (c *Client) Maintain(ctx context.Context) {
 		if c.maintErr(ctx, "rescue", err) {
 			break
 		}
-		for _, j := range jobs {
-			reason := ""
-			if j.State == StateDiscarded {
-				reason = ReasonWorkerLost
-			}
-			c.log.Warn("backlog: rescued job from lost worker", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", j.State)
-			c.emit(Event{Kind: EventJobsRescued, At: now, Queue: j.Queue, Job: j, Count: 1, State: j.State, Reason: reason})
-		}
+		c.emitRescued(now, jobs, "lease expired")
 		if len(jobs) < maintenanceBatch {
 			break
 		}
@@ -81,9 +74,40 @@ func (c *Client) Maintain(ctx context.Context) {
 			return n, err
 		})
 	}
-	n, err := c.store.RemoveDeadWorkers(ctx, now.Add(-c.cfg.WorkerTTL))
+	c.buryDeadWorkers(ctx, now)
+}
+
+// buryDeadWorkers hands back the jobs of workers declared dead and then
+// removes their records. A record is removed only after a rescue round that
+// ended without error, so a dead worker's jobs never lose their fast path
+// back to the queue (its leases still expire if everything else fails).
+func (c *Client) buryDeadWorkers(ctx context.Context, now time.Time) {
+	deadBefore := now.Add(-c.cfg.WorkerDeadAfter)
+	for range maintenanceRounds {
+		jobs, err := c.store.RescueWorkers(ctx, deadBefore, now, maintenanceBatch)
+		if c.maintErr(ctx, "rescue dead workers' jobs", err) {
+			return
+		}
+		c.emitRescued(now, jobs, "dead worker")
+		if len(jobs) < maintenanceBatch {
+			break
+		}
+	}
+	n, err := c.store.RemoveDeadWorkers(ctx, deadBefore)
 	if !c.maintErr(ctx, "remove dead workers", err) && n > 0 {
 		c.emit(Event{Kind: EventWorkersPruned, At: now, Count: n})
+	}
+}
+
+// emitRescued logs and reports jobs handed back from a lost worker.
+func (c *Client) emitRescued(now time.Time, jobs []*Job, why string) {
+	for _, j := range jobs {
+		reason := ""
+		if j.State == StateDiscarded {
+			reason = ReasonWorkerLost
+		}
+		c.log.Warn("backlog: rescued job from lost worker", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", j.State, "worker_id", j.WorkerID, "cause", why)
+		c.emit(Event{Kind: EventJobsRescued, At: now, Queue: j.Queue, Job: j, Count: 1, State: j.State, Reason: reason})
 	}
 }
 

@@ -106,7 +106,7 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	now := c.clock.Now()
 	jobs, err := c.store.Claim(ctx, ClaimParams{
 		Queue: p.queue, WorkerID: c.cfg.WorkerID, Limit: limit,
-		Now: now, LeaseUntil: now.Add(c.cfg.LeaseDuration),
+		Now: now, LeaseUntil: now.Add(c.cfg.LeaseDuration), Tags: c.cfg.WorkerTags,
 	})
 	if errors.Is(err, ErrQueuePaused) {
 		p.more.Store(false)

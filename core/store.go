@@ -77,6 +77,11 @@ type Store interface {
 	// they now are, in claim order. No two claims, from any goroutine or
 	// process, ever return the same job for the same attempt. Claim returns
 	// no jobs (nil error or ErrQueuePaused) while the queue is paused.
+	//
+	// Capability routing: a job with tags is claimed only by a claim whose
+	// p.Tags include every one of them; a job without tags goes to any
+	// claim. Jobs a claim may not take are skipped, not waited for: they
+	// never hold back due jobs behind them in claim order.
 	Claim(ctx context.Context, p ClaimParams) ([]*Job, error)
 
 	// Finish applies a batch of outcomes, each fenced by its job id, worker
@@ -96,6 +101,17 @@ type Store interface {
 	// Error reads "worker <worker id> lost: lease expired at <LeaseUntil,
 	// RFC 3339>". It returns the rescued jobs as they now are.
 	Rescue(ctx context.Context, now time.Time, limit int) ([]*Job, error)
+
+	// RescueWorkers hands back, as Rescue does, up to limit running jobs
+	// held by workers whose registry record has a HeartbeatAt before
+	// heartbeatBefore (workers declared dead): to available with RunAt=now,
+	// or to discarded (FinishedAt=now) when Attempt ≥ MaxAttempts or the
+	// deadline has passed, lease cleared. Each gets an error entry for its
+	// attempt, At=now, whose Error reads "worker <worker id> lost: no
+	// heartbeat since <HeartbeatAt, RFC 3339>". Jobs held by workers with a
+	// later heartbeat or with no record at all are not touched (the latter
+	// come back through Rescue). It returns the rescued jobs as they now are.
+	RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int) ([]*Job, error)
 
 	// DiscardExpired moves up to limit jobs in scheduled, available or
 	// retryable whose Deadline is set and before now to discarded
@@ -160,21 +176,27 @@ type Store interface {
 	Workers(ctx context.Context) ([]WorkerInfo, error)
 
 	// RemoveDeadWorkers deletes records whose HeartbeatAt is before
-	// `before` and returns how many. Their jobs come back through Rescue
-	// when their leases run out.
+	// `before` and returns how many. Jobs the removed workers still hold
+	// are not touched: callers run RescueWorkers with the same time first,
+	// and Rescue takes whatever remains when its lease runs out.
 	RemoveDeadWorkers(ctx context.Context, before time.Time) (int, error)
 
 	// Close releases the store's resources. The store is unusable after.
 	Close() error
 }
 
-// ClaimParams selects what a Claim takes. All fields are required.
+// ClaimParams selects what a Claim takes. All fields but Tags are
+// required.
 type ClaimParams struct {
 	Queue      string
 	WorkerID   string
 	Limit      int       // ≥ 1
 	Now        time.Time // due means run_at ≤ Now
 	LeaseUntil time.Time // lease deadline given to each claimed job
+	// Tags are the claiming worker's capabilities: jobs whose tags are
+	// all among them may be claimed, jobs without tags always. Nil means
+	// the worker has none and takes only untagged jobs.
+	Tags []string
 }
 
 // OutcomeKind is what happened to a job's attempt.
@@ -252,6 +274,30 @@ type WorkerInfo struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	StartedAt   time.Time         `json:"started_at"`
 	HeartbeatAt time.Time         `json:"heartbeat_at"`
+}
+
+// Liveness is a worker's health as judged from its last heartbeat.
+type Liveness string
+
+// Worker liveness, judged by Config.WorkerStaleAfter and WorkerDeadAfter
+// (30 s and 2 min by default).
+const (
+	LivenessActive Liveness = "active" // heartbeat within the stale period
+	LivenessStale  Liveness = "stale"  // missed heartbeats; its jobs are left alone
+	LivenessDead   Liveness = "dead"   // its jobs are handed back and its record removed
+)
+
+// Liveness judges w at now: dead when its last heartbeat is deadAfter or
+// more ago, stale when staleAfter or more, active otherwise.
+func (w WorkerInfo) Liveness(now time.Time, staleAfter, deadAfter time.Duration) Liveness {
+	age := now.Sub(w.HeartbeatAt)
+	switch {
+	case age >= deadAfter:
+		return LivenessDead
+	case age >= staleAfter:
+		return LivenessStale
+	}
+	return LivenessActive
 }
 
 // TxInserter is the transactional-insert capability: jobs inserted with the

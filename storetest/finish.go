@@ -116,7 +116,7 @@ func testFinishContinue(e *env) {
 	o := e.outcome(j, core.OutcomeRetry)
 	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "flaky"}
 	e.apply(o)
-	j = e.claimOne("q", "w")
+	j = e.claimOne("q", "w", "flow")
 
 	e.advance(time.Second)
 	o = e.outcome(j, core.OutcomeContinue)
@@ -137,7 +137,7 @@ func testFinishContinue(e *env) {
 
 	// Continue with RunAt ≤ At: available at once.
 	e.advance(time.Minute)
-	j = e.claimOne("q", "w")
+	j = e.claimOne("q", "w", "flow")
 	o = e.outcome(j, core.OutcomeContinue)
 	o.NextKind = "step-3"
 	o.NextArgs = json.RawMessage(`{"step":3}`)

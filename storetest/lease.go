@@ -120,8 +120,17 @@ func testRescueAvailable(e *env) {
 	checkRescued(e, e.get(j.ID), j, core.StateAvailable)
 }
 
-// checkRescued checks a job rescued at e.now from the running job before.
+// checkRescued checks a job rescued at e.now from the running job before,
+// after its lease expired.
 func checkRescued(e *env, got, before *core.Job, state core.State) {
+	e.Helper()
+	checkHandedBack(e, got, before, state, "lease expired at ")
+}
+
+// checkHandedBack checks a job handed back at e.now from the running job
+// before by Rescue or RescueWorkers; cause is the contract's wording after
+// "worker <id> lost: ".
+func checkHandedBack(e *env, got, before *core.Job, state core.State, cause string) {
 	e.Helper()
 	want := *before
 	want.State = state
@@ -134,8 +143,8 @@ func checkRescued(e *env, got, before *core.Job, state core.State) {
 	if len(got.Errors) == len(before.Errors)+1 {
 		last := got.Errors[len(got.Errors)-1]
 		want.Errors = append(append([]core.AttemptError(nil), before.Errors...), core.AttemptError{Attempt: before.Attempt, At: e.now, Error: last.Error, Trace: last.Trace})
-		if prefix := "worker " + before.WorkerID + " lost: lease expired at "; !strings.HasPrefix(last.Error, prefix) {
-			e.Errorf("the rescue error entry of job %d reads %q; the contract's wording is %q followed by the expired lease time (RFC 3339)", before.ID, last.Error, prefix)
+		if prefix := "worker " + before.WorkerID + " lost: " + cause; !strings.HasPrefix(last.Error, prefix) {
+			e.Errorf("the rescue error entry of job %d reads %q; the contract's wording is %q followed by a time (RFC 3339)", before.ID, last.Error, prefix)
 		}
 	} else {
 		want.Errors = append(append([]core.AttemptError(nil), before.Errors...), core.AttemptError{Attempt: before.Attempt, At: e.now, Error: "worker " + before.WorkerID + " lost: …"})

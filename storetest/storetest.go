@@ -81,6 +81,8 @@ func allTests() []test {
 		listTests,
 		pruneTests,
 		workerTests,
+		routingTests,
+		deadWorkerTests,
 		notifyTests,
 		semanticsTests,
 	)
@@ -186,12 +188,13 @@ func (e *env) claim(queue, worker string, limit int) []*core.Job {
 	return e.claimWith(core.ClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Now: e.now, LeaseUntil: e.now.Add(lease)})
 }
 
-// claimOne claims exactly one job and fails when there is none.
-func (e *env) claimOne(queue, worker string) *core.Job {
+// claimOne claims exactly one job and fails when there is none. Tags are
+// the claiming worker's capabilities.
+func (e *env) claimOne(queue, worker string, tags ...string) *core.Job {
 	e.Helper()
-	jobs := e.claim(queue, worker, 1)
+	jobs := e.claimTags(queue, worker, 1, tags...)
 	if len(jobs) != 1 {
-		e.Fatalf("Claim(queue %q, limit 1) at %s returned %d jobs; want the 1 due job the suite inserted", queue, e.now.Format(time.RFC3339Nano), len(jobs))
+		e.Fatalf("Claim(queue %q, limit 1, tags %q) at %s returned %d jobs; want the 1 due job the suite inserted", queue, tags, e.now.Format(time.RFC3339Nano), len(jobs))
 	}
 	return jobs[0]
 }
@@ -200,7 +203,7 @@ func (e *env) claimOne(queue, worker string) *core.Job {
 func (e *env) claimJob(p core.InsertParams, worker string) *core.Job {
 	e.Helper()
 	j := e.insertOne(p)
-	c := e.claimOne(p.Queue, worker)
+	c := e.claimOne(p.Queue, worker, p.Tags...)
 	if c.ID != j.ID {
 		e.Fatalf("Claim returned job %d; want job %d, the only due job in queue %q", c.ID, j.ID, p.Queue)
 	}

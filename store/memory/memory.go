@@ -182,7 +182,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 
 	var picked []*core.Job
 	if x, ok := s.pending[p.Queue]; ok {
-		picked = x.popDue(now, p.Limit)
+		picked = x.popDue(now, p.Limit, func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) })
 	}
 
 	leaseUntil := core.UTC(p.LeaseUntil)
@@ -325,24 +325,64 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 
 	rescued := make([]*core.Job, 0, len(expired))
 	for _, j := range expired {
-		old := j.State
-		j.Errors = append(j.Errors, core.AttemptError{
-			Attempt: j.Attempt,
-			At:      now,
-			Error:   fmt.Sprintf("worker %s lost: lease expired at %s", j.WorkerID, j.LeaseUntil.Format(time.RFC3339Nano)),
-		})
-		j.LeaseUntil = time.Time{}
-		if j.Attempt >= j.MaxAttempts || (!j.Deadline.IsZero() && j.Deadline.Before(now)) {
-			j.State = core.StateDiscarded
-			j.FinishedAt = now
-		} else {
-			j.State = core.StateAvailable
-			j.RunAt = now
-		}
-		s.reindex(j, old)
-		rescued = append(rescued, clone(j))
+		rescued = append(rescued, s.handBack(j, now, fmt.Sprintf("worker %s lost: lease expired at %s", j.WorkerID, j.LeaseUntil.Format(time.RFC3339Nano))))
 	}
 	return rescued, nil
+}
+
+// tagsAllowed reports whether a worker with capabilities may run a job
+// with the given tags: every job tag must be among them.
+func tagsAllowed(jobTags, capabilities []string) bool {
+	for _, t := range jobTags {
+		if !slices.Contains(capabilities, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// RescueWorkers implements core.Store: running jobs (in id order, up to
+// limit) held by workers whose record's heartbeat is before heartbeatBefore
+// are handed back as Rescue does, with an error naming the last heartbeat.
+func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int) ([]*core.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	now, heartbeatBefore = core.UTC(now), core.UTC(heartbeatBefore)
+	dead := func(id string) (core.WorkerInfo, bool) {
+		w, ok := s.workers[id]
+		return w, ok && w.HeartbeatAt.Before(heartbeatBefore)
+	}
+	held := s.collect(limit, byID, func(j *core.Job) bool {
+		_, ok := dead(j.WorkerID)
+		return j.State == core.StateRunning && ok
+	})
+	rescued := make([]*core.Job, 0, len(held))
+	for _, j := range held {
+		w, _ := dead(j.WorkerID)
+		rescued = append(rescued, s.handBack(j, now, fmt.Sprintf("worker %s lost: no heartbeat since %s", j.WorkerID, w.HeartbeatAt.Format(time.RFC3339Nano))))
+	}
+	return rescued, nil
+}
+
+// handBack moves a running job whose worker was lost back to available, or
+// to discarded when its attempts are used up or its deadline has passed,
+// with an error entry for its attempt; it returns a copy.
+func (s *Store) handBack(j *core.Job, now time.Time, msg string) *core.Job {
+	old := j.State
+	j.Errors = append(j.Errors, core.AttemptError{Attempt: j.Attempt, At: now, Error: msg})
+	j.LeaseUntil = time.Time{}
+	if j.Attempt >= j.MaxAttempts || (!j.Deadline.IsZero() && j.Deadline.Before(now)) {
+		j.State = core.StateDiscarded
+		j.FinishedAt = now
+	} else {
+		j.State = core.StateAvailable
+		j.RunAt = now
+	}
+	s.reindex(j, old)
+	return clone(j)
 }
 
 // DiscardExpired implements core.Store: pending jobs (scheduled, available,

@@ -49,16 +49,24 @@ func (x *pendingIndex) remove(id int64) {
 	delete(x.entries, id)
 }
 
-// popDue removes and returns up to limit jobs with run_at ≤ now, in
-// priority, run_at, id order.
-func (x *pendingIndex) popDue(now time.Time, limit int) []*core.Job {
+// popDue removes and returns up to limit jobs with run_at ≤ now for which
+// take is true, in priority, run_at, id order. Due jobs take refuses stay.
+func (x *pendingIndex) popDue(now time.Time, limit int, take func(*core.Job) bool) []*core.Job {
 	var out []*core.Job
 	for _, p := range slices.Sorted(maps.Keys(x.byPriority)) {
 		h := x.byPriority[p]
+		var skipped []*heapEntry
 		for len(out) < limit && h.Len() > 0 && !(*h)[0].job.RunAt.After(now) {
 			e := heap.Pop(h).(*heapEntry)
+			if !take(e.job) {
+				skipped = append(skipped, e)
+				continue
+			}
 			delete(x.entries, e.job.ID)
 			out = append(out, e.job)
+		}
+		for _, e := range skipped {
+			heap.Push(h, e)
 		}
 	}
 	return out

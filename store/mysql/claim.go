@@ -12,12 +12,18 @@ import (
 
 // claimFrom is the FROM … WHERE of both claims' reads: due jobs of one queue
 // through the claim index (equality on queue and pending, then index order
-// is claim order), unless the queue is paused. Arguments: queue, now,
-// queue. The paused subquery takes no lock, even under FOR UPDATE.
+// is claim order), jobs the worker's tags allow, unless the queue is
+// paused. Arguments: queue, now, tags, queue, limit (claimArgs). The
+// paused subquery takes no lock, even under FOR UPDATE.
 func (s *Store) claimFrom() string {
-	return " FROM " + s.t.Jobs + " FORCE INDEX (claim_idx) WHERE queue = ? AND pending = 1 AND run_at <= ?" +
+	return " FROM " + s.t.Jobs + " FORCE INDEX (claim_idx) WHERE queue = ? AND pending = 1 AND run_at <= ? AND " + sqlq.TagsRouting(s.d, "?") +
 		" AND NOT EXISTS (SELECT 1 FROM " + s.t.Queues + " WHERE name = ? AND paused = TRUE)" +
 		" ORDER BY priority, run_at, id LIMIT ?"
+}
+
+// claimArgs are the bind arguments of claimFrom.
+func (s *Store) claimArgs(p core.ClaimParams, limit int) []any {
+	return []any{p.Queue, s.d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, limit}
 }
 
 // Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
@@ -52,7 +58,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // are, in the caller's READ COMMITTED transaction.
 func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
 	jobs, err := sqlq.ScanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+s.claimFrom()+" FOR UPDATE SKIP LOCKED",
-		p.Queue, s.d.Time(p.Now), p.Queue, p.Limit))
+		s.claimArgs(p, p.Limit)...))
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -141,7 +147,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 // candidates reads up to fetch due jobs, with their versions, in claim
 // order, without locks.
 func (s *Store) candidates(ctx context.Context, p core.ClaimParams, fetch int) ([]candidate, error) {
-	rows, err := s.sdb.Query(ctx, "SELECT "+sqlq.JobColumns+", version"+s.claimFrom(), p.Queue, s.d.Time(p.Now), p.Queue, fetch)
+	rows, err := s.sdb.Query(ctx, "SELECT "+sqlq.JobColumns+", version"+s.claimFrom(), s.claimArgs(p, fetch)...)
 	if err != nil {
 		return nil, err
 	}

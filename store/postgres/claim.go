@@ -20,7 +20,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	var out []*core.Job
 	err := s.retry(ctx, func() (err error) {
 		if s.Strategy() == core.StrategySkipLocked {
-			out, err = scanJobs(s.db.Query(ctx, s.q.claimSkipLocked, p.Queue, now, p.Limit, p.WorkerID, lease))
+			out, err = scanJobs(s.db.Query(ctx, s.q.claimSkipLocked, p.Queue, now, p.Limit, p.WorkerID, lease, sqlq.TagsArg(p.Tags)))
 			return err
 		}
 		out, err = s.claimOptimistic(ctx, p)
@@ -43,7 +43,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 	var out []*core.Job
 	for round := 0; round < 4 && want > 0; round++ {
 		var ids, versions []int64
-		rows, err := s.db.Query(ctx, s.q.claimCandidates, p.Queue, now, want+want/4+1)
+		rows, err := s.db.Query(ctx, s.q.claimCandidates, p.Queue, now, want+want/4+1, sqlq.TagsArg(p.Tags))
 		err = scanInts(rows, err, 2, func(v []int64) {
 			ids, versions = append(ids, v[0]), append(versions, v[1])
 		})

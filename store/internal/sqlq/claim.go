@@ -50,9 +50,10 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 }
 
 // dueWhere writes the due-jobs predicate of a claim: queue, pending states,
-// run_at ≤ now, and the queue not paused.
+// run_at ≤ now, tags within the worker's, and the queue not paused.
 func (s *Store) dueWhere(b *builder, p core.ClaimParams) {
 	b.w("queue = ", b.arg(p.Queue), " AND state IN ", pendingIn, " AND run_at <= ", b.arg(s.d.Time(p.Now)),
+		" AND ", TagsRouting(s.d, b.arg(TagsArg(p.Tags))),
 		" AND NOT EXISTS (SELECT 1 FROM ", s.t.Queues, " WHERE name = ", b.arg(p.Queue), " AND paused = ", b.arg(true), ")")
 }
 

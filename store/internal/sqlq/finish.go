@@ -509,16 +509,43 @@ func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Ti
 // passed, to discarded (FinishedAt=now); each gets a "worker lost" error
 // entry. It returns the rescued jobs as they now are, oldest lease first.
 func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.Job, error) {
+	now = core.UTC(now)
+	return s.handBack(ctx, now, limit, func(b *builder) {
+		b.w("SELECT id, version, attempt, max_attempts, deadline, worker_id, lease_until FROM ", s.t.Jobs,
+			" WHERE state = 'running' AND lease_until < ", b.arg(s.d.Time(now)), " ORDER BY lease_until, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
+	}, "lease expired at ", func(b *builder) {
+		b.w(s.t.Jobs, ".state = 'running' AND ", s.t.Jobs, ".lease_until < ", b.arg(s.d.Time(now)))
+	})
+}
+
+// RescueWorkers hands back, as Rescue does, up to limit running jobs held
+// by workers whose record's heartbeat is before heartbeatBefore, in id
+// order; the error entry names the last heartbeat.
+func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int) ([]*core.Job, error) {
+	now, heartbeatBefore = core.UTC(now), core.UTC(heartbeatBefore)
+	return s.handBack(ctx, now, limit, func(b *builder) {
+		b.w("SELECT j.id, j.version, j.attempt, j.max_attempts, j.deadline, j.worker_id, w.heartbeat_at FROM ", s.t.Jobs, " j JOIN ", s.t.Workers,
+			" w ON w.id = j.worker_id WHERE j.state = 'running' AND w.heartbeat_at < ", b.arg(s.d.Time(heartbeatBefore)),
+			" ORDER BY j.id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
+	}, "no heartbeat since ", func(b *builder) {
+		b.w(s.t.Jobs, ".state = 'running'")
+	})
+}
+
+// handBack is the body of Rescue and RescueWorkers. sel writes a locking
+// SELECT of (id, version, attempt, max_attempts, deadline, worker_id, at)
+// where at is the time the error entry names after "worker <id> lost: "
+// and cause; fence writes the extra condition each update must still meet
+// (the version fence already excludes any change since the read).
+func (s *Store) handBack(ctx context.Context, now time.Time, limit int, sel func(*builder), cause string, fence func(*builder)) ([]*core.Job, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	now = core.UTC(now)
 	var out []*core.Job
 	err := s.tx(ctx, func(c Conn) error {
 		out = nil
 		b := newBuilder(s.d, 2)
-		b.w("SELECT id, version, attempt, max_attempts, deadline, worker_id, lease_until FROM ", s.t.Jobs,
-			" WHERE state = 'running' AND lease_until < ", b.arg(s.d.Time(now)), " ORDER BY lease_until, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
+		sel(b)
 		rows, err := c.Query(ctx, b.String(), b.args...)
 		if err != nil {
 			return err
@@ -527,9 +554,9 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 		var ids []int64
 		for rows.Next() {
 			var id, version, attempt, maxAtt int64
-			var deadline, lease time.Time
+			var deadline, at time.Time
 			var worker *string
-			if err := rows.Scan(&id, &version, &attempt, &maxAtt, TimeDest(&deadline), &worker, TimeDest(&lease)); err != nil {
+			if err := rows.Scan(&id, &version, &attempt, &maxAtt, TimeDest(&deadline), &worker, TimeDest(&at)); err != nil {
 				rows.Close()
 				return err
 			}
@@ -538,7 +565,7 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 				w = *worker
 			}
 			e, err := EncodeError(core.AttemptError{Attempt: int(attempt), At: now,
-				Error: fmt.Sprintf("worker %s lost: lease expired at %s", w, lease.Format(time.RFC3339Nano))})
+				Error: fmt.Sprintf("worker %s lost: %s%s", w, cause, at.Format(time.RFC3339Nano))})
 			if err != nil {
 				rows.Close()
 				return err
@@ -557,9 +584,7 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 			return err
 		}
 		rows.Close()
-		applied, err := s.applyChanges(ctx, c, chs, fenceVersion, func(b *builder) {
-			b.w(s.t.Jobs, ".state = 'running' AND ", s.t.Jobs, ".lease_until < ", b.arg(s.d.Time(now)))
-		})
+		applied, err := s.applyChanges(ctx, c, chs, fenceVersion, fence)
 		if err != nil {
 			return err
 		}
