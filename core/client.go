@@ -98,6 +98,18 @@ func (c *Client) Running() []*Job {
 // (List, Stats, Cancel, …).
 func (c *Client) Store() Store { return c.store }
 
+// Config returns the client's configuration with every default filled in
+// (lease duration, heartbeat interval, retry policy, limits, clock, …), so
+// components built on a client (the HTTP API's remote workers) apply the
+// same settings. Maps and pointers are shared: don't modify them.
+func (c *Client) Config() Config { return c.cfg }
+
+// Emit delivers e to the client's observers, as if the engine had produced
+// it. Components that execute jobs outside the engine (the HTTP API's
+// remote workers) report claims and outcomes through it, so metrics and
+// logs cover them too.
+func (c *Client) Emit(e Event) { c.emit(e) }
+
 // NewInsert builds validated InsertParams for typed args: the kind is
 // args.Kind() and the args their JSON encoding. now is used for defaults
 // (zero RunAt); pass the client's clock time or time.Now(). Errors wrap
@@ -298,6 +310,7 @@ func (c *Client) Start(ctx context.Context) error {
 		if err := c.store.RegisterWorker(ctx, c.workerInfo()); err != nil {
 			return fmt.Errorf("backlog: register worker: %w", err)
 		}
+		c.emit(Event{Kind: EventWorkerRegistered, At: c.startedAt, Reason: c.cfg.WorkerID})
 	}
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))

@@ -7,20 +7,21 @@ type EventKind string
 
 // Events delivered to observers.
 const (
-	EventJobInserted   EventKind = "job.inserted"   // Job inserted (not a duplicate)
-	EventJobClaimed    EventKind = "job.claimed"    // Job claimed by this node; QueueWait set
-	EventJobCompleted  EventKind = "job.completed"  // finish applied; Duration set
-	EventJobRetried    EventKind = "job.retried"    // attempt failed, retry scheduled; Err set
-	EventJobSnoozed    EventKind = "job.snoozed"    // snoozed or handed back at a hard stop
-	EventJobContinued  EventKind = "job.continued"  // moved on to its next step
-	EventJobCancelled  EventKind = "job.cancelled"  // handler cancelled it; Err set
-	EventJobDiscarded  EventKind = "job.discarded"  // dead-lettered; Reason and Err set
-	EventLeaseLost     EventKind = "job.lease_lost" // a fenced finish did not apply
-	EventJobsRescued   EventKind = "jobs.rescued"   // maintenance rescued Count jobs (Job set per job)
-	EventJobsPruned    EventKind = "jobs.pruned"    // maintenance pruned Count jobs in State
-	EventJobsExpired   EventKind = "jobs.expired"   // maintenance discarded Count jobs past deadline
-	EventWorkersPruned EventKind = "workers.pruned" // maintenance removed Count dead workers
-	EventStoreError    EventKind = "store.error"    // a store call failed; Err set (it will be retried)
+	EventJobInserted      EventKind = "job.inserted"      // Job inserted (not a duplicate)
+	EventJobClaimed       EventKind = "job.claimed"       // Job claimed by this node; QueueWait set
+	EventJobCompleted     EventKind = "job.completed"     // finish applied; Duration set
+	EventJobRetried       EventKind = "job.retried"       // attempt failed, retry scheduled; Err set
+	EventJobSnoozed       EventKind = "job.snoozed"       // snoozed or handed back at a hard stop
+	EventJobContinued     EventKind = "job.continued"     // moved on to its next step
+	EventJobCancelled     EventKind = "job.cancelled"     // handler cancelled it; Err set
+	EventJobDiscarded     EventKind = "job.discarded"     // dead-lettered; Reason and Err set
+	EventLeaseLost        EventKind = "job.lease_lost"    // a fenced finish did not apply
+	EventJobsRescued      EventKind = "jobs.rescued"      // maintenance rescued Count jobs (Job set per job)
+	EventJobsPruned       EventKind = "jobs.pruned"       // maintenance pruned Count jobs in State
+	EventJobsExpired      EventKind = "jobs.expired"      // maintenance discarded Count jobs past deadline
+	EventWorkersPruned    EventKind = "workers.pruned"    // maintenance removed Count dead workers (their jobs handed back first)
+	EventWorkerRegistered EventKind = "worker.registered" // a worker registered for the first time (Reason = worker id)
+	EventStoreError       EventKind = "store.error"       // a store call failed; Err set (it will be retried)
 )
 
 // Discard reasons carried in Event.Reason for EventJobDiscarded.
