@@ -482,7 +482,7 @@ func TestMiddlewareOrderAndEvents(t *testing.T) {
 	})
 	_ = c.Start(context.Background())
 	_, _ = c.EnqueueRaw(context.Background(), "k", nil, nil)
-	want := []core.EventKind{core.EventJobInserted, core.EventJobClaimed, core.EventJobCompleted}
+	want := []core.EventKind{core.EventWorkerRegistered, core.EventJobInserted, core.EventJobClaimed, core.EventJobCompleted}
 	for _, w := range want {
 		select {
 		case got := <-events:
