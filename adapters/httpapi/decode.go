@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// decodeBody reads r's JSON body into dst. It enforces MaxBodyBytes, the
+// application/json content type, unknown-field rejection and the absence
+// of trailing data. When required is false an empty body leaves dst as it
+// is. The returned error is a *problem.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) error {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	br := bufio.NewReader(body)
+	if _, err := br.Peek(1); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return tooLarge(s.cfg.MaxBodyBytes)
+		case errors.Is(err, io.EOF):
+			if required {
+				return newProblem(SlugInvalidRequest, "a JSON request body is required")
+			}
+			return nil
+		default:
+			return newProblem(SlugInvalidRequest, "reading the request body: "+err.Error())
+		}
+	}
+	if err := checkContentType(r); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(br)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeProblem(err, s.cfg.MaxBodyBytes)
+	}
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return newProblem(SlugInvalidJSON, "trailing data after the JSON value")
+	default:
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(s.cfg.MaxBodyBytes)
+		}
+		return newProblem(SlugInvalidJSON, "trailing data after the JSON value")
+	}
+}
+
+func tooLarge(limit int64) *problem {
+	return newProblem(SlugBodyTooLarge, fmt.Sprintf("the request body is over the limit of %d bytes", limit))
+}
+
+// checkContentType accepts application/json with any parameters.
+func checkContentType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return newProblem(SlugUnsupportedMediaType, "the request body needs Content-Type: application/json")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return newProblem(SlugUnsupportedMediaType, fmt.Sprintf("content type %q is not application/json", ct))
+	}
+	return nil
+}
+
+// decodeProblem maps a json.Decoder error to a problem.
+func decodeProblem(err error, limit int64) *problem {
+	var (
+		mbe *http.MaxBytesError
+		se  *json.SyntaxError
+		ute *json.UnmarshalTypeError
+		tpe *time.ParseError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge(limit)
+	case errors.As(err, &se):
+		return newProblem(SlugInvalidJSON, fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return newProblem(SlugInvalidJSON, "the JSON body ends early")
+	case errors.As(err, &ute):
+		field := ute.Field
+		if field == "" {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("the body must be a JSON object, not %s", ute.Value))
+		}
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("field %q must be %s, not %s", field, jsonTypeName(ute.Type.String()), ute.Value))
+	case errors.As(err, &tpe):
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("a time is not RFC 3339 (like 2030-01-02T03:04:05Z): %v", err))
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return newProblem(SlugInvalidRequest, "unknown field "+f)
+	}
+	return newProblem(SlugInvalidRequest, strings.TrimPrefix(msg, "json: "))
+}
+
+// jsonTypeName names a Go type the way a JSON user thinks of it.
+func jsonTypeName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "*int"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"), strings.HasPrefix(goType, "*float"):
+		return "a number"
+	case goType == "string", goType == "*string":
+		return "a string"
+	case goType == "bool", goType == "*bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map["):
+		return "an object"
+	case strings.Contains(goType, "time.Time"):
+		return "an RFC 3339 time string"
+	}
+	return "of type " + goType
+}

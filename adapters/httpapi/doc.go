@@ -1,0 +1,18 @@
+// Package httpapi serves backlog's REST API (v1) over a core.Client: an
+// http.Handler for producers (submit, list, get jobs), remote workers
+// (register, heartbeat, long-poll claim, and fenced outcomes with lease
+// tokens) and administrators (cancel, retry, delete, pause, resume, list
+// workers), with RFC 9457 problem+json errors, bearer-token roles and
+// correlation ids. docs/http-api.md is the user's reference; openapi.json
+// (served at GET /v1/openapi.json) describes every route.
+//
+//	srv, err := httpapi.New(client, httpapi.Config{Tokens: httpapi.Tokens{Admin: "…"}})
+//	defer srv.Close()
+//	http.ListenAndServe(":8080", srv)
+//
+// Remote workers run jobs outside the engine: the server validates through
+// core (NewInsertRaw, Client.EnqueueMany), claims and finishes through the
+// client's store with its lease, retry and retention settings, and reports
+// claims and outcomes with Client.Emit, so observers (metrics, logs) see
+// the same events as for in-process workers.
+package httpapi

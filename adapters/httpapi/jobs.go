@@ -1,0 +1,521 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Job is a job as the API shows it (see api-spec "Job representation").
+// Times are UTC; unset optional fields are omitted. Result is the stored
+// result when it is valid JSON, else a JSON string of its bytes.
+type Job struct {
+	ID          int64               `json:"id"`
+	Queue       string              `json:"queue"`
+	Kind        string              `json:"kind"`
+	Args        json.RawMessage     `json:"args"`
+	Priority    int                 `json:"priority"`
+	State       core.State          `json:"state"`
+	Attempt     int                 `json:"attempt"`
+	MaxAttempts int                 `json:"max_attempts"`
+	RunAt       time.Time           `json:"run_at"`
+	Deadline    time.Time           `json:"deadline,omitzero"`
+	UniqueKey   string              `json:"unique_key,omitempty"`
+	Tags        []string            `json:"tags,omitempty"`
+	Metadata    map[string]string   `json:"metadata,omitempty"`
+	Errors      []core.AttemptError `json:"errors,omitempty"`
+	Result      json.RawMessage     `json:"result,omitempty"`
+	CreatedAt   time.Time           `json:"created_at"`
+	AttemptedAt time.Time           `json:"attempted_at,omitzero"`
+	FinishedAt  time.Time           `json:"finished_at,omitzero"`
+	WorkerID    string              `json:"worker_id,omitempty"`
+	LeaseUntil  time.Time           `json:"lease_until,omitzero"`
+	// LeaseToken is set on jobs returned by a claim only.
+	LeaseToken string `json:"lease_token,omitempty"`
+}
+
+// toJob converts a stored job to its API form; nil stays nil.
+func toJob(j *core.Job) *Job {
+	if j == nil {
+		return nil
+	}
+	out := &Job{
+		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority, State: j.State,
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: utc(j.RunAt), Deadline: utc(j.Deadline),
+		UniqueKey: j.UniqueKey, Tags: j.Tags, Metadata: j.Metadata, Errors: j.Errors,
+		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
+		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil),
+	}
+	if len(out.Args) == 0 || !json.Valid(out.Args) {
+		b, _ := json.Marshal(string(j.Args))
+		if len(j.Args) == 0 {
+			b = []byte("{}")
+		}
+		out.Args = b
+	}
+	if len(j.Result) > 0 {
+		if json.Valid(j.Result) {
+			out.Result = j.Result
+		} else {
+			out.Result, _ = json.Marshal(string(j.Result))
+		}
+	}
+	if len(j.Errors) > 0 {
+		out.Errors = make([]core.AttemptError, len(j.Errors))
+		for i, e := range j.Errors {
+			e.At = utc(e.At)
+			out.Errors[i] = e
+		}
+	}
+	return out
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// SubmitRequest is the body of POST /v1/jobs and one item of a batch.
+// RunAt and DelaySeconds are exclusive; nil pointers mean the default.
+type SubmitRequest struct {
+	Kind         string            `json:"kind"`
+	Args         json.RawMessage   `json:"args,omitempty"` // any JSON; absent or null means {}
+	Queue        string            `json:"queue,omitempty"`
+	Priority     *int              `json:"priority,omitempty"`      // 1..10, default 5
+	RunAt        *time.Time        `json:"run_at,omitempty"`        // RFC 3339
+	DelaySeconds *float64          `json:"delay_seconds,omitempty"` // ≥ 0
+	MaxAttempts  *int              `json:"max_attempts,omitempty"`  // ≥ 1, default 20
+	UniqueKey    string            `json:"unique_key,omitempty"`
+	Tags         []string          `json:"tags,omitempty"`
+	Deadline     *time.Time        `json:"deadline,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+}
+
+// SubmitResponse answers POST /v1/jobs and is one result of a batch.
+type SubmitResponse struct {
+	Job       *Job `json:"job"`
+	Duplicate bool `json:"duplicate"`
+}
+
+// BatchRequest is the body of POST /v1/jobs/batch.
+type BatchRequest struct {
+	Jobs []SubmitRequest `json:"jobs"`
+}
+
+// BatchResponse answers POST /v1/jobs/batch, in input order.
+type BatchResponse struct {
+	Results []SubmitResponse `json:"results"`
+}
+
+// JobResponse wraps one job ({"job": …}); Job is null after a completion
+// that deleted the row.
+type JobResponse struct {
+	Job *Job `json:"job"`
+}
+
+// ListResponse answers GET /v1/jobs. NextAfter is the cursor of the next
+// page, absent on the last page.
+type ListResponse struct {
+	Jobs      []*Job `json:"jobs"`
+	NextAfter *int64 `json:"next_after,omitempty"`
+}
+
+// maxSeconds bounds every *_seconds field (about 100 years) so it fits a
+// time.Duration.
+const maxSeconds = 100 * 365 * 24 * 3600
+
+// seconds converts a *_seconds field to a duration, rejecting negative,
+// non-finite or absurd values.
+func seconds(field string, v float64) (time.Duration, error) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > maxSeconds {
+		return 0, newProblem(SlugInvalidRequest, fmt.Sprintf("%s must be a number of seconds from 0 to %d", field, maxSeconds))
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+// insertParams validates one submission and builds its insert. prefix
+// names the item in messages ("" or "jobs[3]: ").
+func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, prefix string) (core.InsertParams, error) {
+	opts := core.Options{Queue: req.Queue, UniqueKey: req.UniqueKey, Tags: req.Tags}
+	if req.Priority != nil {
+		if *req.Priority < core.PriorityHighest || *req.Priority > core.PriorityLowest {
+			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%spriority %d is outside %d..%d", prefix, *req.Priority, core.PriorityHighest, core.PriorityLowest))
+		}
+		opts.Priority = *req.Priority
+	}
+	if req.MaxAttempts != nil {
+		if *req.MaxAttempts < 1 {
+			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%smax_attempts %d is below 1", prefix, *req.MaxAttempts))
+		}
+		opts.MaxAttempts = *req.MaxAttempts
+	}
+	if req.RunAt != nil && req.DelaySeconds != nil {
+		return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+"run_at and delay_seconds are exclusive")
+	}
+	if req.RunAt != nil {
+		if req.RunAt.IsZero() {
+			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+"run_at is the zero time")
+		}
+		opts.RunAt = *req.RunAt
+	}
+	if req.DelaySeconds != nil {
+		d, err := seconds("delay_seconds", *req.DelaySeconds)
+		if err != nil {
+			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.(*problem).detail)
+		}
+		opts.RunAt = now.Add(d)
+	}
+	if req.Deadline != nil {
+		opts.Deadline = *req.Deadline
+	}
+	if correlationID != "" {
+		if _, set := req.Metadata["correlation_id"]; !set {
+			md := make(map[string]string, len(req.Metadata)+1)
+			for k, v := range req.Metadata {
+				md[k] = v
+			}
+			md["correlation_id"] = correlationID
+			opts.Metadata = md
+		} else {
+			opts.Metadata = req.Metadata
+		}
+	} else {
+		opts.Metadata = req.Metadata
+	}
+	args := []byte(req.Args)
+	if len(args) == 0 || string(args) == "null" {
+		args = nil
+	}
+	// Validate with core's rules, but the args size against this client's
+	// limit (NewInsertRaw knows only the default one).
+	if maxArgs := s.ccfg.MaxArgsBytes; len(args) > maxArgs {
+		return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%skind %q: args are %d bytes, over the limit of %d", prefix, req.Kind, len(args), maxArgs))
+	}
+	check := args
+	if len(args) > core.DefaultMaxArgsBytes {
+		check = nil
+	}
+	p, err := core.NewInsertRaw(req.Kind, check, &opts, now)
+	if err != nil {
+		return core.InsertParams{}, newProblem(SlugInvalidJob, prefix+trimInvalid(err.Error()))
+	}
+	if len(args) > core.DefaultMaxArgsBytes {
+		if !json.Valid(args) {
+			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%skind %q: args are not valid JSON", prefix, req.Kind))
+		}
+		p.Args = args
+	}
+	return p, nil
+}
+
+// enqueue inserts validated jobs and wakes long-polls when any is due.
+func (s *Server) enqueue(ctx context.Context, ps []core.InsertParams) ([]core.InsertResult, error) {
+	res, err := s.c.EnqueueMany(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	for _, r := range res {
+		if !r.Duplicate && r.Job != nil && !r.Job.RunAt.After(now) {
+			s.wake.broadcast()
+			break
+		}
+	}
+	return res, nil
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
+	var req SubmitRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	p, err := s.insertParams(&req, s.now(), CorrelationID(r.Context()), "")
+	if err != nil {
+		return err
+	}
+	res, err := s.enqueue(r.Context(), []core.InsertParams{p})
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res[0].Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, SubmitResponse{Job: toJob(res[0].Job), Duplicate: res[0].Duplicate})
+	return nil
+}
+
+func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) error {
+	var req BatchRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	if len(req.Jobs) == 0 || len(req.Jobs) > MaxBatch {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("jobs must hold 1..%d jobs, not %d", MaxBatch, len(req.Jobs)))
+	}
+	now, cid := s.now(), CorrelationID(r.Context())
+	ps := make([]core.InsertParams, len(req.Jobs))
+	for i := range req.Jobs {
+		p, err := s.insertParams(&req.Jobs[i], now, cid, fmt.Sprintf("jobs[%d]: ", i))
+		if err != nil {
+			return err
+		}
+		ps[i] = p
+	}
+	res, err := s.enqueue(r.Context(), ps)
+	if err != nil {
+		return err
+	}
+	out := BatchResponse{Results: make([]SubmitResponse, len(res))}
+	for i, x := range res {
+		out.Results[i] = SubmitResponse{Job: toJob(x.Job), Duplicate: x.Duplicate}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listParams parses GET /v1/jobs's query.
+func listParams(q url.Values) (core.ListParams, error) {
+	p := core.ListParams{Limit: 100}
+	bad := func(format string, a ...any) (core.ListParams, error) {
+		return core.ListParams{}, newProblem(SlugInvalidRequest, fmt.Sprintf(format, a...))
+	}
+	if v := q["queue"]; len(v) > 0 {
+		if len(v) > 1 {
+			return bad("queue may be given once")
+		}
+		p.Queue = v[0]
+	}
+	if v := q["kind"]; len(v) > 0 {
+		if len(v) > 1 {
+			return bad("kind may be given once")
+		}
+		p.Kind = v[0]
+	}
+	for _, v := range q["state"] {
+		for _, st := range strings.Split(v, ",") {
+			st = strings.TrimSpace(st)
+			if st == "" {
+				continue
+			}
+			if !core.State(st).Valid() {
+				return bad("state %q is not one of scheduled, available, running, retryable, completed, cancelled, discarded", st)
+			}
+			p.States = append(p.States, core.State(st))
+		}
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return bad("after must be a job id (a non-negative integer), not %q", v)
+		}
+		p.AfterID = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxClaimLimit {
+			return bad("limit must be an integer from 1 to %d, not %q", MaxClaimLimit, v)
+		}
+		p.Limit = n
+	}
+	switch v := q.Get("order"); v {
+	case "", "asc":
+	case "desc":
+		p.Desc = true
+	default:
+		return bad("order must be asc or desc, not %q", v)
+	}
+	return p, nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	p, err := listParams(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	jobs, err := s.st.List(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := ListResponse{Jobs: make([]*Job, 0, len(jobs))}
+	for _, j := range jobs {
+		out.Jobs = append(out.Jobs, toJob(j))
+	}
+	if len(jobs) > 0 && len(jobs) >= p.Limit {
+		next := jobs[len(jobs)-1].ID
+		out.NextAfter = &next
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// jobID parses the {id} path value.
+func jobID(r *http.Request) (int64, error) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id < 1 {
+		return 0, newProblem(SlugInvalidRequest, fmt.Sprintf("job id must be a positive integer, not %q", v))
+	}
+	return id, nil
+}
+
+// notFound turns a store's ErrNotFound for job id into the problem.
+func notFound(id int64, err error) error {
+	if errors.Is(err, core.ErrNotFound) {
+		return newProblem(SlugJobNotFound, fmt.Sprintf("job %d does not exist", id))
+	}
+	return err
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	j, err := s.st.Get(r.Context(), id)
+	if err != nil {
+		return notFound(id, err)
+	}
+	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(j)})
+	return nil
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	j, err := s.c.CancelJob(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, core.ErrInvalidState) {
+			return newProblem(SlugInvalidState, fmt.Sprintf("job %d is already in a final state", id))
+		}
+		return notFound(id, err)
+	}
+	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(j)})
+	return nil
+}
+
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	j, err := s.st.Retry(r.Context(), id, s.now())
+	if err != nil {
+		if errors.Is(err, core.ErrInvalidState) {
+			return newProblem(SlugInvalidState, fmt.Sprintf("job %d cannot be retried now (running, or its unique key is held by another live job): %v", id, err))
+		}
+		return notFound(id, err)
+	}
+	s.wake.broadcast()
+	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(j)})
+	return nil
+}
+
+func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.st.Delete(r.Context(), id); err != nil {
+		if errors.Is(err, core.ErrInvalidState) {
+			return newProblem(SlugInvalidState, fmt.Sprintf("job %d is running; cancel it first", id))
+		}
+		return notFound(id, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// QueueInfo is one queue's entry in GET /v1/queues: its paused flag and
+// job count per state (every state present, zero when empty).
+type QueueInfo struct {
+	Queue  string             `json:"queue"`
+	Paused bool               `json:"paused"`
+	Counts map[core.State]int `json:"counts"`
+}
+
+func toQueue(q core.QueueStats) QueueInfo {
+	counts := make(map[core.State]int, len(core.AllStates))
+	for _, st := range core.AllStates {
+		counts[st] = q.Counts[st]
+	}
+	return QueueInfo{Queue: q.Queue, Paused: q.Paused, Counts: counts}
+}
+
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
+	stats, err := s.st.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Queues []QueueInfo `json:"queues"`
+	}{Queues: make([]QueueInfo, 0, len(stats))}
+	for _, q := range stats {
+		out.Queues = append(out.Queues, toQueue(q))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// queueName parses the {name} path value.
+func queueName(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	if err := core.ValidateQueueName(name); err != nil {
+		return "", newProblem(SlugInvalidRequest, trimInvalid(err.Error()))
+	}
+	return name, nil
+}
+
+func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
+	name, err := queueName(r)
+	if err != nil {
+		return err
+	}
+	if err := s.c.PauseQueue(r.Context(), name); err != nil {
+		return err
+	}
+	return s.writeQueue(w, r, name)
+}
+
+func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
+	name, err := queueName(r)
+	if err != nil {
+		return err
+	}
+	if err := s.c.ResumeQueue(r.Context(), name); err != nil {
+		return err
+	}
+	s.wake.broadcast()
+	return s.writeQueue(w, r, name)
+}
+
+// writeQueue answers {"queue": <entry>} for name, read back from Stats.
+func (s *Server) writeQueue(w http.ResponseWriter, r *http.Request, name string) error {
+	stats, err := s.st.Stats(r.Context())
+	if err != nil {
+		return err
+	}
+	q := core.QueueStats{Queue: name}
+	for _, x := range stats {
+		if x.Queue == name {
+			q = x
+		}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Queue QueueInfo `json:"queue"`
+	}{toQueue(q)})
+	return nil
+}

@@ -1,0 +1,345 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// leaseToken is the fence of one claimed execution.
+type leaseToken struct {
+	jobID    int64
+	attempt  int
+	workerID string
+}
+
+// encodeLeaseToken returns "v1.<id>.<attempt>.<base64url(worker id)>".
+func encodeLeaseToken(id int64, attempt int, workerID string) string {
+	return "v1." + strconv.FormatInt(id, 10) + "." + strconv.Itoa(attempt) + "." + base64.RawURLEncoding.EncodeToString([]byte(workerID))
+}
+
+// decodeLeaseToken parses a token made by encodeLeaseToken.
+func decodeLeaseToken(s string) (leaseToken, error) {
+	bad := func(why string) (leaseToken, error) {
+		return leaseToken{}, newProblem(SlugInvalidLeaseToken, "lease_token "+why)
+	}
+	if s == "" {
+		return bad("is required")
+	}
+	parts := strings.Split(s, ".")
+	if len(parts) != 4 || parts[0] != "v1" {
+		return bad("is not a token issued by this API")
+	}
+	id, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || id < 1 {
+		return bad("has a bad job id")
+	}
+	attempt, err := strconv.Atoi(parts[2])
+	if err != nil || attempt < 1 {
+		return bad("has a bad attempt")
+	}
+	wid, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[3], "="))
+	if err != nil || len(wid) == 0 || len(wid) > 255 || !utf8.Valid(wid) {
+		return bad("has a bad worker id")
+	}
+	return leaseToken{jobID: id, attempt: attempt, workerID: string(wid)}, nil
+}
+
+// CompleteRequest is the body of POST /v1/jobs/{id}/complete.
+type CompleteRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Result     json.RawMessage `json:"result,omitempty"` // any JSON; absent or null means none
+}
+
+// FailRequest is the body of POST /v1/jobs/{id}/fail.
+type FailRequest struct {
+	LeaseToken     string   `json:"lease_token"`
+	Error          string   `json:"error"` // required
+	Trace          string   `json:"trace,omitempty"`
+	Action         string   `json:"action,omitempty"`           // retry (default), discard, cancel
+	RetryInSeconds *float64 `json:"retry_in_seconds,omitempty"` // overrides the retry policy's delay
+}
+
+// SnoozeRequest is the body of POST /v1/jobs/{id}/snooze.
+type SnoozeRequest struct {
+	LeaseToken   string   `json:"lease_token"`
+	DelaySeconds *float64 `json:"delay_seconds,omitempty"` // default 0
+}
+
+// LeaseRequest is the body of POST /v1/jobs/{id}/lease.
+type LeaseRequest struct {
+	LeaseToken    string   `json:"lease_token"`
+	ExtendSeconds *float64 `json:"extend_seconds,omitempty"` // default the lease duration, at most 3600
+}
+
+// LeaseResponse answers POST /v1/jobs/{id}/lease.
+type LeaseResponse struct {
+	LeaseUntil time.Time `json:"lease_until"`
+}
+
+// held checks the token against the path's job and the job's current
+// holder, returning the token and the running job. A token that does not
+// parse or names another job is invalid-lease-token; a job no longer held
+// at that attempt (or gone) is lease-lost.
+func (s *Server) held(ctx context.Context, r *http.Request, token string) (leaseToken, *core.Job, error) {
+	id, err := jobID(r)
+	if err != nil {
+		return leaseToken{}, nil, err
+	}
+	tok, err := decodeLeaseToken(token)
+	if err != nil {
+		return leaseToken{}, nil, err
+	}
+	if tok.jobID != id {
+		return leaseToken{}, nil, newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease_token is for job %d, not job %d", tok.jobID, id))
+	}
+	j, err := s.st.Get(ctx, id)
+	if errors.Is(err, core.ErrNotFound) {
+		return tok, nil, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", id))
+	}
+	if err != nil {
+		return tok, nil, err
+	}
+	if j.State != core.StateRunning || j.WorkerID != tok.workerID || j.Attempt != tok.attempt {
+		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: s.now(), Queue: j.Queue, Job: j})
+		return tok, nil, lostProblem(j)
+	}
+	return tok, j, nil
+}
+
+func lostProblem(j *core.Job) error {
+	return newProblem(SlugLeaseLost, fmt.Sprintf("job %d is no longer held under this lease token (now %s, attempt %d); nothing changed", j.ID, j.State, j.Attempt))
+}
+
+// finish applies one fenced outcome and reports its event; a failed fence
+// is lease-lost. It returns the job as it is after (nil when deleted).
+func (s *Server) finish(ctx context.Context, j *core.Job, o core.Outcome, ev core.EventKind, reason string, cause error) (*core.Job, error) {
+	res, err := s.st.Finish(ctx, []core.Outcome{o})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 1 {
+		return nil, fmt.Errorf("httpapi: store returned %d finish results for one outcome", len(res))
+	}
+	if !res[0].Applied {
+		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: o.At, Queue: j.Queue, Job: j})
+		return nil, lostProblem(j)
+	}
+	var dur time.Duration
+	if !j.AttemptedAt.IsZero() {
+		dur = max(o.At.Sub(j.AttemptedAt), 0)
+	}
+	s.c.Emit(core.Event{Kind: ev, At: o.At, Queue: j.Queue, Job: j, Err: cause, Reason: reason, Duration: dur})
+	switch o.Kind {
+	case core.OutcomeRetry, core.OutcomeSnooze:
+		if !o.RunAt.After(o.At) {
+			s.wake.broadcast()
+		}
+	}
+	if o.Delete {
+		return nil, nil
+	}
+	after, err := s.st.Get(ctx, j.ID)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil, nil
+	}
+	return after, err
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
+	var req CompleteRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	result := []byte(req.Result)
+	if string(result) == "null" {
+		result = nil
+	}
+	if len(result) > s.ccfg.MaxResultBytes {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("result is %d bytes, over the limit of %d", len(result), s.ccfg.MaxResultBytes))
+	}
+	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	o := core.Outcome{
+		JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeComplete, At: now,
+		Result: result, Delete: s.ccfg.Retention.Completed == 0,
+	}
+	after, err := s.finish(r.Context(), j, o, core.EventJobCompleted, "", nil)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(after)})
+	return nil
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
+	var req FailRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	if req.Error == "" {
+		return newProblem(SlugInvalidRequest, "error is required: the failure's message")
+	}
+	switch req.Action {
+	case "", "retry", "discard", "cancel":
+	default:
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("action must be retry, discard or cancel, not %q", req.Action))
+	}
+	var override *time.Duration
+	if req.RetryInSeconds != nil {
+		if req.Action != "" && req.Action != "retry" {
+			return newProblem(SlugInvalidRequest, "retry_in_seconds applies only to action retry")
+		}
+		d, err := seconds("retry_in_seconds", *req.RetryInSeconds)
+		if err != nil {
+			return err
+		}
+		override = &d
+	}
+	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	cause := errors.New(req.Error)
+	ae := &core.AttemptError{
+		Attempt: tok.attempt, At: now,
+		Error: truncateHead(req.Error, core.MaxErrorBytes/2), Trace: truncateTail(req.Trace, core.MaxErrorBytes/2),
+	}
+	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, At: now, Error: ae}
+	var (
+		ev     core.EventKind
+		reason string
+	)
+	switch req.Action {
+	case "discard":
+		o.Kind, ev, reason = core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonPermanent
+	case "cancel":
+		o.Kind, ev = core.OutcomeCancel, core.EventJobCancelled
+	default:
+		o.Kind, ev, reason = s.retryOrDiscard(j, now, cause, override, &o)
+	}
+	after, err := s.finish(r.Context(), j, o, ev, reason, cause)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(after)})
+	return nil
+}
+
+// retryOrDiscard applies the retry policy as the engine does: discard
+// when the deadline has passed or attempts are used up, or when the next
+// retry would pass the deadline; retry with the policy's (or the
+// override's) delay otherwise. It sets o.RunAt for a retry.
+func (s *Server) retryOrDiscard(j *core.Job, now time.Time, cause error, override *time.Duration, o *core.Outcome) (core.OutcomeKind, core.EventKind, string) {
+	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
+		return core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonDeadline
+	}
+	if j.Attempt >= j.MaxAttempts {
+		return core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonExhausted
+	}
+	var d time.Duration
+	if override != nil {
+		d = *override
+	} else {
+		d = max(s.ccfg.Retry.NextRetry(j, cause), 0)
+	}
+	runAt := core.UTC(now.Add(d))
+	if !j.Deadline.IsZero() && runAt.After(j.Deadline) {
+		o.Error.Error += " (next retry would pass the job's deadline)"
+		return core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonDeadline
+	}
+	o.RunAt = runAt
+	return core.OutcomeRetry, core.EventJobRetried, ""
+}
+
+func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
+	var req SnoozeRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	var d time.Duration
+	if req.DelaySeconds != nil {
+		var err error
+		if d, err = seconds("delay_seconds", *req.DelaySeconds); err != nil {
+			return err
+		}
+	}
+	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeSnooze, At: now, RunAt: core.UTC(now.Add(d))}
+	after, err := s.finish(r.Context(), j, o, core.EventJobSnoozed, "", nil)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(after)})
+	return nil
+}
+
+func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) error {
+	var req LeaseRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	ext := s.ccfg.LeaseDuration
+	if req.ExtendSeconds != nil {
+		v := *req.ExtendSeconds
+		if !(v > 0) || v > MaxLeaseExtension.Seconds() {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("extend_seconds must be above 0 and at most %g", MaxLeaseExtension.Seconds()))
+		}
+		ext = time.Duration(v * float64(time.Second))
+	}
+	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
+	if err != nil {
+		return err
+	}
+	until := core.UTC(s.now().Add(ext))
+	n, err := s.st.ExtendLeases(r.Context(), tok.workerID, until)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return lostProblem(j)
+	}
+	writeJSON(w, http.StatusOK, LeaseResponse{LeaseUntil: until})
+	return nil
+}
+
+// truncateHead keeps at most n bytes of s's head on a rune boundary.
+func truncateHead(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[truncated]"
+}
+
+// truncateTail keeps at most n bytes of s's tail on a rune boundary.
+func truncateTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "[truncated]…" + s[cut:]
+}

@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// ProblemTypeBase prefixes every problem type URI: a problem's "type" is
+// ProblemTypeBase + its slug (for example ".../problems/lease-lost").
+const ProblemTypeBase = "https://backlog.dev/problems/"
+
+// Problem slugs, the stable last segment of a problem's type URI.
+const (
+	SlugInvalidJSON          = "invalid-json"
+	SlugInvalidRequest       = "invalid-request"
+	SlugInvalidJob           = "invalid-job"
+	SlugBodyTooLarge         = "body-too-large"
+	SlugUnsupportedMediaType = "unsupported-media-type"
+	SlugUnauthorized         = "unauthorized"
+	SlugForbidden            = "forbidden"
+	SlugNotFound             = "not-found"
+	SlugJobNotFound          = "job-not-found"
+	SlugWorkerNotRegistered  = "worker-not-registered"
+	SlugMethodNotAllowed     = "method-not-allowed"
+	SlugInvalidState         = "invalid-state"
+	SlugLeaseLost            = "lease-lost"
+	SlugInvalidLeaseToken    = "invalid-lease-token"
+	SlugUnavailable          = "unavailable"
+	SlugInternal             = "internal"
+)
+
+// problemInfo is a slug's status and title.
+type problemInfo struct {
+	status int
+	title  string
+}
+
+var problems = map[string]problemInfo{
+	SlugInvalidJSON:          {http.StatusBadRequest, "Request body is not valid JSON"},
+	SlugInvalidRequest:       {http.StatusBadRequest, "Invalid request"},
+	SlugInvalidJob:           {http.StatusUnprocessableEntity, "Invalid job"},
+	SlugBodyTooLarge:         {http.StatusRequestEntityTooLarge, "Request body too large"},
+	SlugUnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type"},
+	SlugUnauthorized:         {http.StatusUnauthorized, "Unauthorized"},
+	SlugForbidden:            {http.StatusForbidden, "Forbidden"},
+	SlugNotFound:             {http.StatusNotFound, "Not found"},
+	SlugJobNotFound:          {http.StatusNotFound, "Job not found"},
+	SlugWorkerNotRegistered:  {http.StatusNotFound, "Worker not registered"},
+	SlugMethodNotAllowed:     {http.StatusMethodNotAllowed, "Method not allowed"},
+	SlugInvalidState:         {http.StatusConflict, "Job state does not permit this"},
+	SlugLeaseLost:            {http.StatusConflict, "Lease lost"},
+	SlugInvalidLeaseToken:    {http.StatusBadRequest, "Invalid lease token"},
+	SlugUnavailable:          {http.StatusServiceUnavailable, "Store unavailable"},
+	SlugInternal:             {http.StatusInternalServerError, "Internal server error"},
+}
+
+// problem is an error that carries the problem a handler answers with.
+// Handlers return it; writeError turns any error into one.
+type problem struct {
+	slug   string
+	detail string
+	cause  error // logged for 5xx, never shown
+}
+
+func (p *problem) Error() string { return p.slug + ": " + p.detail }
+
+func newProblem(slug, detail string) *problem { return &problem{slug: slug, detail: detail} }
+
+// problemBody is the RFC 9457 document.
+type problemBody struct {
+	Type          string `json:"type"`
+	Title         string `json:"title"`
+	Status        int    `json:"status"`
+	Detail        string `json:"detail,omitempty"`
+	Instance      string `json:"instance,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+}
+
+// classify maps an error from core or a store to a problem.
+func classify(err error) *problem {
+	var p *problem
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.Is(err, core.ErrInvalidJob):
+		return &problem{slug: SlugInvalidJob, detail: trimInvalid(err.Error())}
+	case errors.Is(err, core.ErrNotFound):
+		return &problem{slug: SlugJobNotFound, detail: err.Error()}
+	case errors.Is(err, core.ErrInvalidState):
+		return &problem{slug: SlugInvalidState, detail: err.Error()}
+	case errors.Is(err, core.ErrLeaseLost):
+		return &problem{slug: SlugLeaseLost, detail: err.Error()}
+	case unavailable(err):
+		return &problem{slug: SlugUnavailable, detail: "the job store is unavailable; nothing was done, retry later", cause: err}
+	}
+	return &problem{slug: SlugInternal, detail: "internal error; see the server log for this correlation id", cause: err}
+}
+
+// trimInvalid drops the sentinel's "backlog: invalid job: " prefix from a
+// validation message when it leads it, keeping any index prefix.
+func trimInvalid(s string) string {
+	return strings.Replace(s, core.ErrInvalidJob.Error()+": ", "", 1)
+}
+
+// unavailable reports whether err looks like the store (its database) is
+// down or unreachable rather than a bug: a closed store, a dropped or
+// refused connection, a timeout.
+func unavailable(err error) bool {
+	if errors.Is(err, core.ErrClosed) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{
+		"connection refused", "connection reset", "broken pipe", "bad connection", "database is closed",
+		"closed pool", "conn closed", "connection closed", "database is locked", "too many connections",
+		"server closed", "no such host", "i/o timeout", "the database system is shutting down",
+		"the database system is starting up", "terminating connection", "invalid connection",
+	} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeProblem writes p as application/problem+json and logs server errors.
+func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p *problem) {
+	info, ok := problems[p.slug]
+	if !ok {
+		info = problems[SlugInternal]
+		p = &problem{slug: SlugInternal, detail: p.detail, cause: p}
+	}
+	rc := reqFrom(r.Context())
+	if info.status >= 500 {
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", info.status, "problem", p.slug}
+		if p.cause != nil {
+			attrs = append(attrs, "err", p.cause)
+		}
+		rc.log.Error("backlog http: request failed", attrs...)
+	}
+	body := problemBody{
+		Type: ProblemTypeBase + p.slug, Title: info.title, Status: info.status,
+		Detail: p.detail, Instance: r.URL.Path, CorrelationID: rc.id,
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(body)
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if p.slug == SlugUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="backlog"`)
+	}
+	if p.slug == SlugUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(info.status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeError writes any error as a problem.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeProblem(w, r, classify(err))
+}
+
+// writeJSON writes v as application/json with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Every response type is a plain struct; this cannot fail.
+		slog.Default().Error("backlog http: encode response", "err", err)
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

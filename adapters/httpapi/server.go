@@ -1,0 +1,433 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Tokens are the bearer tokens of the three roles. An empty token disables
+// its role; when all three are empty the API is open (no authentication).
+// The admin token may call every route.
+type Tokens struct {
+	Producer string // submit, list and get jobs, list queues
+	Worker   string // register, heartbeat, claim, deregister, outcomes, get a job
+	Admin    string // everything, including cancel, retry, delete, pause, resume, list workers
+}
+
+// Config configures a Server. The zero value is an open API with default
+// limits.
+type Config struct {
+	// Tokens are the bearer tokens per role; all empty means no auth.
+	Tokens Tokens
+	// MaxBodyBytes limits a request body; larger bodies get 413
+	// body-too-large. 0 means DefaultMaxBodyBytes (8 MiB).
+	MaxBodyBytes int64
+	// MaxClaimWait caps a claim's wait_seconds (the spec allows 0..60 s;
+	// a longer wait is rejected, a shorter cap shortens the wait). 0 means
+	// 60 s.
+	MaxClaimWait time.Duration
+	// ClaimPollInterval is how often a long-polling claim looks for due
+	// jobs when no wake-up arrives (scheduled jobs coming due, inserts by
+	// other nodes on stores without notifications). 0 means 250 ms.
+	ClaimPollInterval time.Duration
+	// Logger receives request logs (each with a correlation_id attribute);
+	// nil means the client's logger.
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes      = 8 << 20
+	DefaultMaxClaimWait      = 60 * time.Second
+	DefaultClaimPollInterval = 250 * time.Millisecond
+	// MaxLeaseExtension bounds extend_seconds of POST /v1/jobs/{id}/lease.
+	MaxLeaseExtension = time.Hour
+	// MaxBatch is the most jobs one POST /v1/jobs/batch may carry.
+	MaxBatch = 1000
+	// MaxClaimLimit is the most jobs one claim may ask for, and the most a
+	// list page may hold.
+	MaxClaimLimit = 1000
+)
+
+//go:embed openapi.json
+var openapiDoc []byte
+
+// role is a bit set of the roles a token grants or a route accepts.
+type role uint8
+
+const (
+	roleProducer role = 1 << iota
+	roleWorker
+	roleAdmin
+	rolePublic // no authentication at all
+)
+
+// route is one registered endpoint.
+type route struct {
+	method, path string // path in http.ServeMux syntax
+	roles        role   // who may call it (admin always may)
+	handle       func(s *Server, w http.ResponseWriter, r *http.Request) error
+}
+
+// routes lists every endpoint of the API.
+var routes = []route{
+	{"GET", "/healthz", rolePublic, (*Server).healthz},
+	{"GET", "/v1/openapi.json", rolePublic, (*Server).openapi},
+
+	{"POST", "/v1/jobs", roleProducer, (*Server).submit},
+	{"POST", "/v1/jobs/batch", roleProducer, (*Server).submitBatch},
+	{"GET", "/v1/jobs", roleProducer, (*Server).listJobs},
+	{"GET", "/v1/jobs/{id}", roleProducer | roleWorker, (*Server).getJob},
+	{"POST", "/v1/jobs/{id}/cancel", roleAdmin, (*Server).cancelJob},
+	{"POST", "/v1/jobs/{id}/retry", roleAdmin, (*Server).retryJob},
+	{"DELETE", "/v1/jobs/{id}", roleAdmin, (*Server).deleteJob},
+
+	{"POST", "/v1/jobs/{id}/complete", roleWorker, (*Server).complete},
+	{"POST", "/v1/jobs/{id}/fail", roleWorker, (*Server).fail},
+	{"POST", "/v1/jobs/{id}/snooze", roleWorker, (*Server).snooze},
+	{"POST", "/v1/jobs/{id}/lease", roleWorker, (*Server).extendLease},
+
+	{"GET", "/v1/queues", roleProducer, (*Server).listQueues},
+	{"POST", "/v1/queues/{name}/pause", roleAdmin, (*Server).pauseQueue},
+	{"POST", "/v1/queues/{name}/resume", roleAdmin, (*Server).resumeQueue},
+
+	{"GET", "/v1/workers", roleAdmin, (*Server).listWorkers},
+	{"PUT", "/v1/workers/{id}", roleWorker, (*Server).registerWorker},
+	{"POST", "/v1/workers/{id}/heartbeat", roleWorker, (*Server).heartbeat},
+	{"POST", "/v1/workers/{id}/claim", roleWorker, (*Server).claim},
+	{"DELETE", "/v1/workers/{id}", roleWorker, (*Server).deregisterWorker},
+}
+
+// Server is the HTTP API over a core.Client: an http.Handler serving /v1/…
+// and /healthz. Create it with New; Close it before closing the client's
+// store. It is safe for concurrent use.
+type Server struct {
+	c     *core.Client
+	st    core.Store
+	cfg   Config
+	ccfg  core.Config
+	log   *slog.Logger
+	clock core.Clock
+	mux   *http.ServeMux
+
+	open   bool
+	tokens [3]tokenHash // producer, worker, admin
+
+	wake    *broadcaster
+	workers *workerCache
+
+	ctx       context.Context // ended by Close: long-polls return, the listener stops
+	cancel    context.CancelFunc
+	bg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+type tokenHash struct {
+	set  bool
+	hash [sha256.Size]byte
+	role role
+}
+
+// New returns the API server over c: it uses c's store, validation, clock,
+// lease and retry settings and observers. When the store implements
+// core.Notifier, New starts one listener goroutine that wakes long-polling
+// claims; Close stops it. New returns an error for a nil client or a
+// negative limit.
+func New(c *core.Client, cfg Config) (*Server, error) {
+	if c == nil {
+		return nil, errors.New("httpapi: New needs a client")
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.MaxClaimWait < 0 || cfg.ClaimPollInterval < 0 {
+		return nil, errors.New("httpapi: MaxBodyBytes, MaxClaimWait and ClaimPollInterval must not be negative")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxClaimWait == 0 {
+		cfg.MaxClaimWait = DefaultMaxClaimWait
+	}
+	if cfg.ClaimPollInterval == 0 {
+		cfg.ClaimPollInterval = DefaultClaimPollInterval
+	}
+	ccfg := c.Config()
+	if cfg.Logger == nil {
+		cfg.Logger = ccfg.Logger
+	}
+	s := &Server{
+		c: c, st: c.Store(), cfg: cfg, ccfg: ccfg, log: cfg.Logger, clock: ccfg.Clock,
+		mux: http.NewServeMux(), wake: newBroadcaster(), workers: newWorkerCache(),
+	}
+	for i, t := range []struct {
+		tok string
+		r   role
+	}{{cfg.Tokens.Producer, roleProducer}, {cfg.Tokens.Worker, roleWorker}, {cfg.Tokens.Admin, roleAdmin}} {
+		if t.tok != "" {
+			s.tokens[i] = tokenHash{set: true, hash: sha256.Sum256([]byte(t.tok)), role: t.r}
+		}
+	}
+	s.open = !s.tokens[0].set && !s.tokens[1].set && !s.tokens[2].set
+	for _, rt := range routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.endpoint(rt))
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if n, ok := s.st.(core.Notifier); ok {
+		s.bg.Add(1)
+		go func() { defer s.bg.Done(); s.listen(n) }()
+	}
+	return s, nil
+}
+
+// Close ends waiting long-polls (they answer with the jobs they have,
+// usually none) and stops the notification listener. It does not close
+// the client or its store. It is idempotent and returns nil.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.bg.Wait()
+	})
+	return nil
+}
+
+// ServeHTTP implements http.Handler: it answers /v1/… and /healthz, with
+// problem+json for unknown routes (404 not-found) and wrong methods (405
+// method-not-allowed).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = s.withCorrelation(w, r)
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// Let the mux decide between 404 and 405 (it sets Allow), then
+		// answer with a problem instead of its plain text.
+		cw := &captureWriter{header: http.Header{}}
+		s.mux.ServeHTTP(cw, r)
+		if cw.status == http.StatusMethodNotAllowed {
+			if allow := cw.header.Get("Allow"); allow != "" {
+				w.Header().Set("Allow", allow)
+			}
+			s.writeProblem(w, r, newProblem(SlugMethodNotAllowed, "method "+r.Method+" is not allowed on "+r.URL.Path))
+			return
+		}
+		if cw.status >= 300 && cw.status < 400 {
+			// A redirect to the clean path.
+			for k, v := range cw.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(cw.status)
+			return
+		}
+		s.writeProblem(w, r, newProblem(SlugNotFound, "no route for "+r.Method+" "+r.URL.Path))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// captureWriter records what the mux's fallback handlers write.
+type captureWriter struct {
+	header http.Header
+	status int
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (c *captureWriter) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}
+
+// endpoint wraps a route's handler with authentication and error writing.
+func (s *Server) endpoint(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.roles&rolePublic == 0 {
+			if p := s.authorize(r, rt.roles); p != nil {
+				s.writeProblem(w, r, p)
+				return
+			}
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				reqFrom(r.Context()).log.Error("backlog http: handler panicked", "panic", v)
+				s.writeProblem(w, r, &problem{slug: SlugInternal, detail: "internal error; see the server log for this correlation id"})
+			}
+		}()
+		if err := rt.handle(s, w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// authorize checks the bearer token against every configured token in
+// constant time (all are compared whatever matches) and returns a problem
+// when the token is missing, unknown (401) or of a role the route does not
+// accept (403).
+func (s *Server) authorize(r *http.Request, allowed role) *problem {
+	if s.open {
+		return nil
+	}
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return newProblem(SlugUnauthorized, "send Authorization: Bearer <token>")
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	var granted role
+	for _, t := range s.tokens {
+		eq := subtle.ConstantTimeCompare(sum[:], t.hash[:])
+		if t.set && eq == 1 {
+			granted |= t.role
+		}
+	}
+	switch {
+	case granted == 0:
+		return newProblem(SlugUnauthorized, "the bearer token is not valid")
+	case granted&roleAdmin != 0 || granted&allowed != 0:
+		return nil
+	}
+	return newProblem(SlugForbidden, "this token's role may not call "+r.Method+" "+r.URL.Path)
+}
+
+// reqCtx is the per-request state kept in the request context.
+type reqCtx struct {
+	id  string
+	log *slog.Logger
+}
+
+type reqKey struct{}
+
+func reqFrom(ctx context.Context) *reqCtx {
+	if rc, ok := ctx.Value(reqKey{}).(*reqCtx); ok {
+		return rc
+	}
+	return &reqCtx{log: slog.Default()}
+}
+
+// CorrelationID returns the correlation id of the request whose context
+// ctx is (as seen by handlers behind a Server), or "".
+func CorrelationID(ctx context.Context) string { return reqFrom(ctx).id }
+
+// withCorrelation accepts or generates the request's correlation id, echoes
+// it and puts it, with a request-scoped logger, into the context.
+func (s *Server) withCorrelation(w http.ResponseWriter, r *http.Request) *http.Request {
+	id := r.Header.Get("X-Correlation-Id")
+	if !validCorrelationID(id) {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	w.Header().Set("X-Correlation-Id", id)
+	rc := &reqCtx{id: id, log: s.log.With("correlation_id", id)}
+	return r.WithContext(context.WithValue(r.Context(), reqKey{}, rc))
+}
+
+// validCorrelationID accepts 1..128 printable ASCII characters.
+func validCorrelationID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// now is the client's clock, UTC to the microsecond.
+func (s *Server) now() time.Time { return core.UTC(s.clock.Now()) }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := s.st.Get(ctx, 0); err != nil && !errors.Is(err, core.ErrNotFound) {
+		return &problem{slug: SlugUnavailable, detail: "the job store is unavailable", cause: err}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(openapiDoc)
+	return nil
+}
+
+// broadcaster wakes every waiting long-poll at once.
+type broadcaster struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcaster() *broadcaster { return &broadcaster{ch: make(chan struct{})} }
+
+// wait returns a channel closed at the next broadcast.
+func (b *broadcaster) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+// broadcast wakes every waiter.
+func (b *broadcaster) broadcast() {
+	b.mu.Lock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// listen turns store notifications into wake-ups until Close, listening
+// again after the store drops the channel.
+func (s *Server) listen(n core.Notifier) {
+	failures := 0
+	for s.ctx.Err() == nil {
+		ch, err := n.Listen(s.ctx)
+		if errors.Is(err, core.ErrUnsupported) {
+			s.log.Debug("backlog http: store notifications are off; long-polls poll", "err", err)
+			return
+		}
+		if err != nil {
+			failures++
+			if s.ctx.Err() == nil {
+				s.log.Warn("backlog http: listening for notifications failed; polling meanwhile", "err", err)
+			}
+			d := min(50*time.Millisecond<<min(failures, 8), 5*time.Second)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			continue
+		}
+		failures = 0
+		for note := range ch {
+			switch note.Kind {
+			case core.NotifyInsert, core.NotifyResume:
+				s.wake.broadcast()
+			}
+		}
+		s.wake.broadcast()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

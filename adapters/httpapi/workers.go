@@ -1,0 +1,453 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Worker is a remote worker's registry record as the API shows it.
+// Liveness is judged at the server's now with the client's
+// WorkerStaleAfter and WorkerDeadAfter.
+type Worker struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name"` // stored as core.WorkerInfo.Host
+	Queues      []string          `json:"queues"`
+	Tags        []string          `json:"tags,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	StartedAt   time.Time         `json:"started_at"`
+	HeartbeatAt time.Time         `json:"heartbeat_at"`
+	Liveness    core.Liveness     `json:"liveness"`
+}
+
+func (s *Server) toWorker(w core.WorkerInfo, now time.Time) Worker {
+	qs := w.Queues
+	if qs == nil {
+		qs = []string{}
+	}
+	return Worker{
+		ID: w.ID, Name: w.Host, Queues: qs, Tags: w.Tags, Metadata: w.Metadata,
+		StartedAt: utc(w.StartedAt), HeartbeatAt: utc(w.HeartbeatAt),
+		Liveness: w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter),
+	}
+}
+
+// RegisterRequest is the body of PUT /v1/workers/{id}.
+type RegisterRequest struct {
+	Name     string            `json:"name"`
+	Queues   []string          `json:"queues"` // required, at least one
+	Tags     []string          `json:"tags,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// RegisterResponse answers PUT /v1/workers/{id}: the record and the
+// intervals the worker should keep (in seconds).
+type RegisterResponse struct {
+	Worker                   Worker  `json:"worker"`
+	HeartbeatIntervalSeconds float64 `json:"heartbeat_interval_seconds"`
+	LeaseSeconds             float64 `json:"lease_seconds"`
+}
+
+// HeartbeatResponse answers POST /v1/workers/{id}/heartbeat.
+type HeartbeatResponse struct {
+	Worker         Worker `json:"worker"`
+	LeasesExtended int    `json:"leases_extended"`
+}
+
+// ClaimRequest is the body of POST /v1/workers/{id}/claim; every field is
+// optional.
+type ClaimRequest struct {
+	Queues      []string `json:"queues,omitempty"`       // default the registered queues; a subset of them
+	Limit       *int     `json:"limit,omitempty"`        // 1..1000, default 1
+	WaitSeconds *float64 `json:"wait_seconds,omitempty"` // 0..60, default 0
+}
+
+// ClaimResponse answers a claim: the claimed jobs, each with its
+// lease_token (possibly none).
+type ClaimResponse struct {
+	Jobs []*Job `json:"jobs"`
+}
+
+// workerCache keeps the registry records this server wrote or read, so
+// heartbeats and claims need not list every worker.
+type workerCache struct {
+	mu sync.Mutex
+	m  map[string]core.WorkerInfo
+}
+
+func newWorkerCache() *workerCache { return &workerCache{m: map[string]core.WorkerInfo{}} }
+
+func (c *workerCache) get(id string) (core.WorkerInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.m[id]
+	return w, ok
+}
+
+func (c *workerCache) put(w core.WorkerInfo) {
+	c.mu.Lock()
+	c.m[w.ID] = w
+	c.mu.Unlock()
+}
+
+func (c *workerCache) del(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
+}
+
+// workerID parses and checks the {id} path value: 1..255 bytes of UTF-8.
+func workerID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > 255 || !utf8.ValidString(id) {
+		return "", newProblem(SlugInvalidRequest, "worker id must be 1..255 bytes of UTF-8")
+	}
+	return id, nil
+}
+
+// lookupWorker returns id's live registry record. A record this server
+// wrote less than WorkerStaleAfter ago comes from the cache (maintenance
+// cannot have removed it yet); otherwise the store is asked, so servers
+// sharing a store behind one load balancer see each other's
+// registrations. A record past WorkerDeadAfter counts as missing: its
+// worker was declared dead and must register again.
+func (s *Server) lookupWorker(ctx context.Context, id string, now time.Time) (core.WorkerInfo, bool, error) {
+	if w, ok := s.workers.get(id); ok && now.Sub(w.HeartbeatAt) < s.ccfg.WorkerStaleAfter {
+		return w, true, nil
+	}
+	ws, err := s.st.Workers(ctx)
+	if err != nil {
+		return core.WorkerInfo{}, false, err
+	}
+	for _, w := range ws {
+		if w.ID != id {
+			continue
+		}
+		if w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter) == core.LivenessDead {
+			break
+		}
+		s.workers.put(w)
+		return w, true, nil
+	}
+	s.workers.del(id)
+	return core.WorkerInfo{}, false, nil
+}
+
+func notRegistered(id string) error {
+	return newProblem(SlugWorkerNotRegistered, fmt.Sprintf("worker %q is not registered (or was declared dead); register it with PUT /v1/workers/{id}", id))
+}
+
+// touch records a heartbeat of w at now.
+func (s *Server) touch(ctx context.Context, w core.WorkerInfo, now time.Time) (core.WorkerInfo, error) {
+	w.HeartbeatAt = now
+	if err := s.st.RegisterWorker(ctx, w); err != nil {
+		return w, err
+	}
+	s.workers.put(w)
+	return w, nil
+}
+
+// validNames checks queue names and tags of a registration or claim.
+func validQueues(field string, qs []string) error {
+	for _, q := range qs {
+		if err := core.ValidateQueueName(q); err != nil {
+			return newProblem(SlugInvalidRequest, field+": "+trimInvalid(err.Error()))
+		}
+	}
+	return nil
+}
+
+func validTags(tags []string) error {
+	if len(tags) > core.MaxTags {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("%d tags, over the limit of %d", len(tags), core.MaxTags))
+	}
+	for _, t := range tags {
+		if t == "" || len(t) > core.MaxTagLen || !utf8.ValidString(t) {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("tag %q must be 1..%d bytes of UTF-8", t, core.MaxTagLen))
+		}
+	}
+	return nil
+}
+
+func validMetadata(md map[string]string) error {
+	n := 0
+	for k, v := range md {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return newProblem(SlugInvalidRequest, "metadata must be UTF-8")
+		}
+		n += len(k) + len(v)
+	}
+	if n > core.MaxMetadataBytes {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("metadata is %d bytes, over the limit of %d", n, core.MaxMetadataBytes))
+	}
+	return nil
+}
+
+func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
+	id, err := workerID(r)
+	if err != nil {
+		return err
+	}
+	var req RegisterRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	switch {
+	case len(req.Queues) == 0:
+		return newProblem(SlugInvalidRequest, "queues must name at least one queue")
+	case len(req.Name) > 255 || !utf8.ValidString(req.Name):
+		return newProblem(SlugInvalidRequest, "name must be at most 255 bytes of UTF-8")
+	}
+	if err := validQueues("queues", req.Queues); err != nil {
+		return err
+	}
+	if err := validTags(req.Tags); err != nil {
+		return err
+	}
+	if err := validMetadata(req.Metadata); err != nil {
+		return err
+	}
+	now := s.now()
+	prev, existed, err := s.lookupWorker(r.Context(), id, now)
+	if err != nil {
+		return err
+	}
+	info := core.WorkerInfo{
+		ID: id, Host: req.Name, Queues: slices.Compact(slices.Clone(req.Queues)), Tags: req.Tags, Metadata: req.Metadata,
+		StartedAt: now, HeartbeatAt: now,
+	}
+	if existed {
+		info.StartedAt = prev.StartedAt
+	}
+	if err := s.st.RegisterWorker(r.Context(), info); err != nil {
+		return err
+	}
+	s.workers.put(info)
+	if !existed {
+		s.c.Emit(core.Event{Kind: core.EventWorkerRegistered, At: now, Reason: id})
+		reqFrom(r.Context()).log.Info("backlog http: worker registered", "worker_id", id, "queues", info.Queues)
+	}
+	writeJSON(w, http.StatusOK, RegisterResponse{
+		Worker:                   s.toWorker(info, now),
+		HeartbeatIntervalSeconds: s.ccfg.HeartbeatInterval.Seconds(),
+		LeaseSeconds:             s.ccfg.LeaseDuration.Seconds(),
+	})
+	return nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	id, err := workerID(r)
+	if err != nil {
+		return err
+	}
+	var req struct{}
+	if err := s.decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	now := s.now()
+	info, ok, err := s.lookupWorker(r.Context(), id, now)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notRegistered(id)
+	}
+	if info, err = s.touch(r.Context(), info, now); err != nil {
+		return err
+	}
+	n, err := s.st.ExtendLeases(r.Context(), id, now.Add(s.ccfg.LeaseDuration))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, HeartbeatResponse{Worker: s.toWorker(info, now), LeasesExtended: n})
+	return nil
+}
+
+func (s *Server) deregisterWorker(w http.ResponseWriter, r *http.Request) error {
+	id, err := workerID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.st.DeregisterWorker(r.Context(), id); err != nil {
+		return err
+	}
+	s.workers.del(id)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	ws, err := s.st.Workers(r.Context())
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	out := struct {
+		Workers []Worker `json:"workers"`
+	}{Workers: make([]Worker, 0, len(ws))}
+	for _, x := range ws {
+		out.Workers = append(out.Workers, s.toWorker(x, now))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
+	id, err := workerID(r)
+	if err != nil {
+		return err
+	}
+	var req ClaimRequest
+	if err := s.decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	limit := 1
+	if req.Limit != nil {
+		if *req.Limit < 1 || *req.Limit > MaxClaimLimit {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("limit must be from 1 to %d, not %d", MaxClaimLimit, *req.Limit))
+		}
+		limit = *req.Limit
+	}
+	var wait time.Duration
+	if req.WaitSeconds != nil {
+		if *req.WaitSeconds < 0 || *req.WaitSeconds > DefaultMaxClaimWait.Seconds() {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("wait_seconds must be from 0 to %g", DefaultMaxClaimWait.Seconds()))
+		}
+		wait = min(time.Duration(*req.WaitSeconds*float64(time.Second)), s.cfg.MaxClaimWait)
+	}
+	if err := validQueues("queues", req.Queues); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	now := s.now()
+	info, ok, err := s.lookupWorker(ctx, id, now)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notRegistered(id)
+	}
+	queues := info.Queues
+	if len(req.Queues) > 0 {
+		for _, q := range req.Queues {
+			if !slices.Contains(info.Queues, q) {
+				return newProblem(SlugInvalidRequest, fmt.Sprintf("queue %q is not among the worker's registered queues %v", q, info.Queues))
+			}
+		}
+		queues = req.Queues
+	}
+	if info, err = s.touch(ctx, info, now); err != nil {
+		return err
+	}
+
+	// Claims run detached from the request: a claim the client abandons
+	// half-way still completes, and its jobs are handed back below.
+	bg := context.WithoutCancel(ctx)
+	var (
+		claimed []*core.Job
+		timer   <-chan time.Time
+		ticker  *time.Ticker
+	)
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+		ticker = time.NewTicker(s.cfg.ClaimPollInterval)
+		defer ticker.Stop()
+	}
+wait:
+	for {
+		woken := s.wake.wait()
+		jobs, err := s.claimOnce(bg, info, queues, limit-len(claimed))
+		claimed = append(claimed, jobs...)
+		if err != nil {
+			if len(claimed) == 0 {
+				return err
+			}
+			reqFrom(ctx).log.Warn("backlog http: claim failed part-way; returning the jobs claimed so far", "worker_id", id, "jobs", len(claimed), "err", err)
+			break
+		}
+		if len(claimed) > 0 || wait == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-s.ctx.Done():
+			break wait
+		case <-timer:
+			break wait
+		case <-woken:
+		case <-ticker.C:
+		}
+	}
+	if ctx.Err() != nil {
+		if len(claimed) > 0 {
+			s.handBack(bg, id, claimed)
+		}
+		return nil // the client is gone: nobody reads an answer
+	}
+	now = s.now()
+	out := ClaimResponse{Jobs: make([]*Job, 0, len(claimed))}
+	for _, j := range claimed {
+		due := j.RunAt
+		if j.CreatedAt.After(due) {
+			due = j.CreatedAt
+		}
+		s.c.Emit(core.Event{Kind: core.EventJobClaimed, At: now, Queue: j.Queue, Job: j, QueueWait: max(now.Sub(due), 0)})
+		aj := toJob(j)
+		aj.LeaseToken = encodeLeaseToken(j.ID, j.Attempt, id)
+		out.Jobs = append(out.Jobs, aj)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// claimOnce claims up to limit jobs from queues in order, for worker w.
+func (s *Server) claimOnce(ctx context.Context, w core.WorkerInfo, queues []string, limit int) ([]*core.Job, error) {
+	var out []*core.Job
+	for _, q := range queues {
+		if limit-len(out) <= 0 {
+			break
+		}
+		now := s.now()
+		jobs, err := s.st.Claim(ctx, core.ClaimParams{
+			Queue: q, WorkerID: w.ID, Limit: limit - len(out),
+			Now: now, LeaseUntil: now.Add(s.ccfg.LeaseDuration), Tags: w.Tags,
+		})
+		if errors.Is(err, core.ErrQueuePaused) {
+			continue
+		}
+		out = append(out, jobs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// handBack returns jobs claimed for a client that went away: each is
+// snoozed to now without using an attempt, so it is not stranded until
+// its lease expires.
+func (s *Server) handBack(ctx context.Context, workerID string, jobs []*core.Job) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	now := s.now()
+	outs := make([]core.Outcome, len(jobs))
+	for i, j := range jobs {
+		outs[i] = core.Outcome{JobID: j.ID, WorkerID: workerID, Attempt: j.Attempt, Kind: core.OutcomeSnooze, At: now, RunAt: now}
+	}
+	if _, err := s.st.Finish(ctx, outs); err != nil {
+		s.log.Warn("backlog http: handing back jobs of an abandoned claim failed; they return after lease expiry", "worker_id", workerID, "jobs", len(jobs), "err", err)
+		return
+	}
+	s.log.Info("backlog http: claim abandoned by its client; jobs handed back", "worker_id", workerID, "jobs", len(jobs))
+	s.wake.broadcast()
+}
