@@ -4,22 +4,46 @@
 // A Metrics value is two things: a core.Observer that counts what this
 // node's client does (add it to core.Config.Observers), and a
 // prometheus.Collector that reads cluster-wide state from the store at
-// scrape time (jobs per queue and state, workers by liveness). Register it
-// with a registry and serve that registry, for example with promhttp:
+// scrape time (jobs per queue and state, running jobs, workers by
+// liveness). Register it with a registry and serve that registry, for
+// example with promhttp:
 //
-//	m := prometheus.New(store, prometheus.Options{})
+//	var client *core.Client
+//	m := prometheus.New(store, prometheus.Options{
+//		Running: func() int { return len(client.Running()) }, // optional
+//	})
+//	client, _ = core.NewClient(store, core.Config{Observers: []core.Observer{m}, …})
 //	reg := promclient.NewRegistry()
 //	reg.MustRegister(m)
-//	client, _ := core.NewClient(store, core.Config{Observers: []core.Observer{m}, …})
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
+// (The observer must exist before the client and the Running function
+// needs the client, hence the variable: serve the registry only once it is
+// set.)
+//
 // Counters and histograms are per node (sum them across nodes in queries);
-// gauges describe the whole store, so every node reports the same values
+// they also count what remote workers of the HTTP API report, since those
+// reports reach observers through core.Client.Emit. Gauges read from the
+// store describe the whole cluster, so every node reports the same values
 // (use max or avg across nodes, not sum).
+//
+// Every metric, its labels and example queries are described in
+// docs/metrics.md. The label values this package produces itself:
+//
+//   - reason on backlog_jobs_discarded_total: exhausted, deadline,
+//     permanent, worker_lost, or other for a reason this package does not
+//     know (an Emit from a newer component).
+//   - cause on backlog_jobs_rescued_total: lease_expired, worker_dead, or
+//     unknown (see Metrics.Observe).
+//   - liveness on backlog_workers: active, stale, dead.
+//   - kind is the job's kind, or other once Options.MaxKinds distinct kinds
+//     have been seen.
 package prometheus
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,32 +59,65 @@ type Options struct {
 	// that are counted under kind="other". 0 means 200.
 	MaxKinds int
 	// StaleAfter and DeadAfter classify workers by the age of their last
-	// heartbeat: active below StaleAfter (default 30 s), stale below
-	// DeadAfter (default 2 min), dead after.
+	// heartbeat (core.WorkerInfo.Liveness): active below StaleAfter
+	// (default 30 s), stale below DeadAfter (default 2 min), dead after.
+	// Set them to the client's WorkerStaleAfter and WorkerDeadAfter.
 	StaleAfter, DeadAfter time.Duration
 	// ScrapeTimeout bounds the store reads of one scrape; 0 means 5 s.
 	ScrapeTimeout time.Duration
 	// Now is the clock used for worker liveness; nil means time.Now.
 	Now func() time.Time
+	// Running, when set, reports how many jobs this node executes now
+	// (exported as the node_running_jobs gauge), for example
+	// func() int { return len(client.Running()) }. It is called at every
+	// scrape and must be safe for concurrent use.
+	Running func() int
+	// Buckets are the upper bounds, in seconds, of the queue wait,
+	// execution and end-to-end histograms; nil means DefaultBuckets().
+	Buckets []float64
+	// Logger receives a warning when a scrape cannot read the store; nil
+	// means slog.Default().
+	Logger *slog.Logger
 }
 
-// Metrics is a core.Observer and a prometheus.Collector. Create it with New.
+// DefaultBuckets returns the default histogram upper bounds in seconds: 1 ms
+// to 10 s in 1-2.5-5 steps (handlers and queue waits on a healthy system),
+// then 30 s up to 1 day (batch jobs, backlogs, retries and scheduled delays
+// in end-to-end times). It returns a new slice on each call.
+func DefaultBuckets() []float64 {
+	return []float64{
+		0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+		1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400,
+	}
+}
+
+// Rescue causes, the values of the cause label of jobs_rescued_total.
+const (
+	causeLeaseExpired = "lease_expired" // Store.Rescue: the lease ran out
+	causeWorkerDead   = "worker_dead"   // Store.RescueWorkers: the holder was declared dead
+	causeUnknown      = "unknown"       // the event did not say
+)
+
+// Metrics is a core.Observer and a prometheus.Collector. Create it with New;
+// it is safe for concurrent use.
 type Metrics struct {
 	store core.Store
 	opts  Options
+	log   *slog.Logger
 
 	mu    sync.Mutex
 	kinds map[string]bool
 
 	submitted, claimed, completed, failed, retried, snoozed, continued, cancelled *prom.CounterVec
-	discarded, rescued, leaseLost, pruned, expired, workersDied, storeErrors      *prom.CounterVec
+	discarded, rescued, leaseLost, pruned                                         *prom.CounterVec
+	expired, workersRegistered, workersDied, storeErrors                          prom.Counter
 	queueWait, execution, endToEnd                                                *prom.HistogramVec
 
-	jobsDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
+	jobsDesc, runningDesc, nodeRunningDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
 }
 
 // New returns metrics reading store state from st (which may be nil to
-// export only the event counters).
+// export only the event metrics).
 func New(st core.Store, opts Options) *Metrics {
 	if opts.Namespace == "" {
 		opts.Namespace = "backlog"
@@ -80,50 +137,64 @@ func New(st core.Store, opts Options) *Metrics {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if len(opts.Buckets) == 0 {
+		opts.Buckets = DefaultBuckets()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	ns := opts.Namespace
-	counter := func(name, help string, labels ...string) *prom.CounterVec {
+	counterVec := func(name, help string, labels ...string) *prom.CounterVec {
 		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
 	}
-	// Buckets from 1 ms to about 1.5 h: jobs range from no-ops to batch work.
-	buckets := prom.ExponentialBuckets(0.001, 3, 16)
+	counter := func(name, help string) prom.Counter {
+		return prom.NewCounter(prom.CounterOpts{Namespace: ns, Name: name, Help: help})
+	}
 	hist := func(name, help string, labels ...string) *prom.HistogramVec {
-		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: buckets}, labels)
+		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: opts.Buckets}, labels)
 	}
 	return &Metrics{
 		store: st,
 		opts:  opts,
+		log:   log,
 		kinds: map[string]bool{},
 
-		submitted:   counter("jobs_submitted_total", "Jobs inserted by this node (duplicates of unique keys excluded).", "queue", "kind"),
-		claimed:     counter("jobs_claimed_total", "Jobs claimed by this node.", "queue", "kind"),
-		completed:   counter("jobs_completed_total", "Jobs completed on this node.", "queue", "kind"),
-		failed:      counter("jobs_failed_total", "Attempts that failed on this node (retried or discarded).", "queue", "kind"),
-		retried:     counter("jobs_retried_total", "Failed attempts scheduled for a retry.", "queue", "kind"),
-		snoozed:     counter("jobs_snoozed_total", "Jobs snoozed or handed back at a hard stop.", "queue", "kind"),
-		continued:   counter("jobs_continued_total", "Jobs that moved on to a next step.", "queue", "kind"),
-		cancelled:   counter("jobs_cancelled_total", "Jobs cancelled by their handler.", "queue", "kind"),
-		discarded:   counter("jobs_discarded_total", "Jobs dead-lettered, by reason (exhausted, deadline, permanent, worker_lost).", "queue", "kind", "reason"),
-		rescued:     counter("jobs_rescued_total", "Jobs rescued from workers whose lease expired.", "queue"),
-		leaseLost:   counter("jobs_lease_lost_total", "Outcomes not applied because the job was no longer held (fenced).", "queue", "kind"),
-		pruned:      counter("jobs_pruned_total", "Finished jobs deleted by retention, by state.", "state"),
-		expired:     counter("jobs_deadline_discarded_total", "Pending jobs discarded by maintenance because their deadline passed."),
-		workersDied: counter("workers_removed_total", "Dead worker records removed by maintenance."),
-		storeErrors: counter("store_errors_total", "Store calls that failed (and were retried)."),
+		submitted: counterVec("jobs_submitted_total", "Jobs inserted by this node (duplicates of unique keys excluded).", "queue", "kind"),
+		claimed:   counterVec("jobs_claimed_total", "Jobs claimed by this node and its remote workers.", "queue", "kind"),
+		completed: counterVec("jobs_completed_total", "Jobs completed.", "queue", "kind"),
+		failed:    counterVec("jobs_failed_total", "Attempts that failed (retried, or discarded as exhausted, deadline or permanent).", "queue", "kind"),
+		retried:   counterVec("jobs_retried_total", "Failed attempts scheduled for a retry.", "queue", "kind"),
+		snoozed:   counterVec("jobs_snoozed_total", "Jobs snoozed or handed back at a hard stop.", "queue", "kind"),
+		continued: counterVec("jobs_continued_total", "Jobs that moved on to a next step.", "queue", "kind"),
+		cancelled: counterVec("jobs_cancelled_total", "Jobs cancelled by their handler (or a remote worker's cancel outcome).", "queue", "kind"),
+		discarded: counterVec("jobs_discarded_total", "Jobs dead-lettered, by reason (exhausted, deadline, permanent, worker_lost, other).", "queue", "kind", "reason"),
+		rescued:   counterVec("jobs_rescued_total", "Running jobs handed back by maintenance, by cause (lease_expired, worker_dead, unknown).", "queue", "kind", "cause"),
+		leaseLost: counterVec("jobs_lease_lost_total", "Outcomes not applied because the job was no longer held (fenced).", "queue", "kind"),
+		pruned:    counterVec("jobs_pruned_total", "Finished jobs deleted by retention, by state.", "state"),
+
+		expired:           counter("jobs_deadline_discarded_total", "Pending jobs discarded by maintenance because their deadline passed."),
+		workersRegistered: counter("workers_registered_total", "Workers that registered for the first time (engine nodes and remote workers)."),
+		workersDied:       counter("workers_died_total", "Workers declared dead by maintenance: jobs handed back and record removed."),
+		storeErrors:       counter("store_errors_total", "Store calls that failed (and were retried)."),
 
 		queueWait: hist("job_queue_wait_seconds", "Time from a job becoming due to its claim.", "queue"),
-		execution: hist("job_execution_seconds", "Handler execution time of one attempt.", "queue", "kind"),
-		endToEnd:  hist("job_end_to_end_seconds", "Time from insert to completion.", "queue"),
+		execution: hist("job_execution_seconds", "Handler execution time of one attempt whose outcome applied.", "queue", "kind"),
+		endToEnd:  hist("job_end_to_end_seconds", "Time from insert to completion, retries and steps included.", "queue"),
 
-		jobsDesc:      prom.NewDesc(ns+"_jobs", "Jobs in the store per queue and state.", []string{"queue", "state"}, nil),
-		pausedDesc:    prom.NewDesc(ns+"_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil),
-		workersDesc:   prom.NewDesc(ns+"_workers", "Registered workers by liveness (active, stale, dead).", []string{"liveness"}, nil),
-		scrapeErrDesc: prom.NewDesc(ns+"_scrape_error", "1 when the last scrape could not read the store.", nil, nil),
+		jobsDesc:        prom.NewDesc(ns+"_jobs", "Jobs in the store per queue and state.", []string{"queue", "state"}, nil),
+		runningDesc:     prom.NewDesc(ns+"_running_jobs", "Jobs running in the whole cluster per queue (from the store).", []string{"queue"}, nil),
+		nodeRunningDesc: prom.NewDesc(ns+"_node_running_jobs", "Jobs executing on this node now.", nil, nil),
+		pausedDesc:      prom.NewDesc(ns+"_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil),
+		workersDesc:     prom.NewDesc(ns+"_workers", "Registered workers by liveness (active, stale, dead).", []string{"liveness"}, nil),
+		scrapeErrDesc:   prom.NewDesc(ns+"_scrape_error", "1 when the last scrape could not read the store.", nil, nil),
 	}
 }
 
-func (m *Metrics) vecs() []prom.Collector {
+func (m *Metrics) collectors() []prom.Collector {
 	return []prom.Collector{m.submitted, m.claimed, m.completed, m.failed, m.retried, m.snoozed, m.continued,
-		m.cancelled, m.discarded, m.rescued, m.leaseLost, m.pruned, m.expired, m.workersDied, m.storeErrors,
+		m.cancelled, m.discarded, m.rescued, m.leaseLost, m.pruned,
+		m.expired, m.workersRegistered, m.workersDied, m.storeErrors,
 		m.queueWait, m.execution, m.endToEnd}
 }
 
@@ -141,74 +212,138 @@ func (m *Metrics) kind(k string) string {
 	return k
 }
 
-// Observe implements core.Observer.
+// discardReason maps an event's reason to a bounded label value.
+func discardReason(r string) string {
+	switch r {
+	case core.ReasonExhausted, core.ReasonDeadline, core.ReasonPermanent, core.ReasonWorkerLost:
+		return r
+	}
+	return "other"
+}
+
+// rescueCause tells why a rescued job was handed back. Events carry no
+// cause, but the store contract fixes the error entry each rescue appends
+// to the job: "worker <id> lost: lease expired at …" (Store.Rescue) or
+// "worker <id> lost: no heartbeat since …" (Store.RescueWorkers).
+func rescueCause(j *core.Job) string {
+	if j == nil || len(j.Errors) == 0 {
+		return causeUnknown
+	}
+	msg := j.Errors[len(j.Errors)-1].Error
+	if !strings.HasPrefix(msg, "worker ") {
+		return causeUnknown
+	}
+	switch {
+	case strings.Contains(msg, " lost: lease expired at "):
+		return causeLeaseExpired
+	case strings.Contains(msg, " lost: no heartbeat since "):
+		return causeWorkerDead
+	}
+	return causeUnknown
+}
+
+// Observe implements core.Observer. Job events are labelled with the
+// job's queue (Event.Queue when Job is nil) and kind:
+//
+//   - job.inserted, job.claimed (also queue wait, Event.QueueWait),
+//     job.completed (also end-to-end, Event.At − Job.CreatedAt),
+//     job.retried (also failed), job.snoozed, job.continued,
+//     job.cancelled, job.lease_lost count one each;
+//   - job.discarded counts under its Reason, and as failed unless the
+//     reason is worker_lost;
+//   - every outcome of an attempt that ran (completed, retried, snoozed,
+//     continued, cancelled, discarded but not worker_lost) observes
+//     Event.Duration in the execution histogram;
+//   - jobs.rescued counts Count jobs (at least 1) under a cause read from
+//     the job's last error entry, and a discard with reason worker_lost
+//     when State is discarded;
+//   - jobs.pruned, jobs.expired and workers.pruned add Count;
+//     worker.registered and store.error count one each.
+//
+// Unknown event kinds are ignored.
 func (m *Metrics) Observe(e core.Event) {
-	var queue, kind string
+	queue, kind := e.Queue, ""
 	if e.Job != nil {
 		queue, kind = e.Job.Queue, m.kind(e.Job.Kind)
 	}
+	ran := func() { m.execution.WithLabelValues(queue, kind).Observe(e.Duration.Seconds()) }
 	switch e.Kind {
 	case core.EventJobInserted:
 		m.submitted.WithLabelValues(queue, kind).Inc()
 	case core.EventJobClaimed:
 		m.claimed.WithLabelValues(queue, kind).Inc()
-		m.queueWait.WithLabelValues(queue).Observe(e.QueueWait.Seconds())
+		m.queueWait.WithLabelValues(queue).Observe(max(e.QueueWait, 0).Seconds())
 	case core.EventJobCompleted:
 		m.completed.WithLabelValues(queue, kind).Inc()
-		m.execution.WithLabelValues(queue, kind).Observe(e.Duration.Seconds())
-		if e.Job != nil && !e.Job.CreatedAt.IsZero() {
-			m.endToEnd.WithLabelValues(queue).Observe(e.At.Sub(e.Job.CreatedAt).Seconds())
+		ran()
+		if e.Job != nil && !e.Job.CreatedAt.IsZero() && !e.At.IsZero() {
+			m.endToEnd.WithLabelValues(queue).Observe(max(e.At.Sub(e.Job.CreatedAt), 0).Seconds())
 		}
 	case core.EventJobRetried:
 		m.failed.WithLabelValues(queue, kind).Inc()
 		m.retried.WithLabelValues(queue, kind).Inc()
-		m.execution.WithLabelValues(queue, kind).Observe(e.Duration.Seconds())
+		ran()
 	case core.EventJobDiscarded:
-		if e.Reason != core.ReasonWorkerLost {
+		reason := discardReason(e.Reason)
+		if reason != core.ReasonWorkerLost {
 			m.failed.WithLabelValues(queue, kind).Inc()
-			m.execution.WithLabelValues(queue, kind).Observe(e.Duration.Seconds())
+			ran()
 		}
-		m.discarded.WithLabelValues(queue, kind, e.Reason).Inc()
+		m.discarded.WithLabelValues(queue, kind, reason).Inc()
 	case core.EventJobSnoozed:
 		m.snoozed.WithLabelValues(queue, kind).Inc()
+		ran()
 	case core.EventJobContinued:
 		m.continued.WithLabelValues(queue, kind).Inc()
+		ran()
 	case core.EventJobCancelled:
 		m.cancelled.WithLabelValues(queue, kind).Inc()
+		ran()
 	case core.EventLeaseLost:
 		m.leaseLost.WithLabelValues(queue, kind).Inc()
 	case core.EventJobsRescued:
-		m.rescued.WithLabelValues(queue).Add(float64(max(e.Count, 1)))
+		n := float64(max(e.Count, 1))
+		m.rescued.WithLabelValues(queue, kind, rescueCause(e.Job)).Add(n)
 		if e.State == core.StateDiscarded {
-			m.discarded.WithLabelValues(queue, kind, core.ReasonWorkerLost).Inc()
+			m.discarded.WithLabelValues(queue, kind, core.ReasonWorkerLost).Add(n)
 		}
 	case core.EventJobsPruned:
-		m.pruned.WithLabelValues(string(e.State)).Add(float64(e.Count))
+		m.pruned.WithLabelValues(string(e.State)).Add(float64(max(e.Count, 0)))
 	case core.EventJobsExpired:
-		m.expired.WithLabelValues().Add(float64(e.Count))
+		m.expired.Add(float64(max(e.Count, 0)))
 	case core.EventWorkersPruned:
-		m.workersDied.WithLabelValues().Add(float64(e.Count))
+		m.workersDied.Add(float64(max(e.Count, 0)))
+	case core.EventWorkerRegistered:
+		m.workersRegistered.Inc()
 	case core.EventStoreError:
-		m.storeErrors.WithLabelValues().Inc()
+		m.storeErrors.Inc()
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prom.Desc) {
-	for _, c := range m.vecs() {
+	for _, c := range m.collectors() {
 		c.Describe(ch)
 	}
 	ch <- m.jobsDesc
+	ch <- m.runningDesc
+	ch <- m.nodeRunningDesc
 	ch <- m.pausedDesc
 	ch <- m.workersDesc
 	ch <- m.scrapeErrDesc
 }
 
-// Collect implements prometheus.Collector: the event metrics, then the
-// store's state read now (Stats and Workers, bounded by ScrapeTimeout).
+// Collect implements prometheus.Collector: the event metrics, this node's
+// running count (when Options.Running is set), then the store's state read
+// now (Stats and Workers, bounded by ScrapeTimeout). A failed store read
+// is logged and sets scrape_error to 1; the gauges it would have produced
+// are left out of that scrape rather than reported as zero.
 func (m *Metrics) Collect(ch chan<- prom.Metric) {
-	for _, c := range m.vecs() {
+	for _, c := range m.collectors() {
 		c.Collect(ch)
+	}
+	if m.opts.Running != nil {
+		ch <- prom.MustNewConstMetric(m.nodeRunningDesc, prom.GaugeValue, float64(m.opts.Running()))
 	}
 	if m.store == nil {
 		return
@@ -219,11 +354,13 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 	stats, err := m.store.Stats(ctx)
 	if err != nil {
 		failed = 1
+		m.log.Warn("backlog: metrics scrape could not read queue stats", "err", err)
 	}
 	for _, q := range stats {
 		for _, st := range core.AllStates {
 			ch <- prom.MustNewConstMetric(m.jobsDesc, prom.GaugeValue, float64(q.Counts[st]), q.Queue, string(st))
 		}
+		ch <- prom.MustNewConstMetric(m.runningDesc, prom.GaugeValue, float64(q.Counts[core.StateRunning]), q.Queue)
 		paused := 0.0
 		if q.Paused {
 			paused = 1
@@ -233,22 +370,16 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 	workers, err := m.store.Workers(ctx)
 	if err != nil {
 		failed = 1
+		m.log.Warn("backlog: metrics scrape could not read workers", "err", err)
 	} else {
 		now := m.opts.Now()
-		var active, stale, dead float64
+		count := map[core.Liveness]float64{}
 		for _, w := range workers {
-			switch age := now.Sub(w.HeartbeatAt); {
-			case age < m.opts.StaleAfter:
-				active++
-			case age < m.opts.DeadAfter:
-				stale++
-			default:
-				dead++
-			}
+			count[w.Liveness(now, m.opts.StaleAfter, m.opts.DeadAfter)]++
 		}
-		ch <- prom.MustNewConstMetric(m.workersDesc, prom.GaugeValue, active, "active")
-		ch <- prom.MustNewConstMetric(m.workersDesc, prom.GaugeValue, stale, "stale")
-		ch <- prom.MustNewConstMetric(m.workersDesc, prom.GaugeValue, dead, "dead")
+		for _, l := range []core.Liveness{core.LivenessActive, core.LivenessStale, core.LivenessDead} {
+			ch <- prom.MustNewConstMetric(m.workersDesc, prom.GaugeValue, count[l], string(l))
+		}
 	}
 	ch <- prom.MustNewConstMetric(m.scrapeErrDesc, prom.GaugeValue, failed)
 }
