@@ -71,7 +71,7 @@ func oneOfEach(now time.Time) []core.Event {
 		{Kind: core.EventJobDiscarded, At: now, Queue: "q", Job: job(), Duration: time.Second, Reason: core.ReasonPermanent},
 		{Kind: core.EventLeaseLost, At: now, Queue: "q", Job: job()},
 		{Kind: core.EventJobsRescued, At: now, Queue: "q", Job: job("worker w1 lost: lease expired at " + ts), Count: 1, State: core.StateAvailable},
-		{Kind: core.EventJobsRescued, At: now, Queue: "q", Job: job("boom", "worker w2 lost: no heartbeat since " + ts), Count: 1, State: core.StateDiscarded, Reason: core.ReasonWorkerLost},
+		{Kind: core.EventJobsRescued, At: now, Queue: "q", Job: job("boom", "worker w2 lost: no heartbeat since "+ts), Count: 1, State: core.StateDiscarded, Reason: core.ReasonWorkerLost},
 		{Kind: core.EventJobsPruned, At: now, Count: 3, State: core.StateCompleted},
 		{Kind: core.EventJobsExpired, At: now, Count: 2, State: core.StateDiscarded, Reason: core.ReasonDeadline},
 		{Kind: core.EventWorkersPruned, At: now, Count: 1},
