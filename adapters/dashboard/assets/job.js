@@ -1,0 +1,190 @@
+// Job detail: args, metadata, tags, every attempt's error with its trace,
+// the result, a timeline, and the admin actions retry, cancel and delete
+// (each confirmed first; a refusal shows the API's problem detail).
+
+import { ApiError } from './api.js';
+import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtTime, prettyJSON } from './dom.js';
+
+const FINAL = ['completed', 'cancelled', 'discarded'];
+
+export function mountJob(ctx) {
+  const { api, root, route } = ctx;
+  const id = route.id;
+
+  const title = h('h1', {}, `Job ${id}`);
+  const state = badge('', 'job-detail-state');
+  const kind = h('span', { class: 'kind', testid: 'job-detail-kind' });
+  const msg = h('p', { class: 'action-msg', testid: 'action-result', hidden: true });
+  const err = h('p', { class: 'action-err', testid: 'action-error', hidden: true });
+  const missing = h('p', { class: 'empty', testid: 'job-missing', hidden: true });
+
+  const btn = (action, label, cls) => h('button', { type: 'button', class: cls, testid: `action-${action}`, text: label, disabled: true });
+  const retryBtn = btn('retry', 'Retry', '');
+  const cancelBtn = btn('cancel', 'Cancel', 'warn');
+  const deleteBtn = btn('delete', 'Delete', 'danger');
+
+  const summary = h('dl', { class: 'summary', testid: 'job-summary' });
+  const timeline = h('tbody', { testid: 'job-timeline' });
+  const args = h('pre', { class: 'json', testid: 'job-args' });
+  const result = h('pre', { class: 'json', testid: 'job-result' });
+  const metadata = h('tbody', { testid: 'job-metadata' });
+  const tags = h('div', { class: 'tags', testid: 'job-tags' });
+  const errors = h('div', { class: 'errors', testid: 'job-errors' });
+  const body = h('div', { class: 'detail', testid: 'job-detail', data: { jobId: id }, hidden: true },
+    h('div', { class: 'actions' }, retryBtn, cancelBtn, deleteBtn),
+    msg, err,
+    h('div', { class: 'grid' },
+      h('section', {}, h('h2', { text: 'Summary' }), summary),
+      h('section', {}, h('h2', { text: 'Timeline' }),
+        h('table', { class: 'timeline' }, timeline))),
+    h('section', {}, h('h2', { text: 'Args' }), args),
+    h('section', {}, h('h2', { text: 'Result' }), result),
+    h('div', { class: 'grid' },
+      h('section', {}, h('h2', { text: 'Metadata' }), h('table', { class: 'kv' }, metadata)),
+      h('section', {}, h('h2', { text: 'Tags' }), tags)),
+    h('section', {}, h('h2', { text: 'Errors' }), errors));
+
+  root.append(
+    h('p', { class: 'crumbs' }, h('a', { href: '#/jobs', testid: 'back-to-jobs', text: '← Jobs' })),
+    h('div', { class: 'title' }, title, state, kind),
+    missing, body);
+
+  let job = null;
+  const last = {}; // JSON of each section as last rendered
+  const changed = (key, v) => {
+    const s = JSON.stringify(v === undefined ? null : v);
+    if (last[key] === s) return false;
+    last[key] = s;
+    return true;
+  };
+
+  function notify(text, isError) {
+    setText(isError ? err : msg, text);
+    (isError ? err : msg).hidden = false;
+    (isError ? msg : err).hidden = true;
+  }
+
+  async function act(action) {
+    if (!job) return;
+    const what = {
+      retry: ['Retry', `Make job ${id} (${job.kind}) available to run again now?`],
+      cancel: ['Cancel', `Cancel job ${id} (${job.kind})? A cancelled job is never retried unless retried by hand.`],
+      delete: ['Delete', `Delete job ${id} (${job.kind}) for good? Its history is lost.`],
+    }[action];
+    const ok = await ctx.confirm(`${what[0]} job ${id}?`, what[1], what[0]);
+    if (!ok || !ctx.alive()) return;
+    try {
+      if (action === 'delete') {
+        await api.del(`/jobs/${id}`);
+        ctx.navigate('#/jobs');
+        return;
+      }
+      const res = await api.post(`/jobs/${id}/${action}`);
+      if (!ctx.alive()) return;
+      if (res && res.job) render(res.job);
+      notify(action === 'retry' ? `Job ${id} is available again.` : `Job ${id} was cancelled.`, false);
+    } catch (e) {
+      if (!ctx.alive()) return;
+      notify(`${what[0]} failed: ${e.message}`, true);
+    }
+    ctx.refresh();
+  }
+  retryBtn.addEventListener('click', () => act('retry'));
+  cancelBtn.addEventListener('click', () => act('cancel'));
+  deleteBtn.addEventListener('click', () => act('delete'));
+
+  function render(j) {
+    job = j;
+    body.hidden = false;
+    missing.hidden = true;
+    setBadge(state, j.state);
+    setData(body, 'state', j.state);
+    setText(kind, j.kind);
+    retryBtn.disabled = j.state === 'running';
+    retryBtn.title = j.state === 'running' ? 'A running job cannot be retried; cancel it first.' : '';
+    cancelBtn.disabled = FINAL.includes(j.state);
+    cancelBtn.title = cancelBtn.disabled ? `A ${j.state} job cannot be cancelled.` : '';
+    deleteBtn.disabled = j.state === 'running';
+    deleteBtn.title = j.state === 'running' ? 'A running job cannot be deleted; cancel it first.' : '';
+
+    const sum = [
+      ['Queue', j.queue], ['Kind', j.kind], ['State', j.state], ['Priority', j.priority],
+      ['Attempt', `${j.attempt} of ${j.max_attempts}`], ['Unique key', j.unique_key], ['Worker', j.worker_id],
+    ];
+    if (changed('summary', sum)) {
+      fill(summary, sum.filter(([, v]) => v !== undefined && v !== '').map(([k, v]) =>
+        [h('dt', { text: k }), h('dd', { testid: `summary-${k.toLowerCase().replace(/ /g, '-')}`, text: v })]));
+    }
+
+    const times = [
+      ['created', j.created_at], ['run at', j.run_at], ['attempted', j.attempted_at],
+      ['finished', j.finished_at], ['lease until', j.lease_until], ['deadline', j.deadline],
+    ].filter(([, t]) => t);
+    // Relative times move every poll, so the timeline is redrawn each time.
+    fill(timeline, times.map(([k, t]) => h('tr', { testid: `timeline-${k.replace(/ /g, '-')}` },
+      h('th', { text: k }), h('td', { text: fmtTime(t), title: t }), h('td', { class: 'ago', text: fmtAgo(t) }))));
+
+    if (changed('args', j.args)) setText(args, prettyJSON(j.args === undefined ? {} : j.args));
+    if (changed('result', j.result)) {
+      setText(result, j.result === undefined ? '(none)' : prettyJSON(j.result));
+      result.classList.toggle('none', j.result === undefined);
+    }
+    const md = j.metadata && typeof j.metadata === 'object' ? Object.entries(j.metadata) : [];
+    if (changed('metadata', md)) {
+      fill(metadata, md.length ? md.map(([k, v]) => h('tr', {}, h('th', { text: k }), h('td', { text: typeof v === 'string' ? v : JSON.stringify(v) })))
+        : h('tr', {}, h('td', { class: 'none', text: '(none)' })));
+    }
+    const tg = Array.isArray(j.tags) ? j.tags : [];
+    if (changed('tags', tg)) {
+      fill(tags, tg.length ? tg.map((t) => h('span', { class: 'tag', testid: 'job-tag', text: t })) : h('span', { class: 'none', text: '(none)' }));
+    }
+    const es = Array.isArray(j.errors) ? j.errors : [];
+    if (changed('errors', es)) renderErrors(es);
+  }
+
+  function renderErrors(es) {
+    const open = new Set(Array.from(errors.querySelectorAll('details[open]')).map((d) => d.dataset.key));
+    if (!es.length) {
+      fill(errors, h('p', { class: 'none', text: '(no errors)' }));
+      return;
+    }
+    // Newest first; the latest attempt's error starts expanded.
+    const items = es.map((e, i) => ({ e, key: `${i}:${e.attempt}:${e.at}` })).reverse();
+    fill(errors, items.map(({ e, key }, i) => {
+      const text = typeof e.error === 'string' ? e.error : JSON.stringify(e.error);
+      const first = text.split('\n', 1)[0];
+      const d = h('details', { testid: 'job-error', data: { attempt: e.attempt, key }, open: open.size ? open.has(key) : i === 0 },
+        h('summary', {},
+          h('span', { class: 'attempt', text: `Attempt ${e.attempt}` }),
+          h('span', { class: 'at', text: fmtTime(e.at), title: e.at }),
+          h('span', { class: 'first', testid: 'job-error-message', text: first })),
+        h('pre', { class: 'error', testid: 'job-error-text', text }),
+        e.trace ? h('details', { class: 'trace' },
+          h('summary', { text: 'trace' }),
+          h('pre', { testid: 'job-error-trace', text: e.trace })) : null);
+      return d;
+    }));
+  }
+
+  return {
+    async refresh() {
+      try {
+        const res = await api.get(`/jobs/${id}`);
+        if (!ctx.alive()) return;
+        if (!res.job || res.job.id !== id) throw new ApiError(500, null, 'The API answered with another job.');
+        render(res.job);
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 404 && ctx.alive()) {
+          job = null;
+          body.hidden = true;
+          missing.hidden = false;
+          setBadge(state, 'gone');
+          setText(missing, `Job ${id} does not exist (it may have been deleted, or pruned after its retention). ${e.message}`);
+          return;
+        }
+        throw e;
+      }
+    },
+  };
+}
+

@@ -1,0 +1,351 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/backlogq/backlog/adapters/dashboard"
+	"github.com/backlogq/backlog/adapters/httpapi"
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/teststores"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// stepTimeout bounds each browser step; the machine may be slow and loaded.
+const stepTimeout = 90 * time.Second
+
+// browser starts headless Chromium for t, or skips t when it is not
+// installed (failing instead when BACKLOG_REQUIRE_BROWSER=1). The returned
+// context drives one tab; the browser and its profile go away when t ends.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("BACKLOG_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("BACKLOG_REQUIRE_BROWSER=1 but %s is missing (run scripts/install-chromium.sh): %v", chromiumPath, err)
+		}
+		t.Skipf("%s is missing (scripts/install-chromium.sh installs it); set BACKLOG_REQUIRE_BROWSER=1 to fail instead", chromiumPath)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		// Without these the closed network here makes Chromium hang on
+		// lookups of its own services.
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
+		t.Logf("chromedp: "+format, args...)
+	}))
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+	})
+	// Start the browser with the tab's own context (the first Run binds the
+	// browser's life to the context it gets), bounded from outside.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start %s: %v", chromiumPath, err)
+		}
+	case <-time.After(stepTimeout):
+		cancelTab()
+		cancelAlloc()
+		t.Fatalf("%s did not start within %s", chromiumPath, stepTimeout)
+	}
+	return ctx
+}
+
+// stack is the API and the dashboard on one loopback server, over a client
+// that works queue "default" with a "flaky" kind that fails permanently
+// until fixed is set.
+type stack struct {
+	url   string
+	fixed *atomic.Bool
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	st := teststores.SQLite(t)
+	fixed := new(atomic.Bool)
+	hs := core.NewHandlers()
+	hs.HandleRaw("flaky", func(ctx context.Context, job *core.Job) error {
+		if !fixed.Load() {
+			return core.Permanent(errors.New("flaky: not fixed yet"))
+		}
+		return core.RecordResult(ctx, map[string]any{"fixed": true, "job": job.ID})
+	})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	client, err := core.NewClient(st, core.Config{
+		Queues:       map[string]core.QueueConfig{"default": {MaxWorkers: 4}},
+		Handlers:     hs,
+		PollInterval: 100 * time.Millisecond,
+		Logger:       log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = client.Stop(ctx)
+	})
+	api, err := httpapi.New(client, httpapi.Config{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{Logger: log})))
+	srv := httptest.NewServer(mux) // listens on 127.0.0.1
+	t.Cleanup(srv.Close)
+	return &stack{url: srv.URL, fixed: fixed}
+}
+
+// submit posts a job through the API and returns its id.
+func (s *stack) submit(t *testing.T, body string) int64 {
+	t.Helper()
+	res, err := http.Post(s.url+"/v1/jobs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/jobs %s = %d %s", body, res.StatusCode, b)
+	}
+	var out struct {
+		Job struct {
+			ID int64 `json:"id"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.Job.ID == 0 {
+		t.Fatalf("POST /v1/jobs answer %s: %v", b, err)
+	}
+	return out.Job.ID
+}
+
+// pageWatch records what the page must never do: throw, open a dialog
+// (an injected alert would), or trip the Content-Security-Policy.
+type pageWatch struct {
+	mu       sync.Mutex
+	problems []string
+}
+
+func (w *pageWatch) add(s string) {
+	w.mu.Lock()
+	w.problems = append(w.problems, s)
+	w.mu.Unlock()
+}
+
+func (w *pageWatch) check(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.problems {
+		t.Error(p)
+	}
+}
+
+func watchPage(ctx context.Context) *pageWatch {
+	w := &pageWatch{}
+	messages := chromedp.Console(ctx)
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			switch {
+			case m.IsException():
+				w.add(fmt.Sprintf("page exception: %s", m))
+			case strings.Contains(m.Text, "Content Security Policy"):
+				w.add(fmt.Sprintf("CSP violation: %s", m))
+			}
+		}
+	}()
+	go func() {
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			w.add(fmt.Sprintf("the page opened a %s dialog: %q", ev.Type, ev.Message))
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	return w
+}
+
+// step runs actions with the step deadline, failing t with what names it.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitJS waits until the JavaScript expression is truthy.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout+5*time.Second)
+	defer cancel()
+	_, err := chromedp.Run(sctx, chromedp.Poll[chromedp.Void](expr,
+		chromedp.WithPollingTimeout(stepTimeout), chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil {
+		var dump string
+		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer dcancel()
+		dump, _ = chromedp.Run(dctx, chromedp.Evaluate[string](`document.getElementById('view').innerText + "\n[status] " + document.getElementById('live').innerText + "\n[banner] " + document.getElementById('banner').innerText`))
+		t.Fatalf("%s: waiting for %s: %v\npage shows:\n%s", what, expr, err, dump)
+	}
+}
+
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestBrowserRetryDiscardedJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	s := newStack(t)
+	ctx := browser(t)
+	watch := watchPage(ctx)
+
+	step(t, ctx, "load the dashboard",
+		chromedp.Navigate(s.url+"/dashboard/#/jobs"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"]`)))
+	waitJS(t, ctx, "first poll", `document.querySelector('[data-testid="live-status"]').dataset.state === "live"`)
+	// A marker that a full reload would lose.
+	eval[chromedp.Void](t, ctx, `window.__sameDocument = "yes"`)
+
+	id := s.submit(t, `{"kind":"flaky","args":{"n":1}}`)
+	row := fmt.Sprintf(`tr[data-testid="job-row"][data-job-id="%d"]`, id)
+	step(t, ctx, "the job appears in the jobs view", chromedp.WaitVisible(chromedp.CSS(row)))
+	waitJS(t, ctx, "the job is discarded", fmt.Sprintf(`document.querySelector(%s)?.dataset.state === "discarded"`, js(row)))
+	if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector(%s).querySelector('[data-testid="job-state"]').textContent`, js(row))); got != "discarded" {
+		t.Fatalf("state cell shows %q", got)
+	}
+
+	detail := fmt.Sprintf(`[data-testid="job-detail"][data-job-id="%d"]`, id)
+	step(t, ctx, "open the job",
+		chromedp.Click(chromedp.CSS(row+` a[data-testid="job-link"]`)),
+		chromedp.WaitVisible(chromedp.CSS(detail)))
+	waitJS(t, ctx, "the detail shows the discarded state and the error",
+		fmt.Sprintf(`document.querySelector(%s)?.dataset.state === "discarded" && document.querySelector('[data-testid="job-errors"]').textContent.includes("not fixed yet")`, js(detail)))
+
+	s.fixed.Store(true)
+	step(t, ctx, "press Retry and confirm",
+		chromedp.Click(chromedp.CSS(`[data-testid="action-retry"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="confirm-ok"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="confirm-ok"]`)))
+	waitJS(t, ctx, "the job completes without a reload",
+		`document.querySelector('[data-testid="job-detail-state"]').textContent === "completed"`)
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid="job-result"]').textContent`); !strings.Contains(got, `"fixed": true`) {
+		t.Errorf("result shows %q", got)
+	}
+	if got := eval[string](t, ctx, `String(window.__sameDocument)`); got != "yes" {
+		t.Errorf("the page was reloaded (marker %q)", got)
+	}
+	if got := eval[bool](t, ctx, `document.querySelector('[data-testid="action-error"]').hidden`); !got {
+		t.Errorf("an action error is shown: %q", eval[string](t, ctx, `document.querySelector('[data-testid="action-error"]').textContent`))
+	}
+
+	// Retrying a job that is no longer retryable is refused by the API; the
+	// page shows the problem's detail. Cancel of a completed job is
+	// invalid-state.
+	eval[chromedp.Void](t, ctx, `document.querySelector('[data-testid="action-cancel"]').disabled = false`)
+	step(t, ctx, "press Cancel on a completed job",
+		chromedp.Click(chromedp.CSS(`[data-testid="action-cancel"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="confirm-ok"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="confirm-ok"]`)))
+	waitJS(t, ctx, "the refusal is shown", `!document.querySelector('[data-testid="action-error"]').hidden`)
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid="action-error"]').textContent`); !strings.Contains(got, "Cancel failed") || !strings.Contains(strings.ToLower(got), "state") {
+		t.Errorf("action error shows %q", got)
+	}
+
+	watch.check(t)
+}
+
+func TestBrowserEscapesJobData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	s := newStack(t)
+	ctx := browser(t)
+	watch := watchPage(ctx)
+
+	const payload = `<img src=x onerror=alert(1)>`
+	// Queue "held" is not worked, so the job stays available.
+	id := s.submit(t, `{"kind":"inert","queue":"held","args":{"html":"<img src=x onerror=alert(1)>"},"tags":["<b>t</b>"],"metadata":{"<i>k</i>":"<script>alert(2)</script>"}}`)
+
+	step(t, ctx, "load the jobs of queue held",
+		chromedp.Navigate(s.url+"/dashboard/#/jobs?queue=held"),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-testid="job-row"][data-job-id="%d"]`, id))))
+	got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('tr[data-job-id="%d"] [data-testid="job-args-preview"]').textContent`, id))
+	if !strings.Contains(got, payload) {
+		t.Errorf("args preview shows %q, want the payload as text", got)
+	}
+
+	step(t, ctx, "open the job", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = "#/jobs/%d"`, id)))
+	waitJS(t, ctx, "the detail shows the args", fmt.Sprintf(`document.querySelector('[data-testid="job-detail"][data-job-id="%d"]') && !document.querySelector('[data-testid="job-detail"]').hidden && document.querySelector('[data-testid="job-args"]').textContent.includes('"html"')`, id))
+	args := eval[string](t, ctx, `document.querySelector('[data-testid="job-args"]').textContent`)
+	if !strings.Contains(args, payload) {
+		t.Errorf("args show %q, want the payload as text", args)
+	}
+	for _, sel := range []string{"img", "script:not([src])", "b", "i"} {
+		if n := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll(%s).length`, js("#view "+sel))); n != 0 {
+			t.Errorf("the page has %d %s elements: job data became markup", n, sel)
+		}
+	}
+	md := eval[string](t, ctx, `document.querySelector('[data-testid="job-metadata"]').textContent`)
+	tags := eval[string](t, ctx, `document.querySelector('[data-testid="job-tags"]').textContent`)
+	if !strings.Contains(md, "<script>alert(2)</script>") || !strings.Contains(md, "<i>k</i>") || !strings.Contains(tags, "<b>t</b>") {
+		t.Errorf("metadata %q / tags %q not shown as text", md, tags)
+	}
+	// Give an injected handler every chance to run before checking.
+	step(t, ctx, "settle", chromedp.Sleep(500*time.Millisecond))
+	watch.check(t)
+}
