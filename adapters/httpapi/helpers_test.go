@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,6 +85,13 @@ func newHarness(t *testing.T, st core.Store, ccfg core.Config, cfg Config) *harn
 	return &harness{t: t, st: st, c: c, srv: srv, hs: hs, events: ev}
 }
 
+// sub returns the harness reporting to t (a subtest).
+func (h *harness) sub(t *testing.T) *harness {
+	c := *h
+	c.t = t
+	return &c
+}
+
 // run starts the harness on every backend.
 func runAll(t *testing.T, ccfg core.Config, cfg Config, fn func(t *testing.T, h *harness)) {
 	teststores.Run(t, func(t *testing.T, st core.Store) {
@@ -99,6 +108,7 @@ type reply struct {
 
 func (r reply) decode(t *testing.T, v any) {
 	t.Helper()
+	reflect.ValueOf(v).Elem().SetZero()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
 	}
@@ -271,3 +281,23 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// fakeClock is a settable core.Clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: core.UTC(time.Now())} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -127,6 +128,7 @@ type Server struct {
 
 	wake    *broadcaster
 	workers *workerCache
+	waiting atomic.Int64 // long-polls waiting now (for tests)
 
 	ctx       context.Context // ended by Close: long-polls return, the listener stops
 	cancel    context.CancelFunc

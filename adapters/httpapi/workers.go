@@ -362,7 +362,6 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		ticker = time.NewTicker(s.cfg.ClaimPollInterval)
 		defer ticker.Stop()
 	}
-wait:
 	for {
 		woken := s.wake.wait()
 		jobs, err := s.claimOnce(bg, info, queues, limit-len(claimed))
@@ -374,18 +373,8 @@ wait:
 			reqFrom(ctx).log.Warn("backlog http: claim failed part-way; returning the jobs claimed so far", "worker_id", id, "jobs", len(claimed), "err", err)
 			break
 		}
-		if len(claimed) > 0 || wait == 0 {
+		if len(claimed) > 0 || wait == 0 || !s.sleep(ctx, timer, woken, ticker.C) {
 			break
-		}
-		select {
-		case <-ctx.Done():
-			break wait
-		case <-s.ctx.Done():
-			break wait
-		case <-timer:
-			break wait
-		case <-woken:
-		case <-ticker.C:
 		}
 	}
 	if ctx.Err() != nil {
@@ -408,6 +397,24 @@ wait:
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// sleep waits for a wake-up or a poll tick (true) or for the end of the
+// wait, of the request or of the server (false).
+func (s *Server) sleep(ctx context.Context, end <-chan time.Time, woken <-chan struct{}, tick <-chan time.Time) bool {
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.ctx.Done():
+		return false
+	case <-end:
+		return false
+	case <-woken:
+	case <-tick:
+	}
+	return true
 }
 
 // claimOnce claims up to limit jobs from queues in order, for worker w.

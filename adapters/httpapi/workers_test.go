@@ -1,0 +1,289 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/teststores"
+)
+
+func TestRegisterHeartbeatDeregister(t *testing.T) {
+	teststores.Run(t, func(t *testing.T, st core.Store) {
+		clock := newFakeClock()
+		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
+		t0 := clock.Now()
+		first := h.register("host-1-ab", map[string]any{"name": "host-1", "queues": []string{"default", "mail"}, "metadata": map[string]string{"v": "1"}})
+		if !first.Worker.StartedAt.Equal(t0) || !first.Worker.HeartbeatAt.Equal(t0) || !slices.Equal(first.Worker.Queues, []string{"default", "mail"}) || first.Worker.Metadata["v"] != "1" {
+			t.Fatalf("first registration: %+v", first.Worker)
+		}
+		clock.Advance(5 * time.Second)
+		again := h.register("host-1-ab", map[string]any{"name": "host-1b", "queues": []string{"mail"}, "tags": []string{"gpu"}})
+		if !again.Worker.StartedAt.Equal(t0) || !again.Worker.HeartbeatAt.Equal(t0.Add(5*time.Second)) || again.Worker.Name != "host-1b" ||
+			!slices.Equal(again.Worker.Tags, []string{"gpu"}) || !slices.Equal(again.Worker.Queues, []string{"mail"}) {
+			t.Fatalf("re-registration: %+v", again.Worker)
+		}
+		registered := 0
+		for _, e := range h.events.drain() {
+			if e.Kind == core.EventWorkerRegistered && e.Reason == "host-1-ab" {
+				registered++
+			}
+		}
+		if registered != 1 {
+			t.Fatalf("%d worker.registered events, want 1", registered)
+		}
+		var list struct {
+			Workers []Worker `json:"workers"`
+		}
+		h.must(http.StatusOK, "GET", "/v1/workers", nil, &list)
+		if len(list.Workers) != 1 || list.Workers[0].ID != "host-1-ab" || list.Workers[0].Liveness != core.LivenessActive || !list.Workers[0].StartedAt.Equal(t0) {
+			t.Fatalf("workers: %+v", list.Workers)
+		}
+
+		// Heartbeat extends the leases of every held job.
+		for range 3 {
+			h.submit(map[string]any{"kind": "k", "queue": "mail"})
+		}
+		jobs := h.claim("host-1-ab", map[string]any{"limit": 2})
+		if len(jobs) != 2 || !jobs[0].LeaseUntil.Equal(clock.Now().Add(30*time.Second)) {
+			t.Fatalf("claim: %+v", jobs)
+		}
+		clock.Advance(10 * time.Second)
+		var hb HeartbeatResponse
+		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", nil, &hb)
+		if hb.LeasesExtended != 2 || !hb.Worker.HeartbeatAt.Equal(clock.Now()) || !hb.Worker.StartedAt.Equal(t0) {
+			t.Fatalf("heartbeat: %+v", hb)
+		}
+		for _, j := range jobs {
+			if got := h.get(j.ID); !got.LeaseUntil.Equal(clock.Now().Add(30 * time.Second)) {
+				t.Fatalf("lease after heartbeat %s, want %s", got.LeaseUntil, clock.Now().Add(30*time.Second))
+			}
+		}
+		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", "{}", &hb)
+
+		// Stale shows in the list; dead is not registered any more.
+		clock.Advance(40 * time.Second)
+		h.must(http.StatusOK, "GET", "/v1/workers", nil, &list)
+		if list.Workers[0].Liveness != core.LivenessStale {
+			t.Fatalf("liveness after 40 s: %s", list.Workers[0].Liveness)
+		}
+		clock.Advance(2 * time.Minute)
+		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/heartbeat", nil), SlugWorkerNotRegistered)
+		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/claim", nil), SlugWorkerNotRegistered)
+		h.register("host-1-ab", map[string]any{"queues": []string{"mail"}})
+		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", nil, &hb)
+
+		r := h.do("DELETE", "/v1/workers/host-1-ab", nil)
+		if r.status != http.StatusNoContent {
+			t.Fatalf("deregister: %d %s", r.status, r.body)
+		}
+		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/heartbeat", nil), SlugWorkerNotRegistered)
+		wantProblem(t, h.do("POST", "/v1/workers/nobody/claim", map[string]any{}), SlugWorkerNotRegistered)
+		h.must(http.StatusOK, "GET", "/v1/workers", nil, &list)
+		if len(list.Workers) != 0 {
+			t.Fatalf("workers after deregister: %+v", list.Workers)
+		}
+	})
+}
+
+func TestClaimLimitQueuesAndTags(t *testing.T) {
+	runAll(t, core.Config{}, Config{}, func(t *testing.T, h *harness) {
+		var ids []int64
+		for i := range 5 {
+			q := "a"
+			if i >= 3 {
+				q = "b"
+			}
+			ids = append(ids, h.submit(map[string]any{"kind": "k", "queue": q}).ID)
+		}
+		gpu := h.submit(map[string]any{"kind": "render", "queue": "a", "tags": []string{"gpu"}})
+		h.register("cpu", map[string]any{"queues": []string{"b", "a"}})
+		h.register("gpu", map[string]any{"queues": []string{"a"}, "tags": []string{"gpu", "cuda"}})
+
+		// Only the registered queues, and a subset of them.
+		wantProblem(t, h.do("POST", "/v1/workers/cpu/claim", map[string]any{"queues": []string{"c"}}), SlugInvalidRequest)
+		got := h.claim("cpu", map[string]any{"queues": []string{"a"}, "limit": 2})
+		if len(got) != 2 || got[0].ID != ids[0] || got[1].ID != ids[1] {
+			t.Fatalf("claim a limit 2: %+v", got)
+		}
+		// The registered queues in order: b first, then a; the gpu job is
+		// skipped by the worker without the tag.
+		got = h.claim("cpu", map[string]any{"limit": 10})
+		var gotIDs []int64
+		for _, j := range got {
+			gotIDs = append(gotIDs, j.ID)
+			if j.Tags != nil {
+				t.Fatalf("untagged worker got tagged job %+v", j)
+			}
+		}
+		if !slices.Equal(gotIDs, []int64{ids[3], ids[4], ids[2]}) {
+			t.Fatalf("claim all: %v, want %v", gotIDs, []int64{ids[3], ids[4], ids[2]})
+		}
+		if got := h.claim("cpu", nil); len(got) != 0 {
+			t.Fatalf("cpu claimed %+v", got)
+		}
+		got = h.claim("gpu", map[string]any{"limit": 5})
+		if len(got) != 1 || got[0].ID != gpu.ID || got[0].WorkerID != "gpu" {
+			t.Fatalf("gpu claim: %+v", got)
+		}
+		claimed := 0
+		for _, e := range h.events.drain() {
+			if e.Kind == core.EventJobClaimed {
+				claimed++
+				if e.Job == nil || e.Queue == "" || e.QueueWait < 0 {
+					t.Fatalf("claimed event %+v", e)
+				}
+			}
+		}
+		if claimed != 6 {
+			t.Fatalf("%d claimed events, want 6", claimed)
+		}
+	})
+}
+
+func TestLongPoll(t *testing.T) {
+	// No poll ticks during the test: wake-ups come from submissions
+	// through the server (or the store's notifications).
+	runAll(t, core.Config{}, Config{ClaimPollInterval: time.Hour}, func(t *testing.T, h *harness) {
+		h.register("w", map[string]any{"queues": []string{"default"}})
+
+		// A short wait with nothing due answers empty.
+		if got := h.claim("w", map[string]any{"wait_seconds": 0.2}); len(got) != 0 {
+			t.Fatalf("empty wait returned %+v", got)
+		}
+
+		type result struct {
+			jobs []*Job
+			r    reply
+		}
+		done := make(chan result, 1)
+		go func() {
+			r := h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60, "limit": 5}})
+			var out ClaimResponse
+			_ = json.Unmarshal(r.body, &out)
+			done <- result{out.Jobs, r}
+		}()
+		eventually(t, "the claim to wait", func() bool { return h.srv.waiting.Load() == 1 })
+		j := h.submit(map[string]any{"kind": "wake"})
+		res := <-done
+		if res.r.status != http.StatusOK || len(res.jobs) != 1 || res.jobs[0].ID != j.ID || res.jobs[0].LeaseToken == "" {
+			t.Fatalf("long-poll: %d %s", res.r.status, res.r.body)
+		}
+	})
+}
+
+func TestLongPollSeesOtherNodesInserts(t *testing.T) {
+	// A job inserted straight into the store (another node) is found by
+	// the poll ticks or the store's notifications.
+	runAll(t, core.Config{}, Config{ClaimPollInterval: 50 * time.Millisecond}, func(t *testing.T, h *harness) {
+		h.register("w", map[string]any{"queues": []string{"default"}})
+		done := make(chan []*Job, 1)
+		go func() {
+			var out ClaimResponse
+			r := h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}})
+			_ = json.Unmarshal(r.body, &out)
+			done <- out.Jobs
+		}()
+		eventually(t, "the claim to wait", func() bool { return h.srv.waiting.Load() == 1 })
+		other, err := core.NewClient(h.st, core.Config{MaintenanceInterval: -1, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := other.EnqueueRaw(t.Context(), "elsewhere", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs := <-done
+		if len(jobs) != 1 || jobs[0].ID != res.Job.ID {
+			t.Fatalf("long-poll got %+v", jobs)
+		}
+	})
+}
+
+func TestCloseEndsLongPolls(t *testing.T) {
+	h := newHarness(t, teststores.Memory(t), core.Config{}, Config{})
+	h.register("w", map[string]any{"queues": []string{"default"}})
+	done := make(chan reply, 1)
+	go func() { done <- h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}}) }()
+	eventually(t, "the claim to wait", func() bool { return h.srv.waiting.Load() == 1 })
+	if err := h.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.status != http.StatusOK || string(r.body) != "{\"jobs\":[]}\n" {
+		t.Fatalf("claim after Close: %d %s", r.status, r.body)
+	}
+}
+
+// gatedStore delegates to a real store but holds Claim until released,
+// so a test can end the request while the claim is in flight.
+type gatedStore struct {
+	core.Store
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Store.Claim(ctx, p)
+}
+
+func TestAbandonedClaimHandsJobsBack(t *testing.T) {
+	teststores.Run(t, func(t *testing.T, st core.Store) {
+		g := &gatedStore{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
+		h := newHarness(t, g, core.Config{}, Config{})
+		h.register("w", map[string]any{"queues": []string{"default"}})
+		j := h.submit(map[string]any{"kind": "k"})
+
+		// A front that reports when the server sees the request end.
+		ended := make(chan struct{})
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/workers/w/claim" {
+				context.AfterFunc(r.Context(), func() { close(ended) })
+			}
+			h.srv.ServeHTTP(w, r)
+		}))
+		defer front.Close()
+
+		ctx, cancel := context.WithCancel(t.Context())
+		r, err := http.NewRequestWithContext(ctx, "POST", front.URL+"/v1/workers/w/claim", strings.NewReader(`{"limit": 1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Content-Type", "application/json")
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := front.Client().Do(r)
+			if err == nil {
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		<-g.entered
+		cancel()
+		if err := <-errc; err == nil {
+			t.Fatal("the cancelled request succeeded")
+		}
+		// Once the server has seen the client go, let the claim go on: it
+		// takes the job and must hand it back.
+		<-ended
+		close(g.release)
+		eventually(t, "the job to be handed back", func() bool {
+			got, err := st.Get(t.Context(), j.ID)
+			return err == nil && got.State == core.StateAvailable && got.Attempt == 0 && got.WorkerID == "w"
+		})
+	})
+}
