@@ -211,7 +211,9 @@ func TestCloseEndsLongPolls(t *testing.T) {
 	h := newHarness(t, teststores.Memory(t), core.Config{}, Config{})
 	h.register("w", map[string]any{"queues": []string{"default"}})
 	done := make(chan reply, 1)
-	go func() { done <- h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}}) }()
+	go func() {
+		done <- h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}})
+	}()
 	eventually(t, "the claim to wait", func() bool { return h.srv.waiting.Load() == 1 })
 	if err := h.srv.Close(); err != nil {
 		t.Fatal(err)
