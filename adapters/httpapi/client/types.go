@@ -1,0 +1,252 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Job is a job as the API returns it. Times are UTC; a zero time means the
+// field was absent (not set). Result is the stored result as a JSON value
+// (the server turns a result that is not valid JSON into a JSON string).
+// LeaseToken is set only on jobs returned by Claim: present it with every
+// outcome of that attempt.
+type Job struct {
+	ID          int64               `json:"id"`
+	Queue       string              `json:"queue"`
+	Kind        string              `json:"kind"`
+	Args        json.RawMessage     `json:"args"`
+	Priority    int                 `json:"priority"`
+	State       core.State          `json:"state"`
+	Attempt     int                 `json:"attempt"` // attempts started so far
+	MaxAttempts int                 `json:"max_attempts"`
+	RunAt       time.Time           `json:"run_at"`
+	Deadline    time.Time           `json:"deadline,omitzero"`
+	UniqueKey   string              `json:"unique_key,omitempty"`
+	Tags        []string            `json:"tags,omitempty"`
+	Metadata    map[string]string   `json:"metadata,omitempty"`
+	Errors      []core.AttemptError `json:"errors,omitempty"` // oldest first
+	Result      json.RawMessage     `json:"result,omitempty"`
+	CreatedAt   time.Time           `json:"created_at"`
+	AttemptedAt time.Time           `json:"attempted_at,omitzero"`
+	FinishedAt  time.Time           `json:"finished_at,omitzero"`
+	WorkerID    string              `json:"worker_id,omitempty"`
+	LeaseUntil  time.Time           `json:"lease_until,omitzero"`
+	LeaseToken  string              `json:"lease_token,omitempty"`
+}
+
+// CoreJob converts j to a *core.Job (for code shared with in-process
+// handlers). Result is copied as its JSON bytes; LeaseToken is dropped.
+func (j *Job) CoreJob() *core.Job {
+	return &core.Job{
+		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority,
+		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
+		Deadline: j.Deadline, UniqueKey: j.UniqueKey, Tags: j.Tags, Metadata: j.Metadata,
+		Errors: j.Errors, Result: []byte(j.Result), CreatedAt: j.CreatedAt,
+		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
+		LeaseUntil: j.LeaseUntil,
+	}
+}
+
+// SubmitRequest is one job to submit (POST /v1/jobs, one item of POST
+// /v1/jobs/batch). Only Kind is required; zero values take the server's
+// defaults (args {}, queue "default", priority 5, 20 attempts, due now).
+// RunAt and Delay are exclusive.
+type SubmitRequest struct {
+	Kind        string            `json:"kind"`
+	Args        json.RawMessage   `json:"args,omitempty"`     // any JSON value; nil means {}
+	Queue       string            `json:"queue,omitempty"`    // "" = default
+	Priority    int               `json:"priority,omitempty"` // 1 (first) … 10 (last); 0 = 5
+	RunAt       time.Time         `json:"run_at,omitzero"`    // due time; zero = now (or now+Delay)
+	Delay       time.Duration     `json:"-"`                  // due after this delay (sent as delay_seconds)
+	MaxAttempts int               `json:"max_attempts,omitempty"`
+	UniqueKey   string            `json:"unique_key,omitempty"`
+	Tags        []string          `json:"tags,omitempty"`
+	Deadline    time.Time         `json:"deadline,omitzero"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// MarshalJSON writes the request body, with Delay as delay_seconds.
+func (r SubmitRequest) MarshalJSON() ([]byte, error) {
+	type plain SubmitRequest
+	return json.Marshal(struct {
+		plain
+		DelaySeconds *float64 `json:"delay_seconds,omitempty"`
+	}{plain: plain(r), DelaySeconds: seconds(r.Delay)})
+}
+
+// SubmitResult is the answer to one submitted job. Duplicate means the
+// unique key was held by a live job: Job is that job and nothing was
+// inserted.
+type SubmitResult struct {
+	Job       *Job `json:"job"`
+	Duplicate bool `json:"duplicate"`
+}
+
+// ListParams filters ListJobs. Zero values mean "any"; Limit 0 means the
+// server's default (100), at most 1000.
+type ListParams struct {
+	Queue  string
+	States []core.State
+	Kind   string
+	After  int64 // keyset cursor: the last id of the previous page (NextAfter)
+	Limit  int
+	Desc   bool // newest first
+}
+
+// JobPage is one page of ListJobs. NextAfter is the cursor of the next page
+// (pass it as ListParams.After), or 0 on the last page.
+type JobPage struct {
+	Jobs      []*Job `json:"jobs"`
+	NextAfter int64  `json:"next_after,omitempty"`
+}
+
+// QueueInfo is one queue: its pause flag and its job count per state
+// (states without jobs may be absent).
+type QueueInfo struct {
+	Queue  string             `json:"queue"`
+	Paused bool               `json:"paused"`
+	Counts map[core.State]int `json:"counts"`
+}
+
+// WorkerInfo is one worker's registry record. Name is what the worker
+// registered as (the record's host). Liveness is judged by the server at
+// the time of the response.
+type WorkerInfo struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name"`
+	Queues      []string          `json:"queues"`
+	Tags        []string          `json:"tags,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	StartedAt   time.Time         `json:"started_at"`
+	HeartbeatAt time.Time         `json:"heartbeat_at"`
+	Liveness    core.Liveness     `json:"liveness"`
+}
+
+// RegisterRequest registers a remote worker (PUT /v1/workers/{id}). Queues
+// is required (at least one); Tags are its capabilities (claims route jobs
+// by them).
+type RegisterRequest struct {
+	Name     string            `json:"name,omitempty"`
+	Queues   []string          `json:"queues"`
+	Tags     []string          `json:"tags,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Registration is the server's answer to a registration: the record, how
+// often to heartbeat, and the lease each claim and heartbeat grants.
+type Registration struct {
+	Worker            WorkerInfo
+	HeartbeatInterval time.Duration
+	Lease             time.Duration
+}
+
+// HeartbeatResult is the answer to a heartbeat: the record, and how many
+// jobs held by the worker had their lease extended.
+type HeartbeatResult struct {
+	Worker         WorkerInfo `json:"worker"`
+	LeasesExtended int        `json:"leases_extended"`
+}
+
+// ClaimRequest asks for jobs (POST /v1/workers/{id}/claim). Queues nil
+// means the worker's registered queues (otherwise a subset of them, taken
+// in order); Limit 0 means 1 (at most 1000); Wait is how long the server
+// may hold the request when no job is due (0..60 s, rounded to
+// milliseconds).
+type ClaimRequest struct {
+	Queues []string
+	Limit  int
+	Wait   time.Duration
+}
+
+// FailAction says what a failed attempt does to its job.
+type FailAction string
+
+// The actions of Fail.
+const (
+	// FailRetry follows the server's retry policy: retryable with backoff
+	// while attempts remain and the deadline allows, else discarded.
+	FailRetry FailAction = "retry"
+	// FailDiscard dead-letters the job now.
+	FailDiscard FailAction = "discard"
+	// FailCancel cancels the job.
+	FailCancel FailAction = "cancel"
+)
+
+// CompleteRequest completes a claimed job. Result is any JSON value (nil
+// for none) within the server's result limit (64 KiB by default; a larger
+// one is rejected with ErrInvalidRequest and the job stays running).
+type CompleteRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Result     json.RawMessage `json:"result,omitempty"`
+}
+
+// FailRequest records a failed attempt. Error is required. RetryIn, when
+// set, overrides the server's retry policy for action retry (the job is due
+// again after that long).
+type FailRequest struct {
+	LeaseToken string         `json:"lease_token"`
+	Error      string         `json:"error"`
+	Trace      string         `json:"trace,omitempty"`
+	Action     FailAction     `json:"action,omitempty"` // "" = FailRetry
+	RetryIn    *time.Duration `json:"-"`                // sent as retry_in_seconds
+}
+
+// MarshalJSON writes the request body, with RetryIn as retry_in_seconds.
+func (r FailRequest) MarshalJSON() ([]byte, error) {
+	type plain FailRequest
+	var s *float64
+	if r.RetryIn != nil {
+		v := max(*r.RetryIn, 0).Seconds()
+		s = &v
+	}
+	return json.Marshal(struct {
+		plain
+		RetryInSeconds *float64 `json:"retry_in_seconds,omitempty"`
+	}{plain: plain(r), RetryInSeconds: s})
+}
+
+// SnoozeRequest puts a claimed job back, due after Delay, without using an
+// attempt.
+type SnoozeRequest struct {
+	LeaseToken string        `json:"lease_token"`
+	Delay      time.Duration `json:"-"` // sent as delay_seconds
+}
+
+// MarshalJSON writes the request body, with Delay as delay_seconds.
+func (r SnoozeRequest) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		LeaseToken   string  `json:"lease_token"`
+		DelaySeconds float64 `json:"delay_seconds"`
+	}{r.LeaseToken, max(r.Delay, 0).Seconds()})
+}
+
+// ExtendLeaseRequest extends the lease of one claimed job. Extend 0 means
+// the server's lease duration; at most 1 h.
+type ExtendLeaseRequest struct {
+	LeaseToken string        `json:"lease_token"`
+	Extend     time.Duration `json:"-"` // sent as extend_seconds
+}
+
+// MarshalJSON writes the request body, with Extend as extend_seconds.
+func (r ExtendLeaseRequest) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		LeaseToken    string   `json:"lease_token"`
+		ExtendSeconds *float64 `json:"extend_seconds,omitempty"`
+	}{r.LeaseToken, seconds(r.Extend)})
+}
+
+// seconds turns d into a *float64 of seconds, nil for d ≤ 0.
+func seconds(d time.Duration) *float64 {
+	if d <= 0 {
+		return nil
+	}
+	v := d.Seconds()
+	return &v
+}
+
+// secondsDuration turns a number of seconds into a duration.
+func secondsDuration(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second))
+}

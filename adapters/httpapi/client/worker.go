@@ -1,0 +1,685 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// HandlerFunc runs one claimed job of a Worker. It returns the job's result
+// (any JSON value, or nil for none) and an error that picks the outcome,
+// as in-process handlers do:
+//
+//	nil                           completed with the result
+//	wrapping *core.SnoozeError    snoozed for its delay (no attempt used)
+//	wrapping *core.CancelError    cancelled
+//	wrapping *core.PermanentError discarded at once
+//	any other error               a failed attempt: retried by the server's
+//	                              policy (or after RetryIn's delay), then
+//	                              discarded when attempts run out
+//
+// An error with an `ErrorTrace() string` method (through wrapping) has its
+// trace recorded; a panic is recovered and recorded with its stack. The
+// context is cancelled when the job's lease is lost (cause wraps
+// core.ErrLeaseLost), when the job's deadline passes, and at a hard stop
+// (cause ErrShutdown; the job is then snoozed back without using an
+// attempt).
+type HandlerFunc func(ctx context.Context, job *Job) (result json.RawMessage, err error)
+
+// RetryInError is a failed attempt whose next try should come after Delay
+// instead of the server's retry policy. Create it with RetryIn.
+type RetryInError struct {
+	Err   error
+	Delay time.Duration
+}
+
+func (e *RetryInError) Error() string { return errString(e.Err) }
+
+// Unwrap returns the failure.
+func (e *RetryInError) Unwrap() error { return e.Err }
+
+// RetryIn returns an error that fails the attempt with err and asks for
+// the next try after d (subject to the job's attempts and deadline).
+func RetryIn(err error, d time.Duration) error { return &RetryInError{Err: err, Delay: max(d, 0)} }
+
+// Defaults of a Worker.
+const (
+	DefaultConcurrency     = 10
+	DefaultWaitSeconds     = 20
+	DefaultShutdownTimeout = 30 * time.Second
+	// shutdownDeliveryGrace is how long, after the hard stop, handlers
+	// have to return and outcomes to be delivered before the worker gives
+	// up on them (their jobs come back when their leases end).
+	shutdownDeliveryGrace = 30 * time.Second
+	// deregisterTimeout bounds the final deregistration.
+	deregisterTimeout = 10 * time.Second
+)
+
+// WorkerConfig configures a Worker.
+type WorkerConfig struct {
+	// ID is the worker's id, 1..255 bytes; "" means host-pid-random.
+	ID string
+	// Name is stored as the registry record's host; "" means the hostname.
+	Name string
+	// Queues to claim from, in order (at least one).
+	Queues []string
+	// Tags are the worker's capabilities: it gets jobs whose tags are all
+	// among them, and untagged jobs.
+	Tags []string
+	// Metadata is stored in the worker's registry record.
+	Metadata map[string]string
+	// Concurrency is how many handlers run at once; 0 means 10.
+	Concurrency int
+	// Handler runs every claimed job (required).
+	Handler HandlerFunc
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// WaitSeconds is the long-poll wait of a claim, 1..60; 0 means 20.
+	WaitSeconds int
+	// ShutdownTimeout is how long, once Run's context ends, running
+	// handlers may go on before they are cancelled and their jobs snoozed
+	// back; 0 means 30 s, negative means no wait.
+	ShutdownTimeout time.Duration
+	// OnRegister, if set, is called after each successful registration
+	// (the first one, and again after the server forgot the worker).
+	OnRegister func(*Registration)
+}
+
+// Worker is a remote worker: it registers with the server, heartbeats,
+// long-polls for jobs up to its free slots, runs them with the handler and
+// reports their outcomes. Create it with NewWorker and run it with Run.
+type Worker struct {
+	c   *Client
+	cfg WorkerConfig
+	log *slog.Logger
+
+	ran     atomic.Bool
+	stopNow chan struct{}
+	stopped sync.Once
+
+	regMu sync.Mutex
+	reg   *Registration
+
+	mu    sync.Mutex
+	tasks map[int64]*task // claimed jobs whose handler or outcome is pending
+}
+
+// task is one claimed job on this worker.
+type task struct {
+	job      *Job
+	ctx      context.Context // the handler's context, child of the work context
+	cancel   context.CancelCauseFunc
+	returned atomic.Bool // the handler returned; only its outcome is pending
+}
+
+// NewWorker validates cfg, fills its defaults and returns a worker that
+// calls the server through c. It returns an error for a nil client or
+// handler, no queues, an id over 255 bytes or WaitSeconds outside 0..60.
+func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
+	switch {
+	case c == nil:
+		return nil, errors.New("backlog worker: no client")
+	case cfg.Handler == nil:
+		return nil, errors.New("backlog worker: no handler")
+	case len(cfg.Queues) == 0:
+		return nil, errors.New("backlog worker: no queues")
+	case len(cfg.ID) > 255:
+		return nil, fmt.Errorf("backlog worker: id is %d bytes, over 255", len(cfg.ID))
+	case cfg.WaitSeconds < 0 || cfg.WaitSeconds > 60:
+		return nil, fmt.Errorf("backlog worker: wait seconds %d outside 0..60", cfg.WaitSeconds)
+	case cfg.Concurrency < 0:
+		return nil, fmt.Errorf("backlog worker: concurrency %d is negative", cfg.Concurrency)
+	}
+	for _, q := range cfg.Queues {
+		if err := core.ValidateQueueName(q); err != nil {
+			return nil, fmt.Errorf("backlog worker: %w", err)
+		}
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "host"
+	}
+	if cfg.ID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if cfg.Name == "" {
+		cfg.Name = host
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.WaitSeconds == 0 {
+		cfg.WaitSeconds = DefaultWaitSeconds
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	cfg.ShutdownTimeout = max(cfg.ShutdownTimeout, 0)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Queues = slices.Clone(cfg.Queues)
+	return &Worker{
+		c: c, cfg: cfg, log: cfg.Logger.With("worker_id", cfg.ID),
+		stopNow: make(chan struct{}), tasks: map[int64]*task{},
+	}, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Running returns the jobs whose handlers run now, in no particular order.
+func (w *Worker) Running() []*Job {
+	var out []*Job
+	for _, t := range w.handlersRunning() {
+		out = append(out, t.job)
+	}
+	return out
+}
+
+// StopNow makes the shutdown of Run hard at once: running handlers are
+// cancelled and their jobs snoozed back without waiting for
+// ShutdownTimeout. It takes effect when Run's context ends (at once if it
+// already has). Safe to call more than once.
+func (w *Worker) StopNow() { w.stopped.Do(func() { close(w.stopNow) }) }
+
+// ErrShutdown is the cancellation cause of handler contexts at a hard stop
+// of a Worker (errors.Is(context.Cause(ctx), ErrShutdown)): the handler
+// should return promptly; its job is snoozed back without using an attempt.
+var ErrShutdown = errors.New("backlog worker: hard stop")
+
+// Run registers the worker and works until ctx ends, then shuts down:
+// no new claims; running handlers get ShutdownTimeout (or until StopNow)
+// to finish, then are cancelled and their jobs snoozed back (no attempt
+// used); outcomes are delivered; the worker deregisters. It never exits on
+// a transient failure (an unreachable server is retried with backoff). It
+// returns nil after a shutdown caused by ctx, and an error when the server
+// refuses the registration for good (unauthorized, forbidden, invalid
+// request), or when Run was already called.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return errors.New("backlog worker: Run called twice")
+	}
+	if _, err := w.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	w.log.Info("backlog worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency)
+
+	base := context.WithoutCancel(ctx)
+	workCtx, cancelWork := context.WithCancelCause(base)
+	defer cancelWork(nil)
+	deliverCtx, cancelDeliver := context.WithCancel(base)
+	defer cancelDeliver()
+	beatCtx, stopBeat := context.WithCancel(base)
+	defer stopBeat()
+
+	var beats sync.WaitGroup
+	beats.Add(1)
+	go func() { defer beats.Done(); w.heartbeatLoop(beatCtx) }()
+
+	var tasks sync.WaitGroup
+	w.claimLoop(ctx, workCtx, deliverCtx, &tasks)
+
+	// Shutdown.
+	done := make(chan struct{})
+	go func() { tasks.Wait(); close(done) }()
+	n := len(w.handlersRunning())
+	w.log.Info("backlog worker stopping", "running", n, "shutdown_timeout", w.cfg.ShutdownTimeout)
+	soft := time.NewTimer(w.cfg.ShutdownTimeout)
+	defer soft.Stop()
+	select {
+	case <-done:
+	case <-soft.C:
+		w.hardStop(cancelWork, "shutdown timeout passed")
+	case <-w.stopNow:
+		w.hardStop(cancelWork, "stop now")
+	}
+	select {
+	case <-done:
+	case <-time.After(shutdownDeliveryGrace):
+		cancelDeliver()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
+		w.log.Error("backlog worker: gave up on handlers or outcomes still pending; their jobs come back when their leases end",
+			"jobs", w.pendingIDs())
+	}
+	stopBeat()
+	beats.Wait()
+	dctx, cancel := context.WithTimeout(base, deregisterTimeout)
+	defer cancel()
+	if err := w.c.Deregister(dctx, w.cfg.ID); err != nil {
+		w.log.Warn("backlog worker: deregister failed; the record goes when the server declares the worker dead", "err", err)
+	}
+	w.log.Info("backlog worker stopped")
+	return nil
+}
+
+func (w *Worker) hardStop(cancelWork context.CancelCauseFunc, why string) {
+	if n := len(w.handlersRunning()); n > 0 {
+		w.log.Warn("backlog worker: hard stop; cancelling running handlers, their jobs are snoozed back", "why", why, "running", n)
+	}
+	cancelWork(ErrShutdown)
+}
+
+// register registers the worker, retrying transient failures with backoff
+// until ctx ends. It returns an error for a refusal that retrying cannot
+// fix.
+func (w *Worker) register(ctx context.Context) (*Registration, error) {
+	req := RegisterRequest{Name: w.cfg.Name, Queues: w.cfg.Queues, Tags: w.cfg.Tags, Metadata: w.cfg.Metadata}
+	for failures := 1; ; failures++ {
+		reg, err := w.c.RegisterWorker(ctx, w.cfg.ID, req)
+		if err == nil {
+			w.regMu.Lock()
+			w.reg = reg
+			w.regMu.Unlock()
+			if w.cfg.OnRegister != nil {
+				w.cfg.OnRegister(reg)
+			}
+			return reg, nil
+		}
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		if !IsRetryable(err) {
+			return nil, fmt.Errorf("backlog worker: register %s: %w", w.cfg.ID, err)
+		}
+		w.log.Warn("backlog worker: cannot register yet; retrying", "err", err, "failures", failures)
+		if !sleep(ctx, backoff(failures, 200*time.Millisecond, 10*time.Second)) {
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// reregister registers again after the server forgot the worker (declared
+// dead: its jobs were handed back), then stops the handlers of jobs it no
+// longer holds.
+func (w *Worker) reregister(ctx context.Context) {
+	w.log.Warn("backlog worker: the server does not know this worker (declared dead?); registering again")
+	if _, err := w.register(ctx); err != nil {
+		if ctx.Err() == nil {
+			w.log.Error("backlog worker: registering again failed", "err", err)
+		}
+		return
+	}
+	w.checkLeases(ctx, w.handlersRunning())
+}
+
+func (w *Worker) heartbeatInterval() time.Duration {
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
+	if w.reg == nil || w.reg.HeartbeatInterval <= 0 {
+		return 10 * time.Second
+	}
+	return w.reg.HeartbeatInterval
+}
+
+// heartbeatLoop heartbeats at the server's interval, which also extends
+// the leases of every job the worker holds. When the server extended fewer
+// leases than handlers run, it checks which jobs were lost and stops their
+// handlers.
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	t := time.NewTimer(w.heartbeatInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		held := w.handlersRunning()
+		res, err := w.c.Heartbeat(ctx, w.cfg.ID)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrWorkerNotRegistered):
+			w.reregister(ctx)
+		case err != nil:
+			w.log.Warn("backlog worker: heartbeat failed", "err", err)
+		case res.LeasesExtended < len(held):
+			w.checkLeases(ctx, held)
+		}
+		t.Reset(w.heartbeatInterval())
+	}
+}
+
+// checkLeases reads each task's job and cancels the handlers of jobs this
+// worker no longer holds at that attempt (cause wraps core.ErrLeaseLost).
+func (w *Worker) checkLeases(ctx context.Context, held []*task) {
+	for _, t := range held {
+		j, err := w.c.GetJob(ctx, t.job.ID)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return // checked again at the next heartbeat
+		}
+		if err == nil && j.State == core.StateRunning && j.WorkerID == w.cfg.ID && j.Attempt == t.job.Attempt {
+			continue
+		}
+		state := "deleted"
+		if j != nil {
+			state = string(j.State)
+		}
+		w.log.Warn("backlog worker: lease lost; stopping the handler", "job_id", t.job.ID, "kind", t.job.Kind,
+			"attempt", t.job.Attempt, "state_now", state)
+		t.cancel(fmt.Errorf("%w: job %d is %s", core.ErrLeaseLost, t.job.ID, state))
+	}
+}
+
+// claimLoop long-polls for jobs up to the free slots until ctx ends, and
+// starts a task per job.
+func (w *Worker) claimLoop(ctx, workCtx, deliverCtx context.Context, tasks *sync.WaitGroup) {
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	wait := time.Duration(w.cfg.WaitSeconds) * time.Second
+	failures := 0
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		free := 1
+	more:
+		for free < w.cfg.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break more
+			}
+		}
+		start := time.Now()
+		jobs, err := w.c.Claim(ctx, w.cfg.ID, ClaimRequest{Limit: free, Wait: wait})
+		for range free - len(jobs) {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, ErrWorkerNotRegistered) {
+				w.reregister(ctx)
+				continue
+			}
+			failures++
+			w.log.Warn("backlog worker: claim failed; retrying", "err", err, "failures", failures)
+			if !sleep(ctx, backoff(failures, 200*time.Millisecond, 10*time.Second)) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		for _, j := range jobs {
+			tctx, cancel := context.WithCancelCause(workCtx)
+			t := &task{job: j, ctx: tctx, cancel: cancel}
+			w.mu.Lock()
+			w.tasks[j.ID] = t
+			w.mu.Unlock()
+			tasks.Add(1)
+			if ctx.Err() != nil {
+				// Claimed as the shutdown began: hand it straight back.
+				go func() {
+					defer tasks.Done()
+					defer w.forget(t)
+					defer cancel(nil)
+					<-slots
+					t.returned.Store(true)
+					w.deliver(deliverCtx, j, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: j.LeaseToken}})
+				}()
+				continue
+			}
+			go func() {
+				defer tasks.Done()
+				defer w.forget(t)
+				w.runTask(deliverCtx, t, func() { <-slots })
+			}()
+		}
+		if len(jobs) == 0 && time.Since(start) < 100*time.Millisecond {
+			// An empty answer that came back at once (a server that does
+			// not long-poll): don't spin.
+			if !sleep(ctx, 500*time.Millisecond) {
+				return
+			}
+		}
+	}
+}
+
+func (w *Worker) forget(t *task) {
+	w.mu.Lock()
+	if w.tasks[t.job.ID] == t {
+		delete(w.tasks, t.job.ID)
+	}
+	w.mu.Unlock()
+}
+
+// handlersRunning returns the tasks whose handlers have not returned.
+func (w *Worker) handlersRunning() []*task {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*task, 0, len(w.tasks))
+	for _, t := range w.tasks {
+		if !t.returned.Load() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (w *Worker) pendingIDs() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]int64, 0, len(w.tasks))
+	for id := range w.tasks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// runTask runs the handler of one job, frees its slot, and delivers the
+// outcome.
+func (w *Worker) runTask(deliverCtx context.Context, t *task, release func()) {
+	job, ctx := t.job, t.ctx
+	defer t.cancel(nil)
+	runCtx := ctx
+	if !job.Deadline.IsZero() {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithDeadlineCause(ctx, job.Deadline, errJobDeadline)
+		defer stop()
+	}
+	res, err := callHandler(runCtx, w.cfg.Handler, job)
+	if err != nil && errors.Is(context.Cause(runCtx), errJobDeadline) {
+		err = fmt.Errorf("%w: %w", errJobDeadline, err)
+	}
+	t.returned.Store(true)
+	release()
+
+	if cause := context.Cause(ctx); errors.Is(cause, core.ErrLeaseLost) {
+		w.log.Warn("backlog worker: handler stopped after its lease was lost; no outcome reported", "job_id", job.ID, "kind", job.Kind, "cause", cause)
+		return
+	}
+	w.deliver(deliverCtx, job, w.decide(ctx, job, res, err))
+}
+
+var errJobDeadline = errors.New("job deadline passed")
+
+// callHandler runs fn, turning a panic into an error with the stack as
+// its trace.
+func callHandler(ctx context.Context, fn HandlerFunc, job *Job) (res json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, &panicError{value: r, stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, job)
+}
+
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string      { return fmt.Sprintf("handler panicked: %v", e.value) }
+func (e *panicError) ErrorTrace() string { return e.stack }
+
+// outcome is what to report for one job.
+type outcome struct {
+	kind     string // "complete", "fail", "snooze"
+	complete CompleteRequest
+	fail     FailRequest
+	snooze   SnoozeRequest
+}
+
+// decide turns a handler's return into the outcome to report.
+func (w *Worker) decide(ctx context.Context, job *Job, res json.RawMessage, err error) outcome {
+	tok := job.LeaseToken
+	if err == nil {
+		if len(res) > 0 && !json.Valid(res) {
+			return failOutcome(tok, FailRetry, errors.New("the handler's result is not valid JSON"), nil)
+		}
+		return outcome{kind: "complete", complete: CompleteRequest{LeaseToken: tok, Result: res}}
+	}
+	if errors.Is(context.Cause(ctx), ErrShutdown) {
+		return outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: tok}}
+	}
+	var (
+		se *core.SnoozeError
+		ce *core.CancelError
+		pe *core.PermanentError
+		ct *core.ContinueError
+		ri *RetryInError
+	)
+	switch {
+	case errors.As(err, &se):
+		return outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: tok, Delay: se.Delay}}
+	case errors.As(err, &ce):
+		return failOutcome(tok, FailCancel, err, nil)
+	case errors.As(err, &pe):
+		return failOutcome(tok, FailDiscard, err, nil)
+	case errors.As(err, &ct):
+		return failOutcome(tok, FailRetry, fmt.Errorf("continue as %q is not supported by remote workers", ct.Kind), nil)
+	case errors.As(err, &ri):
+		d := ri.Delay
+		return failOutcome(tok, FailRetry, err, &d)
+	}
+	return failOutcome(tok, FailRetry, err, nil)
+}
+
+func failOutcome(tok string, action FailAction, err error, retryIn *time.Duration) outcome {
+	msg := errString(err)
+	if msg == "" {
+		msg = "error"
+	}
+	var trace string
+	var te interface{ ErrorTrace() string }
+	if errors.As(err, &te) {
+		trace = te.ErrorTrace()
+	}
+	return outcome{kind: "fail", fail: FailRequest{
+		LeaseToken: tok, Action: action, RetryIn: retryIn,
+		Error: truncateHead(msg, core.MaxErrorBytes/2), Trace: truncateTail(trace, core.MaxErrorBytes/2),
+	}}
+}
+
+// deliver reports an outcome, retrying until it applies, the lease is
+// found lost, or ctx ends (then the job comes back when its lease ends).
+func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
+	log := w.log.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "outcome", o.kind)
+	ambiguous := false
+	for failures := 0; ; failures++ {
+		var err error
+		switch o.kind {
+		case "complete":
+			_, err = w.c.Complete(ctx, job.ID, o.complete)
+		case "fail":
+			_, err = w.c.Fail(ctx, job.ID, o.fail)
+		default:
+			_, err = w.c.Snooze(ctx, job.ID, o.snooze)
+		}
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, core.ErrLeaseLost) && ambiguous:
+			log.Warn("backlog worker: outcome retried after a lost answer found the lease gone; it most likely applied")
+			return
+		case errors.Is(err, core.ErrLeaseLost):
+			log.Warn("backlog worker: lease lost; the outcome did not apply (the job was rescued, cancelled or finished elsewhere)")
+			return
+		case errors.Is(err, core.ErrNotFound):
+			log.Warn("backlog worker: the job was deleted; outcome dropped")
+			return
+		case o.kind == "complete" && errors.Is(err, ErrInvalidRequest):
+			// A result the server refuses (over its limit): the attempt
+			// fails instead, so the job is not left running.
+			log.Error("backlog worker: completion refused; failing the attempt instead", "err", err)
+			var p *Problem
+			detail := err.Error()
+			if errors.As(err, &p) && p.Detail != "" {
+				detail = p.Detail
+			}
+			o = failOutcome(job.LeaseToken, FailRetry, fmt.Errorf("completion refused by the server: %s", detail), nil)
+			continue
+		case ctx.Err() != nil:
+			log.Error("backlog worker: outcome not delivered before shutdown; the job comes back when its lease ends", "err", err)
+			return
+		case IsRetryable(err) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden):
+			ambiguous = ambiguous || !notApplied(err)
+			log.Warn("backlog worker: delivering outcome failed; retrying", "err", err, "failures", failures+1)
+			if !sleep(ctx, backoff(failures+1, 200*time.Millisecond, 10*time.Second)) {
+				log.Error("backlog worker: outcome not delivered before shutdown; the job comes back when its lease ends", "err", err)
+				return
+			}
+		default:
+			log.Error("backlog worker: the server refused the outcome; the job comes back when its lease ends", "err", err)
+			return
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// truncateHead keeps at most n bytes of s's head on a rune boundary.
+func truncateHead(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[truncated]"
+}
+
+// truncateTail keeps at most n bytes of s's tail on a rune boundary.
+func truncateTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "[truncated]…" + s[cut:]
+}
