@@ -10,8 +10,10 @@ DB        ?= sqlite:backlog.db
 run:
 	$(GO) run ./cmd/backlog --db '$(DB)' serve --handler hello='echo "hello from job $$BACKLOG_JOB_ID: $$(cat)"'
 
-## test: every test — unit, conformance on every reachable database, race detector on
+## test: every test — unit, conformance on every reachable database, the
+## dashboard in headless Chromium (installed when missing and root), race detector on
 test: lint
+	-scripts/install-chromium.sh
 	eval "$$(scripts/local-dbs.sh)" && $(GO) test $(TESTFLAGS) $(PKGS)
 
 ## lint: go vet and a gofmt check

@@ -85,11 +85,13 @@ func browser(t *testing.T) context.Context {
 // that works queue "default" with a "flaky" kind that fails permanently
 // until fixed is set.
 type stack struct {
-	url   string
-	fixed *atomic.Bool
+	url      string
+	fixed    *atomic.Bool
+	workerID string
+	token    string // sent by submit and apiGet
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t *testing.T, tokens httpapi.Tokens) *stack {
 	t.Helper()
 	st := teststores.SQLite(t)
 	fixed := new(atomic.Bool)
@@ -118,7 +120,7 @@ func newStack(t *testing.T) *stack {
 		defer cancel()
 		_ = client.Stop(ctx)
 	})
-	api, err := httpapi.New(client, httpapi.Config{Logger: log})
+	api, err := httpapi.New(client, httpapi.Config{Tokens: tokens, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,20 +129,40 @@ func newStack(t *testing.T) *stack {
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{Logger: log})))
 	srv := httptest.NewServer(mux) // listens on 127.0.0.1
 	t.Cleanup(srv.Close)
-	return &stack{url: srv.URL, fixed: fixed}
+	return &stack{url: srv.URL, fixed: fixed, workerID: client.WorkerID(), token: tokens.Admin}
 }
 
-// submit posts a job through the API and returns its id.
-func (s *stack) submit(t *testing.T, body string) int64 {
+func (s *stack) request(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
-	res, err := http.Post(s.url+"/v1/jobs", "application/json", strings.NewReader(body))
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /v1/jobs %s = %d %s", body, res.StatusCode, b)
+	return res.StatusCode, b
+}
+
+// submit posts a job through the API and returns its id.
+func (s *stack) submit(t *testing.T, body string) int64 {
+	t.Helper()
+	status, b := s.request(t, "POST", "/v1/jobs", body)
+	if status != http.StatusCreated {
+		t.Fatalf("POST /v1/jobs %s = %d %s", body, status, b)
 	}
 	var out struct {
 		Job struct {
@@ -250,7 +272,7 @@ func TestBrowserRetryDiscardedJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	s := newStack(t)
+	s := newStack(t, httpapi.Tokens{})
 	ctx := browser(t)
 	watch := watchPage(ctx)
 
@@ -313,7 +335,7 @@ func TestBrowserEscapesJobData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
-	s := newStack(t)
+	s := newStack(t, httpapi.Tokens{})
 	ctx := browser(t)
 	watch := watchPage(ctx)
 
@@ -347,5 +369,74 @@ func TestBrowserEscapesJobData(t *testing.T) {
 	}
 	// Give an injected handler every chance to run before checking.
 	step(t, ctx, "settle", chromedp.Sleep(500*time.Millisecond))
+	watch.check(t)
+}
+
+func TestBrowserTokenWorkersAndPause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	const producer, admin = "producer-secret-1", "admin-secret-2"
+	s := newStack(t, httpapi.Tokens{Producer: producer, Admin: admin})
+	ctx := browser(t)
+	watch := watchPage(ctx)
+	s.submit(t, `{"kind":"flaky","args":{}}`)
+
+	// The API answers 401: the page asks for a token and waits.
+	step(t, ctx, "load the overview",
+		chromedp.Navigate(s.url+"/dashboard/#/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="token-input"]`)))
+	waitJS(t, ctx, "the status says a token is needed", `document.querySelector('[data-testid="live-status"]').dataset.state === "auth"`)
+	step(t, ctx, "enter the producer token",
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="token-input"]`), producer),
+		chromedp.Click(chromedp.CSS(`[data-testid="token-save"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-testid="queue-row"][data-queue="default"]`)))
+	if got := eval[string](t, ctx, `sessionStorage.getItem("backlog.dashboard.token")`); got != producer {
+		t.Errorf("sessionStorage token = %q", got)
+	}
+	if got := eval[string](t, ctx, `location.href`); strings.Contains(got, producer) {
+		t.Errorf("the token is in the URL %q", got)
+	}
+	waitJS(t, ctx, "the overview counts the job", `(() => {
+		const r = document.querySelector('tr[data-queue="default"]');
+		const total = Number(r.querySelector('[data-testid="count-total"]').textContent);
+		return total === 1 && r.querySelector('[data-testid="queue-paused"]').textContent === "active";
+	})()`)
+
+	// Workers need the admin token: the producer's gets a clear refusal.
+	step(t, ctx, "open the workers screen", chromedp.Evaluate[chromedp.Void](`location.hash = "#/workers"`))
+	waitJS(t, ctx, "workers are refused to the producer", `(() => {
+		const f = document.querySelector('[data-testid="workers-forbidden"]');
+		return f && !f.hidden && f.textContent.includes("admin");
+	})()`)
+	step(t, ctx, "enter the admin token",
+		chromedp.Click(chromedp.CSS(`[data-testid="token-button"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="token-input"]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="token-input"]`), admin),
+		chromedp.Click(chromedp.CSS(`[data-testid="token-save"]`)))
+	row := fmt.Sprintf(`tr[data-testid="worker-row"][data-worker-id=%s]`, js(s.workerID))
+	step(t, ctx, "the engine's worker is listed", chromedp.WaitVisible(chromedp.CSS(row)))
+	waitJS(t, ctx, "the worker is active", fmt.Sprintf(`document.querySelector(%s).querySelector('[data-testid="worker-liveness"]').textContent === "active"`, js(row)))
+	if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector(%s).querySelector('[data-testid="worker-queues"]').textContent`, js(row))); got != "default" {
+		t.Errorf("worker queues show %q", got)
+	}
+
+	// Pause and resume the queue from the overview.
+	queue := `tr[data-testid="queue-row"][data-queue="default"]`
+	step(t, ctx, "pause queue default",
+		chromedp.Evaluate[chromedp.Void](`location.hash = "#/"`),
+		chromedp.WaitVisible(chromedp.CSS(queue)),
+		chromedp.Click(chromedp.CSS(queue+` [data-testid="queue-pause-toggle"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="confirm-ok"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="confirm-ok"]`)))
+	waitJS(t, ctx, "the queue shows as paused", fmt.Sprintf(`document.querySelector(%s)?.dataset.paused === "true"`, js(queue)))
+	if status, b := s.request(t, "GET", "/v1/queues", ""); status != 200 || !strings.Contains(string(b), `"paused":true`) {
+		t.Errorf("GET /v1/queues after pause = %d %s", status, b)
+	}
+	step(t, ctx, "resume queue default", chromedp.Click(chromedp.CSS(queue+` [data-testid="queue-pause-toggle"]`)))
+	waitJS(t, ctx, "the queue shows as active", fmt.Sprintf(`document.querySelector(%s)?.dataset.paused === "false"`, js(queue)))
+	if status, b := s.request(t, "GET", "/v1/queues", ""); status != 200 || strings.Contains(string(b), `"paused":true`) {
+		t.Errorf("GET /v1/queues after resume = %d %s", status, b)
+	}
 	watch.check(t)
 }
