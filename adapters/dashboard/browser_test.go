@@ -315,12 +315,12 @@ func TestBrowserRetryDiscardedJob(t *testing.T) {
 		t.Errorf("an action error is shown: %q", eval[string](t, ctx, `document.querySelector('[data-testid="action-error"]').textContent`))
 	}
 
-	// Retrying a job that is no longer retryable is refused by the API; the
-	// page shows the problem's detail. Cancel of a completed job is
-	// invalid-state.
-	eval[chromedp.Void](t, ctx, `document.querySelector('[data-testid="action-cancel"]').disabled = false`)
-	step(t, ctx, "press Cancel on a completed job",
-		chromedp.Click(chromedp.CSS(`[data-testid="action-cancel"]`)),
+	// The API refuses to cancel a completed job (409 invalid-state); the
+	// page shows the problem's detail.
+	// The page disables Cancel for a final job; enable it and press it in
+	// one script, so no poll re-renders the button in between.
+	eval[chromedp.Void](t, ctx, `(() => { const b = document.querySelector('[data-testid="action-cancel"]'); b.disabled = false; b.click(); })()`)
+	step(t, ctx, "confirm Cancel of a completed job",
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="confirm-ok"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="confirm-ok"]`)))
 	waitJS(t, ctx, "the refusal is shown", `!document.querySelector('[data-testid="action-error"]').hidden`)
