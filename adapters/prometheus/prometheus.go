@@ -255,8 +255,11 @@ func rescueCause(j *core.Job) string {
 //     continued, cancelled, discarded but not worker_lost) observes
 //     Event.Duration in the execution histogram;
 //   - jobs.rescued counts Count jobs (at least 1) under a cause read from
-//     the job's last error entry, and a discard with reason worker_lost
-//     when State is discarded;
+//     the job's last error entry, whose text the store contract fixes
+//     ("worker <id> lost: lease expired at …" from Store.Rescue,
+//     "… lost: no heartbeat since …" from Store.RescueWorkers; anything
+//     else is unknown), and a discard with reason worker_lost when State
+//     is discarded;
 //   - jobs.pruned, jobs.expired and workers.pruned add Count;
 //     worker.registered and store.error count one each.
 //
