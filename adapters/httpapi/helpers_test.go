@@ -126,6 +126,28 @@ type req struct {
 
 func (h *harness) send(q req) reply {
 	h.t.Helper()
+	r, err := h.trySend(q)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", q.method, q.path, err)
+	}
+	return r
+}
+
+// sendAsync sends q from another goroutine (which must not call
+// t.Fatal); a transport error comes back as status 0 with the error text.
+func (h *harness) sendAsync(q req) <-chan reply {
+	ch := make(chan reply, 1)
+	go func() {
+		r, err := h.trySend(q)
+		if err != nil {
+			r = reply{body: []byte(err.Error())}
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+func (h *harness) trySend(q req) (reply, error) {
 	var rd io.Reader
 	switch b := q.body.(type) {
 	case nil:
@@ -136,13 +158,13 @@ func (h *harness) send(q req) reply {
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
-			h.t.Fatal(err)
+			return reply{}, err
 		}
 		rd = bytes.NewReader(raw)
 	}
 	r, err := http.NewRequestWithContext(h.t.Context(), q.method, h.hs.URL+q.path, rd)
 	if err != nil {
-		h.t.Fatal(err)
+		return reply{}, err
 	}
 	if q.body != nil {
 		r.Header.Set("Content-Type", "application/json")
@@ -162,14 +184,14 @@ func (h *harness) send(q req) reply {
 	}
 	resp, err := h.hs.Client().Do(r)
 	if err != nil {
-		h.t.Fatalf("%s %s: %v", q.method, q.path, err)
+		return reply{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		h.t.Fatal(err)
+		return reply{}, err
 	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 func (h *harness) do(method, path string, body any) reply {

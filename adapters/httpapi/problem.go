@@ -153,7 +153,9 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p *problem
 		p = &problem{slug: SlugInternal, detail: p.detail, cause: p}
 	}
 	rc := reqFrom(r.Context())
-	if info.status >= 500 {
+	if info.status >= 500 && r.Context().Err() != nil {
+		rc.log.Info("backlog http: request ended by the client", "method", r.Method, "path", r.URL.Path, "err", p.cause)
+	} else if info.status >= 500 {
 		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", info.status, "problem", p.slug}
 		if p.cause != nil {
 			attrs = append(attrs, "err", p.cause)

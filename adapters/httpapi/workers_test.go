@@ -159,22 +159,14 @@ func TestLongPoll(t *testing.T) {
 			t.Fatalf("empty wait returned %+v", got)
 		}
 
-		type result struct {
-			jobs []*Job
-			r    reply
-		}
-		done := make(chan result, 1)
-		go func() {
-			r := h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60, "limit": 5}})
-			var out ClaimResponse
-			_ = json.Unmarshal(r.body, &out)
-			done <- result{out.Jobs, r}
-		}()
+		done := h.sendAsync(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60, "limit": 5}})
 		eventually(t, "the claim to wait", func() bool { return h.srv.waiting.Load() == 1 })
 		j := h.submit(map[string]any{"kind": "wake"})
-		res := <-done
-		if res.r.status != http.StatusOK || len(res.jobs) != 1 || res.jobs[0].ID != j.ID || res.jobs[0].LeaseToken == "" {
-			t.Fatalf("long-poll: %d %s", res.r.status, res.r.body)
+		r := <-done
+		var out ClaimResponse
+		_ = json.Unmarshal(r.body, &out)
+		if r.status != http.StatusOK || len(out.Jobs) != 1 || out.Jobs[0].ID != j.ID || out.Jobs[0].LeaseToken == "" {
+			t.Fatalf("long-poll: %d %s", r.status, r.body)
 		}
 	})
 }
@@ -184,13 +176,7 @@ func TestLongPollSeesOtherNodesInserts(t *testing.T) {
 	// the poll ticks or the store's notifications.
 	runAll(t, core.Config{}, Config{ClaimPollInterval: 50 * time.Millisecond}, func(t *testing.T, h *harness) {
 		h.register("w", map[string]any{"queues": []string{"default"}})
-		done := make(chan []*Job, 1)
-		go func() {
-			var out ClaimResponse
-			r := h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}})
-			_ = json.Unmarshal(r.body, &out)
-			done <- out.Jobs
-		}()
+		done := h.sendAsync(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}})
 		eventually(t, "the claim to wait", func() bool { return h.srv.waiting.Load() == 1 })
 		other, err := core.NewClient(h.st, core.Config{MaintenanceInterval: -1, Logger: quietLogger()})
 		if err != nil {
@@ -200,9 +186,11 @@ func TestLongPollSeesOtherNodesInserts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs := <-done
-		if len(jobs) != 1 || jobs[0].ID != res.Job.ID {
-			t.Fatalf("long-poll got %+v", jobs)
+		r := <-done
+		var out ClaimResponse
+		_ = json.Unmarshal(r.body, &out)
+		if r.status != http.StatusOK || len(out.Jobs) != 1 || out.Jobs[0].ID != res.Job.ID {
+			t.Fatalf("long-poll: %d %s", r.status, r.body)
 		}
 	})
 }
@@ -210,10 +198,7 @@ func TestLongPollSeesOtherNodesInserts(t *testing.T) {
 func TestCloseEndsLongPolls(t *testing.T) {
 	h := newHarness(t, teststores.Memory(t), core.Config{}, Config{})
 	h.register("w", map[string]any{"queues": []string{"default"}})
-	done := make(chan reply, 1)
-	go func() {
-		done <- h.send(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}})
-	}()
+	done := h.sendAsync(req{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 60}})
 	eventually(t, "the claim to wait", func() bool { return h.srv.waiting.Load() == 1 })
 	if err := h.srv.Close(); err != nil {
 		t.Fatal(err)
