@@ -270,11 +270,38 @@ func (s *Server) endpoint(rt route) http.Handler {
 				s.writeProblem(w, r, &problem{slug: SlugInternal, detail: "internal error; see the server log for this correlation id"})
 			}
 		}()
-		if err := rt.handle(s, w, r); err != nil {
-			s.writeError(w, r, err)
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		if err := rt.handle(s, sw, r); err != nil {
+			s.writeError(sw, r, err)
 		}
+		reqFrom(r.Context()).log.Debug("backlog http: request", "method", r.Method, "path", r.URL.Path,
+			"status", sw.status, "duration", time.Since(start))
 	})
 }
+
+// statusWriter remembers the status a handler wrote, for the request log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // authorize checks the bearer token against every configured token in
 // constant time (all are compared whatever matches) and returns a problem

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -379,7 +380,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	}
 	if ctx.Err() != nil {
 		if len(claimed) > 0 {
-			s.handBack(bg, id, claimed)
+			s.handBack(bg, reqFrom(ctx).log, id, claimed)
 		}
 		return nil // the client is gone: nobody reads an answer
 	}
@@ -443,7 +444,7 @@ func (s *Server) claimOnce(ctx context.Context, w core.WorkerInfo, queues []stri
 // handBack returns jobs claimed for a client that went away: each is
 // snoozed to now without using an attempt, so it is not stranded until
 // its lease expires.
-func (s *Server) handBack(ctx context.Context, workerID string, jobs []*core.Job) {
+func (s *Server) handBack(ctx context.Context, log *slog.Logger, workerID string, jobs []*core.Job) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	now := s.now()
@@ -452,9 +453,9 @@ func (s *Server) handBack(ctx context.Context, workerID string, jobs []*core.Job
 		outs[i] = core.Outcome{JobID: j.ID, WorkerID: workerID, Attempt: j.Attempt, Kind: core.OutcomeSnooze, At: now, RunAt: now}
 	}
 	if _, err := s.st.Finish(ctx, outs); err != nil {
-		s.log.Warn("backlog http: handing back jobs of an abandoned claim failed; they return after lease expiry", "worker_id", workerID, "jobs", len(jobs), "err", err)
+		log.Warn("backlog http: handing back jobs of an abandoned claim failed; they return after lease expiry", "worker_id", workerID, "jobs", len(jobs), "err", err)
 		return
 	}
-	s.log.Info("backlog http: claim abandoned by its client; jobs handed back", "worker_id", workerID, "jobs", len(jobs))
+	log.Info("backlog http: claim abandoned by its client; jobs handed back", "worker_id", workerID, "jobs", len(jobs))
 	s.wake.broadcast()
 }
