@@ -155,7 +155,7 @@ func (s *Server) touch(ctx context.Context, w core.WorkerInfo, now time.Time) (c
 	return w, nil
 }
 
-// validNames checks queue names and tags of a registration or claim.
+// validQueues checks the queue names of a registration or claim.
 func validQueues(field string, qs []string) error {
 	for _, q := range qs {
 		if err := core.ValidateQueueName(q); err != nil {
