@@ -350,7 +350,9 @@ func TestKilledWorker(t *testing.T) {
 		waited = true
 
 		survivor := s.newWorker(client.WorkerConfig{ID: "survivor", WaitSeconds: 1,
-			Handler: func(ctx context.Context, j *client.Job) (json.RawMessage, error) { return json.RawMessage(`"survived"`), nil }})
+			Handler: func(ctx context.Context, j *client.Job) (json.RawMessage, error) {
+				return json.RawMessage(`"survived"`), nil
+			}})
 		runWorker(t, survivor)
 		waitFor(t, 30*time.Second, "the survivor to complete every job", func() bool {
 			for _, id := range ids {
