@@ -53,6 +53,9 @@ unfinished jobs back without using an attempt.`,
 		},
 	}
 	f.register(cmd.Flags())
+	if name == "work" {
+		a.addRemote(cmd, f) // --server URL: a remote worker of a job server (remote.go)
+	}
 	return cmd
 }
 
