@@ -171,10 +171,12 @@ type TransportError struct {
 	Err         error
 }
 
+// Error reads "backlog api: POST http://host/v1/jobs: <cause>".
 func (e *TransportError) Error() string {
 	return fmt.Sprintf("backlog api: %s %s: %v", e.Method, e.URL, e.Err)
 }
 
+// Unwrap returns the transport's error.
 func (e *TransportError) Unwrap() error { return e.Err }
 
 // Is makes a TransportError match ErrUnavailable: the server could not be

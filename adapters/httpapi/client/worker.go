@@ -46,6 +46,7 @@ type RetryInError struct {
 	Delay time.Duration
 }
 
+// Error returns the failure's message.
 func (e *RetryInError) Error() string { return errString(e.Err) }
 
 // Unwrap returns the failure.
@@ -57,8 +58,13 @@ func RetryIn(err error, d time.Duration) error { return &RetryInError{Err: err, 
 
 // Defaults of a Worker.
 const (
-	DefaultConcurrency     = 10
-	DefaultWaitSeconds     = 20
+	// DefaultConcurrency is how many handlers a Worker runs at once.
+	DefaultConcurrency = 10
+	// DefaultWaitSeconds is the long-poll wait of a Worker's claims, in
+	// seconds.
+	DefaultWaitSeconds = 20
+	// DefaultShutdownTimeout is how long a stopping Worker lets running
+	// handlers finish before cancelling them.
 	DefaultShutdownTimeout = 30 * time.Second
 	// shutdownDeliveryGrace is how long, after the hard stop, handlers
 	// have to return and outcomes to be delivered before the worker gives
@@ -66,6 +72,8 @@ const (
 	shutdownDeliveryGrace = 30 * time.Second
 	// deregisterTimeout bounds the final deregistration.
 	deregisterTimeout = 10 * time.Second
+	// maxClaimLimit is the most jobs the API hands out per claim.
+	maxClaimLimit = 1000
 )
 
 // WorkerConfig configures a Worker.
@@ -397,7 +405,7 @@ func (w *Worker) claimLoop(ctx, workCtx, deliverCtx context.Context, tasks *sync
 		}
 		free := 1
 	more:
-		for free < w.cfg.Concurrency {
+		for free < min(w.cfg.Concurrency, maxClaimLimit) {
 			select {
 			case slots <- struct{}{}:
 				free++
