@@ -146,6 +146,7 @@ type workConfig struct {
 	shutdownTimeout time.Duration
 	migrate         bool
 	killGrace       time.Duration // tests shorten it; not a flag
+	tags            []string      // worker capabilities (capability routing)
 }
 
 type handlerConfig struct {
@@ -168,6 +169,10 @@ type workFlags struct {
 	pollInterval    time.Duration
 	shutdownTimeout time.Duration
 	migrate         bool
+	tags            []string
+	// handlersOptional lets serve run without local handlers: remote
+	// workers of its HTTP API run the jobs.
+	handlersOptional bool
 }
 
 // Defaults of work/serve.
@@ -191,6 +196,7 @@ func (f *workFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.pollInterval, "poll-interval", defaultPoll, "how often an idle queue checks for due jobs")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdown, "after the first SIGINT/SIGTERM, wait this long for running jobs before a hard stop")
 	fl.BoolVar(&f.migrate, "migrate", true, "migrate the store's schema on start")
+	fl.StringSliceVar(&f.tags, "tag", nil, "capability of this worker (repeatable or comma-separated): jobs with tags run only on workers that have them all")
 }
 
 // resolve merges built-in defaults, the config file (if any) and the flags
@@ -284,6 +290,15 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	if fl.Changed("timeout") {
 		wc.timeout = f.timeout
 	}
+	wc.tags = f.tags
+	if len(wc.tags) > core.MaxTags {
+		return nil, usagef("%d --tag values, over the limit of %d", len(wc.tags), core.MaxTags)
+	}
+	for _, t := range wc.tags {
+		if t == "" || len(t) > core.MaxTagLen {
+			return nil, usagef("--tag %q must be 1..%d bytes", t, core.MaxTagLen)
+		}
+	}
 	if fl.Changed("completed-ttl") {
 		wc.completedTTL = f.completedTTL
 	}
@@ -298,7 +313,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	}
 
 	// Validate.
-	if len(wc.handlers) == 0 {
+	if len(wc.handlers) == 0 && !f.handlersOptional {
 		return nil, usagef("no handlers: give --handler KIND=COMMAND (repeatable) or a --config file with handlers")
 	}
 	for name, n := range wc.queues {

@@ -16,28 +16,24 @@ import (
 	"github.com/backlogq/backlog/core"
 )
 
-// newWorkCmd builds "work" and "serve". They share everything today; serve
-// is where the HTTP API and dashboard will be added, as services (see
-// server.services).
+// newWorkCmd builds "work" and "serve". Both run shell-command handlers
+// on this node; serve adds the job server: the HTTP API for producers and
+// remote workers, the dashboard and /metrics (serve.go), and may run with
+// no local handlers at all.
 func (a *app) newWorkCmd(name string) *cobra.Command {
-	f := &workFlags{}
+	f := &workFlags{handlersOptional: name == "serve"}
+	var sf *serveFlags
 	short := "Run workers whose handlers are shell commands"
+	long := workLong
 	if name == "serve" {
-		short = "Run the job server (today: the same as work)"
+		sf = &serveFlags{}
+		short = "Run the job server: HTTP API, remote workers, dashboard, metrics, and local shell handlers"
+		long = serveLong + "\n\n" + workLong
 	}
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: short,
-		Long: `work runs this process as a worker: it claims jobs of the given queues and
-runs each job's handler, a shell command chosen by the job's kind. The job's
-args arrive on the command's stdin; exit 0 completes the job (stdout becomes
-its result), 75 snoozes it, 77 cancels it, anything else is a failed attempt
-(retried with backoff, then discarded). See docs/cli.md for the contract and
-the config file.
-
-The first SIGINT/SIGTERM stops claiming and waits up to --shutdown-timeout for
-running jobs; a second signal (or the timeout) stops at once and hands the
-unfinished jobs back without using an attempt.`,
+		Long:  long,
 		Example: fmt.Sprintf(`  backlog %[1]s --handler email='./send-email.sh' --handler thumbnail='convert - -resize 200x png:-'
   backlog %[1]s --queue default=20 --queue slow=2 --handler report='python3 report.py' --timeout 10m
   backlog %[1]s --config backlog.json`, name),
@@ -48,19 +44,46 @@ unfinished jobs back without using an attempt.`,
 			if err != nil {
 				return err
 			}
-			s := &server{app: a, cfg: wc, mode: name}
+			if sf != nil {
+				if err := sf.resolve(cmd.Flags(), a.env.getenv); err != nil {
+					return err
+				}
+			}
+			s := &server{app: a, cfg: wc, mode: name, serve: sf}
 			return s.run(cmd.Context())
 		},
 	}
 	f.register(cmd.Flags())
+	if sf != nil {
+		sf.register(cmd.Flags())
+	}
 	if name == "work" {
 		a.addRemote(cmd, f) // --server URL: a remote worker of a job server (remote.go)
 	}
 	return cmd
 }
 
-// service runs next to the workers for the life of a server (the HTTP API
-// and the dashboard of serve, later). Start must return once the service
+const workLong = `work runs this process as a worker: it claims jobs of the given queues and
+runs each job's handler, a shell command chosen by the job's kind. The job's
+args arrive on the command's stdin; exit 0 completes the job (stdout becomes
+its result), 75 snoozes it, 77 cancels it, anything else is a failed attempt
+(retried with backoff, then discarded). See docs/cli.md for the contract and
+the config file.
+
+The first SIGINT/SIGTERM stops claiming and waits up to --shutdown-timeout for
+running jobs; a second signal (or the timeout) stops at once and hands the
+unfinished jobs back without using an attempt.`
+
+const serveLong = `serve runs the job server on any store (SQLite by default): the HTTP API
+under /v1/ for producers and remote workers in any language (docs/http-api.md),
+the web dashboard at /dashboard/, Prometheus metrics at /metrics and /healthz,
+all on --listen (127.0.0.1:8080). It refuses to listen on a non-loopback
+address without a token (--admin-token, --producer-token, --worker-token).
+Handlers given with --handler also run here; without any, remote workers
+(backlog work --server URL, or any HTTP client) run the jobs.`
+
+// service runs next to the workers for the life of a server (the HTTP API,
+// dashboard and metrics of serve). Start must return once the service
 // runs; Stop is called, before the workers stop, at shutdown.
 type service interface {
 	Name() string
@@ -72,8 +95,9 @@ type service interface {
 type server struct {
 	app      *app
 	cfg      *workConfig
-	mode     string    // "work" or "serve"
-	services []service // started after the workers, stopped before them
+	mode     string      // "work" or "serve"
+	serve    *serveFlags // serve's HTTP settings; nil for work
+	services []service   // started after the workers, stopped before them
 }
 
 // run opens the store, starts the workers and services, and blocks until
@@ -93,6 +117,9 @@ func (s *server) run(ctx context.Context) error {
 		}
 	}
 
+	if s.serve != nil {
+		s.services = append(s.services, newHTTPService(s.serve, st, out, a.log))
+	}
 	tr := &tracker{running: map[int64]runningJob{}}
 	client, err := core.NewClient(st, s.clientConfig(tr))
 	if err != nil {
@@ -115,8 +142,12 @@ func (s *server) run(ctx context.Context) error {
 			return fmt.Errorf("start %s: %w", svc.Name(), err)
 		}
 	}
-	fmt.Fprintf(out, "backlog %s: serving %s: queues %s; kinds %s; worker %s\n",
-		s.mode, redactURL(wc.db), s.describeQueues(), strings.Join(slices.Sorted(maps.Keys(wc.handlers)), ", "), client.WorkerID())
+	if len(wc.handlers) == 0 {
+		fmt.Fprintf(out, "backlog %s: serving %s: no local handlers; remote workers run the jobs\n", s.mode, redactURL(wc.db))
+	} else {
+		fmt.Fprintf(out, "backlog %s: serving %s: queues %s; kinds %s; worker %s\n",
+			s.mode, redactURL(wc.db), s.describeQueues(), strings.Join(slices.Sorted(maps.Keys(wc.handlers)), ", "), client.WorkerID())
+	}
 
 	var why string
 	select {
@@ -230,7 +261,9 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 	}
 	queues := make(map[string]core.QueueConfig, len(wc.queues))
 	for q, n := range wc.queues {
-		queues[q] = core.QueueConfig{MaxWorkers: n}
+		if len(wc.handlers) > 0 { // without handlers this node claims nothing
+			queues[q] = core.QueueConfig{MaxWorkers: n}
+		}
 	}
 	ret := core.DefaultRetention
 	ret.Completed = wc.completedTTL
@@ -245,6 +278,15 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		HeartbeatInterval: wc.lease / 3,
 		DefaultTimeout:    wc.timeout,
 		Retention:         &ret,
+		WorkerTags:        wc.tags,
+	}
+	if s.serve != nil {
+		cfg.WorkerStaleAfter, cfg.WorkerDeadAfter = s.serve.workerStaleAfter, s.serve.workerDeadAt
+	}
+	for _, svc := range s.services {
+		if o, ok := svc.(interface{ observers() []core.Observer }); ok {
+			cfg.Observers = append(cfg.Observers, o.observers()...)
+		}
 	}
 	if wc.retry != nil {
 		cfg.Retry = wc.retry

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	promclient "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+
+	"github.com/backlogq/backlog/adapters/dashboard"
+	"github.com/backlogq/backlog/adapters/httpapi"
+	"github.com/backlogq/backlog/adapters/prometheus"
+	"github.com/backlogq/backlog/core"
+)
+
+// defaultListen is where serve listens unless told otherwise: loopback
+// only, so a fresh server is never reachable from the network without a
+// token.
+const defaultListen = "127.0.0.1:8080"
+
+// serveFlags are the flags only serve has: its HTTP listener and tokens.
+type serveFlags struct {
+	listen                         string
+	adminToken, producerToken      string
+	workerToken                    string
+	noDashboard                    bool
+	maxBody                        int64
+	workerStaleAfter, workerDeadAt time.Duration
+}
+
+func (f *serveFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.listen, "listen", defaultListen, "HOST:PORT of the HTTP API, dashboard and /metrics (env BACKLOG_LISTEN); port 0 picks a free one")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token allowed every API call (env BACKLOG_ADMIN_TOKEN)")
+	fl.StringVar(&f.producerToken, "producer-token", "", "bearer token allowed to submit and read jobs (env BACKLOG_PRODUCER_TOKEN)")
+	fl.StringVar(&f.workerToken, "worker-token", "", "bearer token allowed the remote-worker calls (env BACKLOG_WORKER_TOKEN)")
+	fl.BoolVar(&f.noDashboard, "no-dashboard", false, "do not serve the web dashboard")
+	fl.Int64Var(&f.maxBody, "max-body", httpapi.DefaultMaxBodyBytes, "largest accepted request body in bytes")
+	fl.DurationVar(&f.workerStaleAfter, "worker-stale-after", 30*time.Second, "a worker without a heartbeat this long shows as stale")
+	fl.DurationVar(&f.workerDeadAt, "worker-dead-after", 2*time.Minute, "a worker without a heartbeat this long is dead: its jobs go back to the queue at once")
+}
+
+// resolve fills tokens and the listen address from the environment where
+// the flags were not given, and refuses a listener reachable from other
+// hosts when no token is set.
+func (f *serveFlags) resolve(fl *pflag.FlagSet, getenv func(string) string) error {
+	env := func(flag, name string, dst *string) {
+		if !fl.Changed(flag) && getenv != nil {
+			if v := getenv(name); v != "" {
+				*dst = v
+			}
+		}
+	}
+	env("listen", "BACKLOG_LISTEN", &f.listen)
+	env("admin-token", "BACKLOG_ADMIN_TOKEN", &f.adminToken)
+	env("producer-token", "BACKLOG_PRODUCER_TOKEN", &f.producerToken)
+	env("worker-token", "BACKLOG_WORKER_TOKEN", &f.workerToken)
+	host, _, err := net.SplitHostPort(f.listen)
+	if err != nil {
+		return usagef("--listen %q: want HOST:PORT, e.g. 127.0.0.1:8080 (%v)", f.listen, err)
+	}
+	if f.maxBody < 1024 {
+		return usagef("--max-body %d is below 1024 bytes", f.maxBody)
+	}
+	if f.workerStaleAfter <= 0 || f.workerDeadAt <= f.workerStaleAfter {
+		return usagef("--worker-dead-after (%s) must exceed --worker-stale-after (%s), and both be positive", f.workerDeadAt, f.workerStaleAfter)
+	}
+	if f.tokens() == (httpapi.Tokens{}) && !loopbackHost(host) {
+		return usagef("refusing to listen on %s without a token: anyone who can reach it could run and delete jobs; "+
+			"set --admin-token (or BACKLOG_ADMIN_TOKEN, and optionally producer/worker tokens), or listen on 127.0.0.1", f.listen)
+	}
+	return nil
+}
+
+func (f *serveFlags) tokens() httpapi.Tokens {
+	return httpapi.Tokens{Producer: f.producerToken, Worker: f.workerToken, Admin: f.adminToken}
+}
+
+// loopbackHost reports whether host (from HOST:PORT) only accepts
+// connections from this machine. The empty host and unspecified addresses
+// (0.0.0.0, ::) listen on every interface.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// httpService is serve's HTTP listener: the JSON API under /v1/, the
+// dashboard under /dashboard/, Prometheus metrics at /metrics, and
+// /healthz.
+type httpService struct {
+	flags   *serveFlags
+	out     io.Writer
+	log     *slog.Logger
+	metrics *prometheus.Metrics
+	reg     *promclient.Registry
+	client  atomic.Pointer[core.Client] // set by Start; read by the running-jobs gauge
+
+	api *httpapi.Server
+	srv *http.Server
+	url string // base URL, known once listening
+}
+
+// newHTTPService builds the service; its metrics must be added to the
+// client's observers before the client starts (see observers).
+func newHTTPService(f *serveFlags, st core.Store, out io.Writer, log *slog.Logger) *httpService {
+	reg := promclient.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h := &httpService{flags: f, out: out, log: log, reg: reg}
+	h.metrics = prometheus.New(st, prometheus.Options{
+		StaleAfter: f.workerStaleAfter, DeadAfter: f.workerDeadAt, Logger: log,
+		Running: func() int {
+			if c := h.client.Load(); c != nil {
+				return len(c.Running())
+			}
+			return 0
+		},
+	})
+	return h
+}
+
+func (h *httpService) Name() string { return "http" }
+
+// observers are the core observers the service needs on the client.
+func (h *httpService) observers() []core.Observer { return []core.Observer{h.metrics} }
+
+// Start listens, then serves in the background.
+func (h *httpService) Start(ctx context.Context, c *core.Client) error {
+	api, err := httpapi.New(c, httpapi.Config{Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log})
+	if err != nil {
+		return err
+	}
+	h.api = api
+	h.client.Store(c)
+	if err := h.reg.Register(h.metrics); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", api)
+	mux.Handle("/healthz", api)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelError)}))
+	if !h.flags.noDashboard {
+		mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{Logger: h.log})))
+		mux.Handle("GET /{$}", http.RedirectHandler("/dashboard/", http.StatusFound))
+	}
+	mux.Handle("/", api) // unknown paths get the API's problem+json 404
+
+	ln, err := net.Listen("tcp", h.flags.listen)
+	if err != nil {
+		_ = api.Close()
+		return fmt.Errorf("listen on %s: %w", h.flags.listen, err)
+	}
+	h.url = "http://" + displayAddr(ln.Addr(), h.flags.listen)
+	h.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	go func() {
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.log.Error("backlog: http server stopped", "err", err)
+		}
+	}()
+	if !h.flags.noDashboard {
+		fmt.Fprintf(h.out, "backlog serve: dashboard %s/dashboard/\n", h.url)
+	}
+	fmt.Fprintf(h.out, "backlog serve: API %s/v1/ (docs/http-api.md), metrics %s/metrics\n", h.url, h.url)
+	if h.flags.tokens() == (httpapi.Tokens{}) {
+		fmt.Fprintf(h.out, "backlog serve: no tokens set: the API is open to anyone who can reach %s\n", h.url)
+	}
+	return nil
+}
+
+// Stop ends long-polls and shuts the listener down, waiting for requests
+// in flight until ctx ends.
+func (h *httpService) Stop(ctx context.Context) error {
+	if h.api != nil {
+		_ = h.api.Close()
+	}
+	if h.srv == nil {
+		return nil
+	}
+	return h.srv.Shutdown(ctx)
+}
+
+// displayAddr is the address to print: the bound port, and 127.0.0.1 when
+// the listener is on every interface.
+func displayAddr(a net.Addr, asked string) string {
+	host, _, _ := net.SplitHostPort(asked)
+	_, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
