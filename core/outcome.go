@@ -97,3 +97,9 @@ var errShutdown = errors.New("backlog: worker shutting down (hard stop)")
 // cancellation; a handler that sees it should return promptly: its job is
 // handed back without using an attempt.
 func ErrShutdown(err error) bool { return errors.Is(err, errShutdown) }
+
+// ShutdownCause returns the error the engine cancels handler contexts with
+// at a hard stop, for runners outside the engine (the HTTP API's remote
+// worker) that cancel their handlers the same way, so ErrShutdown
+// recognises their cause too.
+func ShutdownCause() error { return errShutdown }

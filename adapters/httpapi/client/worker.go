@@ -207,9 +207,11 @@ func (w *Worker) Running() []*Job {
 func (w *Worker) StopNow() { w.stopped.Do(func() { close(w.stopNow) }) }
 
 // ErrShutdown is the cancellation cause of handler contexts at a hard stop
-// of a Worker (errors.Is(context.Cause(ctx), ErrShutdown)): the handler
-// should return promptly; its job is snoozed back without using an attempt.
-var ErrShutdown = errors.New("backlog worker: hard stop")
+// of a Worker (errors.Is(context.Cause(ctx), ErrShutdown), or
+// core.ErrShutdown(context.Cause(ctx)) as for in-process handlers: it is
+// the engine's own cause): the handler should return promptly; its job is
+// snoozed back without using an attempt.
+var ErrShutdown = core.ShutdownCause()
 
 // Run registers the worker and works until ctx ends, then shuts down:
 // no new claims; running handlers get ShutdownTimeout (or until StopNow)
