@@ -32,6 +32,12 @@ const (
 	ReasonWorkerLost = "worker_lost" // rescued with no attempts left
 )
 
+// Rescue causes carried in Event.Cause for EventJobsRescued.
+const (
+	CauseLeaseExpired = "lease_expired" // Store.Rescue: the job's lease ran out
+	CauseWorkerDead   = "worker_dead"   // Store.RescueWorkers: its worker was declared dead
+)
+
 // Event is one observation. Job is a snapshot as the event's node saw it;
 // fields that don't apply to a kind are zero.
 type Event struct {
@@ -41,6 +47,7 @@ type Event struct {
 	Job       *Job
 	Err       error
 	Reason    string
+	Cause     string        // EventJobsRescued: CauseLeaseExpired or CauseWorkerDead
 	Duration  time.Duration // handler execution time
 	QueueWait time.Duration // claimed − due (or created if later)
 	Count     int

@@ -45,7 +45,7 @@ func (c *Client) Maintain(ctx context.Context) {
 		if c.maintErr(ctx, "rescue", err) {
 			break
 		}
-		c.emitRescued(now, jobs, "lease expired")
+		c.emitRescued(now, jobs, CauseLeaseExpired)
 		if len(jobs) < maintenanceBatch {
 			break
 		}
@@ -88,7 +88,7 @@ func (c *Client) buryDeadWorkers(ctx context.Context, now time.Time) {
 		if c.maintErr(ctx, "rescue dead workers' jobs", err) {
 			return
 		}
-		c.emitRescued(now, jobs, "dead worker")
+		c.emitRescued(now, jobs, CauseWorkerDead)
 		if len(jobs) < maintenanceBatch {
 			break
 		}
@@ -99,15 +99,16 @@ func (c *Client) buryDeadWorkers(ctx context.Context, now time.Time) {
 	}
 }
 
-// emitRescued logs and reports jobs handed back from a lost worker.
-func (c *Client) emitRescued(now time.Time, jobs []*Job, why string) {
+// emitRescued logs and reports jobs handed back from a lost worker; cause
+// is CauseLeaseExpired or CauseWorkerDead.
+func (c *Client) emitRescued(now time.Time, jobs []*Job, cause string) {
 	for _, j := range jobs {
 		reason := ""
 		if j.State == StateDiscarded {
 			reason = ReasonWorkerLost
 		}
-		c.log.Warn("backlog: rescued job from lost worker", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", j.State, "worker_id", j.WorkerID, "cause", why)
-		c.emit(Event{Kind: EventJobsRescued, At: now, Queue: j.Queue, Job: j, Count: 1, State: j.State, Reason: reason})
+		c.log.Warn("backlog: rescued job from lost worker", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", j.State, "worker_id", j.WorkerID, "cause", cause)
+		c.emit(Event{Kind: EventJobsRescued, At: now, Queue: j.Queue, Job: j, Count: 1, State: j.State, Reason: reason, Cause: cause})
 	}
 }
 

@@ -221,11 +221,19 @@ func discardReason(r string) string {
 	return "other"
 }
 
-// rescueCause tells why a rescued job was handed back. Events carry no
-// cause, but the store contract fixes the error entry each rescue appends
-// to the job: "worker <id> lost: lease expired at …" (Store.Rescue) or
-// "worker <id> lost: no heartbeat since …" (Store.RescueWorkers).
-func rescueCause(j *core.Job) string {
+// rescueCause tells why a rescued job was handed back: Event.Cause when
+// the event has one; otherwise (events from other emitters) the job's
+// last error entry, whose text the store contract fixes: "worker <id>
+// lost: lease expired at …" (Store.Rescue) or "worker <id> lost: no
+// heartbeat since …" (Store.RescueWorkers).
+func rescueCause(e core.Event) string {
+	switch e.Cause {
+	case core.CauseLeaseExpired:
+		return causeLeaseExpired
+	case core.CauseWorkerDead:
+		return causeWorkerDead
+	}
+	j := e.Job
 	if j == nil || len(j.Errors) == 0 {
 		return causeUnknown
 	}
@@ -254,11 +262,11 @@ func rescueCause(j *core.Job) string {
 //   - every outcome of an attempt that ran (completed, retried, snoozed,
 //     continued, cancelled, discarded but not worker_lost) observes
 //     Event.Duration in the execution histogram;
-//   - jobs.rescued counts Count jobs (at least 1) under a cause read from
-//     the job's last error entry, whose text the store contract fixes
-//     ("worker <id> lost: lease expired at …" from Store.Rescue,
-//     "… lost: no heartbeat since …" from Store.RescueWorkers; anything
-//     else is unknown), and a discard with reason worker_lost when State
+//   - jobs.rescued counts Count jobs (at least 1) under Event.Cause, or
+//     when that is empty a cause read from the job's last error entry,
+//     whose text the store contract fixes ("worker <id> lost: lease
+//     expired at …" from Store.Rescue, "… lost: no heartbeat since …"
+//     from Store.RescueWorkers; anything else is unknown), and a discard with reason worker_lost when State
 //     is discarded;
 //   - jobs.pruned, jobs.expired and workers.pruned add Count;
 //     worker.registered and store.error count one each.
@@ -306,7 +314,7 @@ func (m *Metrics) Observe(e core.Event) {
 		m.leaseLost.WithLabelValues(queue, kind).Inc()
 	case core.EventJobsRescued:
 		n := float64(max(e.Count, 1))
-		m.rescued.WithLabelValues(queue, kind, rescueCause(e.Job)).Add(n)
+		m.rescued.WithLabelValues(queue, kind, rescueCause(e)).Add(n)
 		if e.State == core.StateDiscarded {
 			m.discarded.WithLabelValues(queue, kind, core.ReasonWorkerLost).Add(n)
 		}
