@@ -42,6 +42,7 @@ func TestAuthRoles(t *testing.T) {
 			{"POST", "/v1/workers/w/heartbeat", "", roleWorker},
 			{"POST", "/v1/workers/w/claim", `{}`, roleWorker},
 			{"POST", "/v1/jobs/" + itoa(running.ID) + "/lease", `{"lease_token":"` + running.LeaseToken + `"}`, roleWorker},
+			{"POST", "/v1/workers/w/outcomes", `{"outcomes":[{"job_id":1,"lease_token":"garbage","type":"complete"}]}`, roleWorker},
 			{"PUT", "/v1/workers/gone", `{"queues":["default"]}`, roleWorker},
 			{"DELETE", "/v1/workers/gone", "", roleWorker},
 		}
@@ -160,6 +161,8 @@ func TestStoreGoneIsUnavailable(t *testing.T) {
 			{method: "POST", path: "/v1/workers/w/heartbeat"},
 			{method: "POST", path: "/v1/workers/w/claim", body: map[string]any{"wait_seconds": 1}},
 			{method: "POST", path: outcomePath(j, "complete"), body: map[string]any{"lease_token": j.LeaseToken}},
+			{method: "POST", path: "/v1/workers/w/outcomes", body: map[string]any{"outcomes": []any{map[string]any{"job_id": j.ID, "lease_token": j.LeaseToken, "type": "complete"}}}},
+			{method: "POST", path: "/v1/workers/w/outcomes", body: map[string]any{"outcomes": []any{map[string]any{"job_id": j.ID, "lease_token": j.LeaseToken, "type": "fail", "error": "x"}}}},
 			{method: "POST", path: "/v1/jobs/1/cancel"},
 			{method: "DELETE", path: "/v1/jobs/1"},
 		} {

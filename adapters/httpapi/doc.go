@@ -1,7 +1,8 @@
 // Package httpapi serves backlog's REST API (v1) over a core.Client: an
 // http.Handler for producers (submit, list, get jobs), remote workers
 // (register, heartbeat, long-poll claim, and fenced outcomes with lease
-// tokens) and administrators (cancel, retry, delete, pause, resume, list
+// tokens, one job at a time or in batches of up to 1000 with one store
+// write) and administrators (cancel, retry, delete, pause, resume, list
 // workers), with RFC 9457 problem+json errors, bearer-token roles and
 // correlation ids. docs/http-api.md is the user's reference; openapi.json
 // (served at GET /v1/openapi.json) describes every route.

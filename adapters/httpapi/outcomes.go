@@ -104,16 +104,23 @@ func (s *Server) held(ctx context.Context, r *http.Request, token string) (lease
 	}
 	j, err := s.st.Get(ctx, id)
 	if errors.Is(err, core.ErrNotFound) {
+		s.claims.take(tok.jobID, tok.attempt)
 		return tok, nil, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", id))
 	}
 	if err != nil {
 		return tok, nil, err
 	}
-	if j.State != core.StateRunning || j.WorkerID != tok.workerID || j.Attempt != tok.attempt {
+	if !heldBy(j, tok) {
+		s.claims.take(tok.jobID, tok.attempt)
 		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: s.now(), Queue: j.Queue, Job: j})
 		return tok, nil, lostProblem(j)
 	}
 	return tok, j, nil
+}
+
+// heldBy reports whether j is running under tok's fence.
+func heldBy(j *core.Job, tok leaseToken) bool {
+	return j.State == core.StateRunning && j.WorkerID == tok.workerID && j.Attempt == tok.attempt
 }
 
 func lostProblem(j *core.Job) error {
@@ -130,20 +137,14 @@ func (s *Server) finish(ctx context.Context, j *core.Job, o core.Outcome, ev cor
 	if len(res) != 1 {
 		return nil, fmt.Errorf("httpapi: store returned %d finish results for one outcome", len(res))
 	}
+	s.claims.take(o.JobID, o.Attempt)
 	if !res[0].Applied {
 		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: o.At, Queue: j.Queue, Job: j})
 		return nil, lostProblem(j)
 	}
-	var dur time.Duration
-	if !j.AttemptedAt.IsZero() {
-		dur = max(o.At.Sub(j.AttemptedAt), 0)
-	}
-	s.c.Emit(core.Event{Kind: ev, At: o.At, Queue: j.Queue, Job: j, Err: cause, Reason: reason, Duration: dur})
-	switch o.Kind {
-	case core.OutcomeRetry, core.OutcomeSnooze:
-		if !o.RunAt.After(o.At) {
-			s.wake.broadcast()
-		}
+	s.emitApplied(j, o, ev, reason, cause)
+	if wakes(o) {
+		s.wake.broadcast()
 	}
 	if o.Delete {
 		return nil, nil
@@ -155,17 +156,105 @@ func (s *Server) finish(ctx context.Context, j *core.Job, o core.Outcome, ev cor
 	return after, err
 }
 
+// emitApplied reports an applied outcome of j's execution; its duration
+// runs from the claim (j.AttemptedAt, when known) to the outcome.
+func (s *Server) emitApplied(j *core.Job, o core.Outcome, ev core.EventKind, reason string, cause error) {
+	var dur time.Duration
+	if !j.AttemptedAt.IsZero() {
+		dur = max(o.At.Sub(j.AttemptedAt), 0)
+	}
+	s.c.Emit(core.Event{Kind: ev, At: o.At, Queue: j.Queue, Job: j, Err: cause, Reason: reason, Duration: dur})
+}
+
+// wakes reports whether an applied outcome makes its job due at once
+// (a retry or snooze to now), which should wake waiting claims.
+func wakes(o core.Outcome) bool {
+	switch o.Kind {
+	case core.OutcomeRetry, core.OutcomeSnooze:
+		return !o.RunAt.After(o.At)
+	}
+	return false
+}
+
+// resultBytes checks a completion's result against the client's
+// MaxResultBytes; JSON null means none.
+func (s *Server) resultBytes(raw json.RawMessage) ([]byte, error) {
+	result := []byte(raw)
+	if string(result) == "null" {
+		result = nil
+	}
+	if len(result) > s.ccfg.MaxResultBytes {
+		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("result is %d bytes, over the limit of %d", len(result), s.ccfg.MaxResultBytes))
+	}
+	return result, nil
+}
+
+// checkFail checks a failure's fields and returns the retry delay that
+// overrides the policy (nil for none).
+func checkFail(msg, action string, retryIn *float64) (*time.Duration, error) {
+	if msg == "" {
+		return nil, newProblem(SlugInvalidRequest, "error is required: the failure's message")
+	}
+	switch action {
+	case "", "retry", "discard", "cancel":
+	default:
+		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("action must be retry, discard or cancel, not %q", action))
+	}
+	if retryIn == nil {
+		return nil, nil
+	}
+	if action != "" && action != "retry" {
+		return nil, newProblem(SlugInvalidRequest, "retry_in_seconds applies only to action retry")
+	}
+	d, err := seconds("retry_in_seconds", *retryIn)
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// failOutcome builds the outcome of a failed attempt of j, held under
+// tok, at now: discarded, cancelled, or retried or discarded by the retry
+// policy. It returns the outcome, its event, the discard reason and the
+// failure as an error.
+func (s *Server) failOutcome(j *core.Job, tok leaseToken, now time.Time, msg, trace, action string, override *time.Duration) (core.Outcome, core.EventKind, string, error) {
+	cause := errors.New(msg)
+	ae := &core.AttemptError{
+		Attempt: tok.attempt, At: now,
+		Error: truncateHead(msg, core.MaxErrorBytes/2), Trace: truncateTail(trace, core.MaxErrorBytes/2),
+	}
+	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, At: now, Error: ae}
+	var (
+		ev     core.EventKind
+		reason string
+	)
+	switch action {
+	case "discard":
+		o.Kind, ev, reason = core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonPermanent
+	case "cancel":
+		o.Kind, ev = core.OutcomeCancel, core.EventJobCancelled
+	default:
+		o.Kind, ev, reason = s.retryOrDiscard(j, now, cause, override, &o)
+	}
+	return o, ev, reason, cause
+}
+
+// snoozeDelay checks a snooze's delay_seconds (absent means 0).
+func snoozeDelay(v *float64) (time.Duration, error) {
+	if v == nil {
+		return 0, nil
+	}
+	return seconds("delay_seconds", *v)
+}
+
 func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	var req CompleteRequest
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	result := []byte(req.Result)
-	if string(result) == "null" {
-		result = nil
-	}
-	if len(result) > s.ccfg.MaxResultBytes {
-		return newProblem(SlugInvalidRequest, fmt.Sprintf("result is %d bytes, over the limit of %d", len(result), s.ccfg.MaxResultBytes))
+	result, err := s.resultBytes(req.Result)
+	if err != nil {
+		return err
 	}
 	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
 	if err != nil {
@@ -189,48 +278,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	if req.Error == "" {
-		return newProblem(SlugInvalidRequest, "error is required: the failure's message")
-	}
-	switch req.Action {
-	case "", "retry", "discard", "cancel":
-	default:
-		return newProblem(SlugInvalidRequest, fmt.Sprintf("action must be retry, discard or cancel, not %q", req.Action))
-	}
-	var override *time.Duration
-	if req.RetryInSeconds != nil {
-		if req.Action != "" && req.Action != "retry" {
-			return newProblem(SlugInvalidRequest, "retry_in_seconds applies only to action retry")
-		}
-		d, err := seconds("retry_in_seconds", *req.RetryInSeconds)
-		if err != nil {
-			return err
-		}
-		override = &d
+	override, err := checkFail(req.Error, req.Action, req.RetryInSeconds)
+	if err != nil {
+		return err
 	}
 	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	cause := errors.New(req.Error)
-	ae := &core.AttemptError{
-		Attempt: tok.attempt, At: now,
-		Error: truncateHead(req.Error, core.MaxErrorBytes/2), Trace: truncateTail(req.Trace, core.MaxErrorBytes/2),
-	}
-	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, At: now, Error: ae}
-	var (
-		ev     core.EventKind
-		reason string
-	)
-	switch req.Action {
-	case "discard":
-		o.Kind, ev, reason = core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonPermanent
-	case "cancel":
-		o.Kind, ev = core.OutcomeCancel, core.EventJobCancelled
-	default:
-		o.Kind, ev, reason = s.retryOrDiscard(j, now, cause, override, &o)
-	}
+	o, ev, reason, cause := s.failOutcome(j, tok, s.now(), req.Error, req.Trace, req.Action, override)
 	after, err := s.finish(r.Context(), j, o, ev, reason, cause)
 	if err != nil {
 		return err
@@ -270,12 +326,9 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	var d time.Duration
-	if req.DelaySeconds != nil {
-		var err error
-		if d, err = seconds("delay_seconds", *req.DelaySeconds); err != nil {
-			return err
-		}
+	d, err := snoozeDelay(req.DelaySeconds)
+	if err != nil {
+		return err
 	}
 	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
 	if err != nil {

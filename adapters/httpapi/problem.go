@@ -78,14 +78,32 @@ func (p *problem) Error() string { return p.slug + ": " + p.detail }
 
 func newProblem(slug, detail string) *problem { return &problem{slug: slug, detail: detail} }
 
-// problemBody is the RFC 9457 document.
-type problemBody struct {
+// ProblemDetails is the RFC 9457 problem document: the body of every
+// error response, and the problem of an item of a batch of outcomes that
+// did not apply. Type is ProblemTypeBase + a slug; Status is the HTTP
+// status the problem has on its own; Instance is the request path.
+type ProblemDetails struct {
 	Type          string `json:"type"`
 	Title         string `json:"title"`
 	Status        int    `json:"status"`
 	Detail        string `json:"detail,omitempty"`
 	Instance      string `json:"instance,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
+}
+
+// problemBody is the document written for an error response.
+type problemBody = ProblemDetails
+
+// details returns p's document for the request with correlation id cid.
+func (p *problem) details(instance, cid string) ProblemDetails {
+	info, ok := problems[p.slug]
+	if !ok {
+		info = problems[SlugInternal]
+	}
+	return ProblemDetails{
+		Type: ProblemTypeBase + p.slug, Title: info.title, Status: info.status,
+		Detail: p.detail, Instance: instance, CorrelationID: cid,
+	}
 }
 
 // classify maps an error from core or a store to a problem.

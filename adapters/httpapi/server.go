@@ -60,6 +60,9 @@ const (
 	// MaxClaimLimit is the most jobs one claim may ask for, and the most a
 	// list page may hold.
 	MaxClaimLimit = 1000
+	// MaxOutcomeBatch is the most outcomes one POST
+	// /v1/workers/{id}/outcomes may carry.
+	MaxOutcomeBatch = 1000
 )
 
 //go:embed openapi.json
@@ -108,6 +111,7 @@ var routes = []route{
 	{"PUT", "/v1/workers/{id}", roleWorker, (*Server).registerWorker},
 	{"POST", "/v1/workers/{id}/heartbeat", roleWorker, (*Server).heartbeat},
 	{"POST", "/v1/workers/{id}/claim", roleWorker, (*Server).claim},
+	{"POST", "/v1/workers/{id}/outcomes", roleWorker, (*Server).outcomes},
 	{"DELETE", "/v1/workers/{id}", roleWorker, (*Server).deregisterWorker},
 }
 
@@ -128,6 +132,7 @@ type Server struct {
 
 	wake    *broadcaster
 	workers *workerCache
+	claims  *claimMemory // jobs this server handed out, for batched outcomes' events
 	waiting atomic.Int64 // long-polls waiting now (for tests)
 
 	ctx       context.Context // ended by Close: long-polls return, the listener stops
@@ -170,6 +175,7 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	s := &Server{
 		c: c, st: c.Store(), cfg: cfg, ccfg: ccfg, log: cfg.Logger, clock: ccfg.Clock,
 		mux: http.NewServeMux(), wake: newBroadcaster(), workers: newWorkerCache(),
+		claims: newClaimMemory(ccfg.LeaseDuration),
 	}
 	for i, t := range []struct {
 		tok string

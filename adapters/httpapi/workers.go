@@ -385,6 +385,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		return nil // the client is gone: nobody reads an answer
 	}
 	now = s.now()
+	s.claims.remember(claimed, now)
 	out := ClaimResponse{Jobs: make([]*Job, 0, len(claimed))}
 	for _, j := range claimed {
 		due := j.RunAt

@@ -1,0 +1,278 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Outcome types of an OutcomeItem.
+const (
+	OutcomeTypeComplete = "complete"
+	OutcomeTypeFail     = "fail"
+	OutcomeTypeSnooze   = "snooze"
+)
+
+// OutcomesRequest is the body of POST /v1/workers/{id}/outcomes: 1..1000
+// outcomes of jobs the worker {id} holds.
+type OutcomesRequest struct {
+	Outcomes []OutcomeItem `json:"outcomes"`
+}
+
+// OutcomeItem is one outcome of a batch: the job, its lease token, the
+// type ("complete", "fail" or "snooze") and the fields of the single
+// endpoint of that type (result; error, trace, action, retry_in_seconds;
+// delay_seconds). A field of another type is an item problem.
+type OutcomeItem struct {
+	JobID          int64           `json:"job_id"`
+	LeaseToken     string          `json:"lease_token"`
+	Type           string          `json:"type"`
+	Result         json.RawMessage `json:"result,omitempty"`           // complete: any JSON
+	Error          string          `json:"error,omitempty"`            // fail: required
+	Trace          string          `json:"trace,omitempty"`            // fail
+	Action         string          `json:"action,omitempty"`           // fail: retry (default), discard, cancel
+	RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"` // fail, action retry: overrides the policy
+	DelaySeconds   *float64        `json:"delay_seconds,omitempty"`    // snooze: default 0
+}
+
+// OutcomesResponse answers POST /v1/workers/{id}/outcomes: one result per
+// item, in input order.
+type OutcomesResponse struct {
+	Results []OutcomeResult `json:"results"`
+}
+
+// OutcomeResult is the fate of one item of a batch of outcomes. Applied
+// items carry the job's state after the outcome (completed, retryable,
+// discarded, cancelled, scheduled or available; "completed" also when
+// the server keeps no completed jobs and deleted the row). Items that did
+// not apply carry the problem they would have had on the single endpoint
+// (lease-lost, invalid-lease-token, invalid-request) and changed nothing.
+type OutcomeResult struct {
+	JobID   int64           `json:"job_id"`
+	Applied bool            `json:"applied"`
+	State   core.State      `json:"state,omitempty"`
+	Problem *ProblemDetails `json:"problem,omitempty"`
+}
+
+// batchEntry is an item of a batch on its way to the store.
+type batchEntry struct {
+	idx    int
+	tok    leaseToken
+	item   *OutcomeItem
+	result []byte         // complete
+	over   *time.Duration // fail: retry delay override
+	delay  time.Duration  // snooze
+
+	job    *core.Job // for events: as read (fail) or as claimed (remembered), else a stub
+	o      core.Outcome
+	ev     core.EventKind
+	reason string
+	cause  error
+}
+
+// outcomes applies a batch of outcomes of worker {id} with as few store
+// round trips as it can: completions and snoozes are fenced by their
+// tokens alone (no read), failures read their job for the retry policy,
+// then one Store.Finish applies everything. Problems of single items
+// answer in their result; only a malformed body fails the whole request
+// (and changes nothing), as does a store failure (nothing applied).
+func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
+	wid, err := workerID(r)
+	if err != nil {
+		return err
+	}
+	var req OutcomesRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	n := len(req.Outcomes)
+	if n == 0 || n > MaxOutcomeBatch {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("outcomes must hold 1 to %d items, not %d", MaxOutcomeBatch, n))
+	}
+	ctx := r.Context()
+	rc := reqFrom(ctx)
+	results := make([]OutcomeResult, n)
+	reject := func(i int, err error) {
+		p := classify(err)
+		d := p.details(r.URL.Path, rc.id)
+		results[i] = OutcomeResult{JobID: req.Outcomes[i].JobID, Problem: &d}
+	}
+
+	// Check every item; the valid ones go on.
+	var entries []*batchEntry
+	seen := make(map[int64]bool, n)
+	for i := range req.Outcomes {
+		e, err := s.checkItem(wid, &req.Outcomes[i], seen)
+		if err != nil {
+			reject(i, err)
+			continue
+		}
+		e.idx = i
+		entries = append(entries, e)
+	}
+
+	// Failures need their job (attempt, attempts allowed, deadline) for
+	// the retry policy; completions and snoozes only the fence.
+	now := s.now()
+	var outs []core.Outcome
+	var applying []*batchEntry
+	for _, e := range entries {
+		tok := e.tok
+		switch e.item.Type {
+		case OutcomeTypeFail:
+			j, err := s.st.Get(ctx, tok.jobID)
+			switch {
+			case errors.Is(err, core.ErrNotFound):
+				s.claims.take(tok.jobID, tok.attempt)
+				reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", tok.jobID)))
+				continue
+			case err != nil:
+				return err // nothing applied yet
+			case !heldBy(j, tok):
+				s.claims.take(tok.jobID, tok.attempt)
+				s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: j.Queue, Job: j})
+				reject(e.idx, lostProblem(j))
+				continue
+			}
+			e.job = j
+			e.o, e.ev, e.reason, e.cause = s.failOutcome(j, tok, now, e.item.Error, e.item.Trace, e.item.Action, e.over)
+		case OutcomeTypeComplete:
+			e.o = core.Outcome{
+				JobID: tok.jobID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeComplete, At: now,
+				Result: e.result, Delete: s.ccfg.Retention.Completed == 0,
+			}
+			e.ev = core.EventJobCompleted
+		default:
+			e.o = core.Outcome{
+				JobID: tok.jobID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeSnooze, At: now,
+				RunAt: core.UTC(now.Add(e.delay)),
+			}
+			e.ev = core.EventJobSnoozed
+		}
+		outs = append(outs, e.o)
+		applying = append(applying, e)
+	}
+
+	if len(outs) > 0 {
+		res, err := s.st.Finish(ctx, outs)
+		if err != nil {
+			return err
+		}
+		if len(res) != len(outs) {
+			return fmt.Errorf("httpapi: store returned %d finish results for %d outcomes", len(res), len(outs))
+		}
+		wake := false
+		for k, e := range applying {
+			if e.job == nil {
+				e.job = s.claims.take(e.tok.jobID, e.tok.attempt)
+			} else {
+				s.claims.take(e.tok.jobID, e.tok.attempt)
+			}
+			if e.job == nil {
+				// Handed out by another server (or forgotten): what the
+				// token says is all that is known.
+				e.job = &core.Job{ID: e.tok.jobID, Attempt: e.tok.attempt, WorkerID: e.tok.workerID, State: core.StateRunning}
+			}
+			if !res[k].Applied {
+				s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: e.job.Queue, Job: e.job})
+				reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d is no longer held under this lease token (it was rescued, re-claimed, cancelled, finished or deleted); nothing changed", e.tok.jobID)))
+				continue
+			}
+			s.emitApplied(e.job, e.o, e.ev, e.reason, e.cause)
+			wake = wake || wakes(e.o)
+			results[e.idx] = OutcomeResult{JobID: e.tok.jobID, Applied: true, State: stateAfter(e.o)}
+		}
+		if wake {
+			s.wake.broadcast()
+		}
+	}
+	writeJSON(w, http.StatusOK, OutcomesResponse{Results: results})
+	return nil
+}
+
+// checkItem checks one item of worker wid's batch: its fields for its
+// type, its token (which must name the item's job and wid), and that its
+// job appears once in the batch.
+func (s *Server) checkItem(wid string, it *OutcomeItem, seen map[int64]bool) (*batchEntry, error) {
+	if it.JobID < 1 {
+		return nil, newProblem(SlugInvalidRequest, "job_id is required: a positive integer")
+	}
+	if seen[it.JobID] {
+		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("job %d has more than one outcome in this batch", it.JobID))
+	}
+	seen[it.JobID] = true
+	e := &batchEntry{item: it}
+	var err error
+	misplaced := func(field string) error {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("%s does not apply to an outcome of type %s", field, it.Type))
+	}
+	hasFail := it.Error != "" || it.Trace != "" || it.Action != "" || it.RetryInSeconds != nil
+	switch it.Type {
+	case OutcomeTypeComplete:
+		switch {
+		case hasFail:
+			return nil, misplaced("error, trace, action and retry_in_seconds")
+		case it.DelaySeconds != nil:
+			return nil, misplaced("delay_seconds")
+		}
+		if e.result, err = s.resultBytes(it.Result); err != nil {
+			return nil, err
+		}
+	case OutcomeTypeFail:
+		switch {
+		case len(it.Result) > 0:
+			return nil, misplaced("result")
+		case it.DelaySeconds != nil:
+			return nil, misplaced("delay_seconds")
+		}
+		if e.over, err = checkFail(it.Error, it.Action, it.RetryInSeconds); err != nil {
+			return nil, err
+		}
+	case OutcomeTypeSnooze:
+		switch {
+		case hasFail:
+			return nil, misplaced("error, trace, action and retry_in_seconds")
+		case len(it.Result) > 0:
+			return nil, misplaced("result")
+		}
+		if e.delay, err = snoozeDelay(it.DelaySeconds); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("type must be complete, fail or snooze, not %q", it.Type))
+	}
+	if e.tok, err = decodeLeaseToken(it.LeaseToken); err != nil {
+		return nil, err
+	}
+	switch {
+	case e.tok.jobID != it.JobID:
+		return nil, newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease_token is for job %d, not job %d", e.tok.jobID, it.JobID))
+	case e.tok.workerID != wid:
+		return nil, newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease_token of job %d was issued to another worker than %q", it.JobID, wid))
+	}
+	return e, nil
+}
+
+// stateAfter is the state an applied outcome leaves its job in.
+func stateAfter(o core.Outcome) core.State {
+	switch o.Kind {
+	case core.OutcomeComplete:
+		return core.StateCompleted
+	case core.OutcomeRetry:
+		return core.StateRetryable
+	case core.OutcomeDiscard:
+		return core.StateDiscarded
+	case core.OutcomeCancel:
+		return core.StateCancelled
+	case core.OutcomeSnooze:
+		if o.RunAt.After(o.At) {
+			return core.StateScheduled
+		}
+		return core.StateAvailable
+	}
+	return ""
+}
