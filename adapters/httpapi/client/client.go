@@ -2,8 +2,8 @@
 // submit and inspect jobs, administrators cancel, retry and pause, and
 // remote workers register, claim jobs with long polls and report outcomes
 // under lease tokens. Worker (NewWorker) is a complete remote worker built
-// on it: heartbeats, bounded concurrency, outcome delivery that survives a
-// flaky network, and graceful shutdown.
+// on it: heartbeats, bounded concurrency, batched outcome delivery that
+// survives a flaky network, and graceful shutdown.
 //
 // Errors of the API arrive as *Problem, which errors.Is maps to the core
 // sentinels (core.ErrNotFound, core.ErrLeaseLost, core.ErrInvalidJob,
@@ -17,9 +17,10 @@
 // backoff. Other transient failures (a reset connection, a timeout, a
 // proxy's 502/504) are retried only for calls that are safe to repeat:
 // reads, registration, heartbeats, deregistration, pause and resume,
-// submissions whose every job has a unique key, and outcomes (an outcome
-// replayed after the server applied it yields lease-lost, which the client
-// then reports as success of unknown result, and logs).
+// submissions whose every job has a unique key, and outcomes, single or
+// batched (an outcome replayed after the server applied it yields
+// lease-lost, which the client then reports as success of unknown result,
+// and logs).
 package client
 
 import (
@@ -674,6 +675,60 @@ func (c *Client) Fail(ctx context.Context, id int64, req FailRequest) (*Job, err
 // for Complete.
 func (c *Client) Snooze(ctx context.Context, id int64, req SnoozeRequest) (*Job, error) {
 	return c.outcome(ctx, id, "/snooze", req)
+}
+
+// MaxOutcomes is the most outcomes one Outcomes call may carry.
+const MaxOutcomes = 1000
+
+// Outcomes reports up to MaxOutcomes outcomes of jobs worker workerID
+// holds in one request (POST /v1/workers/{id}/outcomes; worker role),
+// which the server applies with one store write. It returns one result per
+// item, in input order: each item applies or not on its own (see
+// OutcomeResult; a token issued to another worker is invalid-lease-token).
+// An error means no result is known: a *Problem for a request the server
+// refused as a whole (nothing changed; ErrRouteNotFound from a server
+// without this endpoint: use the single calls), a *TransportError or
+// ErrUnavailable after the retries. An empty batch sends nothing and
+// returns no results; more than MaxOutcomes returns an error.
+//
+// It is retried after transient failures like the single outcome calls:
+// an item that comes back lease-lost after a retried request whose answer
+// was lost is marked Unknown (an earlier try most likely applied it) and
+// logged as a warning.
+func (c *Client) Outcomes(ctx context.Context, workerID string, items []OutcomeRequest) ([]OutcomeResult, error) {
+	switch {
+	case len(items) == 0:
+		return nil, nil
+	case len(items) > MaxOutcomes:
+		return nil, fmt.Errorf("backlog client: %d outcomes in one batch, over the limit of %d", len(items), MaxOutcomes)
+	}
+	body := struct {
+		Outcomes []OutcomeRequest `json:"outcomes"`
+	}{items}
+	var out struct {
+		Results []OutcomeResult `json:"results"`
+	}
+	path := workerPath(workerID, "/outcomes")
+	ambiguous, err := c.do(ctx, call{method: http.MethodPost, path: path, body: body, out: &out, mode: retryIdempotent})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(items) {
+		return nil, fmt.Errorf("backlog client: a batch of %d outcomes answered with %d results", len(items), len(out.Results))
+	}
+	for i := range out.Results {
+		r := &out.Results[i]
+		if r.Problem == nil {
+			continue
+		}
+		r.Problem.Method = http.MethodPost
+		if ambiguous && errors.Is(r.Problem, core.ErrLeaseLost) {
+			r.Unknown = true
+			c.log.WarnContext(ctx, "backlog client: a retried outcome found the lease gone; an earlier try whose answer was lost most likely applied it",
+				"job_id", r.JobID, "outcome", items[i].Type)
+		}
+	}
+	return out.Results, nil
 }
 
 // ExtendLease extends the lease of one claimed job (POST

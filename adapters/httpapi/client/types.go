@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -249,4 +250,101 @@ func seconds(d time.Duration) *float64 {
 // secondsDuration turns a number of seconds into a duration.
 func secondsDuration(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
+}
+
+// OutcomeType is the kind of one outcome of a batch (Client.Outcomes).
+type OutcomeType string
+
+// The outcome types of a batch, as the single calls Complete, Fail and
+// Snooze.
+const (
+	OutcomeComplete OutcomeType = "complete"
+	OutcomeFail     OutcomeType = "fail"
+	OutcomeSnooze   OutcomeType = "snooze"
+)
+
+// OutcomeRequest is one outcome of a batch (POST
+// /v1/workers/{id}/outcomes): the job, its lease token, the type and the
+// fields of that type, as in CompleteRequest (Result), FailRequest (Error,
+// required; Trace, Action, RetryIn) and SnoozeRequest (Delay). Fields of
+// another type must be left zero (the server refuses the item otherwise).
+// CompleteOutcome, FailOutcome and SnoozeOutcome build one from the single
+// calls' requests.
+type OutcomeRequest struct {
+	JobID      int64
+	LeaseToken string
+	Type       OutcomeType
+	Result     json.RawMessage // complete: any JSON value, nil for none
+	Error      string          // fail: the message (required)
+	Trace      string          // fail
+	Action     FailAction      // fail: "" = FailRetry
+	RetryIn    *time.Duration  // fail, FailRetry: overrides the server's retry delay
+	Delay      time.Duration   // snooze: due again after this long (no attempt used)
+}
+
+// CompleteOutcome is the batch item of Complete(ctx, jobID, r).
+func CompleteOutcome(jobID int64, r CompleteRequest) OutcomeRequest {
+	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeComplete, Result: r.Result}
+}
+
+// FailOutcome is the batch item of Fail(ctx, jobID, r).
+func FailOutcome(jobID int64, r FailRequest) OutcomeRequest {
+	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeFail, Error: r.Error, Trace: r.Trace, Action: r.Action, RetryIn: r.RetryIn}
+}
+
+// SnoozeOutcome is the batch item of Snooze(ctx, jobID, r).
+func SnoozeOutcome(jobID int64, r SnoozeRequest) OutcomeRequest {
+	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeSnooze, Delay: r.Delay}
+}
+
+// MarshalJSON writes the item, with RetryIn as retry_in_seconds and Delay
+// as delay_seconds.
+func (r OutcomeRequest) MarshalJSON() ([]byte, error) {
+	var retryIn *float64
+	if r.RetryIn != nil {
+		v := max(*r.RetryIn, 0).Seconds()
+		retryIn = &v
+	}
+	return json.Marshal(struct {
+		JobID          int64           `json:"job_id"`
+		LeaseToken     string          `json:"lease_token"`
+		Type           OutcomeType     `json:"type"`
+		Result         json.RawMessage `json:"result,omitempty"`
+		Error          string          `json:"error,omitempty"`
+		Trace          string          `json:"trace,omitempty"`
+		Action         FailAction      `json:"action,omitempty"`
+		RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"`
+		DelaySeconds   *float64        `json:"delay_seconds,omitempty"`
+	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, seconds(r.Delay)})
+}
+
+// OutcomeResult is the fate of one item of Client.Outcomes. Applied items
+// have the job's State after the outcome (completed, retryable, discarded,
+// cancelled, scheduled or available; completed also when the server keeps
+// no completed jobs). Items that did not apply changed nothing and carry
+// their Problem: lease-lost (core.ErrLeaseLost), invalid-lease-token
+// (ErrInvalidLeaseToken) or invalid-request (ErrInvalidRequest, for
+// example a result over the server's limit).
+//
+// Unknown is set on an item that came back lease-lost from a request
+// retried after a failure whose answer was lost: an earlier try most
+// likely applied it (Problem is kept; Err returns nil).
+type OutcomeResult struct {
+	JobID   int64      `json:"job_id"`
+	Applied bool       `json:"applied"`
+	State   core.State `json:"state,omitempty"`
+	Problem *Problem   `json:"problem,omitempty"`
+	Unknown bool       `json:"-"`
+}
+
+// Err returns nil for an applied item or one of unknown result, else the
+// item's *Problem (errors.Is maps it as for the single calls).
+func (r OutcomeResult) Err() error {
+	if r.Applied || r.Unknown {
+		return nil
+	}
+	if r.Problem == nil {
+		return fmt.Errorf("backlog api: outcome of job %d not applied, without a problem", r.JobID)
+	}
+	return r.Problem
 }
