@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,5 +141,174 @@ func TestOutcomesRetryLeaseLost(t *testing.T) {
 		if j := s.job(r.JobID); j.State != core.StateCompleted {
 			t.Fatalf("job %+v", j)
 		}
+	}
+}
+
+// countingProxy proxies to target and counts requests per path suffix.
+// With oldServer set it answers POST …/outcomes with the 404 problem of a
+// server that does not have the route.
+type countingProxy struct {
+	*httptest.Server
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func newCountingProxy(t *testing.T, target string, oldServer bool) *countingProxy {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // a claim cut short at shutdown is no news
+	p := &countingProxy{counts: map[string]int{}}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		last := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+		p.mu.Lock()
+		p.counts[last]++
+		p.mu.Unlock()
+		if oldServer && last == "outcomes" {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"type":"%snot-found","title":"Not found","status":404,"detail":"no route for POST %s"}`, client.ProblemTypeBase, r.URL.Path)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *countingProxy) count(suffix string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.counts[suffix]
+}
+
+// drainThrough runs a worker through proxy on n short jobs (some of them
+// failing, snoozing or with a result over the server's limit) until all
+// are final, and returns the worker's jobs by kind.
+func drainThrough(t *testing.T, s *testServer, proxy *countingProxy, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var reqs []client.SubmitRequest
+	for i := range n {
+		kind := "ok"
+		switch i % 50 {
+		case 1:
+			kind = "fail"
+		case 2:
+			kind = "huge"
+		}
+		reqs = append(reqs, client.SubmitRequest{Kind: kind, MaxAttempts: 1, Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+	}
+	for from := 0; from < n; from += 1000 {
+		if _, err := s.producer.SubmitBatch(ctx, reqs[from:min(from+1000, n)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(proxy.URL, client.WithToken(workerToken), client.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := client.NewWorker(c, client.WorkerConfig{Queues: []string{"default"}, Concurrency: 20, WaitSeconds: 1, Logger: quiet(),
+		Handler: func(ctx context.Context, j *client.Job) (json.RawMessage, error) {
+			switch j.Kind {
+			case "fail":
+				return nil, errors.New("failed on purpose")
+			case "huge":
+				return json.RawMessage(`"` + strings.Repeat("x", 300) + `"`), nil
+			}
+			return j.Args, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	waitFor(t, 60*time.Second, "every job to be final", func() bool {
+		c := s.counts()
+		return c[core.StateCompleted]+c[core.StateDiscarded] == n
+	})
+	stop()
+	for _, j := range s.allJobs() {
+		switch j.Kind {
+		case "ok":
+			if j.State != core.StateCompleted || string(j.Result) != string(j.Args) {
+				t.Fatalf("job %d: %s result %s args %s", j.ID, j.State, j.Result, j.Args)
+			}
+		case "fail":
+			if j.State != core.StateDiscarded || j.Errors[0].Error != "failed on purpose" {
+				t.Fatalf("job %d: %s %+v", j.ID, j.State, j.Errors)
+			}
+		case "huge":
+			if j.State != core.StateDiscarded || !strings.Contains(j.Errors[0].Error, "completion refused by the server") {
+				t.Fatalf("job %d: %s %+v", j.ID, j.State, j.Errors)
+			}
+		}
+	}
+}
+
+// TestWorkerBatchesOutcomes: a worker running many short jobs reports
+// their outcomes in far fewer requests than jobs.
+func TestWorkerBatchesOutcomes(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, teststores.Memory(t), core.Config{MaxResultBytes: 100}, false)
+	proxy := newCountingProxy(t, s.URL, false)
+	const n = 2000
+	drainThrough(t, s, proxy, n)
+	batches, singles := proxy.count("outcomes"), proxy.count("complete")+proxy.count("fail")+proxy.count("snooze")
+	t.Logf("%d jobs: %d outcome requests, %d claims", n, batches, proxy.count("claim"))
+	if singles != 0 || batches == 0 || batches > n/4 {
+		t.Fatalf("%d jobs took %d batch and %d single outcome requests", n, batches, singles)
+	}
+}
+
+// TestWorkerFallsBackToSingleOutcomes: against a server without the batch
+// endpoint the worker reports each outcome on its own endpoint.
+func TestWorkerFallsBackToSingleOutcomes(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, teststores.Memory(t), core.Config{MaxResultBytes: 100}, false)
+	proxy := newCountingProxy(t, s.URL, true)
+	const n = 200
+	drainThrough(t, s, proxy, n)
+	if got := proxy.count("outcomes"); got != 1 {
+		t.Fatalf("%d batch requests, want the one that found no endpoint", got)
+	}
+	// Every ok job completes once; a huge result is refused once, then
+	// failed; failures fail.
+	if c, f := proxy.count("complete"), proxy.count("fail"); c != n-n/50 || f != 2*n/50 {
+		t.Fatalf("%d complete and %d fail requests for %d jobs", c, f, n)
+	}
+}
+
+// TestWorkerShutdownFlushesOutcomes: outcomes gathered for a long batch
+// wait are sent before the worker deregisters.
+func TestWorkerShutdownFlushesOutcomes(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, teststores.Memory(t), core.Config{}, false)
+	ctx := context.Background()
+	var ids []int64
+	for range 5 {
+		r, err := s.producer.Submit(ctx, client.SubmitRequest{Kind: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.Job.ID)
+	}
+	var ran atomic.Int32
+	w := s.newWorker(client.WorkerConfig{Concurrency: 5, OutcomeBatchWait: time.Second,
+		Handler: func(ctx context.Context, j *client.Job) (json.RawMessage, error) {
+			ran.Add(1)
+			return json.RawMessage(`"done"`), nil
+		}})
+	stop := runWorker(t, w)
+	waitFor(t, 20*time.Second, "every handler to run", func() bool { return ran.Load() == 5 })
+	stop()
+	for _, id := range ids {
+		if j := s.job(id); j.State != core.StateCompleted || string(j.Result) != `"done"` {
+			t.Fatalf("job %+v", j)
+		}
+	}
+	if ws, err := s.admin.Workers(ctx); err != nil || len(ws) != 0 {
+		t.Fatalf("workers left registered: %v %+v", err, ws)
 	}
 }

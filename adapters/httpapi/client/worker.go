@@ -104,6 +104,11 @@ type WorkerConfig struct {
 	// OnRegister, if set, is called after each successful registration
 	// (the first one, and again after the server forgot the worker).
 	OnRegister func(*Registration)
+	// OutcomeBatchWait is how long finished jobs' outcomes are gathered
+	// before they are sent in one request (at most 1000 per request); 0
+	// means DefaultOutcomeBatchWait (2 ms), negative means no wait (each
+	// request carries what is queued when it is sent).
+	OutcomeBatchWait time.Duration
 }
 
 // Worker is a remote worker: it registers with the server, heartbeats,
@@ -123,6 +128,8 @@ type Worker struct {
 
 	mu    sync.Mutex
 	tasks map[int64]*task // claimed jobs whose handler or outcome is pending
+
+	comp *completer // delivers outcomes in batches
 }
 
 // task is one claimed job on this worker.
@@ -177,15 +184,20 @@ func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.OutcomeBatchWait == 0 {
+		cfg.OutcomeBatchWait = DefaultOutcomeBatchWait
+	}
 	cfg.ShutdownTimeout = max(cfg.ShutdownTimeout, 0)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Queues = slices.Clone(cfg.Queues)
-	return &Worker{
+	w := &Worker{
 		c: c, cfg: cfg, log: cfg.Logger.With("worker_id", cfg.ID),
 		stopNow: make(chan struct{}), tasks: map[int64]*task{},
-	}, nil
+	}
+	w.comp = newCompleter(w, cfg.OutcomeBatchWait)
+	return w, nil
 }
 
 // ID returns the worker's id.
@@ -216,7 +228,10 @@ var ErrShutdown = core.ShutdownCause()
 // Run registers the worker and works until ctx ends, then shuts down:
 // no new claims; running handlers get ShutdownTimeout (or until StopNow)
 // to finish, then are cancelled and their jobs snoozed back (no attempt
-// used); outcomes are delivered; the worker deregisters. It never exits on
+// used); pending outcomes are delivered; the worker deregisters.
+// Outcomes go to the server in batches (POST /v1/workers/{id}/outcomes,
+// see OutcomeBatchWait), or one request each against a server without
+// that endpoint. It never exits on
 // a transient failure (an unreachable server is retried with backoff). It
 // returns nil after a shutdown caused by ctx, and an error when the server
 // refuses the registration for good (unauthorized, forbidden, invalid
@@ -240,6 +255,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelDeliver()
 	beatCtx, stopBeat := context.WithCancel(base)
 	defer stopBeat()
+	w.comp.start(deliverCtx)
 
 	var beats sync.WaitGroup
 	beats.Add(1)
@@ -248,7 +264,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	var tasks sync.WaitGroup
 	w.claimLoop(ctx, workCtx, deliverCtx, &tasks)
 
-	// Shutdown.
+	// Shutdown: outcomes go out without waiting for more.
+	w.comp.flush()
 	done := make(chan struct{})
 	go func() { tasks.Wait(); close(done) }()
 	n := len(w.handlersRunning())
@@ -273,6 +290,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Error("backlog worker: gave up on handlers or outcomes still pending; their jobs come back when their leases end",
 			"jobs", w.pendingIDs())
 	}
+	w.comp.close()
 	stopBeat()
 	beats.Wait()
 	dctx, cancel := context.WithTimeout(base, deregisterTimeout)
@@ -449,16 +467,15 @@ func (w *Worker) claimLoop(ctx, workCtx, deliverCtx context.Context, tasks *sync
 					defer tasks.Done()
 					defer w.forget(t)
 					defer cancel(nil)
-					<-slots
 					t.returned.Store(true)
-					w.deliver(deliverCtx, j, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: j.LeaseToken}})
+					w.report(j, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: j.LeaseToken}}, func() { <-slots })
 				}()
 				continue
 			}
 			go func() {
 				defer tasks.Done()
 				defer w.forget(t)
-				w.runTask(deliverCtx, t, func() { <-slots })
+				w.runTask(t, func() { <-slots })
 			}()
 		}
 		if len(jobs) == 0 && time.Since(start) < 100*time.Millisecond {
@@ -503,9 +520,9 @@ func (w *Worker) pendingIDs() []int64 {
 	return ids
 }
 
-// runTask runs the handler of one job, frees its slot, and delivers the
-// outcome.
-func (w *Worker) runTask(deliverCtx context.Context, t *task, release func()) {
+// runTask runs the handler of one job and reports its outcome; the job's
+// slot is freed once the outcome is queued for delivery.
+func (w *Worker) runTask(t *task, release func()) {
 	job, ctx := t.job, t.ctx
 	defer t.cancel(nil)
 	runCtx := ctx
@@ -519,13 +536,27 @@ func (w *Worker) runTask(deliverCtx context.Context, t *task, release func()) {
 		err = fmt.Errorf("%w: %w", errJobDeadline, err)
 	}
 	t.returned.Store(true)
-	release()
 
 	if cause := context.Cause(ctx); errors.Is(cause, core.ErrLeaseLost) {
+		release()
 		w.log.Warn("backlog worker: handler stopped after its lease was lost; no outcome reported", "job_id", job.ID, "kind", job.Kind, "cause", cause)
 		return
 	}
-	w.deliver(deliverCtx, job, w.decide(ctx, job, res, err))
+	w.report(job, w.decide(ctx, job, res, err), release)
+}
+
+// report queues job's outcome for the completer, then frees the job's
+// slot (release) and waits until the outcome is delivered, found lost or
+// given up. The job stays among the worker's pending tasks meanwhile.
+func (w *Worker) report(job *Job, o outcome, release func()) {
+	p := w.comp.add(job, o)
+	release()
+	if p == nil {
+		w.log.Error("backlog worker: outcome not delivered before shutdown; the job comes back when its lease ends",
+			"job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "outcome", o.kind)
+		return
+	}
+	<-p.done
 }
 
 var errJobDeadline = errors.New("job deadline passed")
@@ -608,8 +639,10 @@ func failOutcome(tok string, action FailAction, err error, retryIn *time.Duratio
 	}}
 }
 
-// deliver reports an outcome, retrying until it applies, the lease is
-// found lost, or ctx ends (then the job comes back when its lease ends).
+// deliver reports an outcome with its single endpoint, retrying until it
+// applies, the lease is found lost, or ctx ends (then the job comes back
+// when its lease ends). The completer uses it against servers without the
+// batch endpoint.
 func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 	log := w.log.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "outcome", o.kind)
 	ambiguous := false

@@ -205,7 +205,7 @@ type switchProxy struct {
 	*httptest.Server
 	down     atomic.Bool
 	refused  atomic.Int32 // requests answered 502
-	outcomes atomic.Int32 // outcome requests answered 502
+	outcomes atomic.Int32 // outcome requests (single or batched) answered 502
 }
 
 func newSwitchProxy(t *testing.T, target string) *switchProxy {
@@ -218,7 +218,7 @@ func newSwitchProxy(t *testing.T, target string) *switchProxy {
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.down.Load() {
 			p.refused.Add(1)
-			if strings.HasSuffix(r.URL.Path, "/complete") {
+			if strings.HasSuffix(r.URL.Path, "/complete") || strings.HasSuffix(r.URL.Path, "/outcomes") {
 				p.outcomes.Add(1)
 			}
 			http.Error(w, "down", http.StatusBadGateway)
