@@ -16,8 +16,8 @@ import (
 
 // BenchmarkRemoteDrain measures remote workers end to end: a batch of
 // no-op jobs submitted over HTTP, drained by Go client.Workers over HTTP
-// (claim, then one complete call per job), on a real server on loopback.
-// It reports jobs/s; one iteration drains benchJobs jobs.
+// (long-poll claims, outcomes reported in batches), on a real server on
+// loopback. It reports jobs/s; one iteration drains benchJobs jobs.
 //
 //	go test -run '^$' -bench RemoteDrain -benchtime 3x ./adapters/httpapi/client/
 func BenchmarkRemoteDrain(b *testing.B) {
