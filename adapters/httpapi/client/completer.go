@@ -20,6 +20,9 @@ const (
 	// outcomeBatchBytes bounds the estimated body of one batch, well
 	// under the server's default request limit of 8 MiB.
 	outcomeBatchBytes = 4 << 20
+	// internalFailuresBeforeSplit is how many 500 answers in a row a
+	// batch gets before its outcomes are sent one by one.
+	internalFailuresBeforeSplit = 3
 )
 
 // pendingOutcome is a finished job's outcome waiting for delivery.
@@ -212,6 +215,13 @@ func (c *completer) send(ctx context.Context, batch []*pendingOutcome) []*pendin
 			return nil
 		case ctx.Err() != nil:
 			c.giveUp(batch, err)
+			return nil
+		case errors.Is(err, ErrInternal) && failures >= internalFailuresBeforeSplit:
+			// The server keeps failing on this batch: one request per
+			// outcome keeps one troublesome outcome from holding up the
+			// others.
+			log.Warn("backlog worker: the server keeps failing on a batch of outcomes; reporting them one by one", "err", err)
+			c.sendSingly(ctx, batch)
 			return nil
 		case IsRetryable(err) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden):
 			ambiguous = ambiguous || !notApplied(err)

@@ -145,15 +145,16 @@ func TestOutcomesRetryLeaseLost(t *testing.T) {
 }
 
 // countingProxy proxies to target and counts requests per path suffix.
-// With oldServer set it answers POST …/outcomes with the 404 problem of a
-// server that does not have the route.
+// POST …/outcomes is answered by the proxy itself in mode "old" (the 404
+// problem of a server that does not have the route) and "broken" (a 500
+// internal problem).
 type countingProxy struct {
 	*httptest.Server
 	mu     sync.Mutex
 	counts map[string]int
 }
 
-func newCountingProxy(t *testing.T, target string, oldServer bool) *countingProxy {
+func newCountingProxy(t *testing.T, target string, mode string) *countingProxy {
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
@@ -166,11 +167,19 @@ func newCountingProxy(t *testing.T, target string, oldServer bool) *countingProx
 		p.mu.Lock()
 		p.counts[last]++
 		p.mu.Unlock()
-		if oldServer && last == "outcomes" {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprintf(w, `{"type":"%snot-found","title":"Not found","status":404,"detail":"no route for POST %s"}`, client.ProblemTypeBase, r.URL.Path)
-			return
+		if last == "outcomes" {
+			switch mode {
+			case "old":
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusNotFound)
+				fmt.Fprintf(w, `{"type":"%snot-found","title":"Not found","status":404,"detail":"no route for POST %s"}`, client.ProblemTypeBase, r.URL.Path)
+				return
+			case "broken":
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprintf(w, `{"type":"%sinternal","title":"Internal server error","status":500,"detail":"internal error"}`, client.ProblemTypeBase)
+				return
+			}
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -252,7 +261,7 @@ func drainThrough(t *testing.T, s *testServer, proxy *countingProxy, n int) {
 func TestWorkerBatchesOutcomes(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, teststores.Memory(t), core.Config{MaxResultBytes: 100}, false)
-	proxy := newCountingProxy(t, s.URL, false)
+	proxy := newCountingProxy(t, s.URL, "")
 	const n = 2000
 	drainThrough(t, s, proxy, n)
 	batches, singles := proxy.count("outcomes"), proxy.count("complete")+proxy.count("fail")+proxy.count("snooze")
@@ -267,7 +276,7 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 func TestWorkerFallsBackToSingleOutcomes(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, teststores.Memory(t), core.Config{MaxResultBytes: 100}, false)
-	proxy := newCountingProxy(t, s.URL, true)
+	proxy := newCountingProxy(t, s.URL, "old")
 	const n = 200
 	drainThrough(t, s, proxy, n)
 	if got := proxy.count("outcomes"); got != 1 {
@@ -277,6 +286,19 @@ func TestWorkerFallsBackToSingleOutcomes(t *testing.T) {
 	// failed; failures fail.
 	if c, f := proxy.count("complete"), proxy.count("fail"); c != n-n/50 || f != 2*n/50 {
 		t.Fatalf("%d complete and %d fail requests for %d jobs", c, f, n)
+	}
+}
+
+// TestWorkerSplitsFailingBatches: a batch the server keeps failing on
+// (500) is reported one outcome at a time.
+func TestWorkerSplitsFailingBatches(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, teststores.Memory(t), core.Config{MaxResultBytes: 100}, false)
+	proxy := newCountingProxy(t, s.URL, "broken")
+	const n = 50
+	drainThrough(t, s, proxy, n)
+	if b, c := proxy.count("outcomes"), proxy.count("complete"); b < 3 || c != n-n/50 {
+		t.Fatalf("%d batch and %d complete requests for %d jobs", b, c, n)
 	}
 }
 
