@@ -46,6 +46,12 @@ type Config struct {
 	// Logger receives request logs (each with a correlation_id attribute);
 	// nil means the client's logger.
 	Logger *slog.Logger
+	// StatsCacheTTL is how long GET /v1/queues reuses its answer: the
+	// per-state counts scan every job, and each open dashboard polls them.
+	// Requests arriving while a read is in flight share it. Pause and
+	// resume answer with fresh counts. 0 means DefaultStatsCacheTTL (1 s);
+	// negative disables reuse.
+	StatsCacheTTL time.Duration
 }
 
 // Defaults of Config.
@@ -53,6 +59,7 @@ const (
 	DefaultMaxBodyBytes      = 8 << 20
 	DefaultMaxClaimWait      = 60 * time.Second
 	DefaultClaimPollInterval = 250 * time.Millisecond
+	DefaultStatsCacheTTL     = time.Second
 	// MaxLeaseExtension bounds extend_seconds of POST /v1/jobs/{id}/lease.
 	MaxLeaseExtension = time.Hour
 	// MaxBatch is the most jobs one POST /v1/jobs/batch may carry.
@@ -133,6 +140,7 @@ type Server struct {
 	wake    *broadcaster
 	workers *workerCache
 	claims  *claimMemory // jobs this server handed out, for batched outcomes' events
+	stats   *statsCache  // GET /v1/queues answers, shared for StatsCacheTTL
 	waiting atomic.Int64 // long-polls waiting now (for tests)
 
 	ctx       context.Context // ended by Close: long-polls return, the listener stops
@@ -168,6 +176,9 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	if cfg.ClaimPollInterval == 0 {
 		cfg.ClaimPollInterval = DefaultClaimPollInterval
 	}
+	if cfg.StatsCacheTTL == 0 {
+		cfg.StatsCacheTTL = DefaultStatsCacheTTL
+	}
 	ccfg := c.Config()
 	if cfg.Logger == nil {
 		cfg.Logger = ccfg.Logger
@@ -177,6 +188,7 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 		mux: http.NewServeMux(), wake: newBroadcaster(), workers: newWorkerCache(),
 		claims: newClaimMemory(ccfg.LeaseDuration),
 	}
+	s.stats = newStatsCache(s.st, cfg.StatsCacheTTL, time.Now)
 	for i, t := range []struct {
 		tok string
 		r   role
