@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,64 +21,15 @@ import (
 	"github.com/backlogq/backlog/adapters/dashboard"
 	"github.com/backlogq/backlog/adapters/httpapi"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/browsertest"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
-const chromiumPath = "/usr/bin/chromium"
-
 // stepTimeout bounds each browser step; the machine may be slow and loaded.
-const stepTimeout = 90 * time.Second
+const stepTimeout = browsertest.StepTimeout
 
-// browser starts headless Chromium for t, or skips t when it is not
-// installed (failing instead when BACKLOG_REQUIRE_BROWSER=1). The returned
-// context drives one tab; the browser and its profile go away when t ends.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("BACKLOG_REQUIRE_BROWSER") == "1" {
-			t.Fatalf("BACKLOG_REQUIRE_BROWSER=1 but %s is missing (run scripts/install-chromium.sh): %v", chromiumPath, err)
-		}
-		t.Skipf("%s is missing (scripts/install-chromium.sh installs it); set BACKLOG_REQUIRE_BROWSER=1 to fail instead", chromiumPath)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		// Without these the closed network here makes Chromium hang on
-		// lookups of its own services.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
-		t.Logf("chromedp: "+format, args...)
-	}))
-	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc()
-	})
-	// Start the browser with the tab's own context (the first Run binds the
-	// browser's life to the context it gets), bounded from outside.
-	started := make(chan error, 1)
-	go func() { started <- chromedp.Do(ctx) }()
-	select {
-	case err := <-started:
-		if err != nil {
-			t.Fatalf("start %s: %v", chromiumPath, err)
-		}
-	case <-time.After(stepTimeout):
-		cancelTab()
-		cancelAlloc()
-		t.Fatalf("%s did not start within %s", chromiumPath, stepTimeout)
-	}
-	return ctx
-}
+// browser starts headless Chromium for t (see internal/browsertest).
+func browser(t *testing.T) context.Context { return browsertest.Start(t) }
 
 // stack is the API and the dashboard on one loopback server, over a client
 // that works queue "default" with a "flaky" kind that fails permanently
