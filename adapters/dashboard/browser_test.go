@@ -189,17 +189,7 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 // waitJS waits until the JavaScript expression is truthy.
 func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, stepTimeout+5*time.Second)
-	defer cancel()
-	_, err := chromedp.Run(sctx, chromedp.Poll[chromedp.Void](expr,
-		chromedp.WithPollingTimeout(stepTimeout), chromedp.WithPollingInterval(50*time.Millisecond)))
-	if err != nil {
-		var dump string
-		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer dcancel()
-		dump, _ = chromedp.Run(dctx, chromedp.Evaluate[string](`document.getElementById('view').innerText + "\n[status] " + document.getElementById('live').innerText + "\n[banner] " + document.getElementById('banner').innerText`))
-		t.Fatalf("%s: waiting for %s: %v\npage shows:\n%s", what, expr, err, dump)
-	}
+	browsertest.WaitJS(t, ctx, what, expr)
 }
 
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
