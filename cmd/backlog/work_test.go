@@ -302,3 +302,36 @@ func TestWorkConfigResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkTagsRouteJobs: a worker takes untagged jobs and jobs whose tags
+// are all among its --tag values, and leaves the others queued.
+func TestWorkTagsRouteJobs(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	id := func(args ...string) int64 {
+		return decodeJSON[jobView](t, mustCLI(t, db, append([]string{"enqueue", "k", "-o", "json"}, args...)...).stdout).ID
+	}
+	plain := id()
+	gpu := id("--tag", "gpu")
+	both := id("--tag", "gpu", "--tag", "eu")
+	tpu := id("--tag", "tpu")
+	w := startWorker(t, db, "--handler", "k=cat", "--tag", "gpu,eu")
+	st := openStore(t, db)
+	for _, j := range []int64{plain, gpu, both} {
+		waitFor(t, 20*time.Second, fmt.Sprintf("job %d to complete", j), func() bool {
+			got, err := st.Get(context.Background(), j)
+			return err == nil && got.State == core.StateCompleted
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // four poll intervals
+	if got, _ := st.Get(context.Background(), tpu); got.State != core.StateAvailable {
+		t.Fatalf("a job tagged tpu ran on a worker tagged gpu,eu: %s", got.State)
+	}
+	if c := w.stop(t); c != 0 {
+		t.Fatalf("exit %d", c)
+	}
+	long := strings.Repeat("x", core.MaxTagLen+1)
+	if r := cli(t, db, "work", "--handler", "k=cat", "--tag", long); r.code != 2 || !strings.Contains(r.stderr, "--tag") {
+		t.Errorf("a tag over %d bytes: %s", core.MaxTagLen, r)
+	}
+}
