@@ -79,11 +79,17 @@ type ClaimResponse struct {
 // workerCache keeps the registry records this server wrote or read, so
 // heartbeats and claims need not list every worker.
 type workerCache struct {
-	mu sync.Mutex
-	m  map[string]core.WorkerInfo
+	mu    sync.Mutex
+	m     map[string]core.WorkerInfo
+	sweep int // size at which put next drops records of dead workers
 }
 
-func newWorkerCache() *workerCache { return &workerCache{m: map[string]core.WorkerInfo{}} }
+// minCacheSweep is the cache size below which put never sweeps.
+const minCacheSweep = 1024
+
+func newWorkerCache() *workerCache {
+	return &workerCache{m: map[string]core.WorkerInfo{}, sweep: minCacheSweep}
+}
 
 func (c *workerCache) get(id string) (core.WorkerInfo, bool) {
 	c.mu.Lock()
@@ -92,10 +98,23 @@ func (c *workerCache) get(id string) (core.WorkerInfo, bool) {
 	return w, ok
 }
 
-func (c *workerCache) put(w core.WorkerInfo) {
+// put stores w. Workers that die without deregistering would otherwise
+// stay cached for the life of the server, so when the cache has doubled
+// since the last sweep, put drops the records whose heartbeat is older
+// than deadAfter (amortised constant time per put).
+func (c *workerCache) put(w core.WorkerInfo, deadAfter time.Duration) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.m[w.ID] = w
-	c.mu.Unlock()
+	if len(c.m) < c.sweep {
+		return
+	}
+	for id, x := range c.m {
+		if w.HeartbeatAt.Sub(x.HeartbeatAt) >= deadAfter {
+			delete(c.m, id)
+		}
+	}
+	c.sweep = max(minCacheSweep, 2*len(c.m))
 }
 
 func (c *workerCache) del(id string) {
@@ -134,7 +153,7 @@ func (s *Server) lookupWorker(ctx context.Context, id string, now time.Time) (co
 		if w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter) == core.LivenessDead {
 			break
 		}
-		s.workers.put(w)
+		s.workers.put(w, s.ccfg.WorkerDeadAfter)
 		return w, true, nil
 	}
 	s.workers.del(id)
@@ -151,7 +170,7 @@ func (s *Server) touch(ctx context.Context, w core.WorkerInfo, now time.Time) (c
 	if err := s.st.RegisterWorker(ctx, w); err != nil {
 		return w, err
 	}
-	s.workers.put(w)
+	s.workers.put(w, s.ccfg.WorkerDeadAfter)
 	return w, nil
 }
 
@@ -230,7 +249,7 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := s.st.RegisterWorker(r.Context(), info); err != nil {
 		return err
 	}
-	s.workers.put(info)
+	s.workers.put(info, s.ccfg.WorkerDeadAfter)
 	if !existed {
 		s.c.Emit(core.Event{Kind: core.EventWorkerRegistered, At: now, Reason: id})
 		reqFrom(r.Context()).log.Info("backlog http: worker registered", "worker_id", id, "queues", info.Queues)
