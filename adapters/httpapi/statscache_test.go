@@ -79,21 +79,3 @@ func TestQueueCountsAreShared(t *testing.T) {
 		t.Fatalf("5 concurrent GET /v1/queues read Stats %d times; requests during a read must share it", n)
 	}
 }
-
-// TestWorkerCacheForgetsDeadWorkers: records of workers that never
-// deregister do not accumulate for the life of the server.
-func TestWorkerCacheForgetsDeadWorkers(t *testing.T) {
-	c := newWorkerCache()
-	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 10 * minCacheSweep {
-		at := start.Add(time.Duration(i) * time.Second) // one new worker a second, none deregisters
-		c.put(core.WorkerInfo{ID: "w-" + itoa(int64(i)), HeartbeatAt: at}, 2*time.Minute)
-	}
-	if n := len(c.m); n >= 2*minCacheSweep {
-		t.Fatalf("the cache holds %d records after %d workers came and went; want fewer than %d", n, 10*minCacheSweep, 2*minCacheSweep)
-	}
-	last := "w-" + itoa(int64(10*minCacheSweep-1))
-	if _, ok := c.get(last); !ok {
-		t.Fatalf("the live worker %s was dropped", last)
-	}
-}
