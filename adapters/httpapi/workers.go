@@ -164,6 +164,10 @@ func notRegistered(id string) error {
 	return newProblem(SlugWorkerNotRegistered, fmt.Sprintf("worker %q is not registered (or was declared dead); register it with PUT /v1/workers/{id}", id))
 }
 
+// claimHeartbeatEvery is the least time between two heartbeats a
+// worker's claims record (liveness is judged in tens of seconds).
+const claimHeartbeatEvery = time.Second
+
 // touch records a heartbeat of w at now.
 func (s *Server) touch(ctx context.Context, w core.WorkerInfo, now time.Time) (core.WorkerInfo, error) {
 	w.HeartbeatAt = now
@@ -363,8 +367,12 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		}
 		queues = req.Queues
 	}
-	if info, err = s.touch(ctx, info, now); err != nil {
-		return err
+	// A claim is also a heartbeat, written at most once a second per
+	// worker: busy workers claim far more often than liveness needs.
+	if now.Sub(info.HeartbeatAt) >= claimHeartbeatEvery {
+		if info, err = s.touch(ctx, info, now); err != nil {
+			return err
+		}
 	}
 
 	// Claims run detached from the request: a claim the client abandons
