@@ -55,7 +55,9 @@ type Event struct {
 }
 
 // Observer receives events synchronously from engine goroutines; it must be
-// fast and must not block (hand off to a channel if it needs to).
+// fast and must not block (hand off to a channel if it needs to). Events
+// of different goroutines come in no set order: a job's claim may be
+// reported before the enqueue that inserted it returns and reports it.
 type Observer interface {
 	Observe(Event)
 }
