@@ -41,7 +41,11 @@ type Config struct {
 	MaxClaimWait time.Duration
 	// ClaimPollInterval is how often a long-polling claim looks for due
 	// jobs when no wake-up arrives (scheduled jobs coming due, inserts by
-	// other nodes on stores without notifications). 0 means 250 ms.
+	// other nodes on stores without notifications). 0 means 250 ms, or,
+	// when the store sends notifications (core.Notifier: inserts anywhere
+	// wake waiting claims at once), the client's PollInterval (1 s by
+	// default), as the engine polls: idle workers then cost a claim a
+	// second each instead of four.
 	ClaimPollInterval time.Duration
 	// Logger receives request logs (each with a correlation_id attribute);
 	// nil means the client's logger.
@@ -175,6 +179,9 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	}
 	if cfg.ClaimPollInterval == 0 {
 		cfg.ClaimPollInterval = DefaultClaimPollInterval
+		if _, ok := c.Store().(core.Notifier); ok {
+			cfg.ClaimPollInterval = max(c.Config().PollInterval, DefaultClaimPollInterval)
+		}
 	}
 	if cfg.StatsCacheTTL == 0 {
 		cfg.StatsCacheTTL = DefaultStatsCacheTTL

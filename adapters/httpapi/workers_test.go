@@ -292,3 +292,16 @@ func TestWorkerCacheForgetsDeadWorkers(t *testing.T) {
 		t.Fatalf("the live worker %s was dropped", last)
 	}
 }
+
+// TestClaimPollIntervalDefault: waiting claims poll every 250 ms on a store
+// without notifications, and at the client's PollInterval on one with them.
+func TestClaimPollIntervalDefault(t *testing.T) {
+	notifying := newHarness(t, teststores.Memory(t), core.Config{}, Config{})
+	if got := notifying.srv.cfg.ClaimPollInterval; got != time.Second {
+		t.Errorf("with a notifying store: %s; want the client's PollInterval, 1s", got)
+	}
+	silent := newHarness(t, &countingStore{Store: teststores.Memory(t)}, core.Config{}, Config{})
+	if got := silent.srv.cfg.ClaimPollInterval; got != DefaultClaimPollInterval {
+		t.Errorf("with a store without notifications: %s; want %s", got, DefaultClaimPollInterval)
+	}
+}
