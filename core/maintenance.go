@@ -35,9 +35,10 @@ func jitter(d time.Duration) time.Duration {
 
 // Maintain runs one maintenance round now: rescue expired leases, discard
 // pending jobs past their deadline, prune finished jobs past their
-// retention, hand back dead workers' jobs and remove their records. Started clients run it every
-// MaintenanceInterval; tests and tools may call it directly. Errors are
-// logged and reported to observers, never returned: the next round retries.
+// retention, hand back dead workers' jobs and remove their records.
+// Started clients run it every MaintenanceInterval; tests and tools may
+// call it directly. Errors are logged and reported to observers, never
+// returned: the next round retries.
 func (c *Client) Maintain(ctx context.Context) {
 	now := c.clock.Now()
 	for range maintenanceRounds {
@@ -78,12 +79,13 @@ func (c *Client) Maintain(ctx context.Context) {
 }
 
 // buryDeadWorkers hands back the jobs of workers declared dead and then
-// removes their records. A record is removed only after a rescue round that
-// ended without error, so a dead worker's jobs never lose their fast path
-// back to the queue (its leases still expire if everything else fails).
+// removes their records. A record is removed only after rescue rounds that
+// ended without error and took every job left, so a dead worker's jobs
+// never lose their fast path back to the queue (their leases still expire
+// if everything else fails).
 func (c *Client) buryDeadWorkers(ctx context.Context, now time.Time) {
 	deadBefore := now.Add(-c.cfg.WorkerDeadAfter)
-	for range maintenanceRounds {
+	for round := range maintenanceRounds {
 		jobs, err := c.store.RescueWorkers(ctx, deadBefore, now, maintenanceBatch)
 		if c.maintErr(ctx, "rescue dead workers' jobs", err) {
 			return
@@ -91,6 +93,9 @@ func (c *Client) buryDeadWorkers(ctx context.Context, now time.Time) {
 		c.emitRescued(now, jobs, CauseWorkerDead)
 		if len(jobs) < maintenanceBatch {
 			break
+		}
+		if round == maintenanceRounds-1 {
+			return // more may be left: keep the records for the next round
 		}
 	}
 	n, err := c.store.RemoveDeadWorkers(ctx, deadBefore)
