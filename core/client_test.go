@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/memory"
@@ -701,5 +702,22 @@ func TestWorkerTagsRouteTaggedJobs(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if j, _ := st.Get(ctx, other.Job.ID); j.State != core.StateAvailable {
 		t.Fatalf("a job tagged tpu ran on a gpu worker: state %s", j.State)
+	}
+}
+
+func TestAttemptErrorBounded(t *testing.T) {
+	long := strings.Repeat("é", core.MaxErrorBytes) // 2 bytes a rune
+	b := core.AttemptError{Error: "head " + long, Trace: long + " tail"}.Bounded()
+	if len(b.Error) > core.MaxErrorBytes/2+len("…[truncated]") || !strings.HasPrefix(b.Error, "head ") || !strings.HasSuffix(b.Error, "…[truncated]") {
+		t.Errorf("Error kept %d bytes: %.20q…", len(b.Error), b.Error)
+	}
+	if len(b.Trace) > core.MaxErrorBytes/2+len("[truncated]…") || !strings.HasSuffix(b.Trace, " tail") || !strings.HasPrefix(b.Trace, "[truncated]…") {
+		t.Errorf("Trace kept %d bytes", len(b.Trace))
+	}
+	if !utf8.ValidString(b.Error) || !utf8.ValidString(b.Trace) {
+		t.Error("a cut split a rune")
+	}
+	if short := (core.AttemptError{Error: "x", Trace: "y"}).Bounded(); short.Error != "x" || short.Trace != "y" {
+		t.Errorf("short texts changed: %+v", short)
 	}
 }

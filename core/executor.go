@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 )
 
 // execution is one running attempt on this node.
@@ -223,35 +222,8 @@ func attemptError(job *Job, now time.Time, err error) *AttemptError {
 	if errors.As(err, &te) {
 		ae.Trace = te.ErrorTrace()
 	}
-	ae.Error = truncateUTF8(ae.Error, MaxErrorBytes/2)
-	ae.Trace = truncateTail(ae.Trace, MaxErrorBytes/2)
+	*ae = ae.Bounded()
 	return ae
-}
-
-// truncateUTF8 keeps at most n bytes of s's head, cutting on a rune
-// boundary and marking the cut.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…[truncated]"
-}
-
-// truncateTail keeps at most n bytes of s's tail (where stderr and stacks
-// keep the interesting part), cutting on a rune boundary.
-func truncateTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := len(s) - n
-	for cut < len(s) && !utf8.RuneStart(s[cut]) {
-		cut++
-	}
-	return "[truncated]…" + s[cut:]
 }
 
 func sortStrings(s []string) { slices.Sort(s) }

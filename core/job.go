@@ -91,6 +91,43 @@ type AttemptError struct {
 	Trace   string    `json:"trace,omitempty"` // panic stack, stderr tail or exit status; may be empty
 }
 
+// Bounded returns e with Error cut to its first MaxErrorBytes/2 bytes and
+// Trace to its last MaxErrorBytes/2 bytes (the end of a stack or of stderr
+// is the telling part), on rune boundaries, each cut marked. Runners of
+// jobs outside the engine (the HTTP API's remote workers) bound what they
+// report the same way.
+func (e AttemptError) Bounded() AttemptError {
+	e.Error = truncateHead(e.Error, MaxErrorBytes/2)
+	e.Trace = truncateTail(e.Trace, MaxErrorBytes/2)
+	return e
+}
+
+// truncateHead keeps at most n bytes of s's head, cutting on a rune
+// boundary and marking the cut.
+func truncateHead(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…[truncated]"
+}
+
+// truncateTail keeps at most n bytes of s's tail (where stderr and stacks
+// keep the interesting part), cutting on a rune boundary.
+func truncateTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "[truncated]…" + s[cut:]
+}
+
 // Job is one stored job as a store returns it. Times are UTC with microsecond
 // precision; a zero time means "not set" (NULL in SQL stores).
 type Job struct {

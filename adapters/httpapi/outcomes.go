@@ -219,10 +219,8 @@ func checkFail(msg, action string, retryIn *float64) (*time.Duration, error) {
 // failure as an error.
 func (s *Server) failOutcome(j *core.Job, tok leaseToken, now time.Time, msg, trace, action string, override *time.Duration) (core.Outcome, core.EventKind, string, error) {
 	cause := errors.New(msg)
-	ae := &core.AttemptError{
-		Attempt: tok.attempt, At: now,
-		Error: truncateHead(msg, core.MaxErrorBytes/2), Trace: truncateTail(trace, core.MaxErrorBytes/2),
-	}
+	ae := new(core.AttemptError)
+	*ae = core.AttemptError{Attempt: tok.attempt, At: now, Error: msg, Trace: trace}.Bounded()
 	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, At: now, Error: ae}
 	var (
 		ev     core.EventKind
@@ -371,28 +369,4 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, LeaseResponse{LeaseUntil: until})
 	return nil
-}
-
-// truncateHead keeps at most n bytes of s's head on a rune boundary.
-func truncateHead(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…[truncated]"
-}
-
-// truncateTail keeps at most n bytes of s's tail on a rune boundary.
-func truncateTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := len(s) - n
-	for cut < len(s) && !utf8.RuneStart(s[cut]) {
-		cut++
-	}
-	return "[truncated]…" + s[cut:]
 }

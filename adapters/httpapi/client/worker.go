@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -633,9 +632,9 @@ func failOutcome(tok string, action FailAction, err error, retryIn *time.Duratio
 	if errors.As(err, &te) {
 		trace = te.ErrorTrace()
 	}
+	b := core.AttemptError{Error: msg, Trace: trace}.Bounded()
 	return outcome{kind: "fail", fail: FailRequest{
-		LeaseToken: tok, Action: action, RetryIn: retryIn,
-		Error: truncateHead(msg, core.MaxErrorBytes/2), Trace: truncateTail(trace, core.MaxErrorBytes/2),
+		LeaseToken: tok, Action: action, RetryIn: retryIn, Error: b.Error, Trace: b.Trace,
 	}}
 }
 
@@ -701,28 +700,4 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
-}
-
-// truncateHead keeps at most n bytes of s's head on a rune boundary.
-func truncateHead(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…[truncated]"
-}
-
-// truncateTail keeps at most n bytes of s's tail on a rune boundary.
-func truncateTail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := len(s) - n
-	for cut < len(s) && !utf8.RuneStart(s[cut]) {
-		cut++
-	}
-	return "[truncated]…" + s[cut:]
 }
