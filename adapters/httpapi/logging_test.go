@@ -1,34 +1,20 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines decodes the JSON log lines written to b so far.
+func logLines(b *syncbuf.Buffer) []map[string]any {
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) == nil {
 			out = append(out, m)
@@ -39,7 +25,7 @@ func (s *syncBuffer) lines() []map[string]any {
 
 func TestLogLinesCarryTheCorrelationID(t *testing.T) {
 	st := teststores.Memory(t)
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := newHarness(t, st, core.Config{}, Config{Logger: log})
 	h.send(req{method: "PUT", path: "/v1/workers/w", body: map[string]any{"queues": []string{"default"}}, header: map[string]string{"X-Correlation-Id": "trace-1"}})
@@ -49,7 +35,7 @@ func TestLogLinesCarryTheCorrelationID(t *testing.T) {
 
 	seen := map[string]int{}
 	var failed bool
-	for _, l := range buf.lines() {
+	for _, l := range logLines(&buf) {
 		id, _ := l["correlation_id"].(string)
 		if id == "" {
 			t.Fatalf("request log line without correlation_id: %v", l)
@@ -60,6 +46,6 @@ func TestLogLinesCarryTheCorrelationID(t *testing.T) {
 		}
 	}
 	if seen["trace-1"] < 2 || seen["trace-2"] < 2 || !failed {
-		t.Fatalf("log lines per correlation id %v (error logged: %v)\n%v", seen, failed, buf.lines())
+		t.Fatalf("log lines per correlation id %v (error logged: %v)\n%v", seen, failed, logLines(&buf))
 	}
 }

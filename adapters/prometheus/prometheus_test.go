@@ -1,7 +1,6 @@
 package prometheus_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -232,24 +232,6 @@ func TestWorkerLivenessGaugesFollowTheClock(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestScrapeErrorWhenTheStoreFails(t *testing.T) {
 	st := teststores.SQLite(t)
 	ctx := t.Context()
@@ -257,7 +239,7 @@ func TestScrapeErrorWhenTheStoreFails(t *testing.T) {
 	if _, err := st.Insert(ctx, now, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now}}); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	m := bprom.New(st, bprom.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	reg := prom.NewRegistry()
 	reg.MustRegister(m)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,32 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/store"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while a test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer captures a command's output while a test reads it.
+type syncBuffer = syncbuf.Buffer
 
 // result is one in-process run of the CLI.
 type result struct {

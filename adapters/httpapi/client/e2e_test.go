@@ -3,7 +3,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,13 +11,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -63,7 +62,7 @@ func helperWorker() int {
 // curlWorker is examples/http/curl-worker.sh running as a subprocess.
 type curlWorker struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan error
 }
 
@@ -75,7 +74,7 @@ func startCurlWorker(t *testing.T, url, id string, handler string) *curlWorker {
 	}
 	cmd := exec.Command("sh", script, "sh", "-c", handler)
 	cmd.Env = append(os.Environ(), "BACKLOG_URL="+url, "BACKLOG_TOKEN="+workerToken, "QUEUE=default", "WORKER_ID="+id, "WAIT_SECONDS=2")
-	cw := &curlWorker{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cw := &curlWorker{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = cw.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -109,23 +108,6 @@ func (cw *curlWorker) stop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("curl worker did not stop on SIGTERM\n%s", cw.stderr)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // drainArgs are the args of the drain test's jobs.
@@ -323,7 +305,7 @@ func TestKilledWorker(t *testing.T) {
 		const victim = "victim-worker"
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), helperEnv+"=worker", "BACKLOG_URL="+s.URL, "WORKER_ID="+victim)
-		var stderr syncBuffer
+		var stderr syncbuf.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
