@@ -34,6 +34,11 @@ type Client struct {
 	workCtx    context.Context
 	cancelWork context.CancelCauseFunc
 
+	// claimGate is held shared by claims until their jobs are tracked and
+	// exclusively by the orphan check (see handBackOrphans).
+	claimGate sync.RWMutex
+	reach     reachability
+
 	loops     sync.WaitGroup // producers, maintenance
 	beats     sync.WaitGroup // heartbeat, listener
 	execs     sync.WaitGroup // executions

@@ -414,8 +414,8 @@ func TestMaintenanceRescuesPrunesAndExpires(t *testing.T) {
 	})}})
 	c2.Maintain(ctx)
 	j, _ := st.Get(ctx, lost.Job.ID)
-	if j.State != core.StateAvailable || len(j.Errors) != 1 || rescued.Load() != 1 {
-		t.Fatalf("rescue: state %s errors %+v events %d", j.State, j.Errors, rescued.Load())
+	if j.State != core.StateRetryable || !j.RunAt.Equal(lost.Job.RunAt) || len(j.Errors) != 1 || j.Errors[0].Cause != core.CauseLeaseExpired || rescued.Load() != 1 {
+		t.Fatalf("rescue: state %s run_at %s errors %+v events %d; want retryable at its own run_at with one lease_expired entry", j.State, j.RunAt, j.Errors, rescued.Load())
 	}
 	j, _ = st.Get(ctx, expiring.Job.ID)
 	if j.State != core.StateDiscarded {
@@ -628,7 +628,7 @@ func TestHeartbeatStopsHandlerWhoseLeaseWasLost(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler of a job whose lease was lost kept running")
 	}
-	j := waitState(t, st, r.Job.ID, core.StateAvailable)
+	j := waitState(t, st, r.Job.ID, core.StateRetryable)
 	if j.Attempt != 1 || len(j.Errors) != 1 {
 		t.Fatalf("rescued job changed by the stale worker: %+v", j)
 	}
@@ -674,8 +674,8 @@ func TestMaintenanceHandsBackDeadWorkersJobsBeforeTheirLeasesEnd(t *testing.T) {
 	c.Maintain(ctx)
 	ja, _ := st.Get(ctx, a.Job.ID)
 	jb, _ := st.Get(ctx, b.Job.ID)
-	if ja.State != core.StateAvailable || len(ja.Errors) != 1 || !strings.Contains(ja.Errors[0].Error, "worker dead lost: no heartbeat since") {
-		t.Fatalf("the dead worker's job: state %s errors %+v; want available with a lost-worker error", ja.State, ja.Errors)
+	if ja.State != core.StateRetryable || len(ja.Errors) != 1 || ja.Errors[0].Cause != core.CauseWorkerDead || !strings.Contains(ja.Errors[0].Error, "worker dead lost: no heartbeat since") {
+		t.Fatalf("the dead worker's job: state %s errors %+v; want retryable with a worker_dead error entry", ja.State, ja.Errors)
 	}
 	if jb.State != core.StateRunning {
 		t.Fatalf("the stale worker's job: state %s; want still running", jb.State)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -10,6 +11,8 @@ import (
 type pendingOutcome struct {
 	o      Outcome
 	job    *Job
+	exec   *execution // untracked once the outcome is written
+	cause  string     // Event.Cause of hand-backs
 	dur    time.Duration
 	ev     EventKind
 	reason string
@@ -105,24 +108,38 @@ func (q *completer) write(batch []pendingOutcome) {
 		outs[i] = batch[i].o
 	}
 	var res []FinishResult
-	for failures := 0; ; {
+	failures := 0
+	for {
 		var err error
 		res, err = c.store.Finish(q.stopCtx, outs)
 		if err == nil && len(res) == len(outs) {
+			c.reach.observe(c, nil)
 			break
 		}
 		if err == nil {
 			err = errShortFinish
 		}
 		failures++
-		c.log.Error("backlog: finish failed; retrying", "jobs", len(outs), "err", err, "failures", failures)
+		if c.reach.observe(c, err) {
+			c.log.Error("backlog: finish failed; retrying", "jobs", len(outs), "err", err, "failures", failures)
+		} else {
+			c.log.Debug("backlog: finish failed; retrying", "jobs", len(outs), "err", err, "failures", failures)
+		}
 		c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Err: err, Count: len(outs)})
-		if !sleepCtx(q.stopCtx, retryDelay(failures, 5*time.Second)) {
+		// Retry every second at most: after an outage the outcomes must
+		// land before other nodes' rescue grace ends.
+		if !sleepCtx(q.stopCtx, retryDelay(failures, time.Second)) {
+			q.untrackAll(batch)
 			return
 		}
 	}
+	defer q.untrackAll(batch)
 	for i, r := range res {
 		p := batch[i]
+		if !r.Applied && failures > 0 && q.appliedBefore(&p.o) {
+			// An earlier try committed but its reply was lost.
+			r.Applied = true
+		}
 		if !r.Applied {
 			if !p.quiet {
 				c.log.Warn("backlog: lease lost; outcome not applied", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind)
@@ -137,8 +154,60 @@ func (q *completer) write(batch []pendingOutcome) {
 		if p.err != nil {
 			c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", p.err)
 		}
-		c.emit(Event{Kind: p.ev, At: p.o.At, Queue: p.job.Queue, Job: p.job, Err: p.err, Reason: p.reason, Duration: p.dur})
+		c.emit(Event{Kind: p.ev, At: p.o.At, Queue: p.job.Queue, Job: p.job, Err: p.err, Reason: p.reason, Duration: p.dur, Cause: p.cause})
 	}
+}
+
+// untrackAll forgets the executions of a written (or abandoned) batch.
+func (q *completer) untrackAll(batch []pendingOutcome) {
+	for i := range batch {
+		if e := batch[i].exec; e != nil {
+			q.c.untrack(e)
+		}
+	}
+}
+
+// appliedBefore reports whether o, whose fence failed on a retry, was in
+// fact applied by an earlier try whose reply was lost (an ambiguous
+// commit): the job has left running but still names this execution's
+// worker and claim, or it was deleted by a completion with Delete.
+func (q *completer) appliedBefore(o *Outcome) bool {
+	j, err := q.c.store.Get(q.stopCtx, o.JobID)
+	if errors.Is(err, ErrNotFound) {
+		return o.Kind == OutcomeComplete && o.Delete
+	}
+	if err != nil {
+		return false
+	}
+	if j.State == StateRunning || j.WorkerID != o.WorkerID || j.ClaimSeq != o.ClaimSeq {
+		return false
+	}
+	// A rescue of this execution also leaves worker and claim in place:
+	// tell it apart by the state and the error entry this outcome wrote.
+	switch o.Kind {
+	case OutcomeComplete:
+		return j.State == StateCompleted
+	case OutcomeCancel:
+		if j.State != StateCancelled {
+			return false
+		}
+	case OutcomeDiscard:
+		if j.State != StateDiscarded {
+			return false
+		}
+	case OutcomeRetry:
+		if j.State != StateRetryable {
+			return false
+		}
+	case OutcomeSnooze, OutcomeContinue:
+		if j.State != StateScheduled && j.State != StateAvailable {
+			return false
+		}
+	}
+	if o.Error == nil {
+		return true
+	}
+	return len(j.Errors) > 0 && j.Errors[len(j.Errors)-1].Error == o.Error.Error && j.Errors[len(j.Errors)-1].Cause == o.Error.Cause
 }
 
 var errShortFinish = errorString("store returned fewer finish results than outcomes")

@@ -63,12 +63,20 @@ type Config struct {
 	// MaxClaim caps the jobs one claim takes. 0 means 200.
 	MaxClaim int
 	// LeaseDuration is how long a claim (and each heartbeat) holds a job
-	// before another node may rescue it. 0 means 30 s.
+	// before another node may rescue it. 0 means 30 s. A node that cannot
+	// renew a lease stops the job's handler one HeartbeatInterval before
+	// the lease runs out and hands the job back (see docs/guarantees.md).
 	LeaseDuration time.Duration
 	// HeartbeatInterval is how often the node re-registers and extends the
-	// leases of every job it holds, in one statement. 0 means 10 s. Must be
+	// leases of the jobs it holds, in one statement; while the store is
+	// unreachable it tries every second instead. 0 means 10 s. Must be
 	// below LeaseDuration.
 	HeartbeatInterval time.Duration
+	// RescueGrace is how long this node's maintenance waits, after its
+	// store became reachable again, before it rescues expired leases, so
+	// that live workers cut off by the same outage first write their
+	// outcomes and renew their leases. 0 means HeartbeatInterval.
+	RescueGrace time.Duration
 	// CompleterInterval is how long the completer gathers outcomes before
 	// writing them in one batch. 0 means 2 ms.
 	CompleterInterval time.Duration
@@ -141,6 +149,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.MaxResultBytes <= 0 {
 		out.MaxResultBytes = DefaultMaxResultBytes
 	}
+	def(&out.RescueGrace, out.HeartbeatInterval)
 	if out.HeartbeatInterval >= out.LeaseDuration {
 		return out, fmt.Errorf("backlog: heartbeat interval %s must be below the lease duration %s", out.HeartbeatInterval, out.LeaseDuration)
 	}

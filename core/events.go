@@ -32,10 +32,19 @@ const (
 	ReasonWorkerLost = "worker_lost" // rescued with no attempts left
 )
 
-// Rescue causes carried in Event.Cause for EventJobsRescued.
+// Causes: why a job was handed back or an attempt ended without its
+// handler's own verdict. Carried in Event.Cause (EventJobsRescued,
+// EventJobSnoozed of hand-backs, EventLeaseLost) and in AttemptError.Cause.
 const (
 	CauseLeaseExpired = "lease_expired" // Store.Rescue: the job's lease ran out
 	CauseWorkerDead   = "worker_dead"   // Store.RescueWorkers: its worker was declared dead
+	// CauseClaimLost: the store says this worker holds the job but the
+	// worker never received the claim (its reply was lost); the worker
+	// handed it back without using an attempt.
+	CauseClaimLost = "claim_lost"
+	// CauseLeaseUnrenewed: the worker could not renew the lease (store
+	// unreachable) and stopped the handler before the lease ran out.
+	CauseLeaseUnrenewed = "lease_unrenewed"
 )
 
 // Event is one observation. Job is a snapshot as the event's node saw it;
@@ -47,7 +56,7 @@ type Event struct {
 	Job       *Job
 	Err       error
 	Reason    string
-	Cause     string        // EventJobsRescued: CauseLeaseExpired or CauseWorkerDead
+	Cause     string        // EventJobsRescued, hand-backs, EventLeaseLost: a Cause* constant
 	Duration  time.Duration // handler execution time
 	QueueWait time.Duration // claimed − due (or created if later)
 	Count     int

@@ -11,14 +11,45 @@ import (
 	"time"
 )
 
-// execution is one running attempt on this node.
+// execution is one attempt this node holds: from its claim until its
+// outcome is written (or known lost). The heartbeat extends the leases of
+// exactly these, by job id and ClaimSeq.
 type execution struct {
 	job    *Job
+	ctx    context.Context // the handler's context (before timeouts)
 	cancel context.CancelCauseFunc
 	// returned is set once the handler has returned: from then on the
 	// execution only reports its outcome, and a lease check must not
 	// cancel it.
 	returned atomic.Bool
+	// leaseUntil is the lease the store holds for it as far as this node
+	// knows (unix ns): the claim's, then each renewal's.
+	leaseUntil atomic.Int64
+}
+
+// track registers a claimed job as held by this node and returns its
+// execution. Called by the claim itself, before the claim gate opens, so
+// the orphan check never mistakes a fresh claim for a lost one.
+func (c *Client) track(job *Job, leaseUntil time.Time) *execution {
+	ctx, cancel := context.WithCancelCause(c.workCtx)
+	e := &execution{job: job, ctx: ctx, cancel: cancel}
+	e.leaseUntil.Store(leaseUntil.UnixNano())
+	c.mu.Lock()
+	c.running[job.ID] = e
+	c.mu.Unlock()
+	return e
+}
+
+// untrack forgets e once its outcome was written or can no longer apply.
+// A newer execution of the same job (re-claimed by this node after the
+// outcome applied) is left alone.
+func (c *Client) untrack(e *execution) {
+	e.cancel(nil)
+	c.mu.Lock()
+	if c.running[e.job.ID] == e {
+		delete(c.running, e.job.ID)
+	}
+	c.mu.Unlock()
 }
 
 var errTimeout = errors.New("backlog: attempt timed out")
@@ -32,10 +63,12 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
-// execute runs one claimed job and hands its outcome to the completer.
-func (c *Client) execute(p *producer, job *Job) {
+// execute runs one claimed job and hands its outcome to the completer,
+// which untracks the execution once the outcome is written.
+func (c *Client) execute(p *producer, exec *execution) {
 	defer c.execs.Done()
 	defer p.jobDone()
+	job := exec.job
 
 	start := c.clock.Now()
 	due := job.RunAt
@@ -44,16 +77,12 @@ func (c *Client) execute(p *producer, job *Job) {
 	}
 	c.emit(Event{Kind: EventJobClaimed, At: start, Queue: job.Queue, Job: job, QueueWait: max(start.Sub(due), 0)})
 
-	ctx, cancel := context.WithCancelCause(c.workCtx)
-	defer cancel(nil)
-	exec := &execution{job: job, cancel: cancel}
-	c.mu.Lock()
-	c.running[job.ID] = exec
-	c.mu.Unlock()
+	ctx := exec.ctx
+	queued := false
 	defer func() {
-		c.mu.Lock()
-		delete(c.running, job.ID)
-		c.mu.Unlock()
+		if !queued {
+			c.untrack(exec)
+		}
 	}()
 
 	st := &execState{job: job, workerID: c.cfg.WorkerID, maxResult: c.cfg.MaxResultBytes, store: c.store, clock: c.clock}
@@ -104,6 +133,17 @@ func (c *Client) execute(p *producer, job *Job) {
 		// a finish would only fail its fence.
 		c.log.Info("backlog: running job was cancelled", "job_id", job.ID, "kind", job.Kind)
 		return
+	case errors.Is(cause, errLeaseUnrenewed):
+		// The store was out of reach for most of the lease: the handler
+		// was stopped before the lease could run out, and the job is
+		// handed back without using an attempt (fenced: if it was
+		// rescued meanwhile, this changes nothing).
+		now := c.clock.Now()
+		po := pendingOutcome{job: job, exec: exec, dur: dur, ev: EventJobSnoozed, cause: CauseLeaseUnrenewed,
+			o: HandBack(job, CauseLeaseUnrenewed, now)}
+		queued = true
+		c.completer.add(po)
+		return
 	case errors.Is(cause, ErrLeaseLost):
 		// The heartbeat found the job no longer ours (rescued, deleted,
 		// finished elsewhere): its outcome could not apply.
@@ -112,8 +152,14 @@ func (c *Client) execute(p *producer, job *Job) {
 	}
 	po := c.decide(ctx, job, entry, err, st)
 	po.dur = dur
+	po.exec = exec
+	queued = true
 	c.completer.add(po)
 }
+
+// errLeaseUnrenewed is the cancellation cause of handlers whose lease this
+// node could not renew in time.
+var errLeaseUnrenewed = fmt.Errorf("%w: the lease could not be renewed before it ran out", ErrLeaseLost)
 
 var errDeadline = errors.New("backlog: job deadline passed")
 
@@ -131,7 +177,7 @@ func callHandler(ctx context.Context, fn HandlerFunc, job *Job) (err error) {
 func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err error, st *execState) pendingOutcome {
 	now := c.clock.Now()
 	po := pendingOutcome{job: job, err: err, o: Outcome{
-		JobID: job.ID, WorkerID: c.cfg.WorkerID, Attempt: job.Attempt, At: now,
+		JobID: job.ID, WorkerID: c.cfg.WorkerID, ClaimSeq: job.ClaimSeq, Attempt: job.Attempt, At: now,
 	}}
 	o := &po.o
 	st.mu.Lock()

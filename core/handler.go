@@ -173,7 +173,7 @@ func CompleteTx(ctx context.Context, tx any) error {
 	res := s.result
 	s.mu.Unlock()
 	err := tc.CompleteTx(ctx, tx, Outcome{
-		JobID: s.job.ID, WorkerID: s.workerID, Attempt: s.job.Attempt,
+		JobID: s.job.ID, WorkerID: s.workerID, ClaimSeq: s.job.ClaimSeq, Attempt: s.job.Attempt,
 		Kind: OutcomeComplete, At: s.clock.Now(), Result: res,
 	})
 	if err == nil {

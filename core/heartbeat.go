@@ -7,71 +7,116 @@ import (
 	"time"
 )
 
-// heartbeatLoop re-registers the worker and extends the leases of every job
-// it holds, once per HeartbeatInterval. A job whose heartbeats stop (crash,
-// partition, a stall longer than the lease) is rescued by any node's
-// maintenance once its lease runs out.
+// heartbeatLoop re-registers the worker and renews the leases of the jobs
+// it holds, once per HeartbeatInterval, or every second while the store is
+// unreachable (so leases are renewed as soon as it answers again). A job
+// whose heartbeats stop (crash, partition, a stall longer than the lease)
+// is rescued by any node's maintenance once its lease runs out; before
+// that happens, a node that could not renew stops the job's handler
+// itself, so no handler runs on past its lease.
 func (c *Client) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.HeartbeatInterval)
-	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
+		wait := c.cfg.HeartbeatInterval
+		if !c.heartbeat(ctx) {
+			wait = min(wait, time.Second)
+		}
+		if !sleepCtx(ctx, wait) {
 			return
-		case <-t.C:
-			c.heartbeat(ctx)
 		}
 	}
 }
 
-func (c *Client) heartbeat(ctx context.Context) {
+// heartbeat runs one round and reports whether the store answered.
+func (c *Client) heartbeat(ctx context.Context) bool {
 	now := c.clock.Now()
-	if err := c.store.RegisterWorker(ctx, c.workerInfo()); err != nil && ctx.Err() == nil {
-		c.log.Error("backlog: heartbeat failed", "err", err)
-		c.emit(Event{Kind: EventStoreError, At: now, Err: err})
+	c.stopUnrenewed(now)
+	// Every store call of a round is bounded, so a hung connection never
+	// keeps the round from checking leases again.
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
+	defer cancel()
+	err := c.store.RegisterWorker(cctx, c.workerInfo())
+	held := c.held()
+	leases := make([]Lease, len(held))
+	for i, e := range held {
+		leases[i] = Lease{JobID: e.job.ID, ClaimSeq: e.job.ClaimSeq}
 	}
-	held := c.handlersRunning()
-	n, err := c.store.ExtendLeases(ctx, c.cfg.WorkerID, now.Add(c.cfg.LeaseDuration))
+	until := now.Add(c.cfg.LeaseDuration)
+	n := 0
+	if err == nil && len(leases) > 0 {
+		n, err = c.store.ExtendLeases(cctx, c.cfg.WorkerID, leases, until)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			c.log.Error("backlog: extending leases failed", "err", err)
-			c.emit(Event{Kind: EventStoreError, At: now, Err: err})
+			if c.reach.observe(c, err) {
+				c.emit(Event{Kind: EventStoreError, At: now, Err: err})
+			} else {
+				c.log.Debug("backlog: heartbeat failed", "err", err)
+			}
 		}
-		return
+		return false
 	}
-	// The store holds at least every job whose handler still runs here
-	// (plus outcomes not yet written). Fewer means some lease was lost:
-	// find which, and stop those handlers, since their outcomes cannot
-	// apply and another worker may be running the job already.
-	if n < len(held) {
-		c.checkLeases(ctx, held)
+	c.reach.observe(c, nil)
+	if n == len(leases) {
+		for _, e := range held {
+			e.leaseUntil.Store(until.UnixNano())
+		}
+	} else {
+		// Fewer renewed than held: find which lease was lost and stop
+		// those handlers, since their outcomes cannot apply and another
+		// worker may be running the job already.
+		c.checkLeases(cctx, held, until)
 	}
+	c.handBackOrphans(cctx)
+	return true
 }
 
-// handlersRunning returns the executions whose handlers have not returned.
-func (c *Client) handlersRunning() []*execution {
+// held returns every execution this node holds: handlers running, and
+// handlers returned whose outcome is not written yet (their leases must
+// last until it is, or an outage would let them be rescued and run again).
+func (c *Client) held() []*execution {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*execution, 0, len(c.running))
 	for _, e := range c.running {
-		if !e.returned.Load() {
-			out = append(out, e)
-		}
+		out = append(out, e)
 	}
 	return out
 }
 
+// stopUnrenewed stops, with cause errLeaseUnrenewed, the handlers whose
+// lease this node could not renew and which would run out before the next
+// round could renew it (within one HeartbeatInterval). Their jobs are
+// handed back; another node may rescue them once the lease has run out,
+// and by then no handler of this node runs them.
+func (c *Client) stopUnrenewed(now time.Time) {
+	limit := now.Add(c.cfg.HeartbeatInterval).UnixNano()
+	for _, e := range c.held() {
+		if !e.returned.Load() && e.leaseUntil.Load() <= limit {
+			c.log.Warn("backlog: lease could not be renewed; stopping the handler before it runs out",
+				"job_id", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt, "lease_until", time.Unix(0, e.leaseUntil.Load()).UTC())
+			e.cancel(errLeaseUnrenewed)
+		}
+	}
+}
+
 // checkLeases reads each execution's job and cancels, with cause
 // ErrLeaseLost, the handlers of jobs this worker no longer holds at that
-// attempt.
-func (c *Client) checkLeases(ctx context.Context, held []*execution) {
+// claim. Executions still held get until as their lease when the store
+// says so.
+func (c *Client) checkLeases(ctx context.Context, held []*execution, until time.Time) {
 	for _, e := range held {
 		j, err := c.store.Get(ctx, e.job.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return // a store problem; the next heartbeat checks again
 		}
-		if err == nil && j.State == StateRunning && j.WorkerID == c.cfg.WorkerID && j.Attempt == e.job.Attempt {
+		if err == nil && j.State == StateRunning && j.WorkerID == c.cfg.WorkerID && j.ClaimSeq == e.job.ClaimSeq {
+			if !j.LeaseUntil.IsZero() {
+				e.leaseUntil.Store(j.LeaseUntil.UnixNano())
+			}
 			continue
+		}
+		if e.returned.Load() {
+			continue // its outcome is on its way; the completer reports it
 		}
 		state := "deleted"
 		if j != nil {
@@ -79,6 +124,57 @@ func (c *Client) checkLeases(ctx context.Context, held []*execution) {
 		}
 		c.log.Warn("backlog: lease lost; stopping the handler", "job_id", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt, "state_now", state)
 		e.cancel(fmt.Errorf("%w: job %d is %s", ErrLeaseLost, e.job.ID, state))
+	}
+}
+
+// handBackOrphans finds running jobs the store says this worker holds but
+// this worker does not know about (a claim that committed while its reply
+// was lost: connection reset, server killed) and hands them back at once,
+// without using an attempt and keeping their place in the queue. Without
+// it they would sit in running until their lease ran out. It holds the
+// claim gate exclusively, so no claim is between the store and tracking;
+// when a claim holds the gate (it may hang on a dead connection) the check
+// waits for the next round.
+func (c *Client) handBackOrphans(ctx context.Context) {
+	if !c.claimGate.TryLock() {
+		return
+	}
+	defer c.claimGate.Unlock()
+	jobs, err := c.store.List(ctx, ListParams{WorkerID: c.cfg.WorkerID, States: []State{StateRunning}, Limit: 1000})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Debug("backlog: listing held jobs failed", "err", err)
+		}
+		return
+	}
+	now := c.clock.Now()
+	var outs []Outcome
+	var orphans []*Job
+	c.mu.Lock()
+	for _, j := range jobs {
+		if e := c.running[j.ID]; e != nil && e.job.ClaimSeq == j.ClaimSeq {
+			continue
+		}
+		orphans = append(orphans, j)
+		outs = append(outs, HandBack(j, CauseClaimLost, now))
+	}
+	c.mu.Unlock()
+	if len(outs) == 0 {
+		return
+	}
+	res, err := c.store.Finish(ctx, outs)
+	if err != nil {
+		c.log.Debug("backlog: handing back unknown claims failed; next round retries", "err", err)
+		return
+	}
+	for i, r := range res {
+		if !r.Applied {
+			continue
+		}
+		j := orphans[i]
+		c.log.Warn("backlog: handed back a job this worker never received (its claim's reply was lost)", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt)
+		c.emit(Event{Kind: EventJobSnoozed, At: now, Queue: j.Queue, Job: j, Cause: CauseClaimLost})
+		c.wakeAt(j.Queue, j.RunAt)
 	}
 }
 

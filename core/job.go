@@ -87,8 +87,12 @@ const (
 type AttemptError struct {
 	Attempt int       `json:"attempt"`         // the attempt that failed (1-based)
 	At      time.Time `json:"at"`              // when, UTC
-	Error   string    `json:"error"`           // the message
+	Error   string    `json:"error"`           // the message, for people
 	Trace   string    `json:"trace,omitempty"` // panic stack, stderr tail or exit status; may be empty
+	// Cause is the machine-readable reason (one of the Cause* constants,
+	// such as CauseLeaseExpired); empty on entries written before causes
+	// were recorded. Programs read it instead of parsing Error.
+	Cause string `json:"cause,omitempty"`
 }
 
 // Bounded returns e with Error cut to its first MaxErrorBytes/2 bytes and
@@ -131,13 +135,18 @@ func truncateTail(s string, n int) string {
 // Job is one stored job as a store returns it. Times are UTC with microsecond
 // precision; a zero time means "not set" (NULL in SQL stores).
 type Job struct {
-	ID          int64             `json:"id"`    // assigned by the store, increasing in insert order
-	Queue       string            `json:"queue"` // queue name
-	Kind        string            `json:"kind"`  // handler name
-	Args        json.RawMessage   `json:"args"`  // JSON; stores may normalise whitespace/key order but keep meaning
-	Priority    int               `json:"priority"`
-	State       State             `json:"state"`
-	Attempt     int               `json:"attempt"` // attempts started so far; 0 before the first claim
+	ID       int64           `json:"id"`    // assigned by the store, increasing in insert order
+	Queue    string          `json:"queue"` // queue name
+	Kind     string          `json:"kind"`  // handler name
+	Args     json.RawMessage `json:"args"`  // JSON; stores may normalise whitespace/key order but keep meaning
+	Priority int             `json:"priority"`
+	State    State           `json:"state"`
+	Attempt  int             `json:"attempt"` // attempts started so far; 0 before the first claim
+	// ClaimSeq counts the claims of this job: every claim increments it,
+	// nothing else changes it, so it names one execution and is the
+	// fencing value of everything written on that execution's behalf
+	// (Outcome.ClaimSeq, Lease.ClaimSeq). 0 before the first claim.
+	ClaimSeq    int64             `json:"claim_seq,omitempty"`
 	MaxAttempts int               `json:"max_attempts"`
 	RunAt       time.Time         `json:"run_at"`               // when it becomes (or became) due
 	Deadline    time.Time         `json:"deadline,omitzero"`    // discarded if not finished by then; zero = none

@@ -41,15 +41,24 @@ func jitter(d time.Duration) time.Duration {
 // returned: the next round retries.
 func (c *Client) Maintain(ctx context.Context) {
 	now := c.clock.Now()
-	for range maintenanceRounds {
-		jobs, err := c.store.Rescue(ctx, now, maintenanceBatch)
-		if c.maintErr(ctx, "rescue", err) {
-			break
+	// Expired leases are rescued only once this node has reached the store
+	// for RescueGrace without a failure: after an outage every worker's
+	// leases look expired, and live workers need a moment to write their
+	// outcomes and renew their leases before anyone takes their jobs.
+	if c.reach.settled(now, c.cfg.RescueGrace) {
+		decide := rescueFunc(CauseLeaseExpired, now)
+		for range maintenanceRounds {
+			jobs, err := c.store.Rescue(ctx, now, maintenanceBatch, decide)
+			if c.maintErr(ctx, "rescue", err) {
+				break
+			}
+			c.emitRescued(now, jobs, CauseLeaseExpired)
+			if len(jobs) < maintenanceBatch {
+				break
+			}
 		}
-		c.emitRescued(now, jobs, CauseLeaseExpired)
-		if len(jobs) < maintenanceBatch {
-			break
-		}
+	} else {
+		c.log.Debug("backlog: rescue of expired leases waits for the store to stay reachable", "grace", c.cfg.RescueGrace)
 	}
 	c.repeat(ctx, "discard expired", func() (int, error) {
 		n, err := c.store.DiscardExpired(ctx, now, maintenanceBatch)
@@ -86,7 +95,7 @@ func (c *Client) Maintain(ctx context.Context) {
 func (c *Client) buryDeadWorkers(ctx context.Context, now time.Time) {
 	deadBefore := now.Add(-c.cfg.WorkerDeadAfter)
 	for round := range maintenanceRounds {
-		jobs, err := c.store.RescueWorkers(ctx, deadBefore, now, maintenanceBatch)
+		jobs, err := c.store.RescueWorkers(ctx, deadBefore, now, maintenanceBatch, rescueFunc(CauseWorkerDead, now))
 		if c.maintErr(ctx, "rescue dead workers' jobs", err) {
 			return
 		}
@@ -112,7 +121,7 @@ func (c *Client) emitRescued(now time.Time, jobs []*Job, cause string) {
 		if j.State == StateDiscarded {
 			reason = ReasonWorkerLost
 		}
-		c.log.Warn("backlog: rescued job from lost worker", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", j.State, "worker_id", j.WorkerID, "cause", cause)
+		c.log.Warn("backlog: rescued job from lost worker", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempt, "state", j.State, "holder", j.WorkerID, "cause", cause)
 		c.emit(Event{Kind: EventJobsRescued, At: now, Queue: j.Queue, Job: j, Count: 1, State: j.State, Reason: reason, Cause: cause})
 	}
 }
@@ -129,12 +138,18 @@ func (c *Client) repeat(ctx context.Context, what string, step func() (int, erro
 }
 
 func (c *Client) maintErr(ctx context.Context, what string, err error) bool {
+	if ctx.Err() != nil {
+		return err != nil
+	}
+	first := c.reach.observe(c, err)
 	if err == nil {
 		return false
 	}
-	if ctx.Err() == nil {
+	if first {
 		c.log.Error("backlog: maintenance step failed", "step", what, "err", err)
-		c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Err: err})
+	} else {
+		c.log.Debug("backlog: maintenance step failed", "step", what, "err", err)
 	}
+	c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Err: err})
 	return true
 }

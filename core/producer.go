@@ -70,7 +70,12 @@ func (p *producer) run(ctx context.Context) {
 				return
 			case err != nil:
 				failures++
-				c.log.Error("backlog: claim failed", "queue", p.queue, "err", err, "failures", failures)
+				if unreachable(err) {
+					// The outage is logged once, by the reachability tracker.
+					c.log.Debug("backlog: claim failed", "queue", p.queue, "err", err, "failures", failures)
+				} else {
+					c.log.Error("backlog: claim failed", "queue", p.queue, "err", err, "failures", failures)
+				}
 				c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Queue: p.queue, Err: err})
 				if !sleepCtx(ctx, retryDelay(failures, c.cfg.PollInterval)) {
 					return
@@ -101,13 +106,20 @@ func (p *producer) batchThreshold() int {
 }
 
 // claim takes up to limit jobs and starts them, returning how many.
+// Claims hold the claim gate shared until their jobs are tracked, so the
+// heartbeat's orphan check (which holds it exclusively) sees every job a
+// finished claim returned.
 func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	c := p.c
+	c.claimGate.RLock()
+	defer c.claimGate.RUnlock()
 	now := c.clock.Now()
+	lease := now.Add(c.cfg.LeaseDuration)
 	jobs, err := c.store.Claim(ctx, ClaimParams{
 		Queue: p.queue, WorkerID: c.cfg.WorkerID, Limit: limit,
-		Now: now, LeaseUntil: now.Add(c.cfg.LeaseDuration), Tags: c.cfg.WorkerTags,
+		Now: now, LeaseUntil: lease, Tags: c.cfg.WorkerTags,
 	})
+	c.reach.observe(c, err)
 	if errors.Is(err, ErrQueuePaused) {
 		p.more.Store(false)
 		return 0, nil
@@ -119,7 +131,7 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	for _, j := range jobs {
 		p.active.Add(1)
 		c.execs.Add(1)
-		go c.execute(p, j)
+		go c.execute(p, c.track(j, lease))
 	}
 	return len(jobs), nil
 }

@@ -36,11 +36,23 @@ import (
 // # Fencing
 //
 // A claim stamps the job with the claiming worker's id, increments its
-// attempt, and sets a lease deadline. Every later write made on behalf of
-// that execution (Finish, ExtendLeases, TxCompleter.CompleteTx) applies only
-// when the row is still running, held by that worker id, at that attempt.
-// A write that fails the fence changes nothing and reports it (Applied false
-// or ErrLeaseLost); it is not an error of the call as a whole.
+// attempt and its ClaimSeq, and sets a lease deadline. Every later write
+// made on behalf of that execution (Finish, ExtendLeases,
+// TxCompleter.CompleteTx) applies only when the row is still running, held
+// by that worker id, at that ClaimSeq. The attempt alone is no fence: a
+// snooze gives it back and a continuation resets it, so one worker can hold
+// one job twice at the same attempt; ClaimSeq only ever grows, so a late
+// write of an earlier execution never lands on a later one. A write that
+// fails the fence changes nothing and reports it (Applied false or
+// ErrLeaseLost); it is not an error of the call as a whole.
+//
+// # Lost workers
+//
+// The engine, not the store, decides what becomes of a job whose holder is
+// lost (lease expired, worker declared dead): Rescue and RescueWorkers
+// select such jobs, ask a RescueFunc for the outcome, and apply it under a
+// fence of their own (the row is unchanged since they selected it). Stores
+// write no error prose of their own there.
 //
 // # Names and keys
 //
@@ -72,8 +84,8 @@ type Store interface {
 	Insert(ctx context.Context, now time.Time, jobs []InsertParams) ([]InsertResult, error)
 
 	// Claim moves up to p.Limit due jobs of p.Queue to running for
-	// p.WorkerID, in priority, run_at, id order: attempt+1, AttemptedAt=now,
-	// WorkerID set, LeaseUntil=p.LeaseUntil. It returns the claimed jobs as
+	// p.WorkerID, in priority, run_at, id order: attempt+1, ClaimSeq+1,
+	// AttemptedAt=now, WorkerID set, LeaseUntil=p.LeaseUntil. It returns the claimed jobs as
 	// they now are, in claim order. No two claims, from any goroutine or
 	// process, ever return the same job for the same attempt. Claim returns
 	// no jobs (nil error or ErrQueuePaused) while the queue is paused.
@@ -85,33 +97,38 @@ type Store interface {
 	Claim(ctx context.Context, p ClaimParams) ([]*Job, error)
 
 	// Finish applies a batch of outcomes, each fenced by its job id, worker
-	// id and attempt, in one round trip where the database allows. It
+	// id and ClaimSeq, in one round trip where the database allows. It
 	// returns one result per outcome in input order; Applied=false means
 	// the fence failed and that job was left untouched.
 	Finish(ctx context.Context, outcomes []Outcome) ([]FinishResult, error)
 
-	// ExtendLeases sets LeaseUntil=until on every running job held by
-	// workerID (one statement) and returns how many it touched.
-	ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error)
+	// ExtendLeases sets LeaseUntil=until on those of the given jobs that
+	// are still running, held by workerID at the given ClaimSeq, and
+	// returns how many it touched. Jobs the worker holds but did not name
+	// are not touched: a worker extends only the leases of executions it
+	// knows it runs, so a claim whose reply was lost is not kept alive by
+	// its heartbeats (the engine hands such jobs back, see
+	// ListParams.WorkerID). A job whose row is being written at that
+	// moment may be skipped (it needs no longer lease).
+	ExtendLeases(ctx context.Context, workerID string, leases []Lease, until time.Time) (int, error)
 
-	// Rescue takes up to limit running jobs whose LeaseUntil is before now
-	// and hands them back: to available with RunAt=now, or to discarded
-	// (FinishedAt=now) when Attempt ≥ MaxAttempts or the deadline has
-	// passed. Each gets an error entry for its attempt, At=now, whose
-	// Error reads "worker <worker id> lost: lease expired at <LeaseUntil,
-	// RFC 3339>". It returns the rescued jobs as they now are.
-	Rescue(ctx context.Context, now time.Time, limit int) ([]*Job, error)
+	// Rescue takes up to limit running jobs whose LeaseUntil is before
+	// now, oldest lease first, calls decide(job, job.LeaseUntil) for each
+	// (the job as read; decide must not call the store) and applies the
+	// outcome it returns (OutcomeRetry or OutcomeDiscard, with its error
+	// entry, as Finish would but without the holder fence), provided the
+	// row is still running with that ClaimSeq and that LeaseUntil (a
+	// lease extended meanwhile is left alone). It returns the jobs it
+	// changed, as they now are.
+	Rescue(ctx context.Context, now time.Time, limit int, decide RescueFunc) ([]*Job, error)
 
-	// RescueWorkers hands back, as Rescue does, up to limit running jobs
+	// RescueWorkers is Rescue for up to limit running jobs, in id order,
 	// held by workers whose registry record has a HeartbeatAt before
-	// heartbeatBefore (workers declared dead): to available with RunAt=now,
-	// or to discarded (FinishedAt=now) when Attempt ≥ MaxAttempts or the
-	// deadline has passed, lease cleared. Each gets an error entry for its
-	// attempt, At=now, whose Error reads "worker <worker id> lost: no
-	// heartbeat since <HeartbeatAt, RFC 3339>". Jobs held by workers with a
-	// later heartbeat or with no record at all are not touched (the latter
-	// come back through Rescue). It returns the rescued jobs as they now are.
-	RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int) ([]*Job, error)
+	// heartbeatBefore (workers declared dead), whatever their lease;
+	// decide receives the worker's HeartbeatAt. Jobs held by workers with
+	// a later heartbeat or with no record at all are not touched (the
+	// latter come back through Rescue).
+	RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide RescueFunc) ([]*Job, error)
 
 	// DiscardExpired moves up to limit jobs in scheduled, available or
 	// retryable whose Deadline is set and before now to discarded
@@ -187,6 +204,19 @@ type Store interface {
 
 // ClaimParams selects what a Claim takes. All fields but Tags are
 // required.
+// Lease names one execution a worker holds: a job at the ClaimSeq its
+// claim gave it.
+type Lease struct {
+	JobID    int64
+	ClaimSeq int64
+}
+
+// RescueFunc decides the outcome of a running job whose holder is lost.
+// lastSeen is when the holder was last known alive (the expired
+// LeaseUntil, or the dead worker's last heartbeat). It returns an
+// OutcomeRetry or OutcomeDiscard for j (the engine's DecideRescue).
+type RescueFunc func(j *Job, lastSeen time.Time) Outcome
+
 type ClaimParams struct {
 	Queue      string
 	WorkerID   string
@@ -203,7 +233,7 @@ type ClaimParams struct {
 type OutcomeKind string
 
 // The outcomes a Finish can apply. Every one requires the job to be running
-// under Outcome.WorkerID at Outcome.Attempt.
+// under Outcome.WorkerID at Outcome.ClaimSeq.
 const (
 	// OutcomeComplete: state completed, FinishedAt=At, Result stored. With
 	// Delete set the row is deleted instead (completed retention of zero).
@@ -229,7 +259,8 @@ const (
 type Outcome struct {
 	JobID    int64
 	WorkerID string // fence: the worker that claimed it
-	Attempt  int    // fence: the attempt it was claimed at
+	ClaimSeq int64  // fence: the job's ClaimSeq as that claim returned it
+	Attempt  int    // the attempt it was claimed at (snooze gives it back)
 	Kind     OutcomeKind
 	At       time.Time     // when it happened (UTC); FinishedAt for final states
 	RunAt    time.Time     // next due time for retry, snooze, continue
@@ -241,7 +272,7 @@ type Outcome struct {
 }
 
 // FinishResult reports one outcome of a Finish. Applied=false means the
-// fence failed (the job is no longer held by that worker at that attempt).
+// fence failed (the job is no longer held by that worker at that claim).
 type FinishResult struct {
 	JobID   int64
 	Applied bool
@@ -249,12 +280,15 @@ type FinishResult struct {
 
 // ListParams filters List. Zero values mean "any"; Limit 0 means 100.
 type ListParams struct {
-	Queue   string
-	States  []State
-	Kind    string
-	AfterID int64 // keyset cursor: ids after this one (below it when Desc)
-	Desc    bool  // newest first
-	Limit   int
+	Queue  string
+	States []State
+	Kind   string
+	// WorkerID keeps jobs whose WorkerID is this worker (with States
+	// {running}: the jobs the store says it holds).
+	WorkerID string
+	AfterID  int64 // keyset cursor: ids after this one (below it when Desc)
+	Desc     bool  // newest first
+	Limit    int
 }
 
 // QueueStats is one queue's job count per state and its pause flag.

@@ -237,7 +237,7 @@ func testClaimConcurrent(e *env) {
 					if j.WorkerID != worker || j.Attempt != 1 {
 						e.Errorf("%s claimed job %d showing WorkerID %q, attempt %d; want %q, attempt 1", worker, j.ID, j.WorkerID, j.Attempt, worker)
 					}
-					outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now}
+					outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now}
 				}
 				mu.Unlock()
 				res, err := s.Finish(ctx, outs)

@@ -20,7 +20,8 @@ var finishTests = []test{
 	{"finish/round-trips-result-bytes-and-error-history", testFinishRoundTrip},
 	{"finish/errors-accumulate-in-order-across-attempts", testFinishErrorsAccumulate},
 	{"finish/stale-worker-is-fenced", testFinishStaleWorker},
-	{"finish/stale-attempt-is-fenced", testFinishStaleAttempt},
+	{"finish/stale-claim-is-fenced", testFinishStaleClaim},
+	{"finish/late-outcome-of-an-earlier-claim-at-the-same-attempt-is-fenced", testFinishEarlierClaim},
 	{"finish/after-rescue-is-fenced", testFinishAfterRescue},
 	{"finish/after-cancel-is-fenced", testFinishAfterCancel},
 	{"finish/after-delete-is-fenced", testFinishAfterDelete},
@@ -256,7 +257,7 @@ func expectFenced(e *env, o core.Outcome, why string) {
 		e.Fatalf("Get(%d): %v", o.JobID, err)
 	}
 	if r := e.finish(o); r[0].Applied {
-		e.Fatalf("Finish(%s) of job %d by worker %q at attempt %d was applied, but %s: the fence (running, same worker, same attempt) must fail and report Applied=false", o.Kind, o.JobID, o.WorkerID, o.Attempt, why)
+		e.Fatalf("Finish(%s) of job %d by worker %q at claim_seq %d was applied, but %s: the fence (running, same worker, same ClaimSeq) must fail and report Applied=false", o.Kind, o.JobID, o.WorkerID, o.ClaimSeq, why)
 	}
 	if before != nil {
 		e.expectUnchanged(before, "a fenced-out Finish")
@@ -277,27 +278,44 @@ func testFinishStaleWorker(e *env) {
 	expectFenced(e, o, "the job is held by worker \"w1\", not the empty worker id")
 }
 
-func testFinishStaleAttempt(e *env) {
+func testFinishStaleClaim(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
-	for _, attempt := range []int{0, 2} {
+	for _, seq := range []int64{j.ClaimSeq - 1, j.ClaimSeq + 1} {
 		o := e.outcome(j, core.OutcomeComplete)
-		o.Attempt = attempt
-		expectFenced(e, o, fmt.Sprintf("the job is at attempt 1, not %d", attempt))
+		o.ClaimSeq = seq
+		expectFenced(e, o, fmt.Sprintf("the job is held at claim_seq %d, not %d", j.ClaimSeq, seq))
 	}
+}
+
+// testFinishEarlierClaim: a snooze gives the attempt back, so the same
+// worker can hold the same job twice at the same attempt; the late outcome
+// of the first execution must not land on the second.
+func testFinishEarlierClaim(e *env) {
+	first := e.claimJob(e.job("q", "k"), "w")
+	e.apply(e.outcome(first, core.OutcomeSnooze)) // due again at once, attempt given back
+	second := e.claimOne("q", "w")
+	if second.ID != first.ID || second.Attempt != first.Attempt {
+		e.Fatalf("setup: re-claim after a snooze returned job %d at attempt %d; want job %d at attempt %d", second.ID, second.Attempt, first.ID, first.Attempt)
+	}
+	if second.ClaimSeq <= first.ClaimSeq {
+		e.Fatalf("the second claim of job %d has ClaimSeq %d, the first had %d: every claim must increase it", first.ID, second.ClaimSeq, first.ClaimSeq)
+	}
+	expectFenced(e, e.outcome(first, core.OutcomeComplete), "it is the late outcome of the first execution; the job is running again under a newer claim by the same worker at the same attempt")
+	e.apply(e.outcome(second, core.OutcomeComplete))
 }
 
 func testFinishAfterRescue(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w1")
 	e.advance(lease + time.Second)
-	if got, err := e.s.Rescue(e.ctx, e.now, 10); err != nil || len(got) != 1 {
-		e.Fatalf("Rescue after the lease ran out returned (%v, %s); want the one expired job", got, errMsg(err))
+	if got := e.rescue(10); len(got) != 1 {
+		e.Fatalf("Rescue after the lease ran out returned %v; want the one expired job", ids(got))
 	}
 	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the job was rescued after its lease expired (it is available again)")
 	j2 := e.claimOne("q", "w2")
 	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the rescued job is now held by worker \"w2\" at attempt 2")
 	o := e.outcome(j, core.OutcomeComplete)
-	o.Attempt = j2.Attempt
-	expectFenced(e, o, "the rescued job is now held by worker \"w2\" (right attempt, wrong worker)")
+	o.ClaimSeq = j2.ClaimSeq
+	expectFenced(e, o, "the rescued job is now held by worker \"w2\" (right claim, wrong worker)")
 	e.apply(e.outcome(j2, core.OutcomeComplete))
 }
 
@@ -352,7 +370,7 @@ func testFinishBatch(e *env) {
 		outs[i] = e.outcome(j, kinds[i%len(kinds)])
 		outs[i].RunAt = e.now.Add(time.Hour)
 		if i%3 == 2 {
-			outs[i].Attempt = 7 // stale
+			outs[i].ClaimSeq = 7000 // stale
 		}
 	}
 	// Reverse the order so results cannot simply follow id order.
@@ -361,9 +379,9 @@ func testFinishBatch(e *env) {
 	}
 	res := e.finish(outs...)
 	for i, r := range res {
-		want := outs[i].Attempt != 7
+		want := outs[i].ClaimSeq != 7000
 		if r.Applied != want {
-			e.Fatalf("Finish of %d outcomes: result %d (job %d, attempt %d) has Applied=%v; want %v", n, i, r.JobID, outs[i].Attempt, r.Applied, want)
+			e.Fatalf("Finish of %d outcomes: result %d (job %d, claim_seq %d) has Applied=%v; want %v", n, i, r.JobID, outs[i].ClaimSeq, r.Applied, want)
 		}
 	}
 	states := map[core.OutcomeKind]core.State{core.OutcomeComplete: core.StateCompleted, core.OutcomeRetry: core.StateRetryable, core.OutcomeSnooze: core.StateScheduled, core.OutcomeDiscard: core.StateDiscarded}
@@ -373,7 +391,7 @@ func testFinishBatch(e *env) {
 	}
 	for _, o := range outs {
 		want := states[o.Kind]
-		if o.Attempt == 7 {
+		if o.ClaimSeq == 7000 {
 			want = core.StateRunning
 		}
 		if got := now[o.JobID]; got != want {

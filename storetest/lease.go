@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"strings"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -9,9 +8,12 @@ import (
 
 var leaseTests = []test{
 	{"lease/extend-touches-only-that-workers-running-jobs", testExtendLeases},
+	{"lease/extend-touches-only-named-executions", testExtendOnlyNamed},
 	{"lease/extended-lease-is-not-rescued", testExtendedNotRescued},
 	{"rescue/takes-only-expired-leases", testRescueOnlyExpired},
-	{"rescue/makes-job-available-with-lost-worker-error", testRescueAvailable},
+	{"rescue/retries-job-with-the-engines-error-entry", testRescueAvailable},
+	{"rescue/applies-the-rescue-funcs-decision", testRescueAppliesDecision},
+	{"rescue/keeps-the-jobs-place-in-the-queue", testRescueKeepsPlace},
 	{"rescue/rescued-job-is-claimable-with-next-attempt", testRescueClaimable},
 	{"rescue/discards-when-attempts-are-used-up", testRescueDiscardAttempts},
 	{"rescue/discards-when-deadline-has-passed", testRescueDiscardDeadline},
@@ -23,10 +25,11 @@ var deadlineTests = []test{
 	{"deadline/discard-expired-respects-limit", testDiscardExpiredLimit},
 }
 
-// rescue calls Rescue at e.now and fails on error.
+// rescue calls Rescue at e.now with the engine's decision and fails on
+// error.
 func (e *env) rescue(limit int) []*core.Job {
 	e.Helper()
-	got, err := e.s.Rescue(e.ctx, e.now, limit)
+	got, err := e.s.Rescue(e.ctx, e.now, limit, e.decide(core.CauseLeaseExpired))
 	if err != nil {
 		e.Fatalf("Rescue(now %s, limit %d): unexpected error: %v", ts(e.now), limit, err)
 	}
@@ -34,6 +37,21 @@ func (e *env) rescue(limit int) []*core.Job {
 		e.Fatalf("Rescue with limit %d returned %d jobs", limit, len(got))
 	}
 	return got
+}
+
+// decide is the engine's rescue decision (core.DecideRescue) at e.now.
+func (e *env) decide(cause string) core.RescueFunc {
+	now := e.now
+	return func(j *core.Job, lastSeen time.Time) core.Outcome { return core.DecideRescue(j, cause, lastSeen, now) }
+}
+
+// leases names the executions of jobs as ExtendLeases takes them.
+func leases(jobs ...*core.Job) []core.Lease {
+	out := make([]core.Lease, len(jobs))
+	for i, j := range jobs {
+		out[i] = core.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}
+	}
+	return out
 }
 
 func testExtendLeases(e *env) {
@@ -49,12 +67,14 @@ func testExtendLeases(e *env) {
 	bBefore := []*core.Job{e.get(b[0].ID), e.get(b[1].ID)}
 
 	until := e.now.Add(10 * time.Minute)
-	n, err := e.s.ExtendLeases(e.ctx, "w-a", until)
+	// w-a names its two jobs, the finished one, and w-b's jobs (which it
+	// does not hold).
+	n, err := e.s.ExtendLeases(e.ctx, "w-a", leases(a[0], a[1], done, b[0], b[1]), until)
 	if err != nil {
 		e.Fatalf("ExtendLeases: unexpected error: %v", err)
 	}
 	if n != 2 {
-		e.Errorf("ExtendLeases(\"w-a\") reported %d jobs touched; want 2 (w-a holds 2 running jobs and 1 completed one)", n)
+		e.Errorf("ExtendLeases(\"w-a\", …) reported %d jobs touched; want 2 (w-a holds 2 running jobs; it also named a completed one and two held by w-b)", n)
 	}
 	for _, j := range a {
 		if d := diffTime("LeaseUntil", e.get(j.ID).LeaseUntil, until); len(d) > 0 {
@@ -62,19 +82,46 @@ func testExtendLeases(e *env) {
 		}
 	}
 	for _, j := range bBefore {
-		e.expectUnchanged(j, "ExtendLeases of another worker")
+		e.expectUnchanged(j, "ExtendLeases by another worker")
 	}
 	if got := e.get(done.ID); !got.LeaseUntil.IsZero() || got.State != core.StateCompleted {
 		e.Errorf("ExtendLeases(\"w-a\") touched completed job %d (state %q, LeaseUntil %s); it must only extend running jobs", done.ID, got.State, ts(got.LeaseUntil))
 	}
-	if n, err := e.s.ExtendLeases(e.ctx, "nobody", until); err != nil || n != 0 {
-		e.Errorf("ExtendLeases of a worker holding nothing returned (%d, %s); want (0, nil)", n, errMsg(err))
+	if n, err := e.s.ExtendLeases(e.ctx, "nobody", nil, until); err != nil || n != 0 {
+		e.Errorf("ExtendLeases of a worker naming nothing returned (%d, %s); want (0, nil)", n, errMsg(err))
 	}
+}
+
+// testExtendOnlyNamed: a job the worker holds but does not name (a claim
+// whose reply it never received) keeps its lease, so it can expire; a
+// lease named with a stale ClaimSeq is not extended either.
+func testExtendOnlyNamed(e *env) {
+	insertMany(e, "q", 3)
+	held := e.claim("q", "w", 3)
+	if len(held) != 3 {
+		e.Fatalf("setup: claimed %d of 3", len(held))
+	}
+	unknown, stale := e.get(held[1].ID), e.get(held[2].ID)
+	until := e.now.Add(10 * time.Minute)
+	ls := leases(held[0], held[2])
+	ls[1].ClaimSeq-- // an earlier execution of held[2]
+	n, err := e.s.ExtendLeases(e.ctx, "w", ls, until)
+	if err != nil {
+		e.Fatalf("ExtendLeases: unexpected error: %v", err)
+	}
+	if n != 1 {
+		e.Errorf("ExtendLeases reported %d jobs touched; want 1 (one named at its current claim, one named at an earlier claim, one held but not named)", n)
+	}
+	if d := diffTime("LeaseUntil", e.get(held[0].ID).LeaseUntil, until); len(d) > 0 {
+		e.Errorf("job %d, named at its claim: %s", held[0].ID, d[0])
+	}
+	e.expectUnchanged(unknown, "ExtendLeases of a worker that did not name the job (its lease must be left to run out)")
+	e.expectUnchanged(stale, "ExtendLeases naming the job at an earlier ClaimSeq")
 }
 
 func testExtendedNotRescued(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
-	if _, err := e.s.ExtendLeases(e.ctx, "w", e.now.Add(2*lease)); err != nil {
+	if _, err := e.s.ExtendLeases(e.ctx, "w", leases(j), e.now.Add(2*lease)); err != nil {
 		e.Fatalf("ExtendLeases: %v", err)
 	}
 	e.advance(lease + time.Second) // past the original lease, before the extended one
@@ -116,41 +163,86 @@ func testRescueAvailable(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("Rescue returned %d jobs; want the 1 job whose lease expired", len(got))
 	}
-	checkRescued(e, got[0], j, core.StateAvailable)
-	checkRescued(e, e.get(j.ID), j, core.StateAvailable)
+	checkRescued(e, got[0], j, core.StateRetryable)
+	checkRescued(e, e.get(j.ID), j, core.StateRetryable)
+}
+
+// testRescueAppliesDecision: the store applies what the RescueFunc
+// decides, given the job as read and its expired lease, and writes no
+// error prose of its own.
+func testRescueAppliesDecision(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	e.advance(lease + time.Second)
+	var seen *core.Job
+	var seenAt time.Time
+	entry := core.AttemptError{Attempt: j.Attempt, At: e.now, Error: "decided by the engine ü", Cause: "test_cause"}
+	got, err := e.s.Rescue(e.ctx, e.now, 10, func(r *core.Job, lastSeen time.Time) core.Outcome {
+		seen, seenAt = r, lastSeen
+		return core.Outcome{JobID: r.ID, WorkerID: r.WorkerID, ClaimSeq: r.ClaimSeq, Attempt: r.Attempt, Kind: core.OutcomeDiscard, At: e.now, Error: &entry}
+	})
+	if err != nil || len(got) != 1 {
+		e.Fatalf("Rescue returned (%v, %s); want the one expired job", ids(got), errMsg(err))
+	}
+	if seen == nil {
+		e.Fatalf("Rescue never called its RescueFunc")
+	}
+	if d := diffJob(seen, e.get(j.ID)); seen.ID != j.ID || seen.ClaimSeq != j.ClaimSeq || seen.WorkerID != j.WorkerID || !seen.LeaseUntil.Equal(j.LeaseUntil) {
+		e.Errorf("the RescueFunc was given job %d (worker %q, claim_seq %d, lease %s); want job %d as read, held by %q at claim_seq %d with lease %s (%v)", seen.ID, seen.WorkerID, seen.ClaimSeq, ts(seen.LeaseUntil), j.ID, j.WorkerID, j.ClaimSeq, ts(j.LeaseUntil), d)
+	}
+	if !seenAt.Equal(j.LeaseUntil) {
+		e.Errorf("the RescueFunc was given lastSeen %s; want the expired lease %s", ts(seenAt), ts(j.LeaseUntil))
+	}
+	want := *j
+	want.State, want.FinishedAt, want.LeaseUntil = core.StateDiscarded, e.now, time.Time{}
+	want.Errors = []core.AttemptError{entry}
+	if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
+		e.Errorf("after Rescue the job must be exactly as the RescueFunc's outcome says (discarded, its error entry with its cause, nothing else):\n%s", lines(d))
+	}
+	if c := e.get(j.ID).Errors; len(c) == 1 && c[0].Cause != "test_cause" {
+		e.Errorf("the error entry's Cause reads %q; want %q (stores keep AttemptError.Cause)", c[0].Cause, "test_cause")
+	}
+}
+
+// testRescueKeepsPlace: a rescued job keeps its run_at, so it is claimed
+// before jobs of its priority that came due after it.
+func testRescueKeepsPlace(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	e.advance(time.Second)
+	later := e.insertOne(e.job("q", "k"))
+	e.advance(lease + time.Second)
+	if got := e.rescue(10); len(got) != 1 {
+		e.Fatalf("Rescue returned %v; want job %d", ids(got), j.ID)
+	}
+	if got := e.get(j.ID); !got.RunAt.Equal(j.RunAt) {
+		e.Errorf("rescued job %d has RunAt %s; want its own RunAt %s kept (its place in the queue)", j.ID, ts(got.RunAt), ts(j.RunAt))
+	}
+	if next := e.claimOne("q", "w2"); next.ID != j.ID {
+		e.Errorf("the claim after a rescue returned job %d; want the rescued job %d, due before job %d", next.ID, j.ID, later.ID)
+	}
 }
 
 // checkRescued checks a job rescued at e.now from the running job before,
 // after its lease expired.
 func checkRescued(e *env, got, before *core.Job, state core.State) {
 	e.Helper()
-	checkHandedBack(e, got, before, state, "lease expired at ")
+	checkHandedBack(e, got, before, state, core.CauseLeaseExpired, before.LeaseUntil)
 }
 
 // checkHandedBack checks a job handed back at e.now from the running job
-// before by Rescue or RescueWorkers; cause is the contract's wording after
-// "worker <id> lost: ".
-func checkHandedBack(e *env, got, before *core.Job, state core.State, cause string) {
+// before by Rescue or RescueWorkers with the engine's decision for cause
+// and lastSeen.
+func checkHandedBack(e *env, got, before *core.Job, state core.State, cause string, lastSeen time.Time) {
 	e.Helper()
+	o := core.DecideRescue(before, cause, lastSeen, e.now)
 	want := *before
 	want.State = state
 	want.LeaseUntil = time.Time{}
-	if state == core.StateAvailable {
-		want.RunAt = e.now
-	} else {
+	if state == core.StateDiscarded {
 		want.FinishedAt = e.now
 	}
-	if len(got.Errors) == len(before.Errors)+1 {
-		last := got.Errors[len(got.Errors)-1]
-		want.Errors = append(append([]core.AttemptError(nil), before.Errors...), core.AttemptError{Attempt: before.Attempt, At: e.now, Error: last.Error, Trace: last.Trace})
-		if prefix := "worker " + before.WorkerID + " lost: " + cause; !strings.HasPrefix(last.Error, prefix) {
-			e.Errorf("the rescue error entry of job %d reads %q; the contract's wording is %q followed by a time (RFC 3339)", before.ID, last.Error, prefix)
-		}
-	} else {
-		want.Errors = append(append([]core.AttemptError(nil), before.Errors...), core.AttemptError{Attempt: before.Attempt, At: e.now, Error: "worker " + before.WorkerID + " lost: …"})
-	}
+	want.Errors = append(append([]core.AttemptError(nil), before.Errors...), *o.Error)
 	if d := diffJob(got, &want); len(d) > 0 {
-		e.Errorf("rescued job %d must be %s (RunAt=now when available, FinishedAt=now when discarded, lease cleared) with one error entry for attempt %d at now:\n%s", before.ID, state, before.Attempt, lines(d))
+		e.Errorf("rescued job %d must be %s (RunAt kept when retried, FinishedAt=now when discarded, lease cleared) with the engine's error entry for attempt %d:\n%s", before.ID, state, before.Attempt, lines(d))
 	}
 }
 

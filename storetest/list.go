@@ -10,6 +10,7 @@ import (
 
 var listTests = []test{
 	{"list/filters-by-queue-state-and-kind", testListFilters},
+	{"list/filters-by-worker", testListByWorker},
 	{"list/pages-forward-by-id", testListForward},
 	{"list/pages-backward-by-id", testListBackward},
 	{"list/default-limit-is-100", testListDefaultLimit},
@@ -54,6 +55,26 @@ func testListFilters(e *env) {
 		if d := diffJob(got[0], e.get(run.ID)); len(d) > 0 {
 			e.Errorf("List returns job %d differently from Get:\n%s", run.ID, lines(d))
 		}
+	}
+}
+
+// testListByWorker: ListParams.WorkerID keeps the jobs a worker holds (the
+// engine's check for claims whose reply was lost) and those it finished.
+func testListByWorker(e *env) {
+	mine := e.claimJob(e.job("q", "k"), "w-1")
+	done := e.claimJob(e.job("q", "k"), "w-1")
+	e.apply(e.outcome(done, core.OutcomeComplete))
+	e.claimJob(e.job("q", "k"), "w-2")
+	e.insertOne(e.job("q", "k"))
+	running := []core.State{core.StateRunning}
+	if got := ids(e.list(core.ListParams{WorkerID: "w-1", States: running})); !slices.Equal(got, []int64{mine.ID}) {
+		e.Errorf("List(worker w-1, running) returned %v; want [%d]", got, mine.ID)
+	}
+	if got := ids(e.list(core.ListParams{WorkerID: "w-1"})); !slices.Equal(got, []int64{mine.ID, done.ID}) {
+		e.Errorf("List(worker w-1) returned %v; want [%d %d] (running and finished jobs keep their worker id)", got, mine.ID, done.ID)
+	}
+	if got := e.list(core.ListParams{WorkerID: "W-1"}); len(got) != 0 {
+		e.Errorf("List(worker W-1) returned %v; worker ids compare byte for byte", ids(got))
 	}
 }
 

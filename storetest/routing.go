@@ -17,7 +17,7 @@ var routingTests = []test{
 
 var deadWorkerTests = []test{
 	{"dead-workers/rescue-takes-only-jobs-of-workers-past-the-heartbeat-cutoff", testRescueWorkersOnlyDead},
-	{"dead-workers/rescued-job-is-available-with-no-heartbeat-error", testRescueWorkersAvailable},
+	{"dead-workers/rescued-job-is-retried-with-no-heartbeat-error", testRescueWorkersAvailable},
 	{"dead-workers/discards-when-attempts-are-used-up", testRescueWorkersDiscard},
 	{"dead-workers/respects-limit", testRescueWorkersLimit},
 }
@@ -106,7 +106,7 @@ func testRoutingByteWise(e *env) {
 // rescueWorkers calls RescueWorkers at e.now and fails on error.
 func (e *env) rescueWorkers(heartbeatBefore time.Time, limit int) []*core.Job {
 	e.Helper()
-	got, err := e.s.RescueWorkers(e.ctx, heartbeatBefore, e.now, limit)
+	got, err := e.s.RescueWorkers(e.ctx, heartbeatBefore, e.now, limit, e.decide(core.CauseWorkerDead))
 	if err != nil {
 		e.Fatalf("RescueWorkers(heartbeat before %s, now %s, limit %d): unexpected error: %v", ts(heartbeatBefore), ts(e.now), limit, err)
 	}
@@ -153,8 +153,8 @@ func testRescueWorkersAvailable(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("RescueWorkers returned %d jobs; want 1", len(got))
 	}
-	checkHandedBack(e, got[0], j, core.StateAvailable, "no heartbeat since ")
-	checkHandedBack(e, e.get(j.ID), j, core.StateAvailable, "no heartbeat since ")
+	checkHandedBack(e, got[0], j, core.StateRetryable, core.CauseWorkerDead, w.HeartbeatAt)
+	checkHandedBack(e, e.get(j.ID), j, core.StateRetryable, core.CauseWorkerDead, w.HeartbeatAt)
 	msg := e.get(j.ID).Errors[0].Error
 	if !strings.Contains(msg, w.HeartbeatAt.Format("2006-01-02T15:04:05")) {
 		e.Errorf("the error entry reads %q; want it to name the last heartbeat, %s", msg, w.HeartbeatAt.Format(time.RFC3339Nano))
@@ -169,7 +169,8 @@ func testRescueWorkersAvailable(e *env) {
 }
 
 func testRescueWorkersDiscard(e *env) {
-	e.register(e.worker("w"))
+	w := e.worker("w")
+	e.register(w)
 	p := e.job("q", "k")
 	p.MaxAttempts = 1
 	j := e.claimJob(p, "w")
@@ -178,7 +179,7 @@ func testRescueWorkersDiscard(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("RescueWorkers returned %d jobs; want 1", len(got))
 	}
-	checkHandedBack(e, got[0], j, core.StateDiscarded, "no heartbeat since ")
+	checkHandedBack(e, got[0], j, core.StateDiscarded, core.CauseWorkerDead, w.HeartbeatAt)
 }
 
 func testRescueWorkersLimit(e *env) {

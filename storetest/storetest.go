@@ -211,9 +211,9 @@ func (e *env) claimJob(p core.InsertParams, worker string) *core.Job {
 }
 
 // outcome returns an outcome of kind k for the running job j, fenced by
-// its current worker and attempt, at e.now.
+// its current worker and claim, at e.now.
 func (e *env) outcome(j *core.Job, k core.OutcomeKind) core.Outcome {
-	return core.Outcome{JobID: j.ID, WorkerID: j.WorkerID, Attempt: j.Attempt, Kind: k, At: e.now, RunAt: e.now}
+	return core.Outcome{JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: k, At: e.now, RunAt: e.now}
 }
 
 // finish calls Finish and checks the shape of the answer.

@@ -180,13 +180,13 @@ func testTxCompleteStale(e *env) {
 	before := e.get(j.ID)
 	for _, o := range []core.Outcome{
 		func() core.Outcome { o := e.outcome(j, core.OutcomeComplete); o.WorkerID = "other"; return o }(),
-		func() core.Outcome { o := e.outcome(j, core.OutcomeComplete); o.Attempt = 2; return o }(),
+		func() core.Outcome { o := e.outcome(j, core.OutcomeComplete); o.ClaimSeq = j.ClaimSeq + 1; return o }(),
 	} {
 		tx, commit, rollback := e.begin()
 		err := tc.CompleteTx(e.ctx, tx, o)
 		if !errors.Is(err, core.ErrLeaseLost) {
 			rollback()
-			e.Fatalf("CompleteTx of job %d by worker %q at attempt %d (held by %q at attempt %d) returned %s; want an error wrapping core.ErrLeaseLost", j.ID, o.WorkerID, o.Attempt, j.WorkerID, j.Attempt, errMsg(err))
+			e.Fatalf("CompleteTx of job %d by worker %q at claim_seq %d (held by %q at claim_seq %d) returned %s; want an error wrapping core.ErrLeaseLost", j.ID, o.WorkerID, o.ClaimSeq, j.WorkerID, j.ClaimSeq, errMsg(err))
 		}
 		if err := commit(); err != nil {
 			rollback()

@@ -59,14 +59,14 @@ func (c *claimMemory) remember(jobs []*core.Job, now time.Time) {
 	}
 }
 
-// take returns and forgets the claim of job id at attempt, or nil when
+// take returns and forgets the claim of job id at claimSeq, or nil when
 // this server does not remember it (another server handed it out, it was
-// forgotten, or it is another attempt's).
-func (c *claimMemory) take(id int64, attempt int) *core.Job {
+// forgotten, or it is another claim's).
+func (c *claimMemory) take(id int64, claimSeq int64) *core.Job {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.m[id]
-	if !ok || j.Attempt != attempt {
+	if !ok || j.ClaimSeq != claimSeq {
 		return nil
 	}
 	delete(c.m, id)

@@ -127,13 +127,13 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 			j, err := s.st.Get(ctx, tok.jobID)
 			switch {
 			case errors.Is(err, core.ErrNotFound):
-				s.claims.take(tok.jobID, tok.attempt)
+				s.claims.take(tok.jobID, tok.claimSeq)
 				reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", tok.jobID)))
 				continue
 			case err != nil:
 				return err // nothing applied yet
 			case !heldBy(j, tok):
-				s.claims.take(tok.jobID, tok.attempt)
+				s.claims.take(tok.jobID, tok.claimSeq)
 				s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: j.Queue, Job: j})
 				reject(e.idx, lostProblem(j))
 				continue
@@ -142,13 +142,13 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 			e.o, e.ev, e.reason, e.cause = s.failOutcome(j, tok, now, e.item.Error, e.item.Trace, e.item.Action, e.over)
 		case OutcomeTypeComplete:
 			e.o = core.Outcome{
-				JobID: tok.jobID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeComplete, At: now,
+				JobID: tok.jobID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: tok.attempt, Kind: core.OutcomeComplete, At: now,
 				Result: e.result, Delete: s.ccfg.Retention.Completed == 0,
 			}
 			e.ev = core.EventJobCompleted
 		default:
 			e.o = core.Outcome{
-				JobID: tok.jobID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeSnooze, At: now,
+				JobID: tok.jobID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: tok.attempt, Kind: core.OutcomeSnooze, At: now,
 				RunAt: core.UTC(now.Add(e.delay)),
 			}
 			e.ev = core.EventJobSnoozed
@@ -168,14 +168,14 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 		wake := false
 		for k, e := range applying {
 			if e.job == nil {
-				e.job = s.claims.take(e.tok.jobID, e.tok.attempt)
+				e.job = s.claims.take(e.tok.jobID, e.tok.claimSeq)
 			} else {
-				s.claims.take(e.tok.jobID, e.tok.attempt)
+				s.claims.take(e.tok.jobID, e.tok.claimSeq)
 			}
 			if e.job == nil {
 				// Handed out by another server (or forgotten): what the
 				// token says is all that is known.
-				e.job = &core.Job{ID: e.tok.jobID, Attempt: e.tok.attempt, WorkerID: e.tok.workerID, State: core.StateRunning}
+				e.job = &core.Job{ID: e.tok.jobID, Attempt: e.tok.attempt, ClaimSeq: e.tok.claimSeq, WorkerID: e.tok.workerID, State: core.StateRunning}
 			}
 			if !res[k].Applied {
 				s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: e.job.Queue, Job: e.job})

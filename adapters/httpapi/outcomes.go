@@ -15,16 +15,22 @@ import (
 	"github.com/backlogq/backlog/core"
 )
 
-// leaseToken is the fence of one claimed execution.
+// leaseToken is the fence of one claimed execution: the job, the claim
+// (core.Job.ClaimSeq) and the worker that holds it, plus the attempt the
+// claim started (for error entries).
 type leaseToken struct {
 	jobID    int64
+	claimSeq int64
 	attempt  int
 	workerID string
 }
 
-// encodeLeaseToken returns "v1.<id>.<attempt>.<base64url(worker id)>".
-func encodeLeaseToken(id int64, attempt int, workerID string) string {
-	return "v1." + strconv.FormatInt(id, 10) + "." + strconv.Itoa(attempt) + "." + base64.RawURLEncoding.EncodeToString([]byte(workerID))
+// encodeLeaseToken returns
+// "v2.<id>.<claim_seq>.<attempt>.<base64url(worker id)>" for j claimed by
+// workerID.
+func encodeLeaseToken(j *core.Job, workerID string) string {
+	return "v2." + strconv.FormatInt(j.ID, 10) + "." + strconv.FormatInt(j.ClaimSeq, 10) + "." + strconv.Itoa(j.Attempt) + "." +
+		base64.RawURLEncoding.EncodeToString([]byte(workerID))
 }
 
 // decodeLeaseToken parses a token made by encodeLeaseToken.
@@ -36,22 +42,31 @@ func decodeLeaseToken(s string) (leaseToken, error) {
 		return bad("is required")
 	}
 	parts := strings.Split(s, ".")
-	if len(parts) != 4 || parts[0] != "v1" {
+	if len(parts) == 4 && parts[0] == "v1" {
+		// v1 tokens named the attempt, which a snooze gives back: they
+		// could fence the wrong execution, so they are no longer taken.
+		return bad("is a v1 token from an older server; v1 tokens are no longer accepted (they could not tell two executions at one attempt apart): claim the job again with an up-to-date worker")
+	}
+	if len(parts) != 5 || parts[0] != "v2" {
 		return bad("is not a token issued by this API")
 	}
 	id, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || id < 1 {
 		return bad("has a bad job id")
 	}
-	attempt, err := strconv.Atoi(parts[2])
-	if err != nil || attempt < 1 {
+	seq, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || seq < 1 {
+		return bad("has a bad claim sequence")
+	}
+	attempt, err := strconv.Atoi(parts[3])
+	if err != nil || attempt < 0 {
 		return bad("has a bad attempt")
 	}
-	wid, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[3], "="))
+	wid, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[4], "="))
 	if err != nil || len(wid) == 0 || len(wid) > 255 || !utf8.Valid(wid) {
 		return bad("has a bad worker id")
 	}
-	return leaseToken{jobID: id, attempt: attempt, workerID: string(wid)}, nil
+	return leaseToken{jobID: id, claimSeq: seq, attempt: attempt, workerID: string(wid)}, nil
 }
 
 // CompleteRequest is the body of POST /v1/jobs/{id}/complete.
@@ -104,14 +119,14 @@ func (s *Server) held(ctx context.Context, r *http.Request, token string) (lease
 	}
 	j, err := s.st.Get(ctx, id)
 	if errors.Is(err, core.ErrNotFound) {
-		s.claims.take(tok.jobID, tok.attempt)
+		s.claims.take(tok.jobID, tok.claimSeq)
 		return tok, nil, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", id))
 	}
 	if err != nil {
 		return tok, nil, err
 	}
 	if !heldBy(j, tok) {
-		s.claims.take(tok.jobID, tok.attempt)
+		s.claims.take(tok.jobID, tok.claimSeq)
 		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: s.now(), Queue: j.Queue, Job: j})
 		return tok, nil, lostProblem(j)
 	}
@@ -120,7 +135,7 @@ func (s *Server) held(ctx context.Context, r *http.Request, token string) (lease
 
 // heldBy reports whether j is running under tok's fence.
 func heldBy(j *core.Job, tok leaseToken) bool {
-	return j.State == core.StateRunning && j.WorkerID == tok.workerID && j.Attempt == tok.attempt
+	return j.State == core.StateRunning && j.WorkerID == tok.workerID && j.ClaimSeq == tok.claimSeq
 }
 
 func lostProblem(j *core.Job) error {
@@ -137,7 +152,7 @@ func (s *Server) finish(ctx context.Context, j *core.Job, o core.Outcome, ev cor
 	if len(res) != 1 {
 		return nil, fmt.Errorf("httpapi: store returned %d finish results for one outcome", len(res))
 	}
-	s.claims.take(o.JobID, o.Attempt)
+	s.claims.take(o.JobID, o.ClaimSeq)
 	if !res[0].Applied {
 		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: o.At, Queue: j.Queue, Job: j})
 		return nil, lostProblem(j)
@@ -220,8 +235,8 @@ func checkFail(msg, action string, retryIn *float64) (*time.Duration, error) {
 func (s *Server) failOutcome(j *core.Job, tok leaseToken, now time.Time, msg, trace, action string, override *time.Duration) (core.Outcome, core.EventKind, string, error) {
 	cause := errors.New(msg)
 	ae := new(core.AttemptError)
-	*ae = core.AttemptError{Attempt: tok.attempt, At: now, Error: msg, Trace: trace}.Bounded()
-	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, At: now, Error: ae}
+	*ae = core.AttemptError{Attempt: j.Attempt, At: now, Error: msg, Trace: trace}.Bounded()
+	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: j.Attempt, At: now, Error: ae}
 	var (
 		ev     core.EventKind
 		reason string
@@ -260,7 +275,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := s.now()
 	o := core.Outcome{
-		JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeComplete, At: now,
+		JobID: j.ID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now,
 		Result: result, Delete: s.ccfg.Retention.Completed == 0,
 	}
 	after, err := s.finish(r.Context(), j, o, core.EventJobCompleted, "", nil)
@@ -333,7 +348,7 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := s.now()
-	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, Attempt: tok.attempt, Kind: core.OutcomeSnooze, At: now, RunAt: core.UTC(now.Add(d))}
+	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: j.Attempt, Kind: core.OutcomeSnooze, At: now, RunAt: core.UTC(now.Add(d))}
 	after, err := s.finish(r.Context(), j, o, core.EventJobSnoozed, "", nil)
 	if err != nil {
 		return err
@@ -360,7 +375,8 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	until := core.UTC(s.now().Add(ext))
-	n, err := s.st.ExtendLeases(r.Context(), tok.workerID, until)
+	// Only this job's lease: the token names one execution.
+	n, err := s.st.ExtendLeases(r.Context(), tok.workerID, []core.Lease{{JobID: j.ID, ClaimSeq: tok.claimSeq}}, until)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,25 @@ type RegisterResponse struct {
 type HeartbeatResponse struct {
 	Worker         Worker `json:"worker"`
 	LeasesExtended int    `json:"leases_extended"`
+	// HandedBack counts running jobs the store said this worker held but
+	// the heartbeat did not name (claims whose reply was lost): they were
+	// handed back without using an attempt.
+	HandedBack int `json:"handed_back"`
 }
+
+// HeartbeatRequest is the body of POST /v1/workers/{id}/heartbeat.
+type HeartbeatRequest struct {
+	// Leases are the lease tokens of every job the worker holds (running,
+	// or finished with the outcome not yet delivered); required, [] when
+	// it holds none. Only these leases are renewed: a job the worker does
+	// not name is not kept alive by its heartbeats.
+	Leases *[]string `json:"leases"`
+}
+
+// ClaimReplyGrace is how old a claim must be before a heartbeat that does
+// not name it hands it back as lost: a claim answered just before (or
+// while) the heartbeat was sent may not be known to the worker yet.
+const ClaimReplyGrace = 5 * time.Second
 
 // ClaimRequest is the body of POST /v1/workers/{id}/claim; every field is
 // optional.
@@ -271,9 +289,25 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req struct{}
+	var req HeartbeatRequest
 	if err := s.decodeBody(w, r, &req, false); err != nil {
 		return err
+	}
+	if req.Leases == nil {
+		return newProblem(SlugInvalidRequest, `a heartbeat names the leases it renews: send {"leases": [the lease tokens of every job this worker holds]} ([] when it holds none); workers that send none must be upgraded`)
+	}
+	leases := make([]core.Lease, 0, len(*req.Leases))
+	named := make(map[int64]int64, len(*req.Leases))
+	for _, t := range *req.Leases {
+		tok, err := decodeLeaseToken(t)
+		if err != nil {
+			return err
+		}
+		if tok.workerID != id {
+			return newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease token for job %d belongs to another worker", tok.jobID))
+		}
+		leases = append(leases, core.Lease{JobID: tok.jobID, ClaimSeq: tok.claimSeq})
+		named[tok.jobID] = tok.claimSeq
 	}
 	now := s.now()
 	info, ok, err := s.lookupWorker(r.Context(), id, now)
@@ -286,12 +320,64 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if info, err = s.touch(r.Context(), info, now); err != nil {
 		return err
 	}
-	n, err := s.st.ExtendLeases(r.Context(), id, now.Add(s.ccfg.LeaseDuration))
+	n := 0
+	if len(leases) > 0 {
+		if n, err = s.st.ExtendLeases(r.Context(), id, leases, now.Add(s.ccfg.LeaseDuration)); err != nil {
+			return err
+		}
+	}
+	back, err := s.handBackUnknown(r.Context(), id, named, now)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, HeartbeatResponse{Worker: s.toWorker(info, now), LeasesExtended: n})
+	writeJSON(w, http.StatusOK, HeartbeatResponse{Worker: s.toWorker(info, now), LeasesExtended: n, HandedBack: back})
 	return nil
+}
+
+// handBackUnknown hands back the running jobs the store says worker id
+// holds but its heartbeat did not name (named maps job ids to claim
+// sequences), claimed more than ClaimReplyGrace ago: claims whose reply
+// the worker never received. Each goes back without using an attempt and
+// keeps its place in the queue (core.HandBack, cause claim_lost).
+func (s *Server) handBackUnknown(ctx context.Context, id string, named map[int64]int64, now time.Time) (int, error) {
+	jobs, err := s.st.List(ctx, core.ListParams{WorkerID: id, States: []core.State{core.StateRunning}, Limit: 1000})
+	if err != nil {
+		return 0, err
+	}
+	var outs []core.Outcome
+	var lost []*core.Job
+	for _, j := range jobs {
+		if seq, ok := named[j.ID]; ok && seq == j.ClaimSeq {
+			continue
+		}
+		if !j.AttemptedAt.Before(now.Add(-ClaimReplyGrace)) {
+			continue
+		}
+		outs = append(outs, core.HandBack(j, core.CauseClaimLost, now))
+		lost = append(lost, j)
+	}
+	if len(outs) == 0 {
+		return 0, nil
+	}
+	res, err := s.st.Finish(ctx, outs)
+	if err != nil {
+		return 0, err
+	}
+	back := 0
+	for i, r := range res {
+		if !r.Applied {
+			continue
+		}
+		back++
+		j := lost[i]
+		s.claims.take(j.ID, j.ClaimSeq)
+		s.log.Warn("backlog http: handed back a job the worker does not hold (its claim's reply was lost)", "holder", id, "job_id", j.ID, "kind", j.Kind)
+		s.c.Emit(core.Event{Kind: core.EventJobSnoozed, At: now, Queue: j.Queue, Job: j, Cause: core.CauseClaimLost})
+	}
+	if back > 0 {
+		s.wake.broadcast()
+	}
+	return back, nil
 }
 
 func (s *Server) deregisterWorker(w http.ResponseWriter, r *http.Request) error {
@@ -421,7 +507,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.c.Emit(core.Event{Kind: core.EventJobClaimed, At: now, Queue: j.Queue, Job: j, QueueWait: max(now.Sub(due), 0)})
 		aj := toJob(j)
-		aj.LeaseToken = encodeLeaseToken(j.ID, j.Attempt, id)
+		aj.LeaseToken = encodeLeaseToken(j, id)
 		out.Jobs = append(out.Jobs, aj)
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -478,7 +564,7 @@ func (s *Server) handBack(ctx context.Context, log *slog.Logger, workerID string
 	now := s.now()
 	outs := make([]core.Outcome, len(jobs))
 	for i, j := range jobs {
-		outs[i] = core.Outcome{JobID: j.ID, WorkerID: workerID, Attempt: j.Attempt, Kind: core.OutcomeSnooze, At: now, RunAt: now}
+		outs[i] = core.Outcome{JobID: j.ID, WorkerID: workerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeSnooze, At: now, RunAt: now}
 	}
 	if _, err := s.st.Finish(ctx, outs); err != nil {
 		log.Warn("backlog http: handing back jobs of an abandoned claim failed; they return after lease expiry", "worker_id", workerID, "jobs", len(jobs), "err", err)

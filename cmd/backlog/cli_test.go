@@ -270,7 +270,7 @@ func TestJobsCommands(t *testing.T) {
 		t.Fatalf("claim: %v %d", err, len(claimed))
 	}
 	_, err = st.Finish(ctx, []core.Outcome{{
-		JobID: claimed[0].ID, WorkerID: "w1", Attempt: 1, Kind: core.OutcomeRetry, At: now, RunAt: now.Add(time.Hour),
+		JobID: claimed[0].ID, WorkerID: "w1", ClaimSeq: claimed[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeRetry, At: now, RunAt: now.Add(time.Hour),
 		Error: &core.AttemptError{Attempt: 1, At: now, Error: "exit status 1: boom\nsecond line", Trace: "line1\nboom"},
 	}})
 	if err != nil {

@@ -191,6 +191,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 		old := j.State
 		j.State = core.StateRunning
 		j.Attempt++
+		j.ClaimSeq++
 		j.AttemptedAt = now
 		j.WorkerID = p.WorkerID
 		j.LeaseUntil = leaseUntil
@@ -201,7 +202,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 }
 
 // Finish implements core.Store. Each outcome applies only when its job is
-// still running under the outcome's worker id at the outcome's attempt (the
+// still running under the outcome's worker id at the outcome's ClaimSeq (the
 // fence); otherwise its result says Applied=false and the job is untouched.
 // An outcome of an unknown kind fails the whole call before any is applied.
 func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
@@ -228,7 +229,7 @@ func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.Fin
 // finish applies one outcome if the fence holds and reports whether it did.
 func (s *Store) finish(o core.Outcome) bool {
 	j, ok := s.jobs[o.JobID]
-	if !ok || j.State != core.StateRunning || j.WorkerID != o.WorkerID || j.Attempt != o.Attempt {
+	if !ok || j.State != core.StateRunning || j.WorkerID != o.WorkerID || j.ClaimSeq != o.ClaimSeq {
 		return false
 	}
 	at := core.UTC(o.At)
@@ -284,9 +285,10 @@ func dueState(runAt, now time.Time) core.State {
 	return core.StateAvailable
 }
 
-// ExtendLeases implements core.Store: every running job held by workerID
-// gets LeaseUntil=until. Jobs the worker no longer holds are not touched.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
+// ExtendLeases implements core.Store: each named job still running under
+// workerID at the named ClaimSeq gets LeaseUntil=until. Jobs not named, or
+// no longer held at that claim, are not touched.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}
@@ -294,8 +296,9 @@ func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Ti
 
 	until = core.UTC(until)
 	n := 0
-	for _, j := range s.jobs {
-		if j.State == core.StateRunning && j.WorkerID == workerID {
+	for _, l := range leases {
+		j, ok := s.jobs[l.JobID]
+		if ok && j.State == core.StateRunning && j.WorkerID == workerID && j.ClaimSeq == l.ClaimSeq {
 			j.LeaseUntil = until
 			n++
 		}
@@ -304,10 +307,10 @@ func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Ti
 }
 
 // Rescue implements core.Store. Running jobs whose lease ended before now
-// (oldest lease first, up to limit) get an error entry naming the lost worker
-// and go back to available with RunAt=now, or to discarded when their
-// attempts are used up or their deadline has passed.
-func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.Job, error) {
+// (oldest lease first, up to limit) get the outcome decide returns for
+// them, applied under the store's mutex, so nothing can change them between
+// the selection and the change.
+func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -325,7 +328,9 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.J
 
 	rescued := make([]*core.Job, 0, len(expired))
 	for _, j := range expired {
-		rescued = append(rescued, s.handBack(j, now, fmt.Sprintf("worker %s lost: lease expired at %s", j.WorkerID, j.LeaseUntil.Format(time.RFC3339Nano))))
+		if r := s.handBack(j, decide(clone(j), j.LeaseUntil)); r != nil {
+			rescued = append(rescued, r)
+		}
 	}
 	return rescued, nil
 }
@@ -343,14 +348,14 @@ func tagsAllowed(jobTags, capabilities []string) bool {
 
 // RescueWorkers implements core.Store: running jobs (in id order, up to
 // limit) held by workers whose record's heartbeat is before heartbeatBefore
-// are handed back as Rescue does, with an error naming the last heartbeat.
-func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int) ([]*core.Job, error) {
+// get the outcome decide returns for them, as in Rescue.
+func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 
-	now, heartbeatBefore = core.UTC(now), core.UTC(heartbeatBefore)
+	heartbeatBefore = core.UTC(heartbeatBefore)
 	dead := func(id string) (core.WorkerInfo, bool) {
 		w, ok := s.workers[id]
 		return w, ok && w.HeartbeatAt.Before(heartbeatBefore)
@@ -362,26 +367,24 @@ func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Tim
 	rescued := make([]*core.Job, 0, len(held))
 	for _, j := range held {
 		w, _ := dead(j.WorkerID)
-		rescued = append(rescued, s.handBack(j, now, fmt.Sprintf("worker %s lost: no heartbeat since %s", j.WorkerID, w.HeartbeatAt.Format(time.RFC3339Nano))))
+		if r := s.handBack(j, decide(clone(j), w.HeartbeatAt)); r != nil {
+			rescued = append(rescued, r)
+		}
 	}
 	return rescued, nil
 }
 
-// handBack moves a running job whose worker was lost back to available, or
-// to discarded when its attempts are used up or its deadline has passed,
-// with an error entry for its attempt; it returns a copy.
-func (s *Store) handBack(j *core.Job, now time.Time, msg string) *core.Job {
-	old := j.State
-	j.Errors = append(j.Errors, core.AttemptError{Attempt: j.Attempt, At: now, Error: msg})
-	j.LeaseUntil = time.Time{}
-	if j.Attempt >= j.MaxAttempts || (!j.Deadline.IsZero() && j.Deadline.Before(now)) {
-		j.State = core.StateDiscarded
-		j.FinishedAt = now
-	} else {
-		j.State = core.StateAvailable
-		j.RunAt = now
+// handBack applies a rescue outcome to the running job j, which the caller
+// selected under the same lock, and returns a copy of the result (nil if
+// the outcome did not name j's current execution or is of a kind rescues
+// do not make).
+func (s *Store) handBack(j *core.Job, o core.Outcome) *core.Job {
+	if o.Kind != core.OutcomeRetry && o.Kind != core.OutcomeDiscard {
+		return nil
 	}
-	s.reindex(j, old)
+	if !s.finish(o) {
+		return nil
+	}
 	return clone(j)
 }
 
@@ -469,6 +472,7 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 		switch {
 		case p.Queue != "" && j.Queue != p.Queue,
 			p.Kind != "" && j.Kind != p.Kind,
+			p.WorkerID != "" && j.WorkerID != p.WorkerID,
 			len(p.States) > 0 && !slices.Contains(p.States, j.State),
 			p.AfterID != 0 && !p.Desc && j.ID <= p.AfterID,
 			p.AfterID != 0 && p.Desc && j.ID >= p.AfterID:

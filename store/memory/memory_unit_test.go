@@ -33,8 +33,8 @@ func TestBasicLifecycle(t *testing.T) {
 	}
 	jobs[0].Args[0] = 'X' // must not reach the store
 	fr, err := s.Finish(ctx, []core.Outcome{
-		{JobID: 2, WorkerID: "w", Attempt: 1, Kind: core.OutcomeComplete, At: t0},
-		{JobID: 1, WorkerID: "other", Attempt: 1, Kind: core.OutcomeComplete, At: t0},
+		{JobID: 2, WorkerID: "w", ClaimSeq: 1, Attempt: 1, Kind: core.OutcomeComplete, At: t0},
+		{JobID: 1, WorkerID: "other", ClaimSeq: 1, Attempt: 1, Kind: core.OutcomeComplete, At: t0},
 	})
 	if err != nil || !fr[0].Applied || fr[1].Applied {
 		t.Fatalf("finish: %v %v", fr, err)

@@ -67,7 +67,7 @@ func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimPa
 	for _, j := range jobs {
 		args = append(args, j.ID)
 	}
-	res, err := c.Exec(ctx, "UPDATE "+s.t.Jobs+" SET state = 'running', attempt = attempt + 1, version = version + 1, worker_id = ?, attempted_at = ?, lease_until = ? WHERE id IN ("+marks(len(jobs))+")", args...)
+	res, err := c.Exec(ctx, "UPDATE "+s.t.Jobs+" SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1, worker_id = ?, attempted_at = ?, lease_until = ? WHERE id IN ("+marks(len(jobs))+")", args...)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +86,7 @@ func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimPa
 func claimed(j *core.Job, p core.ClaimParams) {
 	j.State = core.StateRunning
 	j.Attempt++
+	j.ClaimSeq++
 	j.WorkerID = p.WorkerID
 	j.AttemptedAt = core.UTC(p.Now)
 	j.LeaseUntil = core.UTC(p.LeaseUntil)
@@ -175,7 +176,7 @@ func (s *Store) casClaim(ctx context.Context, p core.ClaimParams, take []candida
 	args := make([]any, 0, 6+3*len(take))
 	args = append(args, token, p.WorkerID, s.d.Time(p.Now), s.d.Time(p.LeaseUntil))
 	var q strings.Builder
-	q.WriteString("UPDATE " + s.t.Jobs + " SET state = 'running', attempt = attempt + 1, version = ?, worker_id = ?, attempted_at = ?, lease_until = ? WHERE id IN (")
+	q.WriteString("UPDATE " + s.t.Jobs + " SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = ?, worker_id = ?, attempted_at = ?, lease_until = ? WHERE id IN (")
 	q.WriteString(marks(len(take)))
 	for _, cd := range take {
 		args = append(args, cd.job.ID)

@@ -19,7 +19,7 @@ const finishChunk = 500
 // of the outcomes per 500; completions with Delete as one fenced DELETE
 // (with RETURNING on MariaDB). A batch of deletions alone on MariaDB is one
 // autocommit statement; anything else runs in one transaction. An outcome
-// whose fence fails (job not running under its worker id and attempt)
+// whose fence fails (job not running under its worker id and claim_seq)
 // reports Applied=false and changes nothing; an unknown outcome kind fails
 // the whole call. Deadlocks and lock wait timeouts are retried inside.
 func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
@@ -134,7 +134,7 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	for k, i := range part {
 		ch := &chs[i]
 		if k == 0 {
-			q.WriteString("SELECT ? AS id, ? AS fw, ? AS fa, ? AS st, ? AS na, ? AS ra, ? AS fi, ? AS er, ? AS rs, ? AS sr, ? AS kd, ? AS ag")
+			q.WriteString("SELECT ? AS id, ? AS fw, ? AS fc, ? AS st, ? AS na, ? AS ra, ? AS fi, ? AS er, ? AS rs, ? AS sr, ? AS kd, ? AS ag")
 		} else {
 			q.WriteString(" UNION ALL SELECT ?,?,?,?,?,?,?,?,?,?,?,?")
 		}
@@ -155,7 +155,7 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 		if ch.Args != nil {
 			ag = string(ch.Args)
 		}
-		args = append(args, ch.ID, ch.Worker, int64(ch.Attempt), string(ch.State), int64(ch.NewAttempt),
+		args = append(args, ch.ID, ch.Worker, ch.ClaimSeq, string(ch.State), int64(ch.NewAttempt),
 			s.d.Time(ch.RunAt), s.d.Time(ch.FinishedAt), er, rs, sr, kd, ag)
 	}
 	q.WriteString(") v ON " + T + ".id = v.id SET " + T + ".state = v.st, " + T + ".attempt = v.na, " +
@@ -163,7 +163,7 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 		T + ".version = ?, " + T + ".errors = CASE WHEN v.er IS NULL THEN " + T + ".errors ELSE " + s.d.AppendJSON(T+".errors", "v.er") + " END, " +
 		T + ".result = CASE WHEN v.sr = 1 THEN v.rs ELSE " + T + ".result END, " +
 		T + ".kind = COALESCE(v.kd, " + T + ".kind), " + T + ".args = COALESCE(v.ag, " + T + ".args)" +
-		" WHERE " + T + ".state = 'running' AND " + T + ".worker_id = v.fw AND " + T + ".attempt = v.fa")
+		" WHERE " + T + ".state = 'running' AND " + T + ".worker_id = v.fw AND " + T + ".claim_seq = v.fc")
 	args = append(args, token)
 	r, err := c.Exec(ctx, q.String(), args...)
 	if err != nil {
@@ -211,10 +211,10 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 		where.WriteString(" WHEN ? THEN ?")
 		args = append(args, chs[i].ID, chs[i].Worker)
 	}
-	where.WriteString(" END AND attempt = CASE id")
+	where.WriteString(" END AND claim_seq = CASE id")
 	for _, i := range part {
 		where.WriteString(" WHEN ? THEN ?")
-		args = append(args, chs[i].ID, int64(chs[i].Attempt))
+		args = append(args, chs[i].ID, chs[i].ClaimSeq)
 	}
 	where.WriteString(" END")
 	out := make(map[int64]bool, len(part))
@@ -246,19 +246,40 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	return out, nil
 }
 
-// ExtendLeases sets LeaseUntil=until on every running job held by workerID
-// in one statement and returns how many it touched. It reads through the
-// lease index: lease_until is set exactly while a job runs.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
-	var n int64
-	err := s.retry(ctx, func() error {
-		res, err := s.sdb.Exec(ctx, "UPDATE "+s.t.Jobs+" FORCE INDEX (lease_idx) SET lease_until = ?, version = version + 1"+
-			" WHERE lease_until IS NOT NULL AND state = 'running' AND worker_id = ?", s.d.Time(until), workerID)
-		if err != nil {
-			return err
+// ExtendLeases sets LeaseUntil=until on the named jobs still running under
+// workerID at their claim_seq, one statement per 500 leases of primary-key
+// lookups, and returns how many it touched.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
+	var total int64
+	for start := 0; start < len(leases); start += finishChunk {
+		part := leases[start:min(len(leases), start+finishChunk)]
+		args := make([]any, 0, 2+3*len(part))
+		args = append(args, s.d.Time(until))
+		var q strings.Builder
+		q.WriteString("UPDATE " + s.t.Jobs + " SET lease_until = ?, version = version + 1 WHERE id IN (" + marks(len(part)) + ")")
+		for _, l := range part {
+			args = append(args, l.JobID)
 		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return int(n), err
+		q.WriteString(" AND state = 'running' AND worker_id = ? AND claim_seq = CASE id")
+		args = append(args, workerID)
+		for _, l := range part {
+			q.WriteString(" WHEN ? THEN ?")
+			args = append(args, l.JobID, l.ClaimSeq)
+		}
+		q.WriteString(" END")
+		var n int64
+		err := s.retry(ctx, func() error {
+			res, err := s.sdb.Exec(ctx, q.String(), args...)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return int(total), err
+		}
+		total += n
+	}
+	return int(total), nil
 }

@@ -77,7 +77,7 @@ func TestHelperProcess(t *testing.T) {
 		var outs []core.Outcome
 		for i, j := range jobs {
 			claimed = append(claimed, strconv.FormatInt(j.ID, 10))
-			o := core.Outcome{JobID: j.ID, WorkerID: worker, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0, Delete: (n+i)%2 == 0}
+			o := core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0, Delete: (n+i)%2 == 0}
 			outs = append(outs, o)
 		}
 		res, err := s.Finish(ctx, outs)
@@ -246,7 +246,7 @@ func TestInsertsDuringClaims(t *testing.T) {
 							if i%3 == 1 {
 								kind = core.OutcomeDiscard
 							}
-							outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: worker, Attempt: j.Attempt, Kind: kind, At: t0, Delete: i%2 == 0 && kind == core.OutcomeComplete})
+							outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: kind, At: t0, Delete: i%2 == 0 && kind == core.OutcomeComplete})
 						}
 						if len(outs) > 0 {
 							if _, err := s.Finish(ctx, outs); err != nil {

@@ -14,7 +14,7 @@ import (
 type finishArgs struct {
 	id         []int64
 	worker     []string
-	attempt    []int32
+	claimSeq   []int64
 	state      []string
 	newAttempt []int32
 	runAt      []*time.Time
@@ -55,7 +55,7 @@ func (a *finishArgs) add(o *core.Outcome) error {
 	}
 	a.id = append(a.id, ch.ID)
 	a.worker = append(a.worker, ch.Worker)
-	a.attempt = append(a.attempt, int32(ch.Attempt))
+	a.claimSeq = append(a.claimSeq, ch.ClaimSeq)
 	a.state = append(a.state, string(ch.State))
 	a.newAttempt = append(a.newAttempt, int32(ch.NewAttempt))
 	a.runAt = append(a.runAt, ra)
@@ -70,14 +70,14 @@ func (a *finishArgs) add(o *core.Outcome) error {
 }
 
 func (a *finishArgs) params() []any {
-	return []any{a.id, a.worker, a.attempt, a.state, a.newAttempt, a.runAt, a.finishedAt, a.errEntry, a.result, a.setResult, a.kind, a.args, a.del, string(core.StateRunning)}
+	return []any{a.id, a.worker, a.claimSeq, a.state, a.newAttempt, a.runAt, a.finishedAt, a.errEntry, a.result, a.setResult, a.kind, a.args, a.del, string(core.StateRunning)}
 }
 
 // Finish applies a batch of fenced outcomes in one statement (an UPDATE …
 // FROM unnest of the outcomes, and a DELETE … USING for completions with
 // Delete) and returns one result per outcome in input order. An outcome
 // whose fence fails (the job is not running under its worker id and
-// attempt) reports Applied=false and changes nothing. A batch naming one job
+// claim_seq) reports Applied=false and changes nothing. A batch naming one job
 // more than once is applied in input order, in one transaction. An unknown
 // outcome kind fails the whole call.
 func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
@@ -154,14 +154,22 @@ func (s *Store) finishOn(ctx context.Context, q sqlq.Conn, outcomes []core.Outco
 	return res, nil
 }
 
-// ExtendLeases sets LeaseUntil=until on every running job held by workerID
-// in one statement and returns how many it touched. A job whose row is being
-// written at that moment (its finish or cancellation in flight) is skipped:
-// it needs no longer lease, and waiting could deadlock with the completer.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
+// ExtendLeases sets LeaseUntil=until on the named jobs still running under
+// workerID at their claim_seq, in one statement, and returns how many it
+// touched. A job whose row is being written at that moment (its finish or
+// cancellation in flight) is skipped: it needs no longer lease, and waiting
+// could deadlock with the completer.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
+	if len(leases) == 0 {
+		return 0, nil
+	}
+	ids, seqs := make([]int64, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
+		ids[i], seqs[i] = l.JobID, l.ClaimSeq
+	}
 	var n int64
 	err := s.retry(ctx, func() error {
-		tag, err := s.pool.Exec(ctx, s.q.extendLeases, workerID, core.UTC(until))
+		tag, err := s.pool.Exec(ctx, s.q.extendLeases, workerID, core.UTC(until), ids, seqs)
 		n = tag.RowsAffected()
 		return err
 	})

@@ -44,7 +44,7 @@ func buildQueries(t sqlq.Tables) queries {
 		return "queue = $1 AND state IN " + pendingIn + " AND run_at <= $2 AND " + sqlq.TagsRouting(dialect{}, tags) +
 			" AND NOT EXISTS (SELECT 1 FROM " + t.Queues + " WHERE name = $1 AND paused)"
 	}
-	set := "state = 'running', attempt = j.attempt + 1, version = j.version + 1, worker_id = $4, attempted_at = $2, lease_until = $5"
+	set := "state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1, worker_id = $4, attempted_at = $2, lease_until = $5"
 	// The locked ids travel as an array into a primary-key lookup. (With a
 	// CTE joined on id, a generic plan guesses the CTE holds a tenth of the
 	// queue, because LIMIT is a parameter, and merge-joins it with a full
@@ -69,19 +69,19 @@ func buildQueries(t sqlq.Tables) queries {
 	// statements need, and deadlock with them.
 	q.claimCAS = "WITH c AS (SELECT t.id FROM unnest($4::bigint[], $5::bigint[]) AS c(id, v)" +
 		" CROSS JOIN LATERAL (SELECT t.id FROM " + t.Jobs + " t WHERE t.id = c.id AND t.version = c.v FOR UPDATE SKIP LOCKED) t)" +
-		" UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, version = j.version + 1," +
+		" UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
 		" worker_id = $2, attempted_at = $1, lease_until = $3 FROM c WHERE j.id = c.id RETURNING " + jcols
 
 	// Finish: one row per outcome in parallel arrays; del rows are deleted
-	// instead of updated. Both are fenced by worker id and attempt.
+	// instead of updated. Both are fenced by worker id and claim_seq.
 	// The state is compared with a parameter ($14 = 'running'), not a
 	// literal: a generic plan then cannot prove the lease index's predicate
 	// (state = 'running') and so never scans every running job to join
 	// them with the outcomes; it looks each outcome up by primary key.
-	fence := "j.id = v.id AND j.state = $14::text AND j.worker_id = v.fw AND j.attempt = v.fa"
-	q.finish = "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::int[], $6::timestamptz[]," +
+	fence := "j.id = v.id AND j.state = $14::text AND j.worker_id = v.fw AND j.claim_seq = v.fc"
+	q.finish = "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::timestamptz[]," +
 		" $7::timestamptz[], $8::text[], $9::bytea[], $10::bool[], $11::text[], $12::text[], $13::bool[])" +
-		" AS v(id, fw, fa, st, na, ra, fi, er, rs, sr, kd, ag, del))," +
+		" AS v(id, fw, fc, st, na, ra, fi, er, rs, sr, kd, ag, del))," +
 		" u AS (UPDATE " + t.Jobs + " j SET state = v.st, attempt = v.na, run_at = COALESCE(v.ra, j.run_at), finished_at = v.fi," +
 		" lease_until = NULL, version = j.version + 1," +
 		" errors = CASE WHEN v.er IS NULL THEN j.errors ELSE j.errors || jsonb_build_array(v.er::jsonb) END," +
@@ -97,7 +97,7 @@ func buildQueries(t sqlq.Tables) queries {
 		" $9::text[], $10::text[], $11::text[]) WITH ORDINALITY AS t(q, k, a, p, st, ma, ra, dl, uk, tg, md, ord)" +
 		" ORDER BY ord ON CONFLICT DO NOTHING RETURNING " + jcols
 	q.insert = ins
-	q.insertReturnCount = 20
+	q.insertReturnCount = 21
 	// The notifications ride in the inserting statement: pg_notify is
 	// queued in its transaction, so a rolled-back insert wakes nobody, and
 	// only queues that received due jobs are notified.
@@ -107,9 +107,12 @@ func buildQueries(t sqlq.Tables) queries {
 	q.notify = "SELECT pg_notify($1, $2)"
 	q.notifyQueues = "SELECT count(pg_notify($1, 'insert ' || q)) FROM unnest($2::text[]) AS q"
 	q.reserveIDs = "SELECT nextval(pg_get_serial_sequence('" + t.Jobs + "', 'id')) FROM generate_series(1, $1::int)"
-	// Rows being written right now (finished, cancelled) are skipped, so a
-	// heartbeat never waits for, or deadlocks with, its own completer.
-	q.extendLeases = "WITH c AS (SELECT id FROM " + t.Jobs + " WHERE state = 'running' AND worker_id = $1 FOR UPDATE SKIP LOCKED)" +
+	// Only the executions the worker names ($3 ids, $4 claim_seqs), each a
+	// primary-key lookup. Rows being written right now (finished,
+	// cancelled) are skipped, so a heartbeat never waits for, or deadlocks
+	// with, its own completer.
+	q.extendLeases = "WITH c AS (SELECT t.id FROM unnest($3::bigint[], $4::bigint[]) AS c(id, seq)" +
+		" CROSS JOIN LATERAL (SELECT t.id FROM " + t.Jobs + " t WHERE t.id = c.id AND t.claim_seq = c.seq AND t.state = 'running' AND t.worker_id = $1 FOR UPDATE SKIP LOCKED) t)" +
 		" UPDATE " + t.Jobs + " j SET lease_until = $2, version = j.version + 1 FROM c WHERE j.id = c.id"
 	q.duplicatesByKey = "SELECT " + sqlq.JobColumns + " FROM " + t.Jobs + " WHERE unique_key = ANY($1::text[]) AND state NOT IN ('completed','cancelled','discarded')"
 	return q

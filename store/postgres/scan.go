@@ -31,7 +31,7 @@ func scanJobPgx(r pgx.Rows, extra int) (*core.Job, error) {
 		uniqueKey, workerID                  *string
 	)
 	dest := []any{&j.ID, &j.Queue, &j.Kind, &args, &priority, &state, &attempt, &maxAtt,
-		&j.RunAt, &deadline, &uniqueKey, &tags, &meta, &errs, &j.Result, &j.CreatedAt, &attempted, &finished, &workerID, &lease}
+		&j.RunAt, &deadline, &uniqueKey, &tags, &meta, &errs, &j.Result, &j.CreatedAt, &attempted, &finished, &workerID, &lease, &j.ClaimSeq}
 	var sink any
 	for range extra {
 		dest = append(dest, &sink)

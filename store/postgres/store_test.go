@@ -54,7 +54,7 @@ func TestHelperProcess(t *testing.T) {
 		outs := make([]core.Outcome, len(jobs))
 		for i, j := range jobs {
 			fmt.Println(j.ID)
-			outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0, Delete: i%2 == 0}
+			outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0, Delete: i%2 == 0}
 		}
 		res, err := s.Finish(ctx, outs)
 		if err != nil {
@@ -470,7 +470,7 @@ func TestInsertTxStdlib(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CompleteTx(ctx, tx, core.Outcome{JobID: j[0].ID, WorkerID: "w", Attempt: 1, Kind: core.OutcomeComplete, At: t0}); err != nil {
+	if err := s.CompleteTx(ctx, tx, core.Outcome{JobID: j[0].ID, WorkerID: "w", ClaimSeq: j[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -506,7 +506,7 @@ func TestSharedExtendLeasesSkipsLockedRows(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	n, err := s.Store.ExtendLeases(wctx, "w", now.Add(time.Hour))
+	n, err := s.Store.ExtendLeases(wctx, "w", []core.Lease{{JobID: jobs[0].ID, ClaimSeq: jobs[0].ClaimSeq}, {JobID: jobs[1].ID, ClaimSeq: jobs[1].ClaimSeq}}, now.Add(time.Hour))
 	if err != nil || n != 1 {
 		t.Fatalf("ExtendLeases with one of two rows locked: %d, %v; want 1, nil", n, err)
 	}

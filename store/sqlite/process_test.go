@@ -62,7 +62,7 @@ func TestHelperProcess(t *testing.T) {
 		var outs []core.Outcome
 		for _, j := range jobs {
 			claimed = append(claimed, strconv.FormatInt(j.ID, 10))
-			outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: worker, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0})
+			outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0})
 		}
 		res, err := s.Finish(ctx, outs)
 		if err != nil {
@@ -224,7 +224,7 @@ func concurrentClaimers(t *testing.T, opts ...Option) {
 						t.Errorf("job %d claimed twice", j.ID)
 					}
 					seen[j.ID] = true
-					outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: w, Attempt: 1, Kind: core.OutcomeComplete, At: t0, Delete: j.ID%2 == 0})
+					outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: w, ClaimSeq: j.ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: t0, Delete: j.ID%2 == 0})
 				}
 				mu.Unlock()
 				if _, err := s.Finish(ctx, outs); err != nil {

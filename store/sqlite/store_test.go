@@ -195,7 +195,7 @@ func TestFinishOutcomes(t *testing.T) {
 	at := t0.Add(time.Second)
 	e := &core.AttemptError{Attempt: 1, At: at, Error: "boom", Trace: "stack"}
 	o := func(j *core.Job, k core.OutcomeKind) core.Outcome {
-		return core.Outcome{JobID: j.ID, WorkerID: "w", Attempt: 1, Kind: k, At: at}
+		return core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: 1, Kind: k, At: at}
 	}
 	oc := o(js[0], core.OutcomeComplete)
 	oc.Result = []byte(`{"ok":true}`)
@@ -258,7 +258,7 @@ func TestFinishOutcomes(t *testing.T) {
 	}
 	for _, j := range js2 {
 		if j.ID == js[2].ID {
-			o := core.Outcome{JobID: j.ID, WorkerID: "w2", Attempt: 2, Kind: core.OutcomeRetry, At: at, RunAt: at,
+			o := core.Outcome{JobID: j.ID, WorkerID: "w2", ClaimSeq: j.ClaimSeq, Attempt: 2, Kind: core.OutcomeRetry, At: at, RunAt: at,
 				Error: &core.AttemptError{Attempt: 2, At: at, Error: "again"}}
 			if r := finish(t, s, o, o); !r[0].Applied || r[1].Applied {
 				t.Fatalf("duplicate outcome results %+v", r)
@@ -336,21 +336,30 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 	if len(js) != 3 {
 		t.Fatal(len(js))
 	}
-	if n, err := s.ExtendLeases(ctx, "w", t0.Add(2*time.Minute)); err != nil || n != 3 {
+	held := make([]core.Lease, len(js))
+	for i, j := range js {
+		held[i] = core.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}
+	}
+	if n, err := s.ExtendLeases(ctx, "w", held, t0.Add(2*time.Minute)); err != nil || n != 3 {
 		t.Fatalf("extend: %d %v", n, err)
 	}
-	if n, _ := s.ExtendLeases(ctx, "nobody", t0.Add(time.Hour)); n != 0 {
+	if n, _ := s.ExtendLeases(ctx, "nobody", held, t0.Add(time.Hour)); n != 0 {
 		t.Fatalf("extend other worker touched %d", n)
 	}
-	if r, err := s.Rescue(ctx, t0.Add(90*time.Second), 10); err != nil || len(r) != 0 {
+	decide := func(now time.Time) core.RescueFunc {
+		return func(j *core.Job, seen time.Time) core.Outcome {
+			return core.DecideRescue(j, core.CauseLeaseExpired, seen, now)
+		}
+	}
+	if r, err := s.Rescue(ctx, t0.Add(90*time.Second), 10, decide(t0.Add(90*time.Second))); err != nil || len(r) != 0 {
 		t.Fatalf("rescued unexpired: %v %v", r, err)
 	}
 	now := t0.Add(3 * time.Minute)
-	r, err := s.Rescue(ctx, now, 2)
+	r, err := s.Rescue(ctx, now, 2, decide(now))
 	if err != nil || len(r) != 2 {
 		t.Fatalf("rescue limit: %v %v", ids(r), err)
 	}
-	r2, _ := s.Rescue(ctx, now, 10)
+	r2, _ := s.Rescue(ctx, now, 10, decide(now))
 	r = append(r, r2...)
 	if len(r) != 3 {
 		t.Fatalf("rescued %d", len(r))
@@ -361,7 +370,7 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 		}
 		switch j.Kind {
 		case "a":
-			if j.State != core.StateAvailable || !j.RunAt.Equal(now) || !j.FinishedAt.IsZero() {
+			if j.State != core.StateRetryable || !j.RunAt.Equal(t0) || !j.FinishedAt.IsZero() {
 				t.Fatalf("rescued a: %+v", j)
 			}
 		default:
@@ -371,7 +380,7 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 		}
 	}
 	// Stale finish after the rescue fails its fence.
-	if res := finish(t, s, core.Outcome{JobID: r[0].ID, WorkerID: "w", Attempt: 1, Kind: core.OutcomeComplete, At: now}); res[0].Applied {
+	if res := finish(t, s, core.Outcome{JobID: r[0].ID, WorkerID: "w", ClaimSeq: 1, Attempt: 1, Kind: core.OutcomeComplete, At: now}); res[0].Applied {
 		t.Fatal("finish after rescue applied")
 	}
 
@@ -469,7 +478,7 @@ func TestAdminAndPrune(t *testing.T) {
 	cl := claim(t, s, "q0", "w", 100, t0.Add(time.Hour))
 	cl = append(cl, claim(t, s, "q1", "w", 100, t0.Add(time.Hour))...)
 	for _, j := range cl {
-		outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0.Add(time.Duration(j.ID) * time.Second)})
+		outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0.Add(time.Duration(j.ID) * time.Second)})
 	}
 	finish(t, s, outs...)
 	if len(cl) != len(all) {
@@ -562,7 +571,7 @@ func TestTransactions(t *testing.T) {
 	if len(js) != 1 {
 		t.Fatalf("committed insert: claimed %d", len(js))
 	}
-	o := core.Outcome{JobID: js[0].ID, WorkerID: "w", Attempt: 1, Kind: core.OutcomeComplete, At: t0}
+	o := core.Outcome{JobID: js[0].ID, WorkerID: "w", ClaimSeq: js[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: t0}
 	tx, _ = s.DB().BeginTx(ctx, nil)
 	if err := s.CompleteTx(ctx, tx, o); err != nil {
 		t.Fatal(err)
@@ -573,7 +582,7 @@ func TestTransactions(t *testing.T) {
 	}
 	tx, _ = s.DB().BeginTx(ctx, nil)
 	bad := o
-	bad.Attempt = 2
+	bad.ClaimSeq = 2
 	if err := s.CompleteTx(ctx, tx, bad); !errors.Is(err, core.ErrLeaseLost) {
 		t.Fatalf("stale CompleteTx: %v", err)
 	}

@@ -59,7 +59,7 @@ func (s *Store) dueWhere(b *builder, p core.ClaimParams) {
 
 // claimSet writes the SET list of a claim.
 func (s *Store) claimSet(b *builder, p core.ClaimParams, table string) {
-	b.w("state = 'running', attempt = ", table, "attempt + 1, version = ", table, "version + 1, worker_id = ", b.arg(p.WorkerID),
+	b.w("state = 'running', attempt = ", table, "attempt + 1, claim_seq = ", table, "claim_seq + 1, version = ", table, "version + 1, worker_id = ", b.arg(p.WorkerID),
 		", attempted_at = ", b.arg(s.d.Time(p.Now)), ", lease_until = ", b.arg(s.d.Time(p.LeaseUntil)))
 }
 

@@ -14,7 +14,7 @@ type fence int
 
 const (
 	// fenceHolder: the row is running, held by Change.Worker at
-	// Change.Attempt (Finish, CompleteTx).
+	// Change.ClaimSeq (Finish, CompleteTx).
 	fenceHolder fence = iota
 	// fenceVersion: the row's version is still Change.Version (Rescue and
 	// DiscardExpired, after reading their candidates).
@@ -24,10 +24,10 @@ const (
 // Change is one row's new values in a batched update of jobs: a finish
 // outcome (OutcomeChange), a rescue or a deadline discard.
 type Change struct {
-	ID      int64
-	Worker  string // fenceHolder: the worker that must hold the job
-	Attempt int    // fenceHolder: the attempt it must be at
-	Version int64  // fenceVersion: the version the row must still have
+	ID       int64
+	Worker   string // fenceHolder: the worker that must hold the job
+	ClaimSeq int64  // fenceHolder: the claim it must be held at
+	Version  int64  // fenceVersion: the version the row must still have
 
 	State      core.State
 	NewAttempt int
@@ -41,7 +41,7 @@ type Change struct {
 }
 
 // changeCols are the derived table's columns, in order.
-var changeCols = []string{"id", "fw", "fa", "fv", "st", "na", "ra", "fi", "er", "rs", "sr", "kd", "ag"}
+var changeCols = []string{"id", "fw", "fc", "fv", "st", "na", "ra", "fi", "er", "rs", "sr", "kd", "ag"}
 
 func (s *Store) changeValue(ch *Change, col string) (any, Type) {
 	switch col {
@@ -49,8 +49,8 @@ func (s *Store) changeValue(ch *Change, col string) (any, Type) {
 		return ch.ID, TypeInt
 	case "fw":
 		return ch.Worker, TypeText
-	case "fa":
-		return int64(ch.Attempt), TypeInt
+	case "fc":
+		return ch.ClaimSeq, TypeInt
 	case "fv":
 		return ch.Version, TypeInt
 	case "st":
@@ -111,7 +111,7 @@ func (s *Store) changeFence(b *builder, f fence, ref func(col string) string) {
 	T := s.t.Jobs + "."
 	switch f {
 	case fenceHolder:
-		b.w(T, "state = 'running' AND ", T, "worker_id = ", ref("fw"), " AND ", T, "attempt = ", ref("fa"))
+		b.w(T, "state = 'running' AND ", T, "worker_id = ", ref("fw"), " AND ", T, "claim_seq = ", ref("fc"))
 	case fenceVersion:
 		b.w(T, "version = ", ref("fv"))
 	}
@@ -256,7 +256,7 @@ func versionToken() int64 { return 1<<62 + rand.Int64N(1<<61) }
 
 // Finish applies a batch of fenced outcomes in one transaction and returns
 // one result per outcome in input order. An outcome whose fence fails
-// (job not running under its worker id and attempt) reports Applied=false
+// (job not running under its worker id and claim_seq) reports Applied=false
 // and changes nothing. An unknown outcome kind fails the whole call.
 func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
 	if len(outcomes) == 0 {
@@ -335,7 +335,7 @@ func (s *Store) FinishOn(ctx context.Context, c Conn, outcomes []core.Outcome) (
 // state, attempt, run_at, finished_at, error entry, result and next kind and
 // args the outcome's kind asks for. An unknown kind is an error.
 func OutcomeChange(o *core.Outcome) (Change, error) {
-	ch := Change{ID: o.JobID, Worker: o.WorkerID, Attempt: o.Attempt, NewAttempt: o.Attempt}
+	ch := Change{ID: o.JobID, Worker: o.WorkerID, ClaimSeq: o.ClaimSeq, NewAttempt: o.Attempt}
 	if o.Error != nil {
 		e, err := EncodeError(*o.Error)
 		if err != nil {
@@ -399,9 +399,9 @@ func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcom
 			for _, i := range part {
 				b.w(" WHEN ", b.arg(outcomes[i].JobID), " THEN ", b.arg(outcomes[i].WorkerID))
 			}
-			b.w(" END AND attempt = CASE id")
+			b.w(" END AND claim_seq = CASE id")
 			for _, i := range part {
-				b.w(" WHEN ", b.arg(outcomes[i].JobID), " THEN ", b.arg(int64(outcomes[i].Attempt)))
+				b.w(" WHEN ", b.arg(outcomes[i].JobID), " THEN ", b.arg(outcomes[i].ClaimSeq))
 			}
 			b.w(" END")
 		}
@@ -419,12 +419,12 @@ func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcom
 				}
 				b.w(b.argT(outcomes[i].JobID, TypeInt))
 			}
-			b.w(") AND state = 'running' AND (id, worker_id, attempt) IN (VALUES ")
+			b.w(") AND state = 'running' AND (id, worker_id, claim_seq) IN (VALUES ")
 			for k, i := range part {
 				if k > 0 {
 					b.w(",")
 				}
-				b.w("(", b.argT(outcomes[i].JobID, TypeInt), ",", b.argT(outcomes[i].WorkerID, TypeText), ",", b.argT(int64(outcomes[i].Attempt), TypeInt), ")")
+				b.w("(", b.argT(outcomes[i].JobID, TypeInt), ",", b.argT(outcomes[i].WorkerID, TypeText), ",", b.argT(outcomes[i].ClaimSeq, TypeInt), ")")
 			}
 			b.w(") RETURNING id")
 			ids, err := ScanIDs(c.Query(ctx, b.String(), b.args...))
@@ -466,78 +466,108 @@ func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcom
 	return out, nil
 }
 
-// ExtendLeases sets lease_until=until on every running job held by
-// workerID and returns how many rows it touched. Where the database has row
-// locks, a job whose row is locked at that moment (its finish or
-// cancellation in flight) is skipped: it needs no longer lease, and waiting
-// for it could deadlock with the same worker's Finish, which locks its rows
-// in another order.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, until time.Time) (int, error) {
+// ExtendLeases sets lease_until=until on the named jobs still running
+// under workerID at their claim_seq, and returns how many rows it touched.
+// Each is a primary-key lookup. Where the database has row locks, a job
+// whose row is locked at that moment (its finish or cancellation in
+// flight) is skipped: it needs no longer lease, and waiting for it could
+// deadlock with the same worker's Finish, which locks its rows in another
+// order.
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
 	var n int64
-	err := s.tx(ctx, func(c Conn) error {
-		n = 0
-		b := newBuilder(s.d, 2)
-		b.w("UPDATE ", s.t.Jobs, " SET lease_until = ", b.arg(s.d.Time(until)), ", version = version + 1 WHERE state = 'running' AND worker_id = ", b.arg(workerID))
-		if lock := s.d.LockSuffix(true); lock != "" {
-			sel := newBuilder(s.d, 1)
-			sel.w("SELECT id FROM ", s.t.Jobs, " WHERE state = 'running' AND worker_id = ", sel.arg(workerID), lock)
-			ids, err := ScanIDs(c.Query(ctx, sel.String(), sel.args...))
-			if err != nil || len(ids) == 0 {
+	chunk := max(1, min(500, (s.d.MaxParams()-4)/4))
+	for start := 0; start < len(leases); start += chunk {
+		part := leases[start:min(len(leases), start+chunk)]
+		var got int64
+		err := s.tx(ctx, func(c Conn) error {
+			got = 0
+			// fenced writes the fence: named, running, held by workerID
+			// at the named claim.
+			fenced := func(b *builder) {
+				b.w(" WHERE id IN (")
+				for k, l := range part {
+					if k > 0 {
+						b.w(",")
+					}
+					b.w(b.argT(l.JobID, TypeInt))
+				}
+				b.w(") AND state = 'running' AND worker_id = ", b.arg(workerID), " AND claim_seq = CASE id")
+				for _, l := range part {
+					b.w(" WHEN ", b.argT(l.JobID, TypeInt), " THEN ", b.argT(l.ClaimSeq, TypeInt))
+				}
+				b.w(" END")
+			}
+			b := newBuilder(s.d, 2+3*len(part))
+			b.w("UPDATE ", s.t.Jobs, " SET lease_until = ", b.arg(s.d.Time(until)), ", version = version + 1")
+			if lock := s.d.LockSuffix(true); lock != "" {
+				sel := newBuilder(s.d, 1+3*len(part))
+				sel.w("SELECT id FROM ", s.t.Jobs)
+				fenced(sel)
+				sel.w(lock)
+				ids, err := ScanIDs(c.Query(ctx, sel.String(), sel.args...))
+				if err != nil || len(ids) == 0 {
+					return err
+				}
+				b.w(" WHERE id IN (")
+				for k, id := range ids {
+					if k > 0 {
+						b.w(",")
+					}
+					b.w(b.arg(id))
+				}
+				b.w(")")
+			} else {
+				fenced(b)
+			}
+			res, err := c.Exec(ctx, b.String(), b.args...)
+			if err != nil {
 				return err
 			}
-			b.w(" AND id IN (")
-			for k, id := range ids {
-				if k > 0 {
-					b.w(",")
-				}
-				b.w(b.arg(id))
-			}
-			b.w(")")
-		}
-		res, err := c.Exec(ctx, b.String(), b.args...)
-		if err != nil {
+			got, err = res.RowsAffected()
 			return err
+		})
+		if err != nil {
+			return int(n), err
 		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return int(n), err
+		n += got
+	}
+	return int(n), nil
 }
 
-// Rescue hands back up to limit running jobs whose lease ended before now:
-// to available (RunAt=now) or, when attempts are used up or the deadline
-// passed, to discarded (FinishedAt=now); each gets a "worker lost" error
-// entry. It returns the rescued jobs as they now are, oldest lease first.
-func (s *Store) Rescue(ctx context.Context, now time.Time, limit int) ([]*core.Job, error) {
+// Rescue hands up to limit running jobs whose lease ended before now,
+// oldest lease first, to decide and applies the outcomes it returns. It
+// returns the rescued jobs as they now are.
+func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
 	now = core.UTC(now)
-	return s.handBack(ctx, now, limit, func(b *builder) {
-		b.w("SELECT id, version, attempt, max_attempts, deadline, worker_id, lease_until FROM ", s.t.Jobs,
+	return s.handBack(ctx, limit, decide, func(b *builder) {
+		b.w("SELECT id, version, lease_until FROM ", s.t.Jobs,
 			" WHERE state = 'running' AND lease_until < ", b.arg(s.d.Time(now)), " ORDER BY lease_until, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
-	}, "lease expired at ", func(b *builder) {
+	}, func(b *builder) {
 		b.w(s.t.Jobs, ".state = 'running' AND ", s.t.Jobs, ".lease_until < ", b.arg(s.d.Time(now)))
 	})
 }
 
-// RescueWorkers hands back, as Rescue does, up to limit running jobs held
-// by workers whose record's heartbeat is before heartbeatBefore, in id
-// order; the error entry names the last heartbeat.
-func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int) ([]*core.Job, error) {
-	now, heartbeatBefore = core.UTC(now), core.UTC(heartbeatBefore)
-	return s.handBack(ctx, now, limit, func(b *builder) {
-		b.w("SELECT j.id, j.version, j.attempt, j.max_attempts, j.deadline, j.worker_id, w.heartbeat_at FROM ", s.t.Jobs, " j JOIN ", s.t.Workers,
+// RescueWorkers hands up to limit running jobs held by workers whose
+// record's heartbeat is before heartbeatBefore, in id order, to decide and
+// applies the outcomes it returns.
+func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
+	heartbeatBefore = core.UTC(heartbeatBefore)
+	return s.handBack(ctx, limit, decide, func(b *builder) {
+		b.w("SELECT j.id, j.version, w.heartbeat_at FROM ", s.t.Jobs, " j JOIN ", s.t.Workers,
 			" w ON w.id = j.worker_id WHERE j.state = 'running' AND w.heartbeat_at < ", b.arg(s.d.Time(heartbeatBefore)),
 			" ORDER BY j.id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
-	}, "no heartbeat since ", func(b *builder) {
+	}, func(b *builder) {
 		b.w(s.t.Jobs, ".state = 'running'")
 	})
 }
 
 // handBack is the body of Rescue and RescueWorkers. sel writes a locking
-// SELECT of (id, version, attempt, max_attempts, deadline, worker_id, at)
-// where at is the time the error entry names after "worker <id> lost: "
-// and cause; fence writes the extra condition each update must still meet
-// (the version fence already excludes any change since the read).
-func (s *Store) handBack(ctx context.Context, now time.Time, limit int, sel func(*builder), cause string, fence func(*builder)) ([]*core.Job, error) {
+// SELECT of (id, version, last seen) for the jobs to rescue; each job is
+// read whole and given to decide with its last-seen time, and the outcome
+// is applied under a version fence (nothing changed the row since it was
+// read) plus the extra condition fence writes. Outcomes other than retry
+// and discard are ignored.
+func (s *Store) handBack(ctx context.Context, limit int, decide core.RescueFunc, sel func(*builder), fence func(*builder)) ([]*core.Job, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -550,40 +580,41 @@ func (s *Store) handBack(ctx context.Context, now time.Time, limit int, sel func
 		if err != nil {
 			return err
 		}
-		var chs []Change
 		var ids []int64
+		version := map[int64]int64{}
+		seen := map[int64]time.Time{}
 		for rows.Next() {
-			var id, version, attempt, maxAtt int64
-			var deadline, at time.Time
-			var worker *string
-			if err := rows.Scan(&id, &version, &attempt, &maxAtt, TimeDest(&deadline), &worker, TimeDest(&at)); err != nil {
+			var id, v int64
+			var at time.Time
+			if err := rows.Scan(&id, &v, TimeDest(&at)); err != nil {
 				rows.Close()
 				return err
 			}
-			w := ""
-			if worker != nil {
-				w = *worker
-			}
-			e, err := EncodeError(core.AttemptError{Attempt: int(attempt), At: now,
-				Error: fmt.Sprintf("worker %s lost: %s%s", w, cause, at.Format(time.RFC3339Nano))})
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			ch := Change{ID: id, Version: version, NewAttempt: int(attempt), Err: e}
-			if attempt >= maxAtt || (!deadline.IsZero() && deadline.Before(now)) {
-				ch.State, ch.FinishedAt = core.StateDiscarded, now
-			} else {
-				ch.State, ch.RunAt = core.StateAvailable, now
-			}
-			chs = append(chs, ch)
 			ids = append(ids, id)
+			version[id], seen[id] = v, at
 		}
 		if err := rows.Err(); err != nil {
 			rows.Close()
 			return err
 		}
 		rows.Close()
+		jobs, err := s.getManyOn(ctx, c, ids)
+		if err != nil {
+			return err
+		}
+		var chs []Change
+		for _, j := range jobs {
+			o := decide(j, seen[j.ID])
+			if o.Kind != core.OutcomeRetry && o.Kind != core.OutcomeDiscard {
+				continue
+			}
+			ch, err := OutcomeChange(&o)
+			if err != nil {
+				return err
+			}
+			ch.Version = version[j.ID]
+			chs = append(chs, ch)
+		}
 		applied, err := s.applyChanges(ctx, c, chs, fenceVersion, fence)
 		if err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 
 // JobColumns is the column list every job SELECT and RETURNING uses, in the
 // order ScanJob expects.
-const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until"
+const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq"
 
 // qualified returns JobColumns with every column prefixed by "table.".
 func qualified(table string) string {
@@ -100,7 +100,7 @@ func ScanJob(s Scanner) (*core.Job, error) {
 	err := s.Scan(&j.ID, &j.Queue, &j.Kind, bytesDest{&args}, &priority, &state, &attempt, &maxAtts,
 		timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
 		bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.AttemptedAt}, timeDest{&j.FinishedAt}, &workerID,
-		timeDest{&j.LeaseUntil})
+		timeDest{&j.LeaseUntil}, &j.ClaimSeq)
 	if err != nil {
 		return nil, err
 	}

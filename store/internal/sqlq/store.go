@@ -311,6 +311,9 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	if p.Kind != "" {
 		b.w(" AND kind = ", b.arg(p.Kind))
 	}
+	if p.WorkerID != "" {
+		b.w(" AND worker_id = ", b.arg(p.WorkerID))
+	}
 	if len(p.States) > 0 {
 		b.w(" AND state IN (")
 		for i, st := range p.States {

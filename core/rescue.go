@@ -1,0 +1,67 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// DecideRescue is the engine's one decision for a running job whose holder
+// is lost, used by Maintain through Store.Rescue (cause CauseLeaseExpired,
+// lastSeen = the expired lease) and Store.RescueWorkers (CauseWorkerDead,
+// lastSeen = the worker's last heartbeat). The lost attempt counts: the job
+// is discarded when its attempts are used up or its deadline has passed at
+// now, and otherwise retried at once at its own RunAt, so it keeps its place
+// in the queue (claim order is priority, run_at, id) instead of going to
+// the back. Either way it gets one error entry for that attempt whose Cause
+// is cause. The outcome is fenced like any other (WorkerID, ClaimSeq).
+func DecideRescue(j *Job, cause string, lastSeen, now time.Time) Outcome {
+	now = UTC(now)
+	what := "lease expired at "
+	if cause == CauseWorkerDead {
+		what = "no heartbeat since "
+	}
+	o := Outcome{
+		JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, At: now,
+		Error: &AttemptError{Attempt: j.Attempt, At: now, Cause: cause,
+			Error: fmt.Sprintf("worker %s lost: %s%s", j.WorkerID, what, UTC(lastSeen).Format(time.RFC3339Nano))},
+	}
+	if j.Attempt >= j.MaxAttempts || (!j.Deadline.IsZero() && j.Deadline.Before(now)) {
+		o.Kind = OutcomeDiscard
+		return o
+	}
+	o.Kind, o.RunAt = OutcomeRetry, UTC(j.RunAt)
+	if o.RunAt.After(now) || o.RunAt.IsZero() {
+		o.RunAt = now
+	}
+	return o
+}
+
+// rescueFunc binds DecideRescue to a cause and a time for a Store call.
+func rescueFunc(cause string, now time.Time) RescueFunc {
+	return func(j *Job, lastSeen time.Time) Outcome { return DecideRescue(j, cause, lastSeen, now) }
+}
+
+// HandBack is the outcome that gives a running job back unrun: the attempt
+// its claim used is returned (an OutcomeSnooze), it is due again at its own
+// RunAt so it keeps its place in the queue, and its history gets an entry
+// whose Cause is cause (CauseClaimLost, CauseLeaseUnrenewed). Fenced by the
+// job's WorkerID and ClaimSeq.
+func HandBack(j *Job, cause string, now time.Time) Outcome {
+	now = UTC(now)
+	msg := "handed back unrun: " + cause
+	switch cause {
+	case CauseClaimLost:
+		msg = fmt.Sprintf("worker %s never received this claim (its reply was lost); handed back unrun", j.WorkerID)
+	case CauseLeaseUnrenewed:
+		msg = fmt.Sprintf("worker %s could not renew the lease (store unreachable); handler stopped and job handed back", j.WorkerID)
+	}
+	runAt := UTC(j.RunAt)
+	if runAt.IsZero() || runAt.After(now) {
+		runAt = now
+	}
+	return Outcome{
+		JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, At: now,
+		Kind: OutcomeSnooze, RunAt: runAt,
+		Error: &AttemptError{Attempt: j.Attempt, At: now, Error: msg, Cause: cause},
+	}
+}
