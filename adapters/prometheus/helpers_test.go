@@ -58,6 +58,12 @@ func oneOfEach(now time.Time) []core.Event {
 		return j
 	}
 	ts := now.Format(time.RFC3339Nano)
+	// rescued is a job whose last error entry says why it was rescued.
+	rescued := func(cause string, errs ...string) *core.Job {
+		j := job(errs...)
+		j.Errors[len(j.Errors)-1].Cause = cause
+		return j
+	}
 	return []core.Event{
 		{Kind: core.EventJobInserted, At: now, Queue: "q", Job: job()},
 		{Kind: core.EventJobClaimed, At: now, Queue: "q", Job: job(), QueueWait: 2 * time.Second},
@@ -70,8 +76,8 @@ func oneOfEach(now time.Time) []core.Event {
 		{Kind: core.EventJobDiscarded, At: now, Queue: "q", Job: job(), Duration: time.Second, Reason: core.ReasonDeadline},
 		{Kind: core.EventJobDiscarded, At: now, Queue: "q", Job: job(), Duration: time.Second, Reason: core.ReasonPermanent},
 		{Kind: core.EventLeaseLost, At: now, Queue: "q", Job: job()},
-		{Kind: core.EventJobsRescued, At: now, Queue: "q", Job: job("worker w1 lost: lease expired at " + ts), Count: 1, State: core.StateAvailable},
-		{Kind: core.EventJobsRescued, At: now, Queue: "q", Job: job("boom", "worker w2 lost: no heartbeat since "+ts), Count: 1, State: core.StateDiscarded, Reason: core.ReasonWorkerLost},
+		{Kind: core.EventJobsRescued, At: now, Queue: "q", Job: rescued(core.CauseLeaseExpired, "worker w1 lost: lease expired at "+ts), Count: 1, State: core.StateRetryable},
+		{Kind: core.EventJobsRescued, At: now, Queue: "q", Job: rescued(core.CauseWorkerDead, "boom", "worker w2 lost: no heartbeat since "+ts), Count: 1, State: core.StateDiscarded, Reason: core.ReasonWorkerLost},
 		{Kind: core.EventJobsPruned, At: now, Count: 3, State: core.StateCompleted},
 		{Kind: core.EventJobsExpired, At: now, Count: 2, State: core.StateDiscarded, Reason: core.ReasonDeadline},
 		{Kind: core.EventWorkersPruned, At: now, Count: 1},

@@ -43,7 +43,6 @@ package prometheus
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -222,29 +221,18 @@ func discardReason(r string) string {
 }
 
 // rescueCause tells why a rescued job was handed back: Event.Cause when
-// the event has one; otherwise (events from other emitters) the job's
-// last error entry, whose text the store contract fixes: "worker <id>
-// lost: lease expired at …" (Store.Rescue) or "worker <id> lost: no
-// heartbeat since …" (Store.RescueWorkers).
+// the event has one, otherwise the Cause of the job's last error entry
+// (core.AttemptError.Cause, written by core.DecideRescue). Error text is
+// never parsed.
 func rescueCause(e core.Event) string {
-	switch e.Cause {
+	cause := e.Cause
+	if cause == "" && e.Job != nil && len(e.Job.Errors) > 0 {
+		cause = e.Job.Errors[len(e.Job.Errors)-1].Cause
+	}
+	switch cause {
 	case core.CauseLeaseExpired:
 		return causeLeaseExpired
 	case core.CauseWorkerDead:
-		return causeWorkerDead
-	}
-	j := e.Job
-	if j == nil || len(j.Errors) == 0 {
-		return causeUnknown
-	}
-	msg := j.Errors[len(j.Errors)-1].Error
-	if !strings.HasPrefix(msg, "worker ") {
-		return causeUnknown
-	}
-	switch {
-	case strings.Contains(msg, " lost: lease expired at "):
-		return causeLeaseExpired
-	case strings.Contains(msg, " lost: no heartbeat since "):
 		return causeWorkerDead
 	}
 	return causeUnknown
@@ -263,11 +251,9 @@ func rescueCause(e core.Event) string {
 //     continued, cancelled, discarded but not worker_lost) observes
 //     Event.Duration in the execution histogram;
 //   - jobs.rescued counts Count jobs (at least 1) under Event.Cause, or
-//     when that is empty a cause read from the job's last error entry,
-//     whose text the store contract fixes ("worker <id> lost: lease
-//     expired at …" from Store.Rescue, "… lost: no heartbeat since …"
-//     from Store.RescueWorkers; anything else is unknown), and a discard with reason worker_lost when State
-//     is discarded;
+//     when that is empty the Cause of the job's last error entry
+//     (anything else is unknown), and a discard with reason worker_lost
+//     when State is discarded;
 //   - jobs.pruned, jobs.expired and workers.pruned add Count;
 //     worker.registered and store.error count one each.
 //

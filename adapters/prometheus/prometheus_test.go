@@ -411,7 +411,7 @@ func TestMetricsFromARealRun(t *testing.T) {
 			{"backlog_jobs_deadline_discarded_total", nil, 1},
 			{"backlog_jobs_pruned_total", []string{"state", "completed"}, 3},
 			{"backlog_workers_died_total", nil, 1},
-			{"backlog_jobs", []string{"queue", "m", "state", "available"}, 1},
+			{"backlog_jobs", []string{"queue", "m", "state", "retryable"}, 1},
 			{"backlog_jobs", []string{"queue", "m", "state", "discarded"}, 1},
 			{"backlog_jobs", []string{"queue", "idle", "state", "discarded"}, 1},
 			{"backlog_jobs", []string{"queue", "q", "state", "completed"}, 0},
