@@ -23,6 +23,10 @@ const (
 )
 
 func main() {
+	if parent, ok := watchdogParent(os.Getenv); ok {
+		// A shell command's process group watchdog (proc_unix.go).
+		os.Exit(runWatchdog(parent))
+	}
 	e := &env{
 		stdin:  os.Stdin,
 		stdout: os.Stdout,

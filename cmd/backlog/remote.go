@@ -74,6 +74,7 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 			sh: &shellHandler{
 				kind: kind, argv: hc.argv, env: env, snooze: hc.snooze,
 				maxResult: core.DefaultMaxResultBytes, killGrace: wc.killGrace,
+				log: a.log,
 			},
 			timeout: hc.timeout,
 			retry:   hc.retry,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -45,6 +46,9 @@ type shellHandler struct {
 	snooze    time.Duration
 	maxResult int           // stdout bytes kept as the result (the tail)
 	killGrace time.Duration // SIGTERM → SIGKILL on cancellation
+	log       *slog.Logger  // nil: no warnings
+
+	warnOnce sync.Once // the watchdog of the process group did not start
 }
 
 // handle is the core.HandlerFunc: it runs the command and turns its exit
@@ -90,9 +94,18 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 		"BACKLOG_JOB_MAX_ATTEMPTS="+strconv.Itoa(job.MaxAttempts),
 		"BACKLOG_JOB_PRIORITY="+strconv.Itoa(job.Priority),
 	)
-	// The command leads its own process group, so a cancellation reaches
-	// everything it started: SIGTERM first, SIGKILL after the grace.
-	newProcessGroup(cmd)
+	// The command runs in a process group of its own, so a cancellation
+	// reaches everything it started: SIGTERM first, SIGKILL after the
+	// grace. The group dies with this process (proc_unix.go).
+	group, err := newProcGroup()
+	if err != nil {
+		h.warnOnce.Do(func() {
+			if h.log != nil {
+				h.log.Warn("no watchdog for shell handler commands: they may outlive this process if it is killed", "kind", h.kind, "err", err)
+			}
+		})
+	}
+	group.attach(cmd)
 	grace := h.killGrace
 	if grace <= 0 {
 		grace = defaultKillGrace
@@ -102,7 +115,7 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 		killTimer *time.Timer
 	)
 	cmd.Cancel = func() error {
-		pgid := cmd.Process.Pid
+		pgid := group.id(cmd)
 		err := terminateGroup(pgid)
 		killMu.Lock()
 		killTimer = time.AfterFunc(grace, func() { _ = killGroup(pgid) })
@@ -113,17 +126,15 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	// started still holds stdout/stderr open, stop waiting after this long.
 	cmd.WaitDelay = grace + 500*time.Millisecond
 
-	runErr := cmd.Run()
-	if cmd.Process != nil {
-		// Leave nothing behind: whatever is still in the command's process
-		// group is killed (no orphans, also after a normal exit).
-		_ = killGroup(cmd.Process.Pid)
-	}
+	runErr := runLocked(cmd)
 	killMu.Lock()
 	if killTimer != nil {
 		killTimer.Stop()
 	}
 	killMu.Unlock()
+	// Leave nothing behind: whatever is still in the command's process
+	// group is killed (no orphans, also after a normal exit).
+	group.release(cmd)
 
 	out := stdout.Bytes()
 	errTail := stderr.String()

@@ -249,6 +249,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		sh := &shellHandler{
 			kind: kind, argv: hc.argv, env: env, snooze: hc.snooze,
 			maxResult: core.DefaultMaxResultBytes, killGrace: wc.killGrace,
+			log: s.app.log,
 		}
 		var opts []core.KindOption
 		if hc.timeout > 0 {
