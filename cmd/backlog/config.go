@@ -145,6 +145,7 @@ type workConfig struct {
 	pollInterval    time.Duration
 	shutdownTimeout time.Duration
 	migrate         bool
+	waitForDB       dbWait        // how long start-up waits for an unreachable database
 	killGrace       time.Duration // tests shorten it; not a flag
 	tags            []string      // worker capabilities (capability routing)
 }
@@ -169,6 +170,7 @@ type workFlags struct {
 	pollInterval    time.Duration
 	shutdownTimeout time.Duration
 	migrate         bool
+	waitForDB       dbWait
 	tags            []string
 	// handlersOptional lets serve run without local handlers: remote
 	// workers of its HTTP API run the jobs.
@@ -196,6 +198,8 @@ func (f *workFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.pollInterval, "poll-interval", defaultPoll, "how often an idle queue checks for due jobs")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdown, "after the first SIGINT/SIGTERM, wait this long for running jobs before a hard stop")
 	fl.BoolVar(&f.migrate, "migrate", true, "migrate the store's schema on start")
+	f.waitForDB = dbWait{forever: true}
+	fl.Var(&f.waitForDB, "wait-for-db", "at start, keep retrying a database that is unreachable (down, starting, restarting) this long: a duration, 0 to fail at once, or forever")
 	fl.StringSliceVar(&f.tags, "tag", nil, "capability of this worker (repeatable or comma-separated): jobs with tags run only on workers that have them all")
 }
 
@@ -211,6 +215,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		pollInterval:    defaultPoll,
 		shutdownTimeout: defaultShutdown,
 		migrate:         f.migrate,
+		waitForDB:       f.waitForDB,
 	}
 	if f.config != "" {
 		fc, err := loadConfigFile(f.config)

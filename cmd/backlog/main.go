@@ -41,6 +41,7 @@ func main() {
 			f, ok := w.(*os.File)
 			return ok && term.IsTerminal(int(f.Fd()))
 		},
+		setDriverLogger: setMySQLLogger,
 	}
 	os.Exit(run(context.Background(), e, os.Args[1:]))
 }
@@ -61,6 +62,9 @@ type env struct {
 	// isTerminal reports whether w is an interactive terminal (progress bars
 	// are drawn only there unless forced). nil means never.
 	isTerminal func(w io.Writer) bool
+	// setDriverLogger routes the process-wide log of database drivers that
+	// have one (MySQL) to print. nil leaves it alone.
+	setDriverLogger func(print func(v ...any))
 }
 
 // run executes one command line and returns the process exit code. Errors

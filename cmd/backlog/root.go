@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,9 @@ type app struct {
 	output   string
 
 	log *slog.Logger
+	// waitingForDB is set while start-up retries an unreachable database:
+	// driver log lines, one per attempt, are then debug output.
+	waitingForDB atomic.Bool
 }
 
 // newRootCmd builds the whole command tree writing to e. Every call returns
@@ -101,7 +105,20 @@ func (a *app) setup() error {
 		return usagef("--log-level must be debug, info, warn or error, not %q", a.logLevel)
 	}
 	a.log = slog.New(slog.NewTextHandler(a.env.stderr, &slog.HandlerOptions{Level: lvl}))
+	if a.env.setDriverLogger != nil {
+		a.env.setDriverLogger(a.driverLog)
+	}
 	return nil
+}
+
+// driverLog logs a line of a database driver's own log: a warning, or
+// debug output while start-up waits for the database.
+func (a *app) driverLog(v ...any) {
+	lvl := slog.LevelWarn
+	if a.waitingForDB.Load() {
+		lvl = slog.LevelDebug
+	}
+	a.log.Log(context.Background(), lvl, "database driver: "+strings.TrimSpace(fmt.Sprint(v...)))
 }
 
 func (a *app) jsonOutput() bool { return a.output == "json" }

@@ -106,16 +106,20 @@ func (s *server) run(ctx context.Context) error {
 	a, wc := s.app, s.cfg
 	out := a.env.stdout
 
-	st, err := openStoreURL(ctx, wc.db)
+	// Listen for signals first: they also stop a wait for the database,
+	// and none is missed before the workers start.
+	sigs, stopSignals := s.signals()
+	defer stopSignals()
+
+	st, err := a.openStoreWaiting(ctx, wc.db, wc.migrate, wc.waitForDB, sigs)
+	if stopped, ok := errors.AsType[errStoppedWaiting](err); ok {
+		fmt.Fprintf(out, "backlog: %s: stopped\n", stopped)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if wc.migrate {
-		if _, err := migrate(ctx, st); err != nil {
-			return err
-		}
-	}
 
 	if s.serve != nil {
 		s.services = append(s.services, newHTTPService(s.serve, st, out, a.log))
@@ -125,10 +129,6 @@ func (s *server) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-
-	// Listen for signals before starting, so none is missed.
-	sigs, stopSignals := s.signals()
-	defer stopSignals()
 
 	if err := client.Start(ctx); err != nil {
 		return err
