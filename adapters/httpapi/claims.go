@@ -28,7 +28,7 @@ const (
 // result or metadata. It is safe for concurrent use.
 type claimMemory struct {
 	mu        sync.Mutex
-	m         map[int64]*core.Job // by job id; Attempt says which claim
+	m         map[int64]*core.Job // by job id; ClaimSeq says which claim
 	keep      time.Duration
 	lastSweep time.Time
 }
@@ -84,7 +84,7 @@ func (c *claimMemory) len() int {
 func slimJob(j *core.Job) *core.Job {
 	return &core.Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Priority: j.Priority, State: j.State,
-		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, Deadline: j.Deadline,
+		Attempt: j.Attempt, ClaimSeq: j.ClaimSeq, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt, Deadline: j.Deadline,
 		UniqueKey: j.UniqueKey, Tags: j.Tags, CreatedAt: j.CreatedAt, AttemptedAt: j.AttemptedAt,
 		WorkerID: j.WorkerID, LeaseUntil: j.LeaseUntil,
 	}

@@ -323,3 +323,12 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
+
+// decideRescue is the engine's rescue decision for a Store.Rescue or
+// RescueWorkers call made at now.
+func decideRescue(cause string, now time.Time) core.RescueFunc {
+	return func(j *core.Job, lastSeen time.Time) core.Outcome { return core.DecideRescue(j, cause, lastSeen, now) }
+}
+
+// noLeases is the body of a heartbeat of a worker that holds no job.
+var noLeases = map[string]any{"leases": []string{}}

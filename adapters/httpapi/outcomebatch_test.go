@@ -281,7 +281,7 @@ func TestOutcomeBatchItemChecks(t *testing.T) {
 	h.register("w", map[string]any{"queues": []string{"default"}})
 	j := h.claimOne("w", map[string]any{"kind": "k"})
 	tok := j.LeaseToken
-	other := encodeLeaseToken(j.ID+1000, 1, "w")
+	other := encodeLeaseToken(&core.Job{ID: j.ID + 1000, ClaimSeq: 1, Attempt: 1}, "w")
 	bad := []map[string]any{
 		{"lease_token": tok, "type": "complete"},
 		{"job_id": j.ID, "lease_token": tok},
@@ -379,27 +379,28 @@ func TestOutcomeBatchZeroRetention(t *testing.T) {
 func TestClaimMemoryBounds(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := newClaimMemory(30 * time.Second)
-	c.remember([]*core.Job{{ID: 1, Attempt: 1, Queue: "q", Kind: "k", Args: []byte(`{"big":1}`), AttemptedAt: now}}, now)
+	c.remember([]*core.Job{{ID: 1, Attempt: 1, ClaimSeq: 1, Queue: "q", Kind: "k", Args: []byte(`{"big":1}`), AttemptedAt: now}}, now)
 	if j := c.take(1, 2); j != nil {
-		t.Fatalf("another attempt's claim: %+v", j)
+		t.Fatalf("another claim's job: %+v", j)
 	}
 	j := c.take(1, 1)
-	if j == nil || j.Queue != "q" || j.Kind != "k" || j.Args != nil || !j.AttemptedAt.Equal(now) {
+	if j == nil || j.Queue != "q" || j.Kind != "k" || j.ClaimSeq != 1 || j.Args != nil || !j.AttemptedAt.Equal(now) {
 		t.Fatalf("take: %+v", j)
 	}
 	if c.take(1, 1) != nil || c.len() != 0 {
 		t.Fatal("taken twice")
 	}
-	// A claim of a later attempt replaces the earlier one.
-	c.remember([]*core.Job{{ID: 2, Attempt: 1, AttemptedAt: now}}, now)
-	c.remember([]*core.Job{{ID: 2, Attempt: 2, AttemptedAt: now}}, now)
+	// A later claim replaces the earlier one, also at the same attempt
+	// (after a snooze): the claim sequence tells them apart.
+	c.remember([]*core.Job{{ID: 2, Attempt: 1, ClaimSeq: 1, AttemptedAt: now}}, now)
+	c.remember([]*core.Job{{ID: 2, Attempt: 1, ClaimSeq: 2, AttemptedAt: now}}, now)
 	if c.len() != 1 || c.take(2, 1) != nil || c.take(2, 2) == nil {
 		t.Fatal("re-claim")
 	}
 	// Claims are forgotten after an hour (at least twice the lease).
-	c.remember([]*core.Job{{ID: 3, Attempt: 1, AttemptedAt: now}}, now)
+	c.remember([]*core.Job{{ID: 3, Attempt: 1, ClaimSeq: 1, AttemptedAt: now}}, now)
 	later := now.Add(time.Hour)
-	c.remember([]*core.Job{{ID: 4, Attempt: 1, AttemptedAt: later}}, later)
+	c.remember([]*core.Job{{ID: 4, Attempt: 1, ClaimSeq: 1, AttemptedAt: later}}, later)
 	if c.len() != 1 || c.take(3, 1) != nil {
 		t.Fatalf("expired claims kept: %d", c.len())
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -206,8 +207,14 @@ func TestStaleLeaseTokens(t *testing.T) {
 		// Rescued after its lease ran out, then claimed by w2.
 		old := h.claimOne("w1", map[string]any{"kind": "k"})
 		clock.Advance(31 * time.Second)
-		if rescued, err := st.Rescue(t.Context(), clock.Now(), 10); err != nil || len(rescued) != 1 {
+		if rescued, err := st.Rescue(t.Context(), clock.Now(), 10, decideRescue(core.CauseLeaseExpired, clock.Now())); err != nil || len(rescued) != 1 {
 			t.Fatalf("rescue: %v %v", rescued, err)
+		}
+		// Retryable at its own run_at (its place in the queue), the lost
+		// attempt recorded with its cause.
+		if j := h.get(old.ID); j.State != core.StateRetryable || !j.RunAt.Equal(old.RunAt) || j.Attempt != 1 ||
+			len(j.Errors) != 1 || j.Errors[0].Cause != core.CauseLeaseExpired || j.Errors[0].Attempt != 1 || !strings.Contains(j.Errors[0].Error, "lease expired") {
+			t.Fatalf("rescued: %+v", j)
 		}
 		h.register("w2", map[string]any{"queues": []string{"default"}})
 		cur := h.claim("w2", nil)
@@ -266,15 +273,29 @@ func TestCompleteWithZeroRetentionDeletes(t *testing.T) {
 
 func TestLeaseTokenCodec(t *testing.T) {
 	for _, w := range []string{"w", "host-12-ab", "ünïcode.worker/with.dots", strings.Repeat("x", 255)} {
-		tok := encodeLeaseToken(42, 3, w)
+		tok := encodeLeaseToken(&core.Job{ID: 42, ClaimSeq: 7, Attempt: 3}, w)
+		if !strings.HasPrefix(tok, "v2.42.7.3.") {
+			t.Fatalf("token %q", tok)
+		}
 		got, err := decodeLeaseToken(tok)
-		if err != nil || got != (leaseToken{jobID: 42, attempt: 3, workerID: w}) {
+		if err != nil || got != (leaseToken{jobID: 42, claimSeq: 7, attempt: 3, workerID: w}) {
 			t.Fatalf("%q: %+v %v", tok, got, err)
 		}
 	}
-	for _, bad := range []string{"", "v1", "v1.1.1", "v2.1.1.dw", "v1.x.1.dw", "v1.1.x.dw", "v1.0.1.dw", "v1.1.0.dw", "v1.1.1.!!", "v1.1.1.", "v1.1.1.dw.extra"} {
+	// A continuation resets the attempt: a claim at attempt 0 is not one.
+	if got, err := decodeLeaseToken(encodeLeaseToken(&core.Job{ID: 1, ClaimSeq: 9}, "w")); err != nil || got.attempt != 0 || got.claimSeq != 9 {
+		t.Fatalf("attempt 0: %+v %v", got, err)
+	}
+	for _, bad := range []string{"", "v2", "v2.1.1.1", "v3.1.1.1.dw", "v2.x.1.1.dw", "v2.1.x.1.dw", "v2.1.1.x.dw", "v2.0.1.1.dw",
+		"v2.1.0.1.dw", "v2.1.-1.1.dw", "v2.1.1.-1.dw", "v2.1.1.1.!!", "v2.1.1.1.", "v2.1.1.1.dw.extra"} {
 		if _, err := decodeLeaseToken(bad); err == nil {
 			t.Fatalf("%q decoded", bad)
 		}
+	}
+	// A v1 token is refused with a message that says why and what to do.
+	_, err := decodeLeaseToken("v1.1.1.dw")
+	var p *problem
+	if !errors.As(err, &p) || p.slug != SlugInvalidLeaseToken || !strings.Contains(p.detail, "v1") || !strings.Contains(p.detail, "up-to-date worker") {
+		t.Fatalf("v1 token: %v", err)
 	}
 }

@@ -297,7 +297,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return newProblem(SlugInvalidRequest, `a heartbeat names the leases it renews: send {"leases": [the lease tokens of every job this worker holds]} ([] when it holds none); workers that send none must be upgraded`)
 	}
 	leases := make([]core.Lease, 0, len(*req.Leases))
-	named := make(map[int64]int64, len(*req.Leases))
+	named := make(map[core.Lease]bool, len(*req.Leases))
 	for _, t := range *req.Leases {
 		tok, err := decodeLeaseToken(t)
 		if err != nil {
@@ -306,8 +306,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		if tok.workerID != id {
 			return newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease token for job %d belongs to another worker", tok.jobID))
 		}
-		leases = append(leases, core.Lease{JobID: tok.jobID, ClaimSeq: tok.claimSeq})
-		named[tok.jobID] = tok.claimSeq
+		l := core.Lease{JobID: tok.jobID, ClaimSeq: tok.claimSeq}
+		leases = append(leases, l)
+		named[l] = true
 	}
 	now := s.now()
 	info, ok, err := s.lookupWorker(r.Context(), id, now)
@@ -335,11 +336,12 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 }
 
 // handBackUnknown hands back the running jobs the store says worker id
-// holds but its heartbeat did not name (named maps job ids to claim
-// sequences), claimed more than ClaimReplyGrace ago: claims whose reply
-// the worker never received. Each goes back without using an attempt and
-// keeps its place in the queue (core.HandBack, cause claim_lost).
-func (s *Server) handBackUnknown(ctx context.Context, id string, named map[int64]int64, now time.Time) (int, error) {
+// holds but its heartbeat did not name (named holds the leases it named;
+// an earlier claim's token of the same job names another claim), claimed
+// more than ClaimReplyGrace ago: claims whose reply the worker never
+// received. Each goes back without using an attempt and keeps its place
+// in the queue (core.HandBack, cause claim_lost).
+func (s *Server) handBackUnknown(ctx context.Context, id string, named map[core.Lease]bool, now time.Time) (int, error) {
 	jobs, err := s.st.List(ctx, core.ListParams{WorkerID: id, States: []core.State{core.StateRunning}, Limit: 1000})
 	if err != nil {
 		return 0, err
@@ -347,7 +349,7 @@ func (s *Server) handBackUnknown(ctx context.Context, id string, named map[int64
 	var outs []core.Outcome
 	var lost []*core.Job
 	for _, j := range jobs {
-		if seq, ok := named[j.ID]; ok && seq == j.ClaimSeq {
+		if named[core.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}] {
 			continue
 		}
 		if !j.AttemptedAt.Before(now.Add(-ClaimReplyGrace)) {

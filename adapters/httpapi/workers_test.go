@@ -57,8 +57,8 @@ func TestRegisterHeartbeatDeregister(t *testing.T) {
 		}
 		clock.Advance(10 * time.Second)
 		var hb HeartbeatResponse
-		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", nil, &hb)
-		if hb.LeasesExtended != 2 || !hb.Worker.HeartbeatAt.Equal(clock.Now()) || !hb.Worker.StartedAt.Equal(t0) {
+		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", map[string]any{"leases": []string{jobs[0].LeaseToken, jobs[1].LeaseToken}}, &hb)
+		if hb.LeasesExtended != 2 || hb.HandedBack != 0 || !hb.Worker.HeartbeatAt.Equal(clock.Now()) || !hb.Worker.StartedAt.Equal(t0) {
 			t.Fatalf("heartbeat: %+v", hb)
 		}
 		for _, j := range jobs {
@@ -66,7 +66,10 @@ func TestRegisterHeartbeatDeregister(t *testing.T) {
 				t.Fatalf("lease after heartbeat %s, want %s", got.LeaseUntil, clock.Now().Add(30*time.Second))
 			}
 		}
-		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", "{}", &hb)
+		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", `{"leases":["`+jobs[0].LeaseToken+`","`+jobs[1].LeaseToken+`"]}`, &hb)
+		if hb.LeasesExtended != 2 || hb.HandedBack != 0 {
+			t.Fatalf("second heartbeat: %+v", hb)
+		}
 
 		// Stale shows in the list; dead is not registered any more.
 		clock.Advance(40 * time.Second)
@@ -75,16 +78,16 @@ func TestRegisterHeartbeatDeregister(t *testing.T) {
 			t.Fatalf("liveness after 40 s: %s", list.Workers[0].Liveness)
 		}
 		clock.Advance(2 * time.Minute)
-		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/heartbeat", nil), SlugWorkerNotRegistered)
+		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/heartbeat", noLeases), SlugWorkerNotRegistered)
 		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/claim", nil), SlugWorkerNotRegistered)
 		h.register("host-1-ab", map[string]any{"queues": []string{"mail"}})
-		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", nil, &hb)
+		h.must(http.StatusOK, "POST", "/v1/workers/host-1-ab/heartbeat", noLeases, &hb)
 
 		r := h.do("DELETE", "/v1/workers/host-1-ab", nil)
 		if r.status != http.StatusNoContent {
 			t.Fatalf("deregister: %d %s", r.status, r.body)
 		}
-		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/heartbeat", nil), SlugWorkerNotRegistered)
+		wantProblem(t, h.do("POST", "/v1/workers/host-1-ab/heartbeat", noLeases), SlugWorkerNotRegistered)
 		wantProblem(t, h.do("POST", "/v1/workers/nobody/claim", map[string]any{}), SlugWorkerNotRegistered)
 		h.must(http.StatusOK, "GET", "/v1/workers", nil, &list)
 		if len(list.Workers) != 0 {
