@@ -2,8 +2,11 @@
 // submit and inspect jobs, administrators cancel, retry and pause, and
 // remote workers register, claim jobs with long polls and report outcomes
 // under lease tokens. Worker (NewWorker) is a complete remote worker built
-// on it: heartbeats, bounded concurrency, batched outcome delivery that
-// survives a flaky network, and graceful shutdown.
+// on it: heartbeats that name every job it holds, bounded concurrency,
+// batched outcome delivery that survives a flaky network, handlers stopped
+// before a lease it cannot renew runs out, and graceful shutdown. It needs
+// a server of the same release (v2 lease tokens, heartbeats that name
+// their leases).
 //
 // Errors of the API arrive as *Problem, which errors.Is maps to the core
 // sentinels (core.ErrNotFound, core.ErrLeaseLost, core.ErrInvalidJob,
@@ -603,13 +606,26 @@ func (c *Client) RegisterWorker(ctx context.Context, id string, req RegisterRequ
 	return &Registration{Worker: out.Worker, HeartbeatInterval: secondsDuration(out.HeartbeatInterval), Lease: secondsDuration(out.Lease)}, nil
 }
 
-// Heartbeat records a heartbeat of worker id and extends the lease of
-// every job it holds (POST /v1/workers/{id}/heartbeat; worker role).
-// ErrWorkerNotRegistered means the worker has no record (it was declared
-// dead, its jobs handed back): register again.
-func (c *Client) Heartbeat(ctx context.Context, id string) (*HeartbeatResult, error) {
+// Heartbeat records a heartbeat of worker id and renews the leases it
+// names (POST /v1/workers/{id}/heartbeat; worker role). leases must be the
+// lease tokens of every job the worker holds: claimed and running, or
+// finished with the outcome not delivered yet (nil or empty when it holds
+// none). Only named leases are renewed; running jobs of the worker that it
+// does not name and that were claimed more than a few seconds ago (claims
+// whose answer never reached it) are handed back without using an attempt
+// and counted in HandedBack. ErrWorkerNotRegistered means the worker has no
+// record (it was declared dead, its jobs handed back): register again.
+// ErrInvalidLeaseToken means a token is not one of this API's v2 tokens or
+// belongs to another worker (nothing was done).
+func (c *Client) Heartbeat(ctx context.Context, id string, leases []string) (*HeartbeatResult, error) {
+	if leases == nil {
+		leases = []string{}
+	}
+	body := struct {
+		Leases []string `json:"leases"`
+	}{leases}
 	var out HeartbeatResult
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: workerPath(id, "/heartbeat"), body: struct{}{}, out: &out, mode: retryIdempotent}); err != nil {
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: workerPath(id, "/heartbeat"), body: body, out: &out, mode: retryIdempotent}); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -732,8 +748,9 @@ func (c *Client) Outcomes(ctx context.Context, workerID string, items []OutcomeR
 }
 
 // ExtendLease extends the lease of one claimed job (POST
-// /v1/jobs/{id}/lease; worker role) and returns the new lease deadline
-// (UTC). core.ErrLeaseLost means the job is no longer this attempt's. It is
+// /v1/jobs/{id}/lease; worker role), and only that job's, and returns the
+// new lease deadline (UTC, by the server's clock). core.ErrLeaseLost means
+// the token's claim no longer holds the job (nothing changed). It is
 // retried after transient failures (extending twice is harmless).
 func (c *Client) ExtendLease(ctx context.Context, id int64, req ExtendLeaseRequest) (time.Time, error) {
 	var out struct {

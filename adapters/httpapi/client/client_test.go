@@ -79,7 +79,7 @@ func TestProblems(t *testing.T) {
 	if _, err := s.producer.CancelJob(ctx, res.Job.ID); !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("producer cancelling: %v", err)
 	}
-	if _, err := s.worker.Heartbeat(ctx, "nobody"); !errors.Is(err, client.ErrWorkerNotRegistered) {
+	if _, err := s.worker.Heartbeat(ctx, "nobody", nil); !errors.Is(err, client.ErrWorkerNotRegistered) {
 		t.Fatalf("unknown worker: %v", err)
 	}
 
@@ -211,8 +211,8 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil || len(ws) != 1 || ws[0].ID != "w/1 ü" || !slices.Equal(ws[0].Queues, []string{"mail", "default"}) {
 			t.Fatalf("workers: %v %+v", err, ws)
 		}
-		hb, err := s.worker.Heartbeat(ctx, "w/1 ü")
-		if err != nil || hb.LeasesExtended != 3 || hb.Worker.ID != "w/1 ü" {
+		hb, err := s.worker.Heartbeat(ctx, "w/1 ü", []string{got[0].LeaseToken, got[1].LeaseToken, got[2].LeaseToken})
+		if err != nil || hb.LeasesExtended != 3 || hb.HandedBack != 0 || hb.Worker.ID != "w/1 ü" {
 			t.Fatalf("heartbeat: %v %+v", err, hb)
 		}
 		until, err := s.worker.ExtendLease(ctx, got[0].ID, client.ExtendLeaseRequest{LeaseToken: got[0].LeaseToken, Extend: 10 * time.Minute})

@@ -207,6 +207,7 @@ func (c *completer) send(ctx context.Context, batch []*pendingOutcome) []*pendin
 		res, err := c.w.c.Outcomes(ctx, c.w.cfg.ID, reqs)
 		switch {
 		case err == nil:
+			c.w.reach.observe(c.w, nil)
 			return c.settle(batch, res, ambiguous)
 		case noBatchEndpoint(err):
 			log.Info("backlog worker: the server has no batch outcome endpoint; reporting outcomes one by one", "err", err)
@@ -225,7 +226,9 @@ func (c *completer) send(ctx context.Context, batch []*pendingOutcome) []*pendin
 			return nil
 		case IsRetryable(err) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden):
 			ambiguous = ambiguous || !notApplied(err)
-			log.Warn("backlog worker: delivering outcomes failed; retrying", "err", err, "failures", failures)
+			if !c.w.reach.observe(c.w, err) {
+				log.Warn("backlog worker: delivering outcomes failed; retrying", "err", err, "failures", failures)
+			}
 			if !sleep(ctx, backoff(failures, 200*time.Millisecond, 10*time.Second)) {
 				c.giveUp(batch, err)
 				return nil

@@ -346,7 +346,7 @@ func TestKilledWorker(t *testing.T) {
 		})
 		for _, id := range ids {
 			j := s.job(id)
-			if j.WorkerID != "survivor" || j.Attempt != 2 || len(j.Errors) != 1 || j.Errors[0].Attempt != 1 ||
+			if j.WorkerID != "survivor" || j.Attempt != 2 || len(j.Errors) != 1 || j.Errors[0].Attempt != 1 || j.Errors[0].Cause != core.CauseWorkerDead ||
 				!strings.HasPrefix(j.Errors[0].Error, "worker "+victim+" lost: no heartbeat since ") {
 				t.Fatalf("job %d: worker %s attempt %d errors %+v\nvictim stderr:\n%s", id, j.WorkerID, j.Attempt, j.Errors, &stderr)
 			}

@@ -11,8 +11,11 @@ import (
 // Job is a job as the API returns it. Times are UTC; a zero time means the
 // field was absent (not set). Result is the stored result as a JSON value
 // (the server turns a result that is not valid JSON into a JSON string).
-// LeaseToken is set only on jobs returned by Claim: present it with every
-// outcome of that attempt.
+// LeaseToken is set only on jobs returned by Claim: it names that one
+// claim of the job (a later claim of the same job, even at the same
+// attempt after a snooze, gets another token); present it with every
+// outcome of that execution and name it in every heartbeat until the
+// outcome is delivered.
 type Job struct {
 	ID          int64               `json:"id"`
 	Queue       string              `json:"queue"`
@@ -143,11 +146,15 @@ type Registration struct {
 	Lease             time.Duration
 }
 
-// HeartbeatResult is the answer to a heartbeat: the record, and how many
-// jobs held by the worker had their lease extended.
+// HeartbeatResult is the answer to a heartbeat: the record, how many of
+// the named leases were renewed (fewer than named: some job is no longer
+// held by that claim), and how many running jobs of the worker the
+// heartbeat did not name were handed back (claims whose answer the worker
+// never received).
 type HeartbeatResult struct {
 	Worker         WorkerInfo `json:"worker"`
 	LeasesExtended int        `json:"leases_extended"`
+	HandedBack     int        `json:"handed_back"`
 }
 
 // ClaimRequest asks for jobs (POST /v1/workers/{id}/claim). Queues nil

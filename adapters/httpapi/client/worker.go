@@ -33,9 +33,11 @@ import (
 // An error with an `ErrorTrace() string` method (through wrapping) has its
 // trace recorded; a panic is recovered and recorded with its stack. The
 // context is cancelled when the job's lease is lost (cause wraps
-// core.ErrLeaseLost), when the job's deadline passes, and at a hard stop
-// (cause ErrShutdown; the job is then snoozed back without using an
-// attempt).
+// core.ErrLeaseLost; no outcome is reported), when the worker could not
+// renew the lease before it would run out (cause ErrLeaseUnrenewed, which
+// also wraps core.ErrLeaseLost; the job is snoozed back without using an
+// attempt), when the job's deadline passes, and at a hard stop (cause
+// ErrShutdown; the job is then snoozed back without using an attempt).
 type HandlerFunc func(ctx context.Context, job *Job) (result json.RawMessage, err error)
 
 // RetryInError is a failed attempt whose next try should come after Delay
@@ -113,10 +115,21 @@ type WorkerConfig struct {
 // Worker is a remote worker: it registers with the server, heartbeats,
 // long-polls for jobs up to its free slots, runs them with the handler and
 // reports their outcomes. Create it with NewWorker and run it with Run.
+//
+// A Worker holds a job from the moment a claim's answer arrives until the
+// job's outcome is delivered (or found lost, or given up at shutdown):
+// every heartbeat names the lease tokens of exactly those jobs, which
+// renews their leases; outcomes waiting while the server is unreachable
+// keep their jobs held. The server hands back running jobs of the worker
+// that a heartbeat does not name (claims whose answer never arrived).
 type Worker struct {
-	c   *Client
-	cfg WorkerConfig
-	log *slog.Logger
+	c     *Client
+	cfg   WorkerConfig
+	log   *slog.Logger
+	epoch time.Time // origin of tasks' lease deadlines (monotonic)
+
+	clock serverClock
+	reach reachability
 
 	ran     atomic.Bool
 	stopNow chan struct{}
@@ -125,8 +138,11 @@ type Worker struct {
 	regMu sync.Mutex
 	reg   *Registration
 
-	mu    sync.Mutex
-	tasks map[int64]*task // claimed jobs whose handler or outcome is pending
+	mu sync.Mutex
+	// tasks are the held executions: claimed, handler or outcome pending.
+	// One job can be held twice (a claim whose outcome is still on its way
+	// when the job comes back in a later claim); each names its own lease.
+	tasks map[*task]struct{}
 
 	comp *completer // delivers outcomes in batches
 }
@@ -137,6 +153,9 @@ type task struct {
 	ctx      context.Context // the handler's context, child of the work context
 	cancel   context.CancelCauseFunc
 	returned atomic.Bool // the handler returned; only its outcome is pending
+	// leaseUntil is when the lease runs out at the latest known to the
+	// worker, as the time since Worker.epoch (see Worker.leaseUntil).
+	leaseUntil atomic.Int64
 }
 
 // NewWorker validates cfg, fills its defaults and returns a worker that
@@ -192,8 +211,8 @@ func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
 	}
 	cfg.Queues = slices.Clone(cfg.Queues)
 	w := &Worker{
-		c: c, cfg: cfg, log: cfg.Logger.With("worker_id", cfg.ID),
-		stopNow: make(chan struct{}), tasks: map[int64]*task{},
+		c: c, cfg: cfg, log: cfg.Logger.With("worker_id", cfg.ID), epoch: time.Now(),
+		stopNow: make(chan struct{}), tasks: map[*task]struct{}{},
 	}
 	w.comp = newCompleter(w, cfg.OutcomeBatchWait)
 	return w, nil
@@ -314,14 +333,11 @@ func (w *Worker) hardStop(cancelWork context.CancelCauseFunc, why string) {
 func (w *Worker) register(ctx context.Context) (*Registration, error) {
 	req := RegisterRequest{Name: w.cfg.Name, Queues: w.cfg.Queues, Tags: w.cfg.Tags, Metadata: w.cfg.Metadata}
 	for failures := 1; ; failures++ {
+		sent := time.Now()
 		reg, err := w.c.RegisterWorker(ctx, w.cfg.ID, req)
 		if err == nil {
-			w.regMu.Lock()
-			w.reg = reg
-			w.regMu.Unlock()
-			if w.cfg.OnRegister != nil {
-				w.cfg.OnRegister(reg)
-			}
+			w.reach.observe(w, nil)
+			w.registered(reg, sent)
 			return reg, nil
 		}
 		if ctx.Err() != nil {
@@ -330,10 +346,23 @@ func (w *Worker) register(ctx context.Context) (*Registration, error) {
 		if !IsRetryable(err) {
 			return nil, fmt.Errorf("backlog worker: register %s: %w", w.cfg.ID, err)
 		}
-		w.log.Warn("backlog worker: cannot register yet; retrying", "err", err, "failures", failures)
+		if !w.reach.observe(w, err) {
+			w.log.Warn("backlog worker: cannot register yet; retrying", "err", err, "failures", failures)
+		}
 		if !sleep(ctx, backoff(failures, 200*time.Millisecond, 10*time.Second)) {
 			return nil, context.Cause(ctx)
 		}
+	}
+}
+
+// registered records a registration whose request was sent at sent.
+func (w *Worker) registered(reg *Registration, sent time.Time) {
+	w.regMu.Lock()
+	w.reg = reg
+	w.regMu.Unlock()
+	w.clock.set(sent, reg.Worker.HeartbeatAt)
+	if w.cfg.OnRegister != nil {
+		w.cfg.OnRegister(reg)
 	}
 }
 
@@ -348,66 +377,28 @@ func (w *Worker) reregister(ctx context.Context) {
 		}
 		return
 	}
-	w.checkLeases(ctx, w.handlersRunning())
+	w.checkLeases(ctx, w.held())
 }
 
+// heartbeatInterval is the server's heartbeat interval.
 func (w *Worker) heartbeatInterval() time.Duration {
 	w.regMu.Lock()
 	defer w.regMu.Unlock()
 	if w.reg == nil || w.reg.HeartbeatInterval <= 0 {
-		return 10 * time.Second
+		return defaultHeartbeatInterval
 	}
 	return w.reg.HeartbeatInterval
 }
 
-// heartbeatLoop heartbeats at the server's interval, which also extends
-// the leases of every job the worker holds. When the server extended fewer
-// leases than handlers run, it checks which jobs were lost and stops their
-// handlers.
-func (w *Worker) heartbeatLoop(ctx context.Context) {
-	t := time.NewTimer(w.heartbeatInterval())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		held := w.handlersRunning()
-		res, err := w.c.Heartbeat(ctx, w.cfg.ID)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, ErrWorkerNotRegistered):
-			w.reregister(ctx)
-		case err != nil:
-			w.log.Warn("backlog worker: heartbeat failed", "err", err)
-		case res.LeasesExtended < len(held):
-			w.checkLeases(ctx, held)
-		}
-		t.Reset(w.heartbeatInterval())
+// leaseDuration is how long the server's claims and heartbeats hold a
+// lease.
+func (w *Worker) leaseDuration() time.Duration {
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
+	if w.reg == nil || w.reg.Lease <= 0 {
+		return defaultLease
 	}
-}
-
-// checkLeases reads each task's job and cancels the handlers of jobs this
-// worker no longer holds at that attempt (cause wraps core.ErrLeaseLost).
-func (w *Worker) checkLeases(ctx context.Context, held []*task) {
-	for _, t := range held {
-		j, err := w.c.GetJob(ctx, t.job.ID)
-		if err != nil && !errors.Is(err, core.ErrNotFound) {
-			return // checked again at the next heartbeat
-		}
-		if err == nil && j.State == core.StateRunning && j.WorkerID == w.cfg.ID && j.Attempt == t.job.Attempt {
-			continue
-		}
-		state := "deleted"
-		if j != nil {
-			state = string(j.State)
-		}
-		w.log.Warn("backlog worker: lease lost; stopping the handler", "job_id", t.job.ID, "kind", t.job.Kind,
-			"attempt", t.job.Attempt, "state_now", state)
-		t.cancel(fmt.Errorf("%w: job %d is %s", core.ErrLeaseLost, t.job.ID, state))
-	}
+	return w.reg.Lease
 }
 
 // claimLoop long-polls for jobs up to the free slots until ctx ends, and
@@ -442,39 +433,46 @@ func (w *Worker) claimLoop(ctx, workCtx, deliverCtx context.Context, tasks *sync
 				return
 			}
 			if errors.Is(err, ErrWorkerNotRegistered) {
+				w.reach.observe(w, nil)
 				w.reregister(ctx)
 				continue
 			}
 			failures++
-			w.log.Warn("backlog worker: claim failed; retrying", "err", err, "failures", failures)
+			if !w.reach.observe(w, err) {
+				w.log.Warn("backlog worker: claim failed; retrying", "err", err, "failures", failures)
+			}
 			if !sleep(ctx, backoff(failures, 200*time.Millisecond, 10*time.Second)) {
 				return
 			}
 			continue
 		}
 		failures = 0
-		for _, j := range jobs {
-			tctx, cancel := context.WithCancelCause(workCtx)
-			t := &task{job: j, ctx: tctx, cancel: cancel}
-			w.mu.Lock()
-			w.tasks[j.ID] = t
-			w.mu.Unlock()
+		w.reach.observe(w, nil)
+		for i, t := range w.hold(workCtx, jobs, start) {
 			tasks.Add(1)
-			if ctx.Err() != nil {
-				// Claimed as the shutdown began: hand it straight back.
+			release := func() { <-slots }
+			var why string
+			switch {
+			case i >= free:
+				// Not asked for: no slot of its own. It is held until it
+				// is handed back.
+				why, release = "the server answered with more jobs than asked for", func() {}
+			case ctx.Err() != nil:
+				why = "claimed as the shutdown began"
+			}
+			if why != "" {
+				w.log.Warn("backlog worker: handing a claimed job back unrun", "job_id", t.job.ID, "kind", t.job.Kind, "why", why)
 				go func() {
 					defer tasks.Done()
 					defer w.forget(t)
-					defer cancel(nil)
-					t.returned.Store(true)
-					w.report(j, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: j.LeaseToken}}, func() { <-slots })
+					w.handBack(t, release)
 				}()
 				continue
 			}
 			go func() {
 				defer tasks.Done()
 				defer w.forget(t)
-				w.runTask(t, func() { <-slots })
+				w.runTask(t, release)
 			}()
 		}
 		if len(jobs) == 0 && time.Since(start) < 100*time.Millisecond {
@@ -487,12 +485,49 @@ func (w *Worker) claimLoop(ctx, workCtx, deliverCtx context.Context, tasks *sync
 	}
 }
 
+// hold starts holding the jobs of a claim's answer (the claim was sent at
+// sent): from now until its outcome is delivered each is named by the
+// heartbeats. It returns their tasks, in the answer's order.
+func (w *Worker) hold(workCtx context.Context, jobs []*Job, sent time.Time) []*task {
+	arrived := time.Now()
+	ts := make([]*task, len(jobs))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, j := range jobs {
+		tctx, cancel := context.WithCancelCause(workCtx)
+		t := &task{job: j, ctx: tctx, cancel: cancel}
+		w.setLeaseUntil(t, w.claimLease(j, sent, arrived))
+		w.tasks[t] = struct{}{}
+		ts[i] = t
+	}
+	return ts
+}
+
+// handBack snoozes a held job back without running it (no attempt used).
+func (w *Worker) handBack(t *task, release func()) {
+	defer t.cancel(nil)
+	t.returned.Store(true)
+	w.report(t.job, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: t.job.LeaseToken}}, release)
+}
+
+// forget stops holding t's job: its outcome was delivered, found lost or
+// given up.
 func (w *Worker) forget(t *task) {
 	w.mu.Lock()
-	if w.tasks[t.job.ID] == t {
-		delete(w.tasks, t.job.ID)
-	}
+	delete(w.tasks, t)
 	w.mu.Unlock()
+}
+
+// held returns every task the worker holds: handlers running, and
+// handlers returned whose outcome is not delivered yet.
+func (w *Worker) held() []*task {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*task, 0, len(w.tasks))
+	for t := range w.tasks {
+		out = append(out, t)
+	}
+	return out
 }
 
 // handlersRunning returns the tasks whose handlers have not returned.
@@ -500,7 +535,7 @@ func (w *Worker) handlersRunning() []*task {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]*task, 0, len(w.tasks))
-	for _, t := range w.tasks {
+	for t := range w.tasks {
 		if !t.returned.Load() {
 			out = append(out, t)
 		}
@@ -512,8 +547,8 @@ func (w *Worker) pendingIDs() []int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ids := make([]int64, 0, len(w.tasks))
-	for id := range w.tasks {
-		ids = append(ids, id)
+	for t := range w.tasks {
+		ids = append(ids, t.job.ID)
 	}
 	slices.Sort(ids)
 	return ids
@@ -536,7 +571,16 @@ func (w *Worker) runTask(t *task, release func()) {
 	}
 	t.returned.Store(true)
 
-	if cause := context.Cause(ctx); errors.Is(cause, core.ErrLeaseLost) {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrLeaseUnrenewed) {
+		// Stopped before a lease the worker could not renew ran out: hand
+		// the job back without using an attempt. If the server answers
+		// again before the job is rescued, this applies; otherwise it is
+		// refused as lease-lost and changes nothing.
+		w.report(job, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: job.LeaseToken}}, release)
+		return
+	}
+	if errors.Is(cause, core.ErrLeaseLost) {
 		release()
 		w.log.Warn("backlog worker: handler stopped after its lease was lost; no outcome reported", "job_id", job.ID, "kind", job.Kind, "cause", cause)
 		return
@@ -657,6 +701,7 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 		}
 		switch {
 		case err == nil:
+			w.reach.observe(w, nil)
 			return
 		case errors.Is(err, core.ErrLeaseLost) && ambiguous:
 			log.Warn("backlog worker: outcome retried after a lost answer found the lease gone; it most likely applied")
@@ -683,7 +728,9 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 			return
 		case IsRetryable(err) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden):
 			ambiguous = ambiguous || !notApplied(err)
-			log.Warn("backlog worker: delivering outcome failed; retrying", "err", err, "failures", failures+1)
+			if !w.reach.observe(w, err) {
+				log.Warn("backlog worker: delivering outcome failed; retrying", "err", err, "failures", failures+1)
+			}
 			if !sleep(ctx, backoff(failures+1, 200*time.Millisecond, 10*time.Second)) {
 				log.Error("backlog worker: outcome not delivered before shutdown; the job comes back when its lease ends", "err", err)
 				return
