@@ -29,7 +29,6 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 // heartbeat runs one round and reports whether the store answered.
 func (c *Client) heartbeat(ctx context.Context) bool {
 	now := c.clock.Now()
-	c.stopUnrenewed(now)
 	// Every store call of a round is bounded, so a hung connection never
 	// keeps the round from checking leases again.
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
@@ -47,6 +46,7 @@ func (c *Client) heartbeat(ctx context.Context) bool {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
+			c.stopUnrenewed(c.clock.Now())
 			if c.reach.observe(c, err) {
 				c.emit(Event{Kind: EventStoreError, At: now, Err: err})
 			} else {
@@ -83,13 +83,14 @@ func (c *Client) held() []*execution {
 	return out
 }
 
-// stopUnrenewed stops, with cause errLeaseUnrenewed, the handlers whose
-// lease this node could not renew and which would run out before the next
-// round could renew it (within one HeartbeatInterval). Their jobs are
+// stopUnrenewed runs after a round that could not renew leases. It stops,
+// with cause errLeaseUnrenewed, the handlers whose lease would run out
+// before the next round could renew it: that round starts within a second
+// and its calls are bounded by one HeartbeatInterval. Their jobs are
 // handed back; another node may rescue them once the lease has run out,
 // and by then no handler of this node runs them.
 func (c *Client) stopUnrenewed(now time.Time) {
-	limit := now.Add(c.cfg.HeartbeatInterval).UnixNano()
+	limit := now.Add(c.cfg.HeartbeatInterval + time.Second).UnixNano()
 	for _, e := range c.held() {
 		if !e.returned.Load() && e.leaseUntil.Load() <= limit {
 			c.log.Warn("backlog: lease could not be renewed; stopping the handler before it runs out",

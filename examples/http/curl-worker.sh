@@ -21,8 +21,9 @@
 # string); any other exit fails the attempt ("exit status N: <last line of
 # stderr>", with the stderr tail as the trace) and the server retries it by
 # its policy. Every claim records a heartbeat; while a command runs, a
-# background loop heartbeats at the server's interval (which also extends
-# the job's lease).
+# background loop heartbeats at the server's interval, naming the job's
+# lease token (which renews that lease; a heartbeat renews only the leases
+# it names).
 #
 # SIGTERM/SIGINT: stop claiming, let the current job finish and report it,
 # deregister, exit 0.
@@ -140,12 +141,13 @@ run_job() {
 	IFS=$(printf '\t') read -r id token kind queue attempt max_attempts <"$tmp/fields"
 	jq -c '.jobs[0].args' "$tmp/claim.json" >"$tmp/args"
 
-	# Heartbeat while the command runs (claims do it otherwise).
+	# Heartbeat while the command runs (claims do it otherwise), naming
+	# the one job this worker holds.
 	# Its output goes nowhere, so a sleep it leaves behind holds no pipe.
 	(
 		while sleep "$heartbeat"; do
 			curl -sS -o /dev/null --max-time 10 -X POST -H @"$tmp/auth" -H 'Content-Type: application/json' \
-				--data-binary '{}' "$base/workers/$wid/heartbeat"
+				--data-binary "{\"leases\":[\"$token\"]}" "$base/workers/$wid/heartbeat"
 		done
 	) </dev/null >/dev/null 2>&1 &
 	hb=$!

@@ -124,16 +124,17 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 // connection never keeps the worker from checking its leases again.
 func (w *Worker) heartbeatRound(ctx context.Context) bool {
 	interval := w.heartbeatInterval()
-	w.stopUnrenewed(time.Now(), interval)
 	rctx, cancel := context.WithTimeout(ctx, interval)
 	defer cancel()
 	if w.beat(rctx) {
 		return true
 	}
 	if ctx.Err() == nil {
-		// The next check comes after the retry wait: stop now what
-		// could run out before it.
-		w.stopUnrenewed(time.Now(), interval)
+		// The next round starts after the retry wait and may take a
+		// whole interval: stop now what could run out before it ends.
+		// (Only after a failed round: a lease at most twice the interval
+		// must not stop healthy handlers.)
+		w.stopUnrenewed(time.Now(), interval+outageRetry)
 	}
 	return false
 }
