@@ -1,0 +1,537 @@
+//go:build linux
+
+package faulttest
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/internal/dbserver"
+)
+
+// backends are the stores every scenario runs on, where it applies.
+var backends = []string{"sqlite", "postgres", "mariadb"}
+
+// TestWorkerKills SIGKILLs a random `backlog work` process every 1–3 s
+// while the others keep working, and starts a new one in its place, until
+// every job has finished (or BACKLOG_FAULT_KILL_WINDOW has passed).
+func TestWorkerKills(t *testing.T) {
+	requireFault(t)
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			runLedger(t, b, "kill", "worker kills", killWorkers)
+		})
+	}
+}
+
+// TestDatabaseOutage stops or kills the database server once a third of
+// the jobs have finished and starts it again on the same port: once for an
+// outage shorter than the lease (a quarter of it, plus the restart), once
+// for one longer than the lease (two and a half leases) but far shorter
+// than the workers' dead-worker timeout (2 min, which `backlog work` does
+// not let us shorten). Per the guarantees neither may re-run a job.
+//
+// Lost claim replies: an outage that starts while a claim's COMMIT is in
+// flight can leave the claim committed while its worker never hears of it.
+// The server kill (and the immediate stop, which ends backends with
+// SIGQUIT) cuts every connection at a random moment of a busy run with
+// dozens of claims, heartbeats and completions per second, so some runs hit
+// that window; no scenario stages it deterministically. When it is hit, the
+// job sits `running` under a live worker that does not run it: if that
+// worker's heartbeats keep extending its lease, the job never finishes
+// ("not final" and "running without a live worker running it" below); if
+// the lease runs out, the job is rescued and runs once, which passes.
+func TestDatabaseOutage(t *testing.T) {
+	requireFault(t)
+	for _, tc := range []struct {
+		backend, name, how string
+		long               bool
+	}{
+		{"postgres", "short-immediate", "immediate", false},
+		{"postgres", "long-kill", "kill", true},
+		{"mariadb", "short-kill", "kill", false},
+		{"mariadb", "long-immediate", "immediate", true},
+	} {
+		t.Run(tc.backend+"/"+tc.name, func(t *testing.T) {
+			runLedger(t, tc.backend, "outage", tc.name+" outage", outage(tc.how, tc.long))
+		})
+	}
+}
+
+// run is one ledger scenario in progress.
+type run struct {
+	c   *cluster
+	cfg config
+	srv *dbserver.Server // nil for SQLite
+	n   int
+
+	mu      sync.Mutex
+	notes   []string
+	outages []window
+}
+
+func (r *run) note(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// killWorkers is the disruption of TestWorkerKills.
+func killWorkers(ctx context.Context, r *run) {
+	deadline := time.Now().Add(r.cfg.killWindow)
+	for time.Now().Before(deadline) {
+		d := time.Second + time.Duration(mrand.Int64N(int64(2*time.Second)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		r.c.killRandom()
+	}
+	r.note("kills stopped after the kill window (%s) with jobs left", r.cfg.killWindow)
+}
+
+// outage returns the disruption of TestDatabaseOutage: how is "immediate"
+// (Stop(StopImmediate)) or "kill" (Kill).
+func outage(how string, long bool) func(context.Context, *run) {
+	return func(ctx context.Context, r *run) {
+		if r.srv == nil {
+			r.c.t.Errorf("an outage needs a database server")
+			return
+		}
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			counts, err := r.c.counts(cctx)
+			cancel()
+			if err == nil && finished(counts) >= r.n/3 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				r.c.t.Errorf("the jobs finished before the outage could start: raise %s", envJobs)
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		down := r.cfg.lease / 4
+		if long {
+			down = r.cfg.lease * 5 / 2
+		}
+		from := monoNow()
+		var err error
+		if how == "kill" {
+			err = r.srv.Kill()
+		} else {
+			err = r.srv.Stop(dbserver.StopImmediate)
+		}
+		if err != nil {
+			r.c.t.Errorf("%s the server: %v", how, err)
+		}
+		time.Sleep(down)
+		for try := 0; ; try++ {
+			if err = r.srv.Start(context.Background()); err == nil || try == 2 {
+				break
+			}
+		}
+		if err != nil {
+			r.c.t.Errorf("start the server again: %v", err)
+		}
+		to := monoNow()
+		r.mu.Lock()
+		r.outages = append(r.outages, window{from, to + int64(r.cfg.lease/3)})
+		r.mu.Unlock()
+		length := time.Duration(to - from)
+		r.note("database %s from %s, back at %s: down %s (lease %s)", how, r.c.rel(from), r.c.rel(to), length.Round(time.Millisecond), r.cfg.lease)
+		if !long && length >= r.cfg.lease {
+			r.note("NOTE: the short outage was not shorter than the lease; this run tested a long one")
+		}
+		if long && length <= r.cfg.lease {
+			r.note("NOTE: the long outage was not longer than the lease")
+		}
+	}
+}
+
+// runLedger runs one ledger scenario: cfg.jobs jobs of the ledger handler
+// on cfg.workers workers, disrupt running alongside until every job has
+// finished, then the checks.
+func runLedger(t *testing.T, backend, label, what string, disrupt func(context.Context, *run)) {
+	cfg := loadConfig(t)
+	db, srv := backendURL(t, backend)
+	c := newCluster(t, label, db, cfg.lease, cfg.conc, `fault=exec "$`+envSelf+`"`)
+	t.Cleanup(func() { c.stop(); c.sweep() })
+
+	// Most jobs take 20–120 ms; one in 32 takes 1.5–6 s, longer than a
+	// heartbeat, so a handler that outlives its worker or its lease is
+	// still running when its job runs again.
+	rng := mrand.New(mrand.NewPCG(uint64(cfg.jobs), 7))
+	args := make([]string, cfg.jobs)
+	for i := range args {
+		ms := 20 + rng.IntN(100)
+		if rng.IntN(32) == 0 {
+			ms = 1500 + rng.IntN(4500)
+		}
+		args[i] = fmt.Sprintf(`{"ms":%d}`, ms)
+	}
+	c.enqueue("fault", args)
+
+	wall := time.Now()
+	c.t0 = monoNow()
+	c.start(cfg.workers)
+	r := &run{c: c, cfg: cfg, srv: srv, n: cfg.jobs}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	disrupted := make(chan struct{})
+	go func() {
+		defer close(disrupted)
+		disrupt(ctx, r)
+	}()
+
+	// Wait until every job has finished; once the faults are over the jobs
+	// have cfg.drain to get there.
+	var drainUntil time.Time
+	var counts map[string]int
+	timedOut := false
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := c.counts(cctx)
+		ccancel()
+		if err == nil {
+			counts = got
+			if finished(got) >= cfg.jobs {
+				break
+			}
+		}
+		select {
+		case <-disrupted:
+			if drainUntil.IsZero() {
+				drainUntil = time.Now().Add(cfg.drain)
+			}
+		default:
+		}
+		if !drainUntil.IsZero() && time.Now().After(drainUntil) {
+			timedOut = true
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	cancel()
+	<-disrupted
+	elapsed := time.Since(wall)
+
+	// Judge the jobs while the workers still run: a running job needs a
+	// live worker with an open execution of it.
+	jobs, err := c.jobs(context.Background())
+	if err != nil {
+		t.Fatalf("list the jobs: %v", err)
+	}
+	before, _, err := parseLedger(c.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := checkHolders(c, jobs, before)
+	forced := c.stop()
+	leftovers := c.sweep()
+	byJob, problems, err := parseLedger(c.ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	kills := slices.Clone(c.kills)
+	exits := slices.Clone(c.exits)
+	c.mu.Unlock()
+	r.mu.Lock()
+	outages := slices.Clone(r.outages)
+	r.mu.Unlock()
+	v := analyze(byJob, kills, outages, c.rel)
+
+	states := map[string]int{}
+	var notFinal, discarded, noRun []string
+	for _, j := range jobs {
+		states[j.State]++
+		switch {
+		case !finalStates[j.State]:
+			notFinal = append(notFinal, describeJob(j))
+		case j.State == "discarded":
+			discarded = append(discarded, describeJob(j))
+		}
+		if j.State == "completed" && !slices.ContainsFunc(byJob[j.ID], func(e *execution) bool { return e.status == "ok" }) {
+			noRun = append(noRun, describeJob(j))
+		}
+	}
+
+	summary := fmt.Sprintf("%s/%s (%s): %d jobs, %d workers × %d, lease %s; %d worker kills, %d worker exits on their own; "+
+		"%d executions (%d ended by SIGTERM, %d without an end and without a kill); "+
+		"duplicates: %d explained (%d killed mid-run, %d killed with the outcome in flight, at most %s after the end, %d stopped by their worker during the outage), %d unexplained; "+
+		"%d overlapping; %d outlived their worker; final states %s; wall %s",
+		backend, label, what, cfg.jobs, cfg.workers, cfg.conc, cfg.lease, len(kills), len(exits),
+		v.executions, v.terminated, len(v.vanished),
+		v.dupMid+v.dupAfterEnd+v.dupOutage, v.dupMid, v.dupAfterEnd, v.maxAfterEnd.Round(time.Millisecond), v.dupOutage, len(v.unexplained),
+		len(v.overlaps), len(v.outlived), formatStates(states), elapsed.Round(100*time.Millisecond))
+	report(t, summary, r.notes)
+
+	fail := func(what string, items []string) {
+		if len(items) > 0 {
+			t.Errorf("%d %s:\n  %s", len(items), what, strings.Join(firstN(items, 10), "\n  "))
+		}
+	}
+	if timedOut {
+		t.Errorf("not every job finished within %s after the faults ended (counts %v)", cfg.drain, counts)
+	}
+	fail("jobs not in a final state", notFinal)
+	fail("jobs discarded (the handler never fails: their attempts went to lost executions)", discarded)
+	fail("completed jobs without a finished execution in the ledger", noRun)
+	fail("jobs running without a live worker running them", holders)
+	fail("duplicate executions no dead worker explains", v.unexplained)
+	fail("overlapping executions of one job", v.overlaps)
+	fail(fmt.Sprintf("handlers that outlived their SIGKILLed worker by more than %s", OutliveBound), v.outlived)
+	fail("malformed ledger lines", problems)
+	if len(v.vanished) > 0 {
+		t.Logf("%d executions ended without an end line although their worker was not killed:\n  %s", len(v.vanished), strings.Join(firstN(v.vanished, 10), "\n  "))
+	}
+	if len(exits) > 0 {
+		t.Logf("workers that exited on their own:\n  %s", strings.Join(firstN(exits, 10), "\n  "))
+	}
+	if len(forced) > 0 {
+		t.Errorf("workers that did not stop within 20 s of SIGTERM: %v", forced)
+	}
+	if len(leftovers) > 0 {
+		t.Logf("processes left after every worker stopped (killed now): %s", strings.Join(firstN(leftovers, 10), "; "))
+	}
+	checkRaces(t, c)
+}
+
+// checkHolders returns the running jobs whose holder is not a live worker
+// with an open execution of the job (byJob nil: a live worker suffices).
+func checkHolders(c *cluster, jobs []jobInfo, byJob map[int64][]*execution) []string {
+	live := c.live()
+	var out []string
+	for _, j := range jobs {
+		if j.State != "running" {
+			continue
+		}
+		w := live[j.WorkerID]
+		switch {
+		case w == nil:
+			out = append(out, describeJob(j)+": its worker is dead")
+		case byJob != nil && !slices.ContainsFunc(byJob[j.ID], func(e *execution) bool { return e.wpid == w.pid && e.end == 0 }):
+			out = append(out, describeJob(j)+fmt.Sprintf(": its worker (pid %d) is alive but runs no execution of it", w.pid))
+		}
+	}
+	return out
+}
+
+func describeJob(j jobInfo) string {
+	s := fmt.Sprintf("job %d %s attempt %d", j.ID, j.State, j.Attempt)
+	if j.WorkerID != "" {
+		s += " worker " + j.WorkerID
+	}
+	if !j.LeaseUntil.IsZero() {
+		s += " lease until " + j.LeaseUntil.Format("15:04:05.000")
+	}
+	if n := len(j.Errors); n > 0 {
+		e := j.Errors[n-1]
+		s += fmt.Sprintf("; %d errors, last (attempt %d, %s): %s", n, e.Attempt, e.Cause, e.Error)
+	}
+	return s
+}
+
+func formatStates(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(slices.Clone(s[:n]), fmt.Sprintf("… and %d more", len(s)-n))
+}
+
+// report logs a scenario's summary and appends it to BACKLOG_FAULT_SUMMARY
+// when set.
+func report(t *testing.T, summary string, notes []string) {
+	t.Helper()
+	text := summary
+	for _, n := range notes {
+		text += "\n  " + n
+	}
+	t.Log(text)
+	if path := os.Getenv(envSummary); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "%s %s\n", t.Name(), text)
+			f.Close()
+		}
+	}
+}
+
+// checkRaces fails t if a race-built worker reported a data race.
+func checkRaces(t *testing.T, c *cluster) {
+	c.mu.Lock()
+	ws := slices.Clone(c.all)
+	c.mu.Unlock()
+	for _, w := range ws {
+		if b, err := os.ReadFile(w.log); err == nil && strings.Contains(string(b), "WARNING: DATA RACE") {
+			t.Errorf("worker %s reported a data race: see %s:\n%s", w.id, w.log, fileTail(w.log, 4000))
+		}
+	}
+}
+
+// OrphanGrace is how long a shell handler and its child may live on after
+// their worker was SIGKILLed.
+const OrphanGrace = 5 * time.Second
+
+// TestOrphanHandlers SIGKILLs only the `backlog work` process while its
+// shell handlers run, each with a child of its own (sleep 600), and checks
+// that handlers and children die within OrphanGrace; then a new worker
+// must finish the jobs once their leases are gone.
+func TestOrphanHandlers(t *testing.T) {
+	requireFault(t)
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { runOrphans(t, b) })
+	}
+}
+
+func runOrphans(t *testing.T, backend string) {
+	cfg := loadConfig(t)
+	db, _ := backendURL(t, backend)
+	const n = 4
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	handler := `orphan=if [ "$BACKLOG_JOB_ATTEMPT" = 1 ]; then sleep 600 & echo "$BACKLOG_JOB_ID $$ $!" >> "$` + envPIDs + `"; wait; fi; echo done`
+	c := newCluster(t, "orphan", db, cfg.lease, n, handler)
+	c.extra = []string{envPIDs + "=" + pidFile}
+	c.restart = false
+	t.Cleanup(func() { c.stop(); c.sweep() })
+	args := make([]string, n)
+	for i := range args {
+		args[i] = `{}`
+	}
+	c.enqueue("orphan", args)
+	wall := time.Now()
+	c.t0 = monoNow()
+	c.start(1)
+
+	// Wait until every handler runs and has started its child.
+	type proc struct {
+		what, start string
+		pid         int
+		diedAfter   time.Duration
+		dead        bool
+	}
+	var procs []*proc
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(pidFile)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(b) > 0 && len(lines) >= n {
+			for _, l := range lines {
+				f := strings.Fields(l)
+				if len(f) != 3 {
+					t.Fatalf("pid file line %q", l)
+				}
+				for i, what := range []string{"shell handler", "its child sleep"} {
+					pid, _ := strconv.Atoi(f[1+i])
+					_, start, ok := procStat(pid)
+					if !ok {
+						t.Fatalf("job %s: %s (pid %d) is gone before the worker was killed", f[0], what, pid)
+					}
+					procs = append(procs, &proc{what: fmt.Sprintf("job %s: %s pid %d", f[0], what, pid), pid: pid, start: start})
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the %d handlers did not all start within a minute (pid file: %q); worker log: %s", n, b, lastLines(c.all[0].log, 5))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	w := c.all[0]
+	if !c.kill(w) {
+		t.Fatalf("could not kill worker %s", w.id)
+	}
+	killedAt := time.Now()
+	<-w.done
+	for {
+		left := 0
+		for _, p := range procs {
+			if p.dead {
+				continue
+			}
+			st, start, ok := procStat(p.pid)
+			if !ok || start != p.start || st == 'Z' {
+				p.dead, p.diedAfter = true, time.Since(killedAt)
+				continue
+			}
+			left++
+		}
+		if left == 0 || time.Since(killedAt) > OrphanGrace {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var survivors, deaths []string
+	for _, p := range procs {
+		if p.dead {
+			deaths = append(deaths, fmt.Sprintf("%s died %s after the kill", p.what, p.diedAfter.Round(time.Millisecond)))
+			continue
+		}
+		survivors = append(survivors, p.what+" is still alive")
+		_ = syscall.Kill(p.pid, syscall.SIGKILL) // do not leave it behind
+	}
+
+	// The jobs come back once their leases run out; a new worker finishes them.
+	if _, err := c.startWorker(0); err != nil {
+		t.Fatal(err)
+	}
+	counts := c.waitFinished(context.Background(), n, time.Now().Add(cfg.drain))
+	jobs, err := c.jobs(context.Background())
+	if err != nil {
+		t.Fatalf("list the jobs: %v", err)
+	}
+	holders := checkHolders(c, jobs, nil)
+	c.stop()
+	leftovers := c.sweep()
+	states := map[string]int{}
+	var notFinal []string
+	for _, j := range jobs {
+		states[j.State]++
+		if !finalStates[j.State] || j.State == "discarded" {
+			notFinal = append(notFinal, describeJob(j))
+		}
+	}
+	report(t, fmt.Sprintf("%s/orphans: %d shell handlers each with a child, worker SIGKILLed; %d of %d processes gone within %s; final states %s; wall %s",
+		backend, n, len(deaths), len(procs), OrphanGrace, formatStates(states), time.Since(wall).Round(100*time.Millisecond)), deaths)
+	if len(survivors) > 0 {
+		t.Errorf("%d processes outlived their SIGKILLed worker by more than %s (a handler never outlives its worker):\n  %s",
+			len(survivors), OrphanGrace, strings.Join(survivors, "\n  "))
+	}
+	if len(notFinal) > 0 {
+		t.Errorf("jobs not completed within %s after a new worker started (counts %v):\n  %s", cfg.drain, counts, strings.Join(firstN(notFinal, 10), "\n  "))
+	}
+	if len(holders) > 0 {
+		t.Errorf("jobs running without a live worker:\n  %s", strings.Join(holders, "\n  "))
+	}
+	if len(leftovers) > 0 {
+		t.Logf("processes left after the workers stopped (killed now): %s", strings.Join(leftovers, "; "))
+	}
+	checkRaces(t, c)
+}
