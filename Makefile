@@ -4,7 +4,7 @@ PKGS      ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 DB        ?= sqlite:backlog.db
 
-.PHONY: run test lint bench stress fmt
+.PHONY: run test lint bench stress fault fmt
 
 ## run: serve jobs on the embedded SQLite file (the README's first command)
 run:
@@ -29,6 +29,11 @@ bench:
 ## stress: the long race-enabled stress tests
 stress:
 	BACKLOG_STRESS=1 $(GO) test $(TESTFLAGS) -run Stress $(PKGS)
+
+## fault: the fault suite (private PostgreSQL and MariaDB servers, killed
+## workers and databases, a per-execution ledger); see internal/faulttest
+fault:
+	BACKLOG_FAULT=1 $(GO) test -count=1 -timeout 30m ./internal/faulttest/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
