@@ -374,24 +374,29 @@ func (c *cluster) cli(ctx context.Context, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// enqueue adds jobs of kind to the queue "fault", one per args line, in
-// one `backlog enqueue --from` run.
-func (c *cluster) enqueue(kind string, args []string) {
+// enqueue adds jobs to the queue "fault" in one `backlog enqueue --from`
+// run; each line is a job object ({"kind":…,"args":…,"priority":…}).
+func (c *cluster) enqueue(lines []string) {
 	c.t.Helper()
 	path := filepath.Join(c.dir, "jobs.jsonl")
-	if err := os.WriteFile(path, []byte(strings.Join(args, "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
-	out, err := c.cli(context.Background(), "-o", "json", "enqueue", kind, "--from", path, "--queue", "fault", "--batch-size", "5000")
+	out, err := c.cli(context.Background(), "-o", "json", "enqueue", "--from", path, "--queue", "fault", "--batch-size", "5000")
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	var res struct {
 		Inserted int `json:"inserted"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil || res.Inserted != len(args) {
-		c.t.Fatalf("enqueue: inserted %d of %d (%v): %s", res.Inserted, len(args), err, out)
+	if err := json.Unmarshal(out, &res); err != nil || res.Inserted != len(lines) {
+		c.t.Fatalf("enqueue: inserted %d of %d (%v): %s", res.Inserted, len(lines), err, out)
 	}
+}
+
+// jobLine is one line for enqueue.
+func jobLine(kind, args string, priority int) string {
+	return fmt.Sprintf(`{"kind":%q,"args":%s,"priority":%d}`, kind, args, priority)
 }
 
 // counts returns the number of jobs per state in the queue "fault".
