@@ -1,12 +1,12 @@
 // Package dbserver starts private PostgreSQL and MariaDB servers for tests
 // and benchmarks.
 //
-// Each Server has a data directory of its own in a fresh temporary
-// directory, listens on 127.0.0.1 on a port of its own (and on a unix
-// socket in that directory), and can be stopped, killed and started again
-// on the same port and data. A test can therefore stage database outages
-// without disturbing the shared servers on 5432 and 3306 that other test
-// packages use at the same time.
+// Each Server has a data directory of its own (in a fresh temporary
+// directory unless Options.Dir names one), listens on 127.0.0.1 on a port
+// of its own (and on a unix socket in that directory), and can be stopped,
+// killed and started again on the same port and data. A test can therefore
+// stage database outages without disturbing the shared servers on 5432 and
+// 3306 that other test packages use at the same time.
 //
 //	srv := dbserver.Postgres(t, dbserver.Options{}) // skips when PostgreSQL is not installed
 //	st, err := store.Open(ctx, srv.DSN())           // postgres://root@127.0.0.1:PORT/test?sslmode=disable
@@ -26,6 +26,10 @@
 // where those are the names), run with --no-defaults so no configuration of
 // the machine applies. root has no password; a database named test is
 // created with CHARACTER SET utf8mb4 COLLATE utf8mb4_bin.
+//
+// Both allow more connections than their defaults (PostgreSQL
+// max_connections=300, MariaDB max-connections=500), for many worker
+// processes with a pool each; Options.Settings overrides any setting.
 //
 // Neither server flushes to disk by default (PostgreSQL fsync=off and
 // full_page_writes=off, MariaDB innodb_flush_log_at_trx_commit=2): committed
@@ -252,7 +256,8 @@ func (s *Server) Start(ctx context.Context) error {
 
 // Stop shuts the server down in the given mode and waits until its process
 // has exited (at most a minute; then it is killed and an error returned).
-// Stopping a server that is not running does nothing.
+// Stopping a server that is not running does nothing; a mode other than
+// StopFast and StopImmediate is an error.
 func (s *Server) Stop(mode StopMode) error {
 	if mode != StopFast && mode != StopImmediate {
 		return fmt.Errorf("dbserver: unknown stop mode %q", mode)
