@@ -456,7 +456,7 @@ func toQueue(q core.QueueStats) QueueInfo {
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
-	stats, err := s.stats.get(r.Context(), false)
+	stats, err := s.stats.Stats(r.Context(), s.cfg.StatsCacheTTL)
 	if err != nil {
 		return err
 	}
@@ -504,7 +504,7 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
 
 // writeQueue answers {"queue": <entry>} for name, read back from Stats.
 func (s *Server) writeQueue(w http.ResponseWriter, r *http.Request, name string) error {
-	stats, err := s.stats.get(r.Context(), true)
+	stats, err := s.stats.FreshStats(r.Context())
 	if err != nil {
 		return err
 	}

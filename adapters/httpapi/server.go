@@ -56,6 +56,11 @@ type Config struct {
 	// resume answer with fresh counts. 0 means DefaultStatsCacheTTL (1 s);
 	// negative disables reuse.
 	StatsCacheTTL time.Duration
+	// StatsCache is where GET /v1/queues reads its counts; nil means a
+	// cache of the server's own. Share one core.StatsCache between the API,
+	// the Prometheus gauges and anything else that reads Store.Stats in the
+	// process, so that they all share one scan.
+	StatsCache *core.StatsCache
 }
 
 // Defaults of Config.
@@ -143,9 +148,9 @@ type Server struct {
 
 	wake    *broadcaster
 	workers *workerCache
-	claims  *claimMemory // jobs this server handed out, for batched outcomes' events
-	stats   *statsCache  // GET /v1/queues answers, shared for StatsCacheTTL
-	waiting atomic.Int64 // long-polls waiting now (for tests)
+	claims  *claimMemory     // jobs this server handed out, for batched outcomes' events
+	stats   *core.StatsCache // GET /v1/queues answers, shared for StatsCacheTTL
+	waiting atomic.Int64     // long-polls waiting now (for tests)
 
 	ctx       context.Context // ended by Close: long-polls return, the listener stops
 	cancel    context.CancelFunc
@@ -195,7 +200,10 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 		mux: http.NewServeMux(), wake: newBroadcaster(), workers: newWorkerCache(),
 		claims: newClaimMemory(ccfg.LeaseDuration),
 	}
-	s.stats = newStatsCache(s.st, cfg.StatsCacheTTL, time.Now)
+	s.stats = cfg.StatsCache
+	if s.stats == nil {
+		s.stats = core.NewStatsCache(s.st)
+	}
 	for i, t := range []struct {
 		tok string
 		r   role

@@ -70,8 +70,8 @@ func TestQueueCountsAreShared(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, "one read in flight and four requests waiting for it", func() bool {
-		return gated.calls.Load() == 1 && g.srv.stats.waiters.Load() == 4
+	eventually(t, "one read in flight and five requests waiting for it", func() bool {
+		return gated.calls.Load() == 1 && g.srv.stats.Waiting() == 5
 	})
 	close(gated.gate)
 	wg.Wait()
