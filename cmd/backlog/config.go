@@ -24,6 +24,7 @@ type fileConfig struct {
 	WorkerID        string                 `json:"worker_id"`
 	Queues          map[string]fileQueue   `json:"queues"`
 	Handlers        map[string]fileHandler `json:"handlers"`
+	HandlerEnv      []string               `json:"handler_env"`
 	Timeout         *duration              `json:"timeout"`
 	Retry           []duration             `json:"retry"`
 	CompletedTTL    *duration              `json:"completed_ttl"`
@@ -148,6 +149,10 @@ type workConfig struct {
 	waitForDB       dbWait        // how long start-up waits for an unreachable database
 	killGrace       time.Duration // tests shorten it; not a flag
 	tags            []string      // worker capabilities (capability routing)
+	// handlerEnv are the variables handlers get besides the default ones
+	// (shell.go, passedEnv): "NAME" passes the worker's NAME, "NAME=value"
+	// sets it. The file's entries, then the flags'.
+	handlerEnv []string
 }
 
 type handlerConfig struct {
@@ -162,6 +167,7 @@ type handlerConfig struct {
 type workFlags struct {
 	config          string
 	handlers        []string
+	handlerEnv      []string
 	queues          []string
 	workerID        string
 	timeout         time.Duration
@@ -190,6 +196,7 @@ const (
 func (f *workFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.config, "config", "", "JSON config file (queues, handlers, timeouts); flags override it")
 	fl.StringArrayVar(&f.handlers, "handler", nil, "KIND=COMMAND: run jobs of KIND with sh -c COMMAND (repeatable)")
+	fl.StringArrayVar(&f.handlerEnv, "handler-env", nil, "NAME or NAME=value: pass the worker's NAME (or set NAME) to handlers, whose environment is otherwise only PATH, HOME, LANG, LC_*, TZ, TMPDIR, TRACEPARENT, TRACESTATE (repeatable)")
 	fl.StringArrayVar(&f.queues, "queue", nil, "NAME[=MAXWORKERS]: work this queue with up to MAXWORKERS jobs at once (repeatable; default default=10)")
 	fl.StringVar(&f.workerID, "worker-id", "", "worker id (default host-pid-random)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "time limit of one attempt of every kind without its own (0 = none)")
@@ -260,6 +267,12 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		set(&wc.pollInterval, fc.PollInterval)
 		set(&wc.shutdownTimeout, fc.ShutdownTimeout)
 		wc.retry = delays(fc.Retry)
+		for _, e := range fc.HandlerEnv {
+			if err := checkHandlerEnv(e); err != nil {
+				return nil, usagef("config: handler_env %v", err)
+			}
+		}
+		wc.handlerEnv = append(wc.handlerEnv, fc.HandlerEnv...)
 	}
 
 	// Flags override the file.
@@ -292,6 +305,12 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		}
 		hc.argv = shellArgv(cmdline)
 	}
+	for _, e := range f.handlerEnv {
+		if err := checkHandlerEnv(e); err != nil {
+			return nil, usagef("--handler-env %v", err)
+		}
+	}
+	wc.handlerEnv = append(wc.handlerEnv, f.handlerEnv...) // adds to the file's
 	if fl.Changed("timeout") {
 		wc.timeout = f.timeout
 	}

@@ -28,10 +28,11 @@ func main() {
 		os.Exit(runWatchdog(parent))
 	}
 	e := &env{
-		stdin:  os.Stdin,
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		getenv: os.Getenv,
+		stdin:   os.Stdin,
+		stdout:  os.Stdout,
+		stderr:  os.Stderr,
+		getenv:  os.Getenv,
+		environ: os.Environ,
 		notifySignals: func() (<-chan os.Signal, func()) {
 			ch := make(chan os.Signal, 2)
 			signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
@@ -54,6 +55,10 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// environ is the whole environment (KEY=VALUE), from which handler
+	// commands get the variables they are allowed (shell.go). nil means
+	// os.Environ.
+	environ func() []string
 	// notifySignals starts delivering SIGINT/SIGTERM to the returned channel
 	// until the returned stop function is called. Only long-running commands
 	// (work, serve) call it, so Ctrl-C kills the short ones the usual way.

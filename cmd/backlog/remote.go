@@ -65,6 +65,7 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 		return usageError{err}
 	}
 	rw := &remoteWorker{app: a, cfg: wc, handlers: map[string]*remoteHandler{}}
+	baseEnv := a.handlerEnv(wc)
 	for kind, hc := range wc.handlers {
 		env := make([]string, 0, len(hc.env))
 		for _, k := range slices.Sorted(maps.Keys(hc.env)) {
@@ -72,7 +73,7 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 		}
 		rh := &remoteHandler{
 			sh: &shellHandler{
-				kind: kind, argv: hc.argv, env: env, snooze: hc.snooze,
+				kind: kind, argv: hc.argv, baseEnv: baseEnv, env: env, snooze: hc.snooze,
 				maxResult: core.DefaultMaxResultBytes, killGrace: wc.killGrace,
 				log: a.log,
 			},

@@ -42,7 +42,8 @@ const (
 type shellHandler struct {
 	kind      string
 	argv      []string // the command; a string command is {"sh", "-c", cmd}
-	env       []string // extra KEY=VALUE on top of the inherited environment
+	baseEnv   []string // KEY=VALUE every command starts from (handlerBaseEnv); nil: the default allow-list over os.Environ
+	env       []string // the kind's own KEY=VALUE, on top of baseEnv
 	snooze    time.Duration
 	maxResult int           // stdout bytes kept as the result (the tail)
 	killGrace time.Duration // SIGTERM → SIGKILL on cancellation
@@ -86,7 +87,16 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	cmd.Stdin = bytes.NewReader(append(append([]byte(nil), job.Args...), '\n'))
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.Env = append(append(os.Environ(), h.env...),
+	base := h.baseEnv
+	if base == nil {
+		base = handlerBaseEnv(os.Environ(), nil)
+	}
+	// Not the worker's environment: its tokens and database URL are none
+	// of a handler's business. Later entries win (exec keeps the last of
+	// duplicate names), so the job's own variables cannot be overridden.
+	cmd.Env = make([]string, 0, len(base)+len(h.env)+6)
+	cmd.Env = append(append(cmd.Env, base...), h.env...)
+	cmd.Env = append(cmd.Env,
 		"BACKLOG_JOB_ID="+strconv.FormatInt(job.ID, 10),
 		"BACKLOG_JOB_KIND="+job.Kind,
 		"BACKLOG_JOB_QUEUE="+job.Queue,
@@ -181,6 +191,71 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	}
 	msg := fmt.Sprintf("exit status %d", code)
 	return nil, &shellError{msg: withLastLine(msg, errTail), stderr: errTail}
+}
+
+// passedEnv are the variables of the worker's environment every handler
+// gets (when set), besides those named by --handler-env / handler_env:
+// what programs need to run at all (PATH, HOME, locale, time zone, temp
+// directory) and the trace context. Everything else (tokens, the database
+// URL, cloud credentials) stays with the worker.
+var passedEnv = []string{"PATH", "HOME", "LANG", "TZ", "TMPDIR", "TRACEPARENT", "TRACESTATE"}
+
+// passedEnvPrefix: every locale category (LC_ALL, LC_CTYPE, …) is passed.
+const passedEnvPrefix = "LC_"
+
+// handlerBaseEnv is the environment handler commands start from: the
+// variables of environ (KEY=VALUE, as os.Environ gives them) that
+// passedEnv names, then the entries of allow: "NAME" passes NAME through
+// from environ when it is set there, "NAME=value" sets it. The kind's own
+// env and the BACKLOG_JOB_* variables are added on top when a command
+// starts. The result is never nil.
+func handlerBaseEnv(environ []string, allow []string) []string {
+	pass := make(map[string]bool, len(passedEnv)+len(allow))
+	for _, n := range passedEnv {
+		pass[n] = true
+	}
+	var set []string
+	for _, e := range allow {
+		if name, _, ok := strings.Cut(e, "="); ok {
+			set = append(set, e)
+			delete(pass, name) // the value given wins over the worker's
+		} else {
+			pass[e] = true
+		}
+	}
+	out := make([]string, 0, len(pass)+len(set))
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			continue
+		}
+		if pass[name] || strings.HasPrefix(name, passedEnvPrefix) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}
+
+// handlerEnv is the environment this run's handler commands start from.
+func (a *app) handlerEnv(wc *workConfig) []string {
+	environ := os.Environ
+	if a.env.environ != nil {
+		environ = a.env.environ
+	}
+	return handlerBaseEnv(environ(), wc.handlerEnv)
+}
+
+// checkHandlerEnv validates one --handler-env / handler_env entry: NAME or
+// NAME=value, with a NAME that can be an environment variable's.
+func checkHandlerEnv(e string) error {
+	name, _, _ := strings.Cut(e, "=")
+	switch {
+	case name == "":
+		return fmt.Errorf("%q: want NAME (pass the worker's NAME to handlers) or NAME=value", e)
+	case strings.ContainsRune(e, 0):
+		return fmt.Errorf("%q: contains a NUL byte", e)
+	}
+	return nil
 }
 
 // withLastLine appends the last non-empty line of stderr (bounded) to msg,

@@ -241,13 +241,14 @@ func (s *server) signals() (<-chan os.Signal, func()) {
 func (s *server) clientConfig(tr *tracker) core.Config {
 	wc := s.cfg
 	handlers := core.NewHandlers()
+	baseEnv := s.app.handlerEnv(wc)
 	for kind, hc := range wc.handlers {
 		env := make([]string, 0, len(hc.env))
 		for _, k := range slices.Sorted(maps.Keys(hc.env)) {
 			env = append(env, k+"="+hc.env[k])
 		}
 		sh := &shellHandler{
-			kind: kind, argv: hc.argv, env: env, snooze: hc.snooze,
+			kind: kind, argv: hc.argv, baseEnv: baseEnv, env: env, snooze: hc.snooze,
 			maxResult: core.DefaultMaxResultBytes, killGrace: wc.killGrace,
 			log: s.app.log,
 		}

@@ -143,6 +143,11 @@ func (c *cluster) startWorker(slot int) (*worker, error) {
 		"--queue", "fault="+strconv.Itoa(c.conc), "--handler", c.handler,
 		"--lease", c.lease.String(), "--poll-interval", "250ms", "--shutdown-timeout", "10s",
 		"--worker-id", id)
+	// Handlers get only an allow-list of the worker's environment: name
+	// the suite's own variables (and GORACE) so the ledger handler sees them.
+	for _, name := range []string{"GORACE", envHandler, envLedger, envSelf, envMarker, envWorker, envPIDs} {
+		cmd.Args = append(cmd.Args, "--handler-env", name)
+	}
 	cmd.Env = append(c.env(), envWorker+"="+id)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = f, f
