@@ -39,6 +39,7 @@ type cluster struct {
 	restart bool   // start a new worker in the slot of one that exited
 	t0      int64  // monotonic start of the scenario
 	extra   []string
+	server  *jobServer // set: the workers are remote workers of this job server
 
 	mu      sync.Mutex
 	slots   []*worker
@@ -139,10 +140,14 @@ func (c *cluster) startWorker(slot int) (*worker, error) {
 		return nil, err
 	}
 	defer f.Close()
-	cmd := exec.Command(c.bin, "--db", c.db, "--log-level", "warn", "work",
+	args := []string{"--db", c.db, "--log-level", "warn", "work", "--lease", c.lease.String(), "--poll-interval", "250ms"}
+	if c.server != nil {
+		// The job server decides the store, the lease and polling.
+		args = []string{"--log-level", "warn", "work", "--server", c.server.url()}
+	}
+	cmd := exec.Command(c.bin, append(args,
 		"--queue", "fault="+strconv.Itoa(c.conc), "--handler", c.handler,
-		"--lease", c.lease.String(), "--poll-interval", "250ms", "--shutdown-timeout", "10s",
-		"--worker-id", id)
+		"--shutdown-timeout", "10s", "--worker-id", id)...)
 	// Handlers get only an allow-list of the worker's environment: name
 	// the suite's own variables (and GORACE) so the ledger handler sees them.
 	for _, name := range []string{"GORACE", envHandler, envLedger, envSelf, envMarker, envWorker, envPIDs} {
@@ -275,6 +280,7 @@ func (c *cluster) stop() []string {
 		}
 	}
 	c.wg.Wait()
+	c.stopServer()
 	return forced
 }
 

@@ -34,6 +34,20 @@ func TestWorkerKills(t *testing.T) {
 	}
 }
 
+// TestServerKills runs the workers as remote workers of a `backlog serve`
+// process and SIGKILLs that server every 2–4 s, starting it again on the
+// same address: claims whose answer nobody receives (the claim committed,
+// the server died before replying) must be handed back, not held, and
+// outcomes sent to a dying server must land once it is back.
+func TestServerKills(t *testing.T) {
+	requireFault(t)
+	for _, b := range []string{"sqlite", "postgres"} {
+		t.Run(b, func(t *testing.T) {
+			runLedgerOn(t, b, "serve", "job server kills", true, killServers, 0, 0)
+		})
+	}
+}
+
 // TestDatabaseOutage stops or kills the database server once a third of
 // the jobs have finished and starts it again on the same port: once for an
 // outage shorter than the lease (a quarter of it, plus the restart), once
@@ -181,10 +195,26 @@ func outageDown(cfg config, long bool) time.Duration {
 // on cfg.workers workers, disrupt running alongside until every job has
 // finished, then the checks. The first span jobs take spanLen.
 func runLedger(t *testing.T, backend, label, what string, disrupt func(context.Context, *run), span int, spanLen time.Duration) {
+	runLedgerOn(t, backend, label, what, false, disrupt, span, spanLen)
+}
+
+// runLedgerOn is runLedger; with remote the workers are remote workers of
+// a `backlog serve` process on the store.
+func runLedgerOn(t *testing.T, backend, label, what string, remote bool, disrupt func(context.Context, *run), span int, spanLen time.Duration) {
 	cfg := loadConfig(t)
 	db, srv := backendURL(t, backend)
 	c := newCluster(t, label, db, cfg.lease, cfg.conc, `fault=exec "$`+envSelf+`"`)
 	t.Cleanup(func() { c.stop(); c.sweep() })
+	if remote {
+		addr, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.server = &jobServer{addr: addr}
+		if err := c.startServer(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Most jobs take 20–120 ms; one in 32 takes 1.5–6 s, longer than a
 	// heartbeat, so a handler that outlives its worker or its lease is
@@ -278,10 +308,13 @@ func runLedger(t *testing.T, backend, label, what string, disrupt func(context.C
 	r.mu.Unlock()
 	v := analyze(byJob, kills, outages, c.rel)
 
-	states := map[string]int{}
+	states, causes := map[string]int{}, map[string]int{}
 	var notFinal, discarded, noRun []string
 	for _, j := range jobs {
 		states[j.State]++
+		for _, e := range j.Errors {
+			causes[e.Cause]++
+		}
 		switch {
 		case !finalStates[j.State]:
 			notFinal = append(notFinal, describeJob(j))
@@ -296,11 +329,11 @@ func runLedger(t *testing.T, backend, label, what string, disrupt func(context.C
 	summary := fmt.Sprintf("%s/%s (%s): %d jobs, %d workers × %d, lease %s; %d worker kills, %d worker exits on their own; "+
 		"%d executions (%d ended by SIGTERM, %d without an end and without a kill); "+
 		"duplicates: %d explained (%d killed mid-run, %d killed with the outcome in flight, at most %s after the end, %d stopped by their worker during the outage), %d unexplained; "+
-		"%d overlapping; %d outlived their worker; final states %s; wall %s",
+		"%d overlapping; %d outlived their worker; final states %s; error entries by cause: %s; wall %s",
 		backend, label, what, cfg.jobs, cfg.workers, cfg.conc, cfg.lease, len(kills), len(exits),
 		v.executions, v.terminated, len(v.vanished),
 		v.dupMid+v.dupAfterEnd+v.dupOutage, v.dupMid, v.dupAfterEnd, v.maxAfterEnd.Round(time.Millisecond), v.dupOutage, len(v.unexplained),
-		len(v.overlaps), len(v.outlived), formatStates(states), elapsed.Round(100*time.Millisecond))
+		len(v.overlaps), len(v.outlived), formatStates(states), formatStates(causes), elapsed.Round(100*time.Millisecond))
 	report(t, summary, r.notes)
 
 	fail := func(what string, items []string) {
