@@ -11,7 +11,8 @@ run:
 	$(GO) run ./cmd/backlog --db '$(DB)' serve --handler hello='echo "hello from job $$BACKLOG_JOB_ID: $$(cat)"'
 
 ## test: every test — unit, conformance on every reachable database, the
-## dashboard in headless Chromium (installed when missing and root), race detector on
+## dashboard in headless Chromium (installed when missing and root), race detector on;
+## with BACKLOG_FAULT=1 (set by .ci/run, with bounded sizes) also the fault suite
 test: lint
 	-scripts/install-chromium.sh
 	eval "$$(scripts/local-dbs.sh)" && $(GO) test $(TESTFLAGS) $(PKGS)
