@@ -4,7 +4,7 @@ PKGS      ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 DB        ?= sqlite:backlog.db
 
-.PHONY: run test lint bench stress fault fmt
+.PHONY: run test lint bench stress fault fuzz fmt
 
 ## run: serve jobs on the embedded SQLite file (the README's first command)
 run:
@@ -12,10 +12,12 @@ run:
 
 ## test: every test — unit, conformance on every reachable database, the
 ## dashboard in headless Chromium (installed when missing and root), race detector on;
-## with BACKLOG_FAULT=1 (set by .ci/run, with bounded sizes) also the fault suite
+## with BACKLOG_FAULT=1 (set by .ci/run, with bounded sizes) also the fault suite,
+## with BACKLOG_FUZZTIME=10s (set by .ci/run) every fuzz target for that long
 test: lint
 	-scripts/install-chromium.sh
 	eval "$$(scripts/local-dbs.sh)" && $(GO) test $(TESTFLAGS) $(PKGS)
+	if [ -n "$$BACKLOG_FUZZTIME" ]; then GO=$(GO) scripts/fuzz.sh "$$BACKLOG_FUZZTIME"; fi
 
 ## lint: go vet and a gofmt check
 lint:
@@ -35,6 +37,10 @@ stress:
 ## workers and databases, a per-execution ledger); see internal/faulttest
 fault:
 	BACKLOG_FAULT=1 $(GO) test -count=1 -timeout 30m ./internal/faulttest/
+
+## fuzz: every fuzz target for FUZZTIME (default 30s) each
+fuzz:
+	GO=$(GO) scripts/fuzz.sh $(or $(FUZZTIME),30s)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
