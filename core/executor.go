@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -205,7 +204,7 @@ func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err 
 	)
 	switch {
 	case errors.As(err, &se):
-		o.Kind, o.RunAt = OutcomeSnooze, now.Add(se.Delay)
+		o.Kind, o.RunAt = OutcomeSnooze, ClampTime(now.Add(se.Delay))
 		po.ev = EventJobSnoozed
 		return po
 	case errors.As(err, &ce):
@@ -213,7 +212,8 @@ func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err 
 		po.ev = EventJobCancelled
 		return po
 	case errors.As(err, &ct):
-		if ct.Kind != "" && len(ct.Kind) <= MaxKindLen && json.Valid(ct.Args) && len(ct.Args) <= c.cfg.MaxArgsBytes {
+		why := ct.invalidReason(c.cfg.MaxArgsBytes)
+		if why == "" {
 			o.Kind, o.NextKind, o.NextArgs = OutcomeContinue, ct.Kind, ct.Args
 			o.RunAt = UTC(ct.RunAt)
 			if o.RunAt.IsZero() {
@@ -222,7 +222,7 @@ func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err 
 			po.ev = EventJobContinued
 			return po
 		}
-		err = fmt.Errorf("invalid continuation (kind %q, %d bytes of args; need a kind and valid JSON args within limits)", ct.Kind, len(ct.Args))
+		err = fmt.Errorf("invalid continuation (kind %q, %d bytes of args): %s", ct.Kind, len(ct.Args), why)
 		po.err = err
 	case errors.As(err, &pe):
 		o.Kind, o.Error = OutcomeDiscard, attemptError(job, now, err)
@@ -244,7 +244,7 @@ func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err 
 	if entry != nil && entry.retry != nil {
 		policy = entry.retry
 	}
-	runAt := UTC(now.Add(max(policy.NextRetry(job, err), 0)))
+	runAt := ClampTime(now.Add(max(policy.NextRetry(job, err), 0)))
 	if !job.Deadline.IsZero() && runAt.After(job.Deadline) {
 		o.Kind = OutcomeDiscard
 		o.Error.Error += " (next retry would pass the job's deadline)"

@@ -276,6 +276,15 @@ func validateInsert(p *InsertParams, lim limits) error {
 	if !json.Valid(p.Args) {
 		return invalid("kind %q: args are not valid JSON", p.Kind)
 	}
+	if !utf8.Valid(p.Args) {
+		return invalid("kind %q: args are not valid UTF-8 (JSON text must be UTF-8)", p.Kind)
+	}
+	if msg := timeOutOfRange("run_at", p.RunAt); msg != "" {
+		return invalid("kind %q: %s", p.Kind, msg)
+	}
+	if msg := timeOutOfRange("deadline", p.Deadline); msg != "" {
+		return invalid("kind %q: %s", p.Kind, msg)
+	}
 	if len(p.UniqueKey) > MaxUniqueKeyLen {
 		return invalid("kind %q: unique key is %d bytes, over the limit of %d", p.Kind, len(p.UniqueKey), MaxUniqueKeyLen)
 	}

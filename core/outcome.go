@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // A handler steers its job by the error it returns:
@@ -65,10 +66,29 @@ type ContinueError struct {
 
 func (e *ContinueError) Error() string { return "continue as " + e.Kind }
 
+// invalidReason returns why e cannot become its job's next step, or ""
+// when it can: the kind must be 1..MaxKindLen bytes of UTF-8, the args
+// valid JSON in UTF-8 of at most maxArgs bytes (0 = no limit), and RunAt
+// zero (now) or within [MinTime, MaxTime].
+func (e *ContinueError) invalidReason(maxArgs int) string {
+	switch {
+	case e.Kind == "" || len(e.Kind) > MaxKindLen || !utf8.ValidString(e.Kind):
+		return fmt.Sprintf("kind %q must be 1..%d bytes of UTF-8", e.Kind, MaxKindLen)
+	case maxArgs > 0 && len(e.Args) > maxArgs:
+		return fmt.Sprintf("args are %d bytes, over the limit of %d", len(e.Args), maxArgs)
+	case !json.Valid(e.Args):
+		return "args are not valid JSON"
+	case !utf8.Valid(e.Args):
+		return "args are not valid UTF-8"
+	}
+	return timeOutOfRange("run_at", e.RunAt)
+}
+
 // Continue returns an error that turns the job into its next step: kind and
 // args (JSON) replace the current ones and the job is due at runAt (zero =
 // at once). It keeps its id and errors history; its attempt count restarts.
-// Invalid input (empty kind, args not JSON) fails the attempt instead.
+// Invalid input (empty kind, args not JSON in UTF-8 or over the args
+// limit, runAt outside [MinTime, MaxTime]) fails the attempt instead.
 func Continue(kind string, args []byte, runAt time.Time) error {
 	return &ContinueError{Kind: kind, Args: args, RunAt: runAt}
 }
