@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -29,6 +31,8 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, req
 				return newProblem(SlugInvalidRequest, "a JSON request body is required")
 			}
 			return nil
+		case isTimeout(err):
+			return s.bodyTimeout()
 		default:
 			return newProblem(SlugInvalidRequest, "reading the request body: "+err.Error())
 		}
@@ -39,6 +43,9 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, req
 	dec := json.NewDecoder(br)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
+		if isTimeout(err) {
+			return s.bodyTimeout()
+		}
 		return decodeProblem(err, s.cfg.MaxBodyBytes)
 	}
 	var extra json.RawMessage
@@ -54,6 +61,21 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, req
 		}
 		return newProblem(SlugInvalidJSON, "trailing data after the JSON value")
 	}
+}
+
+// isTimeout reports whether err is a read deadline passing.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// bodyTimeout is the answer to a body that did not arrive within
+// Config.BodyReadTimeout. The connection is closed after it.
+func (s *Server) bodyTimeout() *problem {
+	return newProblem(SlugInvalidRequest, fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyReadTimeout))
 }
 
 func tooLarge(limit int64) *problem {

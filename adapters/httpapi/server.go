@@ -61,6 +61,18 @@ type Config struct {
 	// the Prometheus gauges and anything else that reads Store.Stats in the
 	// process, so that they all share one scan.
 	StatsCache *core.StatsCache
+	// BodyReadTimeout is how long a client has to send a request's body,
+	// from the moment its headers have been read; a slower body is cut off
+	// (400, connection closed). 0 means DefaultBodyReadTimeout (30 s);
+	// negative means no deadline. Headers are the http.Server's business
+	// (its ReadHeaderTimeout).
+	BodyReadTimeout time.Duration
+	// WriteTimeout bounds handling a request and writing its answer, from
+	// the moment its headers have been read; a long-polling claim gets
+	// MaxClaimWait on top. A client that reads its answer slower has its
+	// connection closed. 0 means DefaultWriteTimeout (60 s); negative means
+	// no deadline.
+	WriteTimeout time.Duration
 }
 
 // Defaults of Config.
@@ -191,6 +203,12 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	if cfg.StatsCacheTTL == 0 {
 		cfg.StatsCacheTTL = DefaultStatsCacheTTL
 	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 	ccfg := c.Config()
 	if cfg.Logger == nil {
 		cfg.Logger = ccfg.Logger
@@ -239,8 +257,10 @@ func (s *Server) Close() error {
 // problem+json for unknown routes (404 not-found) and wrong methods (405
 // method-not-allowed).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = setDeadlines(w, r, s.cfg.BodyReadTimeout, s.cfg.WriteTimeout)
 	r = s.withCorrelation(w, r)
 	if _, pattern := s.mux.Handler(r); pattern == "" {
+		refuseBody(w, r)
 		// Let the mux decide between 404 and 405 (it sets Allow), then
 		// answer with a problem instead of its plain text.
 		cw := &captureWriter{header: http.Header{}}
@@ -287,12 +307,19 @@ func (c *captureWriter) WriteHeader(code int) {
 
 // endpoint wraps a route's handler with authentication and error writing.
 func (s *Server) endpoint(rt route) http.Handler {
+	longPoll := longPollRoutes[rt.method+" "+rt.path]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The token is checked before anything reads the body; a refused
+		// request's connection is closed without reading its body.
 		if rt.roles&rolePublic == 0 {
 			if p := s.authorize(r, rt.roles); p != nil {
+				refuseBody(w, r)
 				s.writeProblem(w, r, p)
 				return
 			}
+		}
+		if longPoll && s.cfg.WriteTimeout > 0 {
+			extendWrite(w, r, s.cfg.WriteTimeout+s.cfg.MaxClaimWait)
 		}
 		defer func() {
 			if v := recover(); v != nil {
