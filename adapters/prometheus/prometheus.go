@@ -62,8 +62,24 @@ type Options struct {
 	// (default 30 s), stale below DeadAfter (default 2 min), dead after.
 	// Set them to the client's WorkerStaleAfter and WorkerDeadAfter.
 	StaleAfter, DeadAfter time.Duration
-	// ScrapeTimeout bounds the store reads of one scrape; 0 means 5 s.
+	// ScrapeTimeout bounds how long one scrape waits for the store
+	// reads; 0 means 5 s. (A read that takes longer goes on in the
+	// background, bounded by core.StatsReadTimeout, and serves the scrapes
+	// after it.)
 	ScrapeTimeout time.Duration
+	// StatsCache is where the store gauges are read (Store.Stats counts
+	// every job: a full scan on the SQL stores). Share one cache between
+	// everything in the process that reads Store.Stats or Store.Workers
+	// (the HTTP API's queue list, dashboards). nil means a cache of this
+	// Metrics' own over the store given to New.
+	StatsCache *core.StatsCache
+	// MaxAge is how old an answer of the StatsCache a scrape accepts:
+	// however many scrapers there are, the store is read at most once per
+	// MaxAge (and scrapes that arrive during a read share it), so the
+	// gauges lag the store by up to MaxAge plus one read. 0 means
+	// DefaultMaxAge (5 s); negative means every scrape reads anew (still
+	// joining a read in flight).
+	MaxAge time.Duration
 	// Now is the clock used for worker liveness; nil means time.Now.
 	Now func() time.Time
 	// Running, when set, reports how many jobs this node executes now
@@ -78,6 +94,10 @@ type Options struct {
 	// means slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultMaxAge is the default of Options.MaxAge: the age of the store
+// gauges a scrape accepts.
+const DefaultMaxAge = 5 * time.Second
 
 // DefaultBuckets returns the default histogram upper bounds in seconds: 1 ms
 // to 10 s in 1-2.5-5 steps (handlers and queue waits on a healthy system),
@@ -100,7 +120,7 @@ const (
 // Metrics is a core.Observer and a prometheus.Collector. Create it with New;
 // it is safe for concurrent use.
 type Metrics struct {
-	store core.Store
+	stats *core.StatsCache // nil when New was given no store
 	opts  Options
 	log   *slog.Logger
 
@@ -115,8 +135,9 @@ type Metrics struct {
 	jobsDesc, runningDesc, nodeRunningDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
 }
 
-// New returns metrics reading store state from st (which may be nil to
-// export only the event metrics).
+// New returns metrics reading store state from st through
+// opts.StatsCache, or through a cache of its own over st when that is nil.
+// With neither (st nil, no cache) only the event metrics are exported.
 func New(st core.Store, opts Options) *Metrics {
 	if opts.Namespace == "" {
 		opts.Namespace = "backlog"
@@ -136,6 +157,13 @@ func New(st core.Store, opts Options) *Metrics {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxAge == 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
+	stats := opts.StatsCache
+	if stats == nil && st != nil {
+		stats = core.NewStatsCache(st)
+	}
 	if len(opts.Buckets) == 0 {
 		opts.Buckets = DefaultBuckets()
 	}
@@ -154,7 +182,7 @@ func New(st core.Store, opts Options) *Metrics {
 		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: opts.Buckets}, labels)
 	}
 	return &Metrics{
-		store: st,
+		stats: stats,
 		opts:  opts,
 		log:   log,
 		kinds: map[string]bool{},
@@ -331,10 +359,11 @@ func (m *Metrics) Describe(ch chan<- *prom.Desc) {
 }
 
 // Collect implements prometheus.Collector: the event metrics, this node's
-// running count (when Options.Running is set), then the store's state read
-// now (Stats and Workers, bounded by ScrapeTimeout). A failed store read
-// is logged and sets scrape_error to 1; the gauges it would have produced
-// are left out of that scrape rather than reported as zero.
+// running count (when Options.Running is set), then the store's state
+// (Stats and Workers) from the StatsCache, at most Options.MaxAge old, the
+// wait bounded by ScrapeTimeout. A failed store read is logged and sets
+// scrape_error to 1; the gauges it would have produced are left out of
+// that scrape rather than reported as zero.
 func (m *Metrics) Collect(ch chan<- prom.Metric) {
 	for _, c := range m.collectors() {
 		c.Collect(ch)
@@ -342,13 +371,13 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 	if m.opts.Running != nil {
 		ch <- prom.MustNewConstMetric(m.nodeRunningDesc, prom.GaugeValue, float64(m.opts.Running()))
 	}
-	if m.store == nil {
+	if m.stats == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
 	defer cancel()
 	failed := 0.0
-	stats, err := m.store.Stats(ctx)
+	stats, err := m.stats.Stats(ctx, m.opts.MaxAge)
 	if err != nil {
 		failed = 1
 		m.log.Warn("backlog: metrics scrape could not read queue stats", "err", err)
@@ -364,7 +393,7 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 		}
 		ch <- prom.MustNewConstMetric(m.pausedDesc, prom.GaugeValue, paused, q.Queue)
 	}
-	workers, err := m.store.Workers(ctx)
+	workers, err := m.stats.Workers(ctx, m.opts.MaxAge)
 	if err != nil {
 		failed = 1
 		m.log.Warn("backlog: metrics scrape could not read workers", "err", err)

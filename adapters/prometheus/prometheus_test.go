@@ -240,7 +240,9 @@ func TestScrapeErrorWhenTheStoreFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncbuf.Buffer
-	m := bprom.New(st, bprom.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// MaxAge -1: every scrape reads the store (by default a scrape would
+	// reuse the first one's answer for 5 s).
+	m := bprom.New(st, bprom.Options{MaxAge: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	reg := prom.NewRegistry()
 	reg.MustRegister(m)
 	wantLines(t, scrape(t, reg), `backlog_jobs{queue="q",state="available"} 1`, "backlog_scrape_error 0")
@@ -268,7 +270,7 @@ func TestMetricsFromARealRun(t *testing.T) {
 	teststores.Run(t, func(t *testing.T, st core.Store) {
 		ctx := context.Background()
 		var client *core.Client
-		m := bprom.New(st, bprom.Options{Running: func() int { return len(client.Running()) }})
+		m := bprom.New(st, bprom.Options{MaxAge: -1, Running: func() int { return len(client.Running()) }})
 		reg := prom.NewRegistry()
 		reg.MustRegister(m)
 
