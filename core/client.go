@@ -56,6 +56,9 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Encryption != nil && c.Encryption.Keys == nil {
+		return nil, errors.New("backlog: Config.Encryption needs a keyring (Keys)")
+	}
 	if c.WorkerID == "" {
 		c.WorkerID = defaultWorkerID()
 	}
@@ -166,7 +169,9 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, args []byte, opts 
 // EnqueueMany inserts many jobs in one store round trip and returns one
 // result per input, in order. Every input is validated first (defaults are
 // filled for zero fields); one invalid input fails the whole call, naming
-// its index, and inserts nothing.
+// its index, and inserts nothing. With Config.Encryption, args are sealed
+// after validation (a unique key stays in clear and works as before), and
+// the returned jobs hold the sealed args.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []InsertParams) ([]InsertResult, error) {
 	ps, err := c.prepare(jobs)
 	if err != nil {
@@ -205,6 +210,14 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]
 
 func (c *Client) limits() limits { return limits{maxArgs: c.cfg.MaxArgsBytes} }
 
+// keys returns the keyring of encryption at rest, nil when it is off.
+func (c *Client) keys() *Keyring {
+	if c.cfg.Encryption == nil {
+		return nil
+	}
+	return c.cfg.Encryption.Keys
+}
+
 func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
 	now := c.clock.Now()
 	out := make([]InsertParams, len(jobs))
@@ -219,6 +232,11 @@ func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
 				return nil, err
 			}
 			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		if k := c.keys(); k != nil {
+			// After validation: limits apply to the plaintext. Args a
+			// producer already sealed are kept as given.
+			p.Args = k.SealArgs(p.Kind, p.Args)
 		}
 		out[i] = p
 	}

@@ -152,7 +152,12 @@ func (q *completer) write(batch []pendingOutcome) {
 			c.wakeAt(p.job.Queue, p.o.RunAt)
 		}
 		if p.err != nil {
-			c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", p.err)
+			if enc := c.cfg.Encryption; enc != nil && enc.Errors {
+				// Error text is sealed at rest: keep it out of the logs too.
+				c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", "(sealed)")
+			} else {
+				c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", p.err)
+			}
 		}
 		c.emit(Event{Kind: p.ev, At: p.o.At, Queue: p.job.Queue, Job: p.job, Err: p.err, Reason: p.reason, Duration: p.dur, Cause: p.cause})
 	}

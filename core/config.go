@@ -107,6 +107,13 @@ type Config struct {
 	MaxArgsBytes int
 	// MaxResultBytes limits a job's result. 0 means DefaultMaxResultBytes.
 	MaxResultBytes int
+
+	// Encryption seals args (and, when asked, results and error text)
+	// with AES-256-GCM before they reach the store, and opens args for
+	// handlers; nil means off. Size limits apply to the plaintext. Jobs
+	// the store, the enqueue results, Running and events return hold the
+	// sealed form: Keyring.OpenJob opens them. See docs/security.md.
+	Encryption *Encryption
 }
 
 func (c *Config) withDefaults() (Config, error) {
