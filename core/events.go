@@ -45,6 +45,10 @@ const (
 	// CauseLeaseUnrenewed: the worker could not renew the lease (store
 	// unreachable) and stopped the handler before the lease ran out.
 	CauseLeaseUnrenewed = "lease_unrenewed"
+	// CauseUndeliverable: the job server claimed the job for a remote
+	// worker but could not encode it into the answer (a stored value
+	// outside what JSON can carry); it handed the job back unrun.
+	CauseUndeliverable = "undeliverable"
 )
 
 // Event is one observation. Job is a snapshot as the event's node saw it;

@@ -44,14 +44,16 @@ func rescueFunc(cause string, now time.Time) RescueFunc {
 // HandBack is the outcome that gives a running job back unrun: the attempt
 // its claim used is returned (an OutcomeSnooze), it is due again at its own
 // RunAt so it keeps its place in the queue, and its history gets an entry
-// whose Cause is cause (CauseClaimLost, CauseLeaseUnrenewed). Fenced by the
-// job's WorkerID and ClaimSeq.
+// whose Cause is cause (CauseClaimLost, CauseLeaseUnrenewed,
+// CauseUndeliverable). Fenced by the job's WorkerID and ClaimSeq.
 func HandBack(j *Job, cause string, now time.Time) Outcome {
 	now = UTC(now)
 	msg := "handed back unrun: " + cause
 	switch cause {
 	case CauseClaimLost:
 		msg = fmt.Sprintf("worker %s never received this claim (its reply was lost); handed back unrun", j.WorkerID)
+	case CauseUndeliverable:
+		msg = fmt.Sprintf("claimed for worker %s but could not be sent to it (a stored value JSON cannot carry); handed back unrun", j.WorkerID)
 	case CauseLeaseUnrenewed:
 		msg = fmt.Sprintf("worker %s could not renew the lease (store unreachable); handler stopped and job handed back", j.WorkerID)
 	}

@@ -1,6 +1,10 @@
 package httpapi
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -88,4 +92,97 @@ func slimJob(j *core.Job) *core.Job {
 		UniqueKey: j.UniqueKey, Tags: j.Tags, CreatedAt: j.CreatedAt, AttemptedAt: j.AttemptedAt,
 		WorkerID: j.WorkerID, LeaseUntil: j.LeaseUntil,
 	}
+}
+
+// claimBudgeted claims up to limit jobs for w from queues, in store calls
+// of chunkSize jobs, and stops once the args and results of the jobs
+// claimed reach MaxPageBytes or a call comes back short. It takes slot
+// first (a 429 problem when no slot frees up in time) and gives it back
+// when it claimed nothing; otherwise the caller gives it back once the
+// answer is written. On an error it returns the jobs claimed before it.
+func (s *Server) claimBudgeted(ctx context.Context, slot *heavySlot, w core.WorkerInfo, queues []string, limit int) ([]*core.Job, error) {
+	if err := slot.acquire(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		out  []*core.Job
+		size int
+		err  error
+	)
+	for len(out) < limit && size < s.cfg.MaxPageBytes {
+		want := s.chunkSize(limit - len(out))
+		var jobs []*core.Job
+		jobs, err = s.claimOnce(ctx, w, queues, want)
+		out = append(out, jobs...)
+		for _, j := range jobs {
+			size += jobBytes(j)
+		}
+		if err != nil || len(jobs) < want {
+			break
+		}
+	}
+	if len(out) == 0 {
+		slot.release()
+	}
+	return out, err
+}
+
+// undeliverableDelay is how long a claimed job that could not be encoded
+// for its worker waits before it can be claimed again: it is handed back
+// unrun, and would otherwise come back at once, to every claim.
+const undeliverableDelay = time.Minute
+
+// writeClaim answers a claim with claimed, each job with the lease token
+// token gives it, written as it is encoded. A job that cannot be encoded
+// (a stored value outside what JSON can carry) is not answered: it is
+// handed back unrun without using an attempt (core.HandBack, cause
+// undeliverable), due again after undeliverableDelay, and the other jobs
+// are answered. Only delivered jobs are remembered and reported claimed.
+func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID string, claimed []*core.Job, token func(*core.Job) string) error {
+	log := reqFrom(r.Context()).log
+	now := s.now()
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	var (
+		bad []core.Outcome
+		n   int
+	)
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, `{"jobs":[`)
+	for i, j := range claimed {
+		aj := toJob(j)
+		aj.LeaseToken = token(j)
+		b, err := json.Marshal(aj)
+		if err != nil {
+			log.Error("backlog http: a claimed job cannot be encoded; handing it back unrun (run `backlog migrate` to repair stored times)",
+				"worker_id", workerID, "job_id", j.ID, "kind", j.Kind, "err", err)
+			o := core.HandBack(j, core.CauseUndeliverable, now)
+			o.RunAt = core.ClampTime(now.Add(undeliverableDelay))
+			bad = append(bad, o)
+			continue
+		}
+		s.claims.remember([]*core.Job{j}, now)
+		due := j.RunAt
+		if j.CreatedAt.After(due) {
+			due = j.CreatedAt
+		}
+		s.c.Emit(core.Event{Kind: core.EventJobClaimed, At: now, Queue: j.Queue, Job: j, QueueWait: max(now.Sub(due), 0)})
+		if n > 0 {
+			_, _ = io.WriteString(w, ",")
+		}
+		_, _ = w.Write(b)
+		n++
+		claimed[i] = nil // answered: let it go
+	}
+	_, _ = io.WriteString(w, "]}\n")
+	if len(bad) > 0 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+		defer cancel()
+		if _, err := s.st.Finish(ctx, bad); err != nil {
+			log.Warn("backlog http: handing back undeliverable jobs failed; they return after lease expiry", "worker_id", workerID, "jobs", len(bad), "err", err)
+		}
+	}
+	return nil
 }

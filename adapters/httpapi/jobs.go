@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -55,7 +57,7 @@ func toJob(j *core.Job) *Job {
 		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
 		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil),
 	}
-	if len(out.Args) == 0 || !json.Valid(out.Args) {
+	if len(out.Args) == 0 || !validJSON(out.Args) {
 		b, _ := json.Marshal(string(j.Args))
 		if len(j.Args) == 0 {
 			b = []byte("{}")
@@ -63,7 +65,7 @@ func toJob(j *core.Job) *Job {
 		out.Args = b
 	}
 	if len(j.Result) > 0 {
-		if json.Valid(j.Result) {
+		if validJSON(j.Result) {
 			out.Result = j.Result
 		} else {
 			out.Result, _ = json.Marshal(string(j.Result))
@@ -78,6 +80,11 @@ func toJob(j *core.Job) *Job {
 	}
 	return out
 }
+
+// validJSON reports whether b is one JSON value in UTF-8 (json.Valid alone
+// lets invalid bytes inside strings through): only such bytes are copied
+// into an answer as they are.
+func validJSON(b []byte) bool { return json.Valid(b) && utf8.Valid(b) }
 
 func utc(t time.Time) time.Time {
 	if t.IsZero() {
@@ -167,6 +174,9 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 		if req.RunAt.IsZero() {
 			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+"run_at is the zero time")
 		}
+		if err := core.ValidateTime("run_at", *req.RunAt); err != nil {
+			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+trimInvalid(err.Error()))
+		}
 		opts.RunAt = *req.RunAt
 	}
 	if req.DelaySeconds != nil {
@@ -177,6 +187,9 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 		opts.RunAt = now.Add(d)
 	}
 	if req.Deadline != nil {
+		if err := core.ValidateTime("deadline", *req.Deadline); err != nil {
+			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+trimInvalid(err.Error()))
+		}
 		opts.Deadline = *req.Deadline
 	}
 	if correlationID != "" {
@@ -196,6 +209,9 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 	args := []byte(req.Args)
 	if len(args) == 0 || string(args) == "null" {
 		args = nil
+	}
+	if !utf8.Valid(args) {
+		return core.InsertParams{}, newProblem(SlugInvalidJSON, prefix+"args are not valid UTF-8 (JSON text must be UTF-8)")
 	}
 	// Validate with core's rules, but the args size against this client's
 	// limit (NewInsertRaw knows only the default one).
@@ -339,24 +355,101 @@ func listParams(q url.Values) (core.ListParams, error) {
 	return p, nil
 }
 
+// listJobs answers one page of GET /v1/jobs. The page ends after limit
+// jobs or once the args and results of its jobs reach MaxPageBytes
+// (always at least one job), and it carries next_after unless the store
+// had no more jobs. It reads the jobs in chunks (chunkSize) and writes each
+// chunk as it is encoded, holding one of the MaxHeavyRequests slots.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	p, err := listParams(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	jobs, err := s.st.List(r.Context(), p)
-	if err != nil {
+	ctx := r.Context()
+	if err := s.heavy.acquire(ctx); err != nil {
 		return err
 	}
-	out := ListResponse{Jobs: make([]*Job, 0, len(jobs))}
-	for _, j := range jobs {
-		out.Jobs = append(out.Jobs, toJob(j))
+	defer s.heavy.release()
+
+	var (
+		buf     bytes.Buffer
+		started bool // the header and the start of the page are written
+		last    int64
+		n       int  // jobs on the page
+		size    int  // their args and result bytes
+		more    bool // the store may hold jobs after the page
+	)
+	// flush writes what buf holds, starting the answer first if need be.
+	flush := func() {
+		if !started {
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Cache-Control", "no-store")
+			h.Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		_, _ = w.Write(buf.Bytes())
+		buf.Reset()
 	}
-	if len(jobs) > 0 && len(jobs) >= p.Limit {
-		next := jobs[len(jobs)-1].ID
-		out.NextAfter = &next
+	buf.WriteString(`{"jobs":[`)
+	for {
+		want := s.chunkSize(p.Limit - n)
+		q := p
+		q.Limit = want
+		if n > 0 {
+			q.AfterID = last
+		}
+		jobs, err := s.st.List(ctx, q)
+		if err != nil {
+			if !started && n == 0 {
+				return err
+			}
+			// The page so far is sound: end it here; the next page
+			// starts after its last job and meets the error itself.
+			reqFrom(ctx).log.Warn("backlog http: list failed part-way; ending the page early", "jobs", n, "err", err)
+			more = true
+			break
+		}
+		more = len(jobs) >= want
+		for i, j := range jobs {
+			b, err := json.Marshal(toJob(j))
+			if err != nil {
+				err = fmt.Errorf("job %d cannot be encoded (run `backlog migrate` to repair stored times): %w", j.ID, err)
+				if !started && n == 0 {
+					writeEncodeFailure(w, err)
+					return nil
+				}
+				reqFrom(ctx).log.Error("backlog http: a job of a list page cannot be encoded; ending the page before it", "job_id", j.ID, "err", err)
+				more = true
+				jobs = nil
+				break
+			}
+			if n > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(b)
+			jobs[i] = nil // encoded: let it go
+			n++
+			size += jobBytes(j)
+			last = j.ID
+			if n >= p.Limit || size >= s.cfg.MaxPageBytes {
+				more = more || i < len(jobs)-1
+				jobs = nil
+				break
+			}
+		}
+		if jobs == nil || !more || n >= p.Limit || size >= s.cfg.MaxPageBytes {
+			break
+		}
+		flush()
 	}
-	writeJSON(w, http.StatusOK, out)
+	if more && n > 0 {
+		fmt.Fprintf(&buf, `],"next_after":%d}`+"\n", last)
+	} else {
+		buf.WriteString("]}\n")
+	}
+	flush()
 	return nil
 }
 

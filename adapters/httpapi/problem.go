@@ -38,6 +38,7 @@ const (
 	SlugLeaseLost            = "lease-lost"
 	SlugInvalidLeaseToken    = "invalid-lease-token"
 	SlugUnavailable          = "unavailable"
+	SlugTooManyRequests      = "too-many-requests"
 	SlugInternal             = "internal"
 )
 
@@ -63,6 +64,7 @@ var problems = map[string]problemInfo{
 	SlugLeaseLost:            {http.StatusConflict, "Lease lost"},
 	SlugInvalidLeaseToken:    {http.StatusBadRequest, "Invalid lease token"},
 	SlugUnavailable:          {http.StatusServiceUnavailable, "Store unavailable"},
+	SlugTooManyRequests:      {http.StatusTooManyRequests, "Too many requests"},
 	SlugInternal:             {http.StatusInternalServerError, "Internal server error"},
 }
 
@@ -195,7 +197,7 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, p *problem
 	if p.slug == SlugUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="backlog"`)
 	}
-	if p.slug == SlugUnavailable {
+	if p.slug == SlugUnavailable || p.slug == SlugTooManyRequests {
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(info.status)
@@ -207,15 +209,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeProblem(w, r, classify(err))
 }
 
-// writeJSON writes v as application/json with the given status.
+// writeJSON writes v as application/json with the given status. When v
+// cannot be encoded (a stored time outside what JSON can write, say) it
+// answers 500 problem+json instead, with the request's correlation id
+// (read back from the X-Correlation-Id response header) and the reason, so
+// the failure is never an empty answer.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		// Every response type is a plain struct; this cannot fail.
-		slog.Default().Error("backlog http: encode response", "err", err)
-		w.WriteHeader(http.StatusInternalServerError)
+		writeEncodeFailure(w, err)
 		return
 	}
 	h := w.Header()
@@ -224,4 +228,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// writeEncodeFailure answers a response that could not be encoded: 500
+// problem+json carrying the correlation id of w's request and what failed.
+func writeEncodeFailure(w http.ResponseWriter, err error) {
+	cid := w.Header().Get("X-Correlation-Id")
+	slog.Default().Error("backlog http: encode response", "correlation_id", cid, "err", err)
+	info := problems[SlugInternal]
+	body, _ := json.Marshal(problemBody{
+		Type: ProblemTypeBase + SlugInternal, Title: info.title, Status: info.status,
+		Detail:        "the answer could not be encoded as JSON: " + err.Error(),
+		CorrelationID: cid,
+	})
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(info.status)
+	_, _ = w.Write(append(body, '\n'))
 }

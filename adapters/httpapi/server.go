@@ -73,6 +73,18 @@ type Config struct {
 	// connection closed. 0 means DefaultWriteTimeout (60 s); negative means
 	// no deadline.
 	WriteTimeout time.Duration
+	// MaxPageBytes is the byte budget of a list page and of a claim's
+	// answer: a page stops taking jobs, and a claim stops claiming, once
+	// the args and results of its jobs reach it (at least one job is
+	// always returned; a page cut short carries next_after). 0 means
+	// DefaultMaxPageBytes (16 MiB).
+	MaxPageBytes int
+	// MaxHeavyRequests bounds how many list pages and claims hold jobs in
+	// memory at once; a request that finds no slot free within 2 s is
+	// answered 429 too-many-requests with Retry-After. Long-polling claims
+	// hold a slot only while they hold jobs. 0 means
+	// DefaultMaxHeavyRequests (4).
+	MaxHeavyRequests int
 }
 
 // Defaults of Config.
@@ -161,6 +173,7 @@ type Server struct {
 	wake    *broadcaster
 	workers *workerCache
 	claims  *claimMemory     // jobs this server handed out, for batched outcomes' events
+	heavy   heavySlots       // list pages and claims holding jobs in memory now
 	stats   *core.StatsCache // GET /v1/queues answers, shared for StatsCacheTTL
 	waiting atomic.Int64     // long-polls waiting now (for tests)
 
@@ -209,6 +222,15 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.MaxPageBytes < 0 || cfg.MaxHeavyRequests < 0 {
+		return nil, errors.New("httpapi: MaxPageBytes and MaxHeavyRequests must not be negative")
+	}
+	if cfg.MaxPageBytes == 0 {
+		cfg.MaxPageBytes = DefaultMaxPageBytes
+	}
+	if cfg.MaxHeavyRequests == 0 {
+		cfg.MaxHeavyRequests = DefaultMaxHeavyRequests
+	}
 	ccfg := c.Config()
 	if cfg.Logger == nil {
 		cfg.Logger = ccfg.Logger
@@ -216,7 +238,7 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	s := &Server{
 		c: c, st: c.Store(), cfg: cfg, ccfg: ccfg, log: cfg.Logger, clock: ccfg.Clock,
 		mux: http.NewServeMux(), wake: newBroadcaster(), workers: newWorkerCache(),
-		claims: newClaimMemory(ccfg.LeaseDuration),
+		claims: newClaimMemory(ccfg.LeaseDuration), heavy: make(heavySlots, cfg.MaxHeavyRequests),
 	}
 	s.stats = cfg.StatsCache
 	if s.stats == nil {

@@ -478,9 +478,11 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		ticker = time.NewTicker(s.cfg.ClaimPollInterval)
 		defer ticker.Stop()
 	}
+	slot := heavySlot{slots: s.heavy} // held while the claim holds jobs
+	defer slot.release()
 	for {
 		woken := s.wake.wait()
-		jobs, err := s.claimOnce(bg, info, queues, limit-len(claimed))
+		jobs, err := s.claimBudgeted(bg, &slot, info, queues, limit-len(claimed))
 		claimed = append(claimed, jobs...)
 		if err != nil {
 			if len(claimed) == 0 {
@@ -499,21 +501,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil // the client is gone: nobody reads an answer
 	}
-	now = s.now()
-	s.claims.remember(claimed, now)
-	out := ClaimResponse{Jobs: make([]*Job, 0, len(claimed))}
-	for _, j := range claimed {
-		due := j.RunAt
-		if j.CreatedAt.After(due) {
-			due = j.CreatedAt
-		}
-		s.c.Emit(core.Event{Kind: core.EventJobClaimed, At: now, Queue: j.Queue, Job: j, QueueWait: max(now.Sub(due), 0)})
-		aj := toJob(j)
-		aj.LeaseToken = encodeLeaseToken(j, id)
-		out.Jobs = append(out.Jobs, aj)
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return s.writeClaim(w, r, id, claimed, func(j *core.Job) string { return encodeLeaseToken(j, id) })
 }
 
 // sleep waits for a wake-up or a poll tick (true) or for the end of the
