@@ -134,8 +134,8 @@ func TestKeyringRejectsTamperingAndSwaps(t *testing.T) {
 	wrongKid := strings.Replace(string(sealed), `"kid":"k1"`, `"kid":"k2"`, 1)
 	resealedAsResult := k.SealResult("pay", []byte(`{"to":"alice"}`))
 	cases := []struct {
-		name string
-		open func() error
+		name       string
+		open       func() error
 		unknownKey bool
 	}{
 		{"altered ciphertext", func() error { _, err := k.OpenArgs("pay", []byte(tampered)); return err }, false},
@@ -146,7 +146,10 @@ func TestKeyringRejectsTamperingAndSwaps(t *testing.T) {
 		{"key id changed", func() error { _, err := k.OpenArgs("pay", []byte(wrongKid)); return err }, true},
 		{"no keyring", func() error { var nilRing *core.Keyring; _, err := nilRing.OpenArgs("pay", sealed); return err }, true},
 		{"malformed envelope", func() error { _, err := k.OpenArgs("pay", []byte(`{"backlog_enc":1,"kid":"k1"}`)); return err }, false},
-		{"bad base64", func() error { _, err := k.OpenArgs("pay", []byte(`{"backlog_enc":1,"kid":"k1","ct":"!!"}`)); return err }, false},
+		{"bad base64", func() error {
+			_, err := k.OpenArgs("pay", []byte(`{"backlog_enc":1,"kid":"k1","ct":"!!"}`))
+			return err
+		}, false},
 		{"error text as trace", func() error {
 			e := k.SealAttemptError(core.AttemptError{Error: "secret"})
 			_, err := k.OpenAttemptError(core.AttemptError{Trace: e.Error})
