@@ -192,11 +192,15 @@ func wakes(o core.Outcome) bool {
 }
 
 // resultBytes checks a completion's result against the client's
-// MaxResultBytes; JSON null means none.
+// MaxResultBytes and that it is UTF-8 (as JSON text must be; the decoder
+// does not check inside a raw value); JSON null means none.
 func (s *Server) resultBytes(raw json.RawMessage) ([]byte, error) {
 	result := []byte(raw)
 	if string(result) == "null" {
 		result = nil
+	}
+	if !utf8.Valid(result) {
+		return nil, newProblem(SlugInvalidJSON, "result is not valid UTF-8 (JSON text must be UTF-8)")
 	}
 	if len(result) > s.ccfg.MaxResultBytes {
 		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("result is %d bytes, over the limit of %d", len(result), s.ccfg.MaxResultBytes))
