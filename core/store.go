@@ -2,7 +2,9 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Store is the contract between the engine and a database. It is small,
@@ -12,7 +14,7 @@ import (
 //
 // The model follows database/sql/driver: a required interface (this one),
 // optional capability interfaces discovered by type assertion (TxInserter,
-// Notifier, TxCompleter, Migrator), and sentinel errors compared with
+// Notifier, TxCompleter, Migrator, Settings), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
 // ErrInvalidState).
 //
@@ -191,6 +193,13 @@ type Store interface {
 
 	// Workers lists worker records ordered by id.
 	Workers(ctx context.Context) ([]WorkerInfo, error)
+
+	// Worker returns the record of worker id, or ErrNotFound (wrapped)
+	// when there is none. It reads that one record (a primary-key lookup
+	// on SQL databases), so its cost does not grow with the number of
+	// workers: servers call it for every registration and for claims and
+	// heartbeats of workers they have not seen.
+	Worker(ctx context.Context, id string) (WorkerInfo, error)
 
 	// RemoveDeadWorkers deletes records whose HeartbeatAt is before
 	// `before` and returns how many. Jobs the removed workers still hold
@@ -379,6 +388,48 @@ const (
 // Insert of a due job.
 type Notifier interface {
 	Listen(ctx context.Context) (<-chan Notification, error)
+}
+
+// Settings is the key-value capability: small values shared by every
+// process on the store and kept across restarts, such as the secret that
+// signs the HTTP API's lease tokens (so that every server on one database
+// accepts the tokens of the others, before and after a restart). A key is
+// 1..MaxSettingKeyBytes bytes of UTF-8, compared byte for byte; a value is
+// 0..MaxSettingValueBytes bytes of anything (an empty value and nil are
+// the same). A stored value is never changed by the capability: there is
+// only get-or-create.
+type Settings interface {
+	// GetOrCreateSetting returns the value stored under key. When there is
+	// none it stores value and returns it, with created true. It is
+	// atomic: of callers racing on one key, from any goroutine or process,
+	// exactly one creates it and every one returns the value that one
+	// stored. The database enforces it (a primary key on the key and an
+	// insert that does nothing on conflict), never "select, then insert".
+	// A key or value out of bounds returns an error and stores nothing.
+	GetOrCreateSetting(ctx context.Context, key string, value []byte) (stored []byte, created bool, err error)
+
+	// Setting returns the value stored under key, or ErrNotFound
+	// (wrapped).
+	Setting(ctx context.Context, key string) ([]byte, error)
+}
+
+// Bounds of a Settings key and value, in bytes.
+const (
+	MaxSettingKeyBytes   = 255
+	MaxSettingValueBytes = 16 << 10
+)
+
+// CheckSetting returns an error (naming the bound) when key or value is
+// out of the bounds of the Settings capability, and nil otherwise. Stores
+// call it before touching the database.
+func CheckSetting(key string, value []byte) error {
+	switch {
+	case key == "" || len(key) > MaxSettingKeyBytes || !utf8.ValidString(key):
+		return fmt.Errorf("backlog: setting key must be 1..%d bytes of UTF-8", MaxSettingKeyBytes)
+	case len(value) > MaxSettingValueBytes:
+		return fmt.Errorf("backlog: setting %q: value is %d bytes, over the limit of %d", key, len(value), MaxSettingValueBytes)
+	}
+	return nil
 }
 
 // Migrator is implemented by stores with a schema. Migrate brings it to the

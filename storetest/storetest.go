@@ -81,6 +81,7 @@ func allTests() []test {
 		listTests,
 		pruneTests,
 		workerTests,
+		settingsTests,
 		routingTests,
 		deadWorkerTests,
 		notifyTests,

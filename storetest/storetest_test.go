@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,54 @@ func (s localTimes) Get(ctx context.Context, id int64) (*core.Job, error) {
 	return j, err
 }
 
+// racySettings gets or creates a setting by "select, then insert", with
+// a pause in between, as the contract forbids.
+type racySettings struct {
+	*memory.Store
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (s *racySettings) GetOrCreateSetting(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
+	s.mu.Lock()
+	v, ok := s.m[key]
+	s.mu.Unlock()
+	if ok {
+		return v, false, nil
+	}
+	time.Sleep(time.Millisecond)
+	s.mu.Lock()
+	s.m[key] = value
+	s.mu.Unlock()
+	return value, true, nil
+}
+
+func (s *racySettings) Setting(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.m[key]; ok {
+		return v, nil
+	}
+	return nil, core.ErrNotFound
+}
+
+// workerScan finds one worker by id in the wrong place: ids compared
+// case-insensitively.
+type workerScan struct{ *memory.Store }
+
+func (s workerScan) Worker(ctx context.Context, id string) (core.WorkerInfo, error) {
+	ws, err := s.Workers(ctx)
+	if err != nil {
+		return core.WorkerInfo{}, err
+	}
+	for _, w := range ws {
+		if strings.EqualFold(w.ID, id) {
+			return w, nil
+		}
+	}
+	return core.WorkerInfo{}, core.ErrNotFound
+}
+
 var broken = []struct {
 	name    string
 	wrap    func(*memory.Store) core.Store
@@ -62,6 +111,8 @@ var broken = []struct {
 	{"tx-without-begintx", func(s *memory.Store) core.Store { return declaresTxInsert{s} }, "tx/insert-is-visible-after-commit", "Factory.BeginTx is nil", false},
 	{"clock-skewed", func(s *memory.Store) core.Store { return clockSkewed{s} }, "claim/never-returns-future-jobs", "never return a job that is not due", false},
 	{"local-times", func(s *memory.Store) core.Store { return localTimes{s} }, "insert/state-follows-run-at", "UTC", false},
+	{"racy-settings", func(s *memory.Store) core.Store { return &racySettings{Store: s, m: map[string][]byte{}} }, "settings/get-or-create-is-atomic", "exactly 1", false},
+	{"worker-case-insensitive", func(s *memory.Store) core.Store { return workerScan{s} }, "workers/get-one-record-by-id", "byte for byte", false},
 }
 
 // TestBrokenStore runs the suite against the broken store named by

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,6 +16,7 @@ var workerTests = []test{
 	{"workers/list-is-ordered-by-id", testWorkerOrder},
 	{"workers/deregister-removes-one-record", testWorkerDeregister},
 	{"workers/remove-dead-workers-by-heartbeat", testWorkerRemoveDead},
+	{"workers/get-one-record-by-id", testWorkerGetOne},
 }
 
 func (e *env) worker(id string) core.WorkerInfo {
@@ -141,5 +143,37 @@ func testWorkerRemoveDead(e *env) {
 	}
 	if n != 2 || !slices.Equal(left, []string{"alive", "at-cutoff"}) {
 		e.Fatalf("RemoveDeadWorkers(before %s) returned %d and left %q; want 2 removed, [\"alive\" \"at-cutoff\"] left (a heartbeat exactly at the cutoff is not before it)", ts(cutoff), n, left)
+	}
+}
+
+func testWorkerGetOne(e *env) {
+	zone := time.FixedZone("IST", 5*3600+1800)
+	w := core.WorkerInfo{
+		ID: "w-ü-2", Host: "node-2", PID: 77, Queues: []string{"mail", "default"}, Tags: []string{"gpu"},
+		Metadata: map[string]string{"k": "v"}, StartedAt: e.now.Add(-time.Minute).In(zone), HeartbeatAt: e.now.In(zone),
+	}
+	for _, id := range []string{"w-a", "W-ü-2", "w-ü-20"} {
+		e.register(e.worker(id))
+	}
+	e.register(w)
+	got, err := e.s.Worker(e.ctx, w.ID)
+	if err != nil {
+		e.Fatalf("Worker(%q) of a registered worker: unexpected error: %v", w.ID, err)
+	}
+	want := w
+	want.StartedAt, want.HeartbeatAt = w.StartedAt.UTC(), w.HeartbeatAt.UTC()
+	if d := diffWorker(got, want); len(d) > 0 {
+		e.Fatalf("Worker(%q) must return that one record as RegisterWorker stored it (ids compare byte for byte; times in UTC):\n%s", w.ID, lines(d))
+	}
+	for _, missing := range []string{"never-registered", "w-ü", "W-Ü-2"} {
+		if _, err := e.s.Worker(e.ctx, missing); !errors.Is(err, core.ErrNotFound) {
+			e.Fatalf("Worker(%q) of an id with no record returned %v; want an error wrapping core.ErrNotFound", missing, err)
+		}
+	}
+	if err := e.s.DeregisterWorker(e.ctx, w.ID); err != nil {
+		e.Fatalf("DeregisterWorker: unexpected error: %v", err)
+	}
+	if _, err := e.s.Worker(e.ctx, w.ID); !errors.Is(err, core.ErrNotFound) {
+		e.Fatalf("Worker(%q) after DeregisterWorker returned %v; want core.ErrNotFound", w.ID, err)
 	}
 }

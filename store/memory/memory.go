@@ -10,7 +10,8 @@
 // It keeps nothing across processes and has no transactions, so it does not
 // implement core.TxInserter or core.TxCompleter. It implements core.Notifier
 // by fanning notifications out to the channels of every Listen call made on
-// the same *Store.
+// the same *Store, and core.Settings with a map (values live as long as the
+// *Store).
 //
 // How the contract maps onto plain Go:
 //
@@ -27,6 +28,8 @@
 //     reads only the jobs it takes, never the rest of the backlog. A SQL
 //     store gets the same effect from a composite index on (queue, priority,
 //     run_at, id) over the pending states.
+//   - A worker's record is a map entry keyed by its id (a SQL store's
+//     primary key), so Worker reads one record, never the registry.
 //   - The store never reads a clock: every time it stores comes from the
 //     caller, normalised with core.UTC.
 //
@@ -75,6 +78,9 @@ type Store struct {
 
 	workers map[string]core.WorkerInfo
 
+	// settings holds the values of core.Settings.
+	settings map[string][]byte
+
 	// listeners are the channels of live Listen calls.
 	listeners map[chan core.Notification]struct{}
 }
@@ -83,6 +89,7 @@ type Store struct {
 var (
 	_ core.Store    = (*Store)(nil)
 	_ core.Notifier = (*Store)(nil)
+	_ core.Settings = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -93,6 +100,7 @@ func New() *Store {
 		unique:    make(map[string]int64),
 		paused:    make(map[string]bool),
 		workers:   make(map[string]core.WorkerInfo),
+		settings:  make(map[string][]byte),
 		listeners: make(map[chan core.Notification]struct{}),
 	}
 }
@@ -659,6 +667,53 @@ func (s *Store) Workers(ctx context.Context) ([]core.WorkerInfo, error) {
 		out = append(out, cloneWorker(s.workers[id]))
 	}
 	return out, nil
+}
+
+// Worker implements core.Store: the record of worker id, or
+// core.ErrNotFound.
+func (s *Store) Worker(ctx context.Context, id string) (core.WorkerInfo, error) {
+	if err := s.lock(ctx); err != nil {
+		return core.WorkerInfo{}, err
+	}
+	defer s.mu.Unlock()
+
+	w, ok := s.workers[id]
+	if !ok {
+		return core.WorkerInfo{}, fmt.Errorf("memory: worker %q: %w", id, core.ErrNotFound)
+	}
+	return cloneWorker(w), nil
+}
+
+// GetOrCreateSetting implements core.Settings: under the store's lock the
+// lookup and the insert are one step.
+func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
+	if err := core.CheckSetting(key, value); err != nil {
+		return nil, false, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, false, err
+	}
+	defer s.mu.Unlock()
+
+	if v, ok := s.settings[key]; ok {
+		return slices.Clone(v), false, nil
+	}
+	s.settings[key] = slices.Clone(value)
+	return slices.Clone(value), true, nil
+}
+
+// Setting implements core.Settings.
+func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+
+	v, ok := s.settings[key]
+	if !ok {
+		return nil, fmt.Errorf("memory: setting %q: %w", key, core.ErrNotFound)
+	}
+	return slices.Clone(v), nil
 }
 
 // RemoveDeadWorkers implements core.Store: it deletes the records whose

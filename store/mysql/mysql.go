@@ -35,8 +35,8 @@
 //
 // # Schema
 //
-// Tables <prefix>jobs, <prefix>queues, <prefix>workers (default prefix
-// "backlog_") in utf8mb4_bin, so names compare byte for byte. Times are
+// Tables <prefix>jobs, <prefix>queues, <prefix>workers, <prefix>settings
+// (default prefix "backlog_") in utf8mb4_bin, so names compare byte for byte. Times are
 // DATETIME(6) holding UTC; args, tags, metadata and the errors history are
 // JSON columns (on MariaDB LONGTEXT with a JSON_VALID check; on MySQL the
 // binary JSON type, so args come back normalised but with the same
@@ -122,6 +122,7 @@ var (
 	_ core.Migrator    = (*Store)(nil)
 	_ core.TxInserter  = (*Store)(nil)
 	_ core.TxCompleter = (*Store)(nil)
+	_ core.Settings    = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {

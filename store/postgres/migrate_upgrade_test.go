@@ -15,6 +15,18 @@ import (
 // must survive Migrate unchanged, read back with ClaimSeq 0 and be claimed
 // and finished across the upgrade.
 func TestMigrateUpgradeFromVersion1(t *testing.T) {
+	upgradetest.Run(t, upgradeBackend(t))
+}
+
+// TestMigrateUpgradeFromVersion2 runs upgradetest.RunFromVersion2: the
+// settings table arrives without touching the jobs, and core.Settings
+// works after the upgrade.
+func TestMigrateUpgradeFromVersion2(t *testing.T) {
+	upgradetest.RunFromVersion2(t, upgradeBackend(t))
+}
+
+// upgradeBackend opens an unmigrated store on a fresh schema.
+func upgradeBackend(t *testing.T) upgradetest.Backend {
 	ctx := context.Background()
 	s, err := New(ctx, testPool(t), WithSchema(freshSchema(t)), WithMigrate(false))
 	if err != nil {
@@ -27,7 +39,7 @@ func TestMigrateUpgradeFromVersion1(t *testing.T) {
 	if err := s.createSchema(ctx); err != nil { // as Migrate does before goose
 		t.Fatal(err)
 	}
-	upgradetest.Run(t, upgradetest.Backend{
+	return upgradetest.Backend{
 		Store: s, DB: db, Dialect: goose.DialectPostgres,
 		Migrations: migrationFiles, Data: struct{ S string }{s.Schema()},
 		Jobs: jobs, Versions: s.Schema() + ".goose_db_version",
@@ -74,5 +86,5 @@ func TestMigrateUpgradeFromVersion1(t *testing.T) {
 			}
 			return out
 		},
-	})
+	}
 }

@@ -54,7 +54,8 @@
 //
 // # Schema
 //
-// Tables <schema>.jobs, <schema>.queues and <schema>.workers, plus goose's
+// Tables <schema>.jobs, <schema>.queues, <schema>.workers and
+// <schema>.settings, plus goose's
 // <schema>.goose_db_version. Times are timestamptz (returned in UTC,
 // microsecond precision); args, tags, metadata and the errors history are
 // jsonb, so args come back normalised (key order, whitespace) but with the
@@ -135,6 +136,7 @@ var (
 	_ core.Notifier    = (*Store)(nil)
 	_ core.TxInserter  = (*Store)(nil)
 	_ core.TxCompleter = (*Store)(nil)
+	_ core.Settings    = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
@@ -212,7 +214,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
 	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, done: make(chan struct{})}
-	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers"}
+	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings"}
 	s.channel = "backlog_" + c.schema
 	s.db = &poolDB{pool: pool, closed: &s.closed}
 	inner, err := sqlq.New(sqlq.Config{

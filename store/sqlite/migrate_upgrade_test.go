@@ -15,13 +15,25 @@ import (
 // unchanged, read back with ClaimSeq 0 and be claimed and finished across
 // the upgrade.
 func TestMigrateUpgradeFromVersion1(t *testing.T) {
+	upgradetest.Run(t, upgradeBackend(t))
+}
+
+// TestMigrateUpgradeFromVersion2 runs upgradetest.RunFromVersion2: the
+// settings table arrives without touching the jobs, and core.Settings
+// works after the upgrade.
+func TestMigrateUpgradeFromVersion2(t *testing.T) {
+	upgradetest.RunFromVersion2(t, upgradeBackend(t))
+}
+
+// upgradeBackend opens an unmigrated store on a file of its own.
+func upgradeBackend(t *testing.T) upgradetest.Backend {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "upgrade.db"), WithPrefix("up_"), WithMigrate(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	// Times as unix microseconds; no error history as the empty array.
-	upgradetest.Run(t, upgradetest.Prefixed(s, s.DB(), s.Prefix(), migrationFiles, goose.DialectSQLite3,
+	return upgradetest.Prefixed(s, s.DB(), s.Prefix(), migrationFiles, goose.DialectSQLite3,
 		"SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = 'claim_seq'",
-		dialect{}.Time, "[]"))
+		dialect{}.Time, "[]")
 }

@@ -49,8 +49,8 @@
 //
 // # Schema
 //
-// Tables <prefix>jobs, <prefix>queues, <prefix>workers (default prefix
-// "backlog_"). Times are INTEGER unix microseconds in UTC; args, tags,
+// Tables <prefix>jobs, <prefix>queues, <prefix>workers, <prefix>settings
+// (default prefix "backlog_"). Times are INTEGER unix microseconds in UTC; args, tags,
 // metadata and the errors history are JSON text. Claims use the optimistic
 // strategy of package sqlq in its single-writer form: candidate read and
 // claim in one UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING statement,
@@ -144,6 +144,7 @@ var (
 	_ core.TxInserter  = (*Store)(nil)
 	_ core.TxCompleter = (*Store)(nil)
 	_ core.Notifier    = (*Store)(nil)
+	_ core.Settings    = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {

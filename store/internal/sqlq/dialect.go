@@ -198,18 +198,22 @@ func (Standard) UniqueViolation(error) bool { return false }
 // Dollar is a Placeholder implementation for "$n" dialects (Postgres).
 func Dollar(n int) string { return "$" + strconv.Itoa(n) }
 
-// Tables names the three tables a store uses, already prefixed or schema
+// Tables names the tables a store uses, already prefixed or schema
 // qualified (and quoted, if needed) as the SQL must spell them.
 type Tables struct {
 	Jobs    string // e.g. "backlog_jobs" or "backlog.jobs"
 	Queues  string // e.g. "backlog_queues"
 	Workers string // e.g. "backlog_workers"
+	// Settings is the core.Settings table, e.g. "backlog_settings"; ""
+	// means none (the settings methods return core.ErrUnsupported).
+	Settings string
 }
 
-// PrefixTables returns Tables named prefix+"jobs", prefix+"queues" and
-// prefix+"workers". prefix must be a valid identifier part (see ValidPrefix).
+// PrefixTables returns Tables named prefix+"jobs", prefix+"queues",
+// prefix+"workers" and prefix+"settings". prefix must be a valid
+// identifier part (see ValidPrefix).
 func PrefixTables(prefix string) Tables {
-	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers"}
+	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings"}
 }
 
 // ValidPrefix reports an error unless prefix is at most 48 bytes of ASCII

@@ -28,6 +28,7 @@
 //	queues(name PK, paused boolean, updated_at)
 //	workers(id PK, host, pid, queues JSON, tags JSON NULL, metadata JSON
 //	        NULL, started_at, heartbeat_at)
+//	settings(name PK, value bytes NOT NULL)
 //
 // with a unique index on jobs(unique_key) restricted to rows whose
 // unique_key is not NULL and whose state is not final (partial index on

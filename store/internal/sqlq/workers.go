@@ -61,37 +61,61 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 // Workers lists the worker records ordered by id.
 func (s *Store) Workers(ctx context.Context) ([]core.WorkerInfo, error) {
 	var out []core.WorkerInfo
-	err := s.retry(ctx, func() error {
-		out = nil
-		rows, err := s.db.Query(ctx, "SELECT "+workerCols+" FROM "+s.t.Workers+" ORDER BY id")
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var w core.WorkerInfo
-			var pid int64
-			var queues, tags, meta []byte
-			if err := rows.Scan(&w.ID, &w.Host, &pid, bytesDest{&queues}, bytesDest{&tags}, bytesDest{&meta},
-				TimeDest(&w.StartedAt), TimeDest(&w.HeartbeatAt)); err != nil {
-				return err
-			}
-			w.PID = int(pid)
-			for _, f := range []struct {
-				b []byte
-				v any
-			}{{queues, &w.Queues}, {tags, &w.Tags}, {meta, &w.Metadata}} {
-				if f.b != nil {
-					if err := json.Unmarshal(f.b, f.v); err != nil {
-						return fmt.Errorf("sqlq: worker %s: %w", w.ID, err)
-					}
-				}
-			}
-			out = append(out, w)
-		}
-		return rows.Err()
+	err := s.retry(ctx, func() (err error) {
+		out, err = scanWorkers(s.db.Query(ctx, "SELECT "+workerCols+" FROM "+s.t.Workers+" ORDER BY id"))
+		return err
 	})
 	return out, err
+}
+
+// Worker returns the record of worker id (a primary-key lookup), or an
+// error wrapping core.ErrNotFound.
+func (s *Store) Worker(ctx context.Context, id string) (core.WorkerInfo, error) {
+	var out []core.WorkerInfo
+	err := s.retry(ctx, func() (err error) {
+		b := newBuilder(s.d, 1)
+		b.w("SELECT ", workerCols, " FROM ", s.t.Workers, " WHERE id = ", b.arg(id))
+		out, err = scanWorkers(s.db.Query(ctx, b.String(), b.args...))
+		return err
+	})
+	switch {
+	case err != nil:
+		return core.WorkerInfo{}, err
+	case len(out) == 0:
+		return core.WorkerInfo{}, fmt.Errorf("worker %q: %w", id, core.ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// scanWorkers reads rows of workerCols and closes them.
+func scanWorkers(rows Rows, err error) ([]core.WorkerInfo, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []core.WorkerInfo
+	for rows.Next() {
+		var w core.WorkerInfo
+		var pid int64
+		var queues, tags, meta []byte
+		if err := rows.Scan(&w.ID, &w.Host, &pid, bytesDest{&queues}, bytesDest{&tags}, bytesDest{&meta},
+			TimeDest(&w.StartedAt), TimeDest(&w.HeartbeatAt)); err != nil {
+			return nil, err
+		}
+		w.PID = int(pid)
+		for _, f := range []struct {
+			b []byte
+			v any
+		}{{queues, &w.Queues}, {tags, &w.Tags}, {meta, &w.Metadata}} {
+			if f.b != nil {
+				if err := json.Unmarshal(f.b, f.v); err != nil {
+					return nil, fmt.Errorf("sqlq: worker %s: %w", w.ID, err)
+				}
+			}
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
 }
 
 // RemoveDeadWorkers deletes the records whose heartbeat is before before

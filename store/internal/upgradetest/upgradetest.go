@@ -1,7 +1,9 @@
-// Package upgradetest holds the test the SQL stores share of upgrading a
-// schema from version 1, as the stores before claim_seq left it: the jobs
-// it writes, the checks that they survive Migrate unchanged, that claims
-// and finishes work across the upgrade, and that Migrate is then a no-op.
+// Package upgradetest holds the tests the SQL stores share of upgrading a
+// schema from an older version: from version 1, as the stores before
+// claim_seq left it (Run), and from version 2, before the settings table
+// (RunFromVersion2). Each writes jobs, checks that they survive Migrate
+// unchanged, that what the new version adds works across the upgrade, and
+// that Migrate is then a no-op.
 // Each store supplies a Backend with what differs between databases: how
 // to reach the database, how to write a version-1 row with raw SQL and
 // how to read raw rows back. It is imported only by _test files.
