@@ -139,13 +139,15 @@ func hasBody(r *http.Request) bool {
 	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 }
 
-// refuseBody prepares the answer to a request refused before its body was
-// read (no or a bad token, a route that does not exist): the connection is
-// closed after the answer instead of being kept for the next request, and
-// the body is not drained first. Without this net/http reads up to 256 KiB
-// of an unread body after the answer, at whatever pace the client sends
-// it, before closing or reusing the connection.
-func refuseBody(w http.ResponseWriter, r *http.Request) {
+// RefuseBody prepares the answer to a request refused before its body was
+// read (no or a bad token, a route that does not exist); call it before
+// writing the answer. The connection is closed after the answer instead
+// of being kept for the next request, and the body is not drained first:
+// without this net/http reads up to 256 KiB of an unread body, at whatever
+// pace the client sends it, before writing the answer and closing or
+// reusing the connection. It does nothing for a request without a body or
+// whose body has been read (through a Deadlines wrapper).
+func RefuseBody(w http.ResponseWriter, r *http.Request) {
 	if !hasBody(r) {
 		return
 	}

@@ -282,7 +282,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = setDeadlines(w, r, s.cfg.BodyReadTimeout, s.cfg.WriteTimeout)
 	r = s.withCorrelation(w, r)
 	if _, pattern := s.mux.Handler(r); pattern == "" {
-		refuseBody(w, r)
+		RefuseBody(w, r)
 		// Let the mux decide between 404 and 405 (it sets Allow), then
 		// answer with a problem instead of its plain text.
 		cw := &captureWriter{header: http.Header{}}
@@ -335,7 +335,7 @@ func (s *Server) endpoint(rt route) http.Handler {
 		// request's connection is closed without reading its body.
 		if rt.roles&rolePublic == 0 {
 			if p := s.authorize(r, rt.roles); p != nil {
-				refuseBody(w, r)
+				RefuseBody(w, r)
 				s.writeProblem(w, r, p)
 				return
 			}
