@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +30,16 @@ import (
 // token.
 const defaultListen = "127.0.0.1:8080"
 
+// defaultMaxConnections is serve's default cap on open connections. Each
+// long-polling remote worker holds one (two while it also reports), each
+// open dashboard one or two.
+const defaultMaxConnections = 1024
+
+// metricsMaxAge is how old the store gauges of a /metrics scrape may be:
+// at most one Stats and one Workers read per this period, however many
+// scrapers there are.
+const metricsMaxAge = 5 * time.Second
+
 // serveFlags are the flags only serve has: its HTTP listener and tokens.
 type serveFlags struct {
 	listen                         string
@@ -36,6 +48,10 @@ type serveFlags struct {
 	noDashboard                    bool
 	maxBody                        int64
 	workerStaleAfter, workerDeadAt time.Duration
+	// Limits of the HTTP listener (docs/security.md, "Limits").
+	metricsToken              string
+	maxConnections            int
+	bodyTimeout, writeTimeout time.Duration
 }
 
 func (f *serveFlags) register(fl *pflag.FlagSet) {
@@ -47,6 +63,10 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.Int64Var(&f.maxBody, "max-body", httpapi.DefaultMaxBodyBytes, "largest accepted request body in bytes")
 	fl.DurationVar(&f.workerStaleAfter, "worker-stale-after", 30*time.Second, "a worker without a heartbeat this long shows as stale")
 	fl.DurationVar(&f.workerDeadAt, "worker-dead-after", 2*time.Minute, "a worker without a heartbeat this long is dead: its jobs go back to the queue at once")
+	fl.StringVar(&f.metricsToken, "metrics-token", "", "bearer token required by /metrics (env BACKLOG_METRICS_TOKEN; the admin token is accepted too); unset: /metrics is open")
+	fl.IntVar(&f.maxConnections, "max-connections", defaultMaxConnections, "most HTTP connections open at once; more wait until one closes")
+	fl.DurationVar(&f.bodyTimeout, "body-timeout", httpapi.DefaultBodyReadTimeout, "a request body must arrive within this, or the connection is closed")
+	fl.DurationVar(&f.writeTimeout, "write-timeout", httpapi.DefaultWriteTimeout, "handling a request and writing its answer must end within this (long-polling claims get their wait on top)")
 }
 
 // resolve fills tokens and the listen address from the environment where
@@ -64,12 +84,19 @@ func (f *serveFlags) resolve(fl *pflag.FlagSet, getenv func(string) string) erro
 	env("admin-token", "BACKLOG_ADMIN_TOKEN", &f.adminToken)
 	env("producer-token", "BACKLOG_PRODUCER_TOKEN", &f.producerToken)
 	env("worker-token", "BACKLOG_WORKER_TOKEN", &f.workerToken)
+	env("metrics-token", "BACKLOG_METRICS_TOKEN", &f.metricsToken)
 	host, _, err := net.SplitHostPort(f.listen)
 	if err != nil {
 		return usagef("--listen %q: want HOST:PORT, e.g. 127.0.0.1:8080 (%v)", f.listen, err)
 	}
 	if f.maxBody < 1024 {
 		return usagef("--max-body %d is below 1024 bytes", f.maxBody)
+	}
+	if f.maxConnections < 1 {
+		return usagef("--max-connections %d: want at least 1", f.maxConnections)
+	}
+	if f.bodyTimeout <= 0 || f.writeTimeout <= 0 {
+		return usagef("--body-timeout (%s) and --write-timeout (%s) must be positive", f.bodyTimeout, f.writeTimeout)
 	}
 	if f.workerStaleAfter <= 0 || f.workerDeadAt <= f.workerStaleAfter {
 		return usagef("--worker-dead-after (%s) must exceed --worker-stale-after (%s), and both be positive", f.workerDeadAt, f.workerStaleAfter)
@@ -105,10 +132,12 @@ type httpService struct {
 	log     *slog.Logger
 	metrics *prometheus.Metrics
 	reg     *promclient.Registry
+	stats   *core.StatsCache            // one per process: the API's queue list and the metrics' gauges
 	client  atomic.Pointer[core.Client] // set by Start; read by the running-jobs gauge
 
 	api *httpapi.Server
 	srv *http.Server
+	ln  *limitListener
 	url string // base URL, known once listening
 }
 
@@ -117,9 +146,10 @@ type httpService struct {
 func newHTTPService(f *serveFlags, st core.Store, out io.Writer, log *slog.Logger) *httpService {
 	reg := promclient.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	h := &httpService{flags: f, out: out, log: log, reg: reg}
+	h := &httpService{flags: f, out: out, log: log, reg: reg, stats: core.NewStatsCache(st)}
 	h.metrics = prometheus.New(st, prometheus.Options{
 		StaleAfter: f.workerStaleAfter, DeadAfter: f.workerDeadAt, Logger: log,
+		StatsCache: h.stats, MaxAge: metricsMaxAge,
 		Running: func() int {
 			if c := h.client.Load(); c != nil {
 				return len(c.Running())
@@ -137,7 +167,10 @@ func (h *httpService) observers() []core.Observer { return []core.Observer{h.met
 
 // Start listens, then serves in the background.
 func (h *httpService) Start(ctx context.Context, c *core.Client) error {
-	api, err := httpapi.New(c, httpapi.Config{Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log})
+	api, err := httpapi.New(c, httpapi.Config{
+		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
+		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
+	})
 	if err != nil {
 		return err
 	}
@@ -149,10 +182,15 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", api)
 	mux.Handle("/healthz", api)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelError)}))
+	// The API sets its own deadlines; the other handlers get the same.
+	limits := func(hd http.Handler) http.Handler {
+		return httpapi.Deadlines(hd, h.flags.bodyTimeout, h.flags.writeTimeout)
+	}
+	metrics := promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelError)})
+	mux.Handle("GET /metrics", limits(requireToken(metrics, h.flags.metricsToken, h.flags.adminToken)))
 	if !h.flags.noDashboard {
-		mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{Logger: h.log})))
-		mux.Handle("GET /{$}", http.RedirectHandler("/dashboard/", http.StatusFound))
+		mux.Handle("/dashboard/", limits(http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{Logger: h.log}))))
+		mux.Handle("GET /{$}", limits(http.RedirectHandler("/dashboard/", http.StatusFound)))
 	}
 	mux.Handle("/", api) // unknown paths get the API's problem+json 404
 
@@ -162,6 +200,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 		return fmt.Errorf("listen on %s: %w", h.flags.listen, err)
 	}
 	h.url = "http://" + displayAddr(ln.Addr(), h.flags.listen)
+	h.ln = newLimitListener(ln, h.flags.maxConnections)
 	h.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -170,7 +209,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	go func() {
-		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := h.srv.Serve(h.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			h.log.Error("backlog: http server stopped", "err", err)
 		}
 	}()
@@ -194,6 +233,37 @@ func (h *httpService) Stop(ctx context.Context) error {
 		return nil
 	}
 	return h.srv.Shutdown(ctx)
+}
+
+// requireToken lets requests through to next only with one of the
+// non-empty tokens as "Authorization: Bearer <token>", compared in
+// constant time; others get 401. With no non-empty token every request
+// passes.
+func requireToken(next http.Handler, tokens ...string) http.Handler {
+	var sums [][sha256.Size]byte
+	for _, t := range tokens {
+		if t != "" {
+			sums = append(sums, sha256.Sum256([]byte(t)))
+		}
+	}
+	if sums == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		ok := 0
+		for _, s := range sums { // every token compared, whichever matches
+			ok |= subtle.ConstantTimeCompare(sum[:], s[:])
+		}
+		if ok != 1 || !strings.EqualFold(scheme, "Bearer") {
+			httpapi.RefuseBody(w, r)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="backlog metrics"`)
+			http.Error(w, "401 unauthorized: send Authorization: Bearer <metrics or admin token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // displayAddr is the address to print: the bound port, and 127.0.0.1 when
