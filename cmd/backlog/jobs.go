@@ -195,7 +195,7 @@ func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
 						}
 						r.Error = msg
 						if !a.jsonOutput() {
-							fmt.Fprintf(a.env.stderr, "backlog: job %d: %s\n", id, msg)
+							fmt.Fprintf(a.env.stderr, "backlog: job %d: %s\n", id, oneLine(msg))
 						}
 					} else {
 						if j != nil {

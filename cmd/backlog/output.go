@@ -101,12 +101,81 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-// oneLine replaces tabs and line breaks so a cell stays in its column.
+// oneLine replaces tabs and line breaks so a cell stays in its column,
+// and escapes every other control character (see printable).
 func oneLine(s string) string {
-	if !strings.ContainsAny(s, "\t\r\n") {
+	if strings.ContainsAny(s, "\t\n") {
+		s = strings.NewReplacer("\t", " ", "\r\n", " ⏎ ", "\n", " ⏎ ").Replace(s)
+	}
+	return printable(s, "")
+}
+
+// printable returns s safe to print on a terminal: the characters a
+// terminal would act on instead of showing are written as Go escapes, so
+// that a kind, queue, error or result stored by anyone cannot move the
+// cursor, recolour or retitle the terminal, or overwrite what was printed
+// before it (a carriage return). Escaped are the C0 controls and DEL
+// (\r, \n, \t, \xNN), except those in keep; the C1 controls U+0080 to
+// U+009F and the Unicode bidirectional formatting characters (\uNNNN),
+// which can make text display in another order than it is stored; and
+// bytes that are not UTF-8 (\xNN). Everything else, other scripts and
+// emoji included, is kept.
+func printable(s, keep string) string {
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if needsEscape(r, size, keep) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
 		return s
 	}
-	return strings.NewReplacer("\t", " ", "\r\n", " ⏎ ", "\n", " ⏎ ", "\r", " ").Replace(s)
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !needsEscape(r, size, keep) {
+			b.WriteString(s[i : i+size])
+			i += size
+			continue
+		}
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// needsEscape reports whether the rune r, of size bytes, must be escaped
+// by printable.
+func needsEscape(r rune, size int, keep string) bool {
+	switch {
+	case r == utf8.RuneError && size == 1: // not UTF-8
+		return true
+	case r < 0x20 || r == 0x7f:
+		return !strings.ContainsRune(keep, r)
+	case r >= 0x80 && r <= 0x9f: // C1 controls (CSI is U+009B)
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
+		// bidirectional embeddings, overrides, isolates and marks
+		return true
+	}
+	return false
 }
 
 // truncate keeps at most n runes of s, marking a cut with "…".
@@ -161,12 +230,12 @@ func lastError(j *core.Job) string {
 // history and result.
 func printJob(w io.Writer, j *core.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
-	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	kv := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, oneLine(v)) }
 	kv("id", fmt.Sprint(j.ID))
 	kv("queue", j.Queue)
 	kv("kind", j.Kind)
 	kv("state", string(j.State))
-	kv("args", oneLine(string(j.Args)))
+	kv("args", string(j.Args))
 	kv("priority", fmt.Sprint(j.Priority))
 	kv("attempt", fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts))
 	kv("run_at", fmtTime(j.RunAt))
@@ -189,7 +258,7 @@ func printJob(w io.Writer, j *core.Job) error {
 		for _, k := range keys {
 			parts = append(parts, k+"="+j.Metadata[k])
 		}
-		kv("metadata", oneLine(strings.Join(parts, " ")))
+		kv("metadata", strings.Join(parts, " "))
 	}
 	kv("created_at", fmtTime(j.CreatedAt))
 	kv("attempted_at", fmtTime(j.AttemptedAt))
@@ -209,14 +278,14 @@ func printJob(w io.Writer, j *core.Job) error {
 			fmt.Fprintf(w, "  attempt %d at %s: %s\n", e.Attempt, fmtTime(e.At), oneLine(e.Error))
 			if e.Trace != "" {
 				for _, line := range strings.Split(strings.TrimRight(e.Trace, "\n"), "\n") {
-					fmt.Fprintf(w, "    | %s\n", line)
+					fmt.Fprintf(w, "    | %s\n", printable(line, "\t"))
 				}
 			}
 		}
 	}
 	if j.Result != nil {
 		if utf8.Valid(j.Result) {
-			fmt.Fprintf(w, "result (%d bytes):\n%s", len(j.Result), j.Result)
+			fmt.Fprintf(w, "result (%d bytes):\n%s", len(j.Result), printable(string(j.Result), "\n\t"))
 			if len(j.Result) > 0 && j.Result[len(j.Result)-1] != '\n' {
 				fmt.Fprintln(w)
 			}

@@ -104,7 +104,7 @@ func (a *app) newQueuePauseCmd(pause bool) *cobra.Command {
 				if a.jsonOutput() {
 					return writeJSON(a.env.stdout, map[string]any{"queue": q, "paused": pause})
 				}
-				fmt.Fprintf(a.env.stdout, "queue %s %s\n", q, done)
+				fmt.Fprintf(a.env.stdout, "queue %s %s\n", oneLine(q), done)
 				return nil
 			})
 		},
