@@ -152,25 +152,21 @@ func workerID(r *http.Request) (string, error) {
 
 // lookupWorker returns id's live registry record. A record this server
 // wrote less than WorkerStaleAfter ago comes from the cache (maintenance
-// cannot have removed it yet); otherwise the store is asked, so servers
-// sharing a store behind one load balancer see each other's
-// registrations. A record past WorkerDeadAfter counts as missing: its
-// worker was declared dead and must register again.
+// cannot have removed it yet); otherwise the store is asked for that one
+// record (Store.Worker, never the whole registry), so servers sharing a
+// store behind one load balancer see each other's registrations. A record
+// past WorkerDeadAfter counts as missing: its worker was declared dead and
+// must register again.
 func (s *Server) lookupWorker(ctx context.Context, id string, now time.Time) (core.WorkerInfo, bool, error) {
 	if w, ok := s.workers.get(id); ok && now.Sub(w.HeartbeatAt) < s.ccfg.WorkerStaleAfter {
 		return w, true, nil
 	}
-	ws, err := s.st.Workers(ctx)
-	if err != nil {
+	w, err := s.st.Worker(ctx, id)
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+	case err != nil:
 		return core.WorkerInfo{}, false, err
-	}
-	for _, w := range ws {
-		if w.ID != id {
-			continue
-		}
-		if w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter) == core.LivenessDead {
-			break
-		}
+	case w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter) != core.LivenessDead:
 		s.workers.put(w, s.ccfg.WorkerDeadAfter)
 		return w, true, nil
 	}

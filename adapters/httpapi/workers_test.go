@@ -3,11 +3,13 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,4 +309,62 @@ func TestClaimPollIntervalDefault(t *testing.T) {
 	if got := silent.srv.cfg.ClaimPollInterval; got != DefaultClaimPollInterval {
 		t.Errorf("with a store without notifications: %s; want %s", got, DefaultClaimPollInterval)
 	}
+}
+
+// recordCountingStore counts the worker records the server reads.
+type recordCountingStore struct {
+	core.Store
+	records atomic.Int64
+}
+
+func (s *recordCountingStore) Workers(ctx context.Context) ([]core.WorkerInfo, error) {
+	ws, err := s.Store.Workers(ctx)
+	s.records.Add(int64(len(ws)))
+	return ws, err
+}
+
+func (s *recordCountingStore) Worker(ctx context.Context, id string) (core.WorkerInfo, error) {
+	w, err := s.Store.Worker(ctx, id)
+	s.records.Add(1)
+	return w, err
+}
+
+// TestRegistrationReadsDoNotGrowWithWorkers: registering a new worker, and
+// claiming or heartbeating under an id this server has not seen, read that
+// worker's record only, however many workers the registry holds.
+func TestRegistrationReadsDoNotGrowWithWorkers(t *testing.T) {
+	teststores.Run(t, func(t *testing.T, inner core.Store) {
+		st := &recordCountingStore{Store: inner}
+		h := newHarness(t, st, core.Config{}, Config{})
+		other := newHarness(t, st, core.Config{}, Config{}) // a second server on the same store
+		now := time.Now().UTC()
+		perRegistration := func(existing int) (register, claim float64) {
+			for i := range existing {
+				w := core.WorkerInfo{ID: fmt.Sprintf("bulk-%d-%d", existing, i), Queues: []string{"default"}, StartedAt: now, HeartbeatAt: now}
+				if err := inner.RegisterWorker(t.Context(), w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const n = 5
+			before := st.records.Load()
+			for i := range n {
+				h.register(fmt.Sprintf("new-%d-%d", existing, i), map[string]any{"queues": []string{"default"}})
+			}
+			register = float64(st.records.Load()-before) / n
+			before = st.records.Load()
+			for i := range n {
+				// Registered through h: the other server has never seen it.
+				other.claim(fmt.Sprintf("new-%d-%d", existing, i), nil)
+			}
+			claim = float64(st.records.Load()-before) / n
+			return register, claim
+		}
+		r10, c10 := perRegistration(10)
+		r1000, c1000 := perRegistration(1000)
+		t.Logf("records read per registration: %.1f at 10 workers, %.1f at 1,010; per first claim on another server: %.1f, %.1f", r10, r1000, c10, c1000)
+		if r1000 > r10 || r1000 > 1 || c1000 > c10 || c1000 > 1 {
+			t.Fatalf("worker records read per registration: %.1f with 10 workers registered, %.1f with 1,010; per first claim on another server: %.1f, %.1f; want at most 1 each, whatever the number of workers",
+				r10, r1000, c10, c1000)
+		}
+	})
 }
