@@ -131,5 +131,36 @@ func Open(ctx context.Context, rawURL string) (core.Store, error) {
 	return s, nil
 }
 
+// ErrBadQuery is wrapped by Query for a URL query that does not parse.
+var ErrBadQuery = errors.New("store: malformed URL query")
+
+// Query parses the query of a store URL. Unlike url.URL.Query, which drops
+// what it cannot parse without a word (a "prefix=app_;strategy=x" pair
+// vanishes whole, since ';' no longer separates parameters), it returns
+// an error wrapping ErrBadQuery that names the problem, and an error for
+// a parameter in names given more than once. Store packages use it for
+// their own parameters; a store that hands the rest to a driver passes
+// the values on.
+func Query(u *url.URL, names ...string) (url.Values, error) {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		// Name the parameter, never its value (it may be a password).
+		for _, part := range strings.Split(u.RawQuery, "&") {
+			if strings.Contains(part, ";") {
+				key, _, _ := strings.Cut(part, "=")
+				key, _, _ = strings.Cut(key, ";")
+				return nil, fmt.Errorf("%w: a ';' follows parameter %q: separate parameters with '&', not ';'", ErrBadQuery, key)
+			}
+		}
+		return nil, fmt.Errorf("%w: %v", ErrBadQuery, err)
+	}
+	for _, n := range names {
+		if len(q[n]) > 1 {
+			return nil, fmt.Errorf("%w: parameter %s is given %d times", ErrBadQuery, n, len(q[n]))
+		}
+	}
+	return q, nil
+}
+
 // redact hides a password in u for error messages.
 func redact(u *url.URL) string { return u.Redacted() }

@@ -40,7 +40,9 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 //	max_conns=16          connection pool size
 //
 // Every other parameter is left for the driver (tls, timeout, readTimeout,
-// …). The port defaults to 3306; the database name is required.
+// …). The port defaults to 3306; the database name is required. A query
+// that does not parse (a ';' between parameters, a bad %-escape) and one
+// of backlog's parameters given twice are errors.
 func ParseURL(raw string) (string, []Option, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -74,11 +76,14 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
+	q, err := store.Query(u, "prefix", "strategy", "migrate", "max_conns")
+	if err != nil {
+		return "", nil, fmt.Errorf("mysql: %w", err)
+	}
 	var opts []Option
-	q := u.Query()
 	rest := url.Values{}
 	for k, vs := range q {
-		v := vs[len(vs)-1]
+		v := vs[0]
 		switch k {
 		case "prefix":
 			opts = append(opts, WithPrefix(v))

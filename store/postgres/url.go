@@ -27,16 +27,21 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 // ParseURL splits a store URL into the connection string for pgx and the
 // options named by backlog's own query parameters (schema, strategy,
 // notify, migrate), which it removes. Every other parameter is left for pgx
-// (sslmode, pool_max_conns, default_query_exec_mode, …).
+// (sslmode, pool_max_conns, default_query_exec_mode, …). A query that does
+// not parse (a ';' between parameters, a bad %-escape) and one of
+// backlog's parameters given twice are errors.
 func ParseURL(raw string) (string, []Option, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres: malformed URL: %w", err)
 	}
-	q := u.Query()
+	q, err := store.Query(u, "schema", "strategy", "notify", "migrate")
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres: %w", err)
+	}
 	var opts []Option
 	for k, vs := range q {
-		v := vs[len(vs)-1]
+		v := vs[0]
 		switch k {
 		case "schema":
 			opts = append(opts, WithSchema(v))

@@ -66,13 +66,11 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/backlogq/backlog/core"
-	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
@@ -386,68 +384,4 @@ func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
 		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
 	}
 	return nil
-}
-
-func init() {
-	store.Register("sqlite", openURL)
-}
-
-// openURL opens a store from a "sqlite:" URL (see the package doc).
-func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
-	path, opts, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
-	return Open(ctx, path, opts...)
-}
-
-// parseURL splits a "sqlite:" URL into a path and options.
-func parseURL(u *url.URL) (string, []Option, error) {
-	path := u.Opaque
-	if path != "" {
-		p, err := url.PathUnescape(path)
-		if err != nil {
-			return "", nil, fmt.Errorf("sqlite: bad path in URL: %w", err)
-		}
-		path = p
-	} else {
-		path = u.Host + u.Path // sqlite:///abs → "/abs"; sqlite://./rel → "./rel"
-	}
-	if path == "" {
-		return "", nil, errors.New("sqlite: URL names no database file (want sqlite:path/to/file.db, sqlite:///abs/path.db or sqlite::memory:)")
-	}
-	var opts []Option
-	for k, vs := range u.Query() {
-		v := vs[len(vs)-1]
-		switch k {
-		case "prefix":
-			opts = append(opts, WithPrefix(v))
-		case "strategy":
-			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
-		case "migrate":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return "", nil, fmt.Errorf("sqlite: migrate=%q: want true or false", v)
-			}
-			opts = append(opts, WithMigrate(b))
-		case "busy_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return "", nil, fmt.Errorf("sqlite: busy_timeout=%q: %w", v, err)
-			}
-			opts = append(opts, WithBusyTimeout(d))
-		case "notify_interval":
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return "", nil, fmt.Errorf("sqlite: notify_interval=%q: want a non-negative Go duration such as 20ms", v)
-			}
-			opts = append(opts, WithNotifyInterval(d))
-		default:
-			return "", nil, fmt.Errorf("sqlite: unknown URL parameter %q (known: prefix, strategy, migrate, busy_timeout, notify_interval)", k)
-		}
-	}
-	if strings.ContainsRune(path, '?') {
-		return "", nil, errors.New("sqlite: database path may not contain '?'")
-	}
-	return path, opts, nil
 }
