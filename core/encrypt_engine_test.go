@@ -340,3 +340,32 @@ func TestEncryptionSealsTransactionalCompletionResult(t *testing.T) {
 		t.Fatal("no transactional completion")
 	}
 }
+
+// TestEncryptionHandlerSeesOpenedErrorHistory: sealed error entries of
+// earlier attempts reach the handler opened; the store keeps them sealed.
+func TestEncryptionHandlerSeesOpenedErrorHistory(t *testing.T) {
+	st := teststores.Memory(t)
+	history := make(chan []core.AttemptError, 1)
+	h := core.NewHandlers()
+	h.HandleRaw("twice", func(ctx context.Context, j *core.Job) error {
+		if j.Attempt == 1 {
+			return errors.New("first try " + secretText)
+		}
+		history <- j.Errors
+		return nil
+	})
+	k := mustKeyring(t, "k1", map[string][]byte{"k1": testKey(1)})
+	w := encClient(t, st, h, &core.Encryption{Keys: k, Errors: true})
+	r, err := w.EnqueueRaw(context.Background(), "twice", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j := waitState(t, st, r.Job.ID, core.StateCompleted)
+	assertSealedRow(t, j, "retried job")
+	if errs := <-history; len(errs) != 1 || errs[0].Error != "first try "+secretText {
+		t.Fatalf("handler saw errors %+v", errs)
+	}
+}
