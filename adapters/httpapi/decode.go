@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,9 +16,10 @@ import (
 )
 
 // decodeBody reads r's JSON body into dst. It enforces MaxBodyBytes, the
-// application/json content type, unknown-field rejection and the absence
-// of trailing data. When required is false an empty body leaves dst as it
-// is. The returned error is a *problem.
+// application/json content type, unknown-field rejection, the absence of
+// trailing data, and (checkStrict) exact-case field names and objects
+// without duplicate keys. When required is false an empty body leaves dst
+// as it is. The returned error is a *problem.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, required bool) error {
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	br := bufio.NewReader(body)
@@ -40,7 +42,28 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, req
 	if err := checkContentType(r); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(br)
+	// The whole body is read first (encoding/json's decoder would buffer
+	// it whole as well): checkStrict and the decoder both go over it.
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBodyBytes {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(br)
+	data := buf.Bytes()
+	if err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return tooLarge(s.cfg.MaxBodyBytes)
+		case isTimeout(err):
+			return s.bodyTimeout()
+		}
+		return newProblem(SlugInvalidRequest, "reading the request body: "+err.Error())
+	}
+	if p := checkStrict(data, dst); p != nil {
+		return p
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		if isTimeout(err) {

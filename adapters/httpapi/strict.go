@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Request bodies are read strictly, beyond what encoding/json does on its
+// own (unknown fields and trailing data are already refused there):
+//
+//   - an object, anywhere in the body (inside args and metadata too), may
+//     not name a member twice: encoding/json would silently keep the last,
+//     while other parsers keep the first, so two readers of the same
+//     body could see different jobs;
+//   - field names match exactly: encoding/json accepts "Kind" or "KIND"
+//     for "kind" (and any Unicode case folding of it).
+//
+// checkStrict runs over the body before it is decoded and answers with the
+// problem to send, or nil. Bodies it cannot tokenise are left to
+// encoding/json, which reports the syntax error as before.
+
+// checkStrict reports the first duplicate member name or wrong-case field
+// name in data, which is about to be decoded into dst (a pointer).
+func checkStrict(data []byte, dst any) *problem {
+	dec := jsontext.NewDecoder(bytes.NewReader(data),
+		jsontext.AllowDuplicateNames(false),
+		jsontext.AllowInvalidUTF8(true), // UTF-8 is checked where it matters, with its own message
+	)
+	w := strictWalker{dec: dec, structs: map[reflect.Type]map[string]reflect.Type{}}
+	t := reflect.TypeOf(dst)
+	if t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return w.value(t)
+}
+
+// strictWalker walks one JSON value token by token alongside the Go type
+// it decodes into (nil: any, no field names to check).
+type strictWalker struct {
+	dec     *jsontext.Decoder
+	structs map[reflect.Type]map[string]reflect.Type // field names per struct type, for this body
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// schema returns the type whose field names apply to a JSON value decoded
+// into t: t without pointers, or nil when t decodes itself (its
+// UnmarshalJSON or UnmarshalText sees the raw value) or takes any JSON.
+func schema(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() == reflect.Interface {
+		return nil
+	}
+	if p := reflect.PointerTo(t); p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler) {
+		return nil
+	}
+	return t
+}
+
+// value walks one value decoded into t. It returns nil also when the
+// tokens end in an error other than a duplicate name: encoding/json then
+// reports it.
+func (w *strictWalker) value(t reflect.Type) *problem {
+	t = schema(t)
+	tok, err := w.dec.ReadToken()
+	if err != nil {
+		return duplicateProblem(err)
+	}
+	switch tok.Kind() {
+	case '{':
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		if t != nil {
+			switch t.Kind() {
+			case reflect.Struct:
+				fields = w.fields(t)
+			case reflect.Map:
+				elem = t.Elem()
+			}
+		}
+		for w.dec.PeekKind() != '}' {
+			tok, err := w.dec.ReadToken() // the member name
+			if err != nil {
+				return duplicateProblem(err)
+			}
+			name := tok.String()
+			next := elem
+			if fields != nil {
+				ft, ok := fields[name]
+				if !ok {
+					for known := range fields {
+						if strings.EqualFold(known, name) {
+							return newProblem(SlugInvalidRequest, fmt.Sprintf("unknown field %q at %s: field names are case-sensitive (did you mean %q?)", name, pointerOf(w.dec, name), known))
+						}
+					}
+				}
+				next = ft // nil for an unknown field: encoding/json refuses it
+			}
+			if p := w.value(next); p != nil {
+				return p
+			}
+			if w.dec.PeekKind() == 0 { // invalid or cut short: encoding/json reports it
+				_, err := w.dec.ReadToken()
+				return duplicateProblem(err)
+			}
+		}
+		_, err := w.dec.ReadToken()
+		return duplicateProblem(err)
+	case '[':
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for w.dec.PeekKind() != ']' {
+			if w.dec.PeekKind() == 0 {
+				_, err := w.dec.ReadToken()
+				return duplicateProblem(err)
+			}
+			if p := w.value(elem); p != nil {
+				return p
+			}
+		}
+		_, err := w.dec.ReadToken()
+		return duplicateProblem(err)
+	}
+	return nil
+}
+
+// pointerOf is the JSON Pointer of member name of the object being read.
+func pointerOf(dec *jsontext.Decoder, name string) string {
+	p := dec.StackPointer()
+	if p.LastToken() != name {
+		p = p.AppendToken(name)
+	}
+	return "/" + strings.TrimPrefix(string(p), "/")
+}
+
+// duplicateProblem turns a duplicate-name error into its problem; any other
+// error (and nil) gives nil.
+func duplicateProblem(err error) *problem {
+	var se *jsontext.SyntacticError
+	if err == nil || !errors.As(err, &se) || !errors.Is(se.Err, jsontext.ErrDuplicateName) {
+		return nil
+	}
+	return newProblem(SlugInvalidRequest, fmt.Sprintf("duplicate key %q at %s: every key may appear once per object", se.JSONPointer.LastToken(), "/"+strings.TrimPrefix(string(se.JSONPointer), "/")))
+}
+
+// fields returns the JSON names of struct type t's fields, as
+// encoding/json sees them (tags, embedded structs promoted), with the type
+// each decodes into.
+func (w *strictWalker) fields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := w.structs[t]; ok {
+		return f
+	}
+	f := map[string]reflect.Type{}
+	w.structs[t] = f
+	collectFields(t, f, map[reflect.Type]bool{})
+	return f
+}
+
+func collectFields(t reflect.Type, out map[string]reflect.Type, seen map[reflect.Type]bool) {
+	if seen[t] {
+		return
+	}
+	seen[t] = true
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if sf.Anonymous && name == "" {
+			et := sf.Type
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				embedded = append(embedded, et)
+				continue
+			}
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		out[name] = sf.Type
+	}
+	// Fields of embedded structs are promoted unless a shallower field
+	// has the name.
+	for _, et := range embedded {
+		inner := map[string]reflect.Type{}
+		collectFields(et, inner, seen)
+		for name, ft := range inner {
+			if _, ok := out[name]; !ok {
+				out[name] = ft
+			}
+		}
+	}
+}
