@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -12,7 +15,7 @@ import (
 const (
 	// DefaultMaxPageBytes is the byte budget of one list page or one claim
 	// answer: it stops taking jobs once their args and results reach it.
-	DefaultMaxPageBytes = 16 << 20
+	DefaultMaxPageBytes = 8 << 20
 	// DefaultMaxHeavyRequests is how many list pages and claims may hold
 	// jobs in memory at once.
 	DefaultMaxHeavyRequests = 4
@@ -77,12 +80,72 @@ func (s *heavySlot) release() {
 // result, the parts that can be large.
 func jobBytes(j *core.Job) int { return len(j.Args) + len(j.Result) }
 
-// chunkSize is how many jobs one store call of a list page or claim may
-// return, at most remaining: as many as fit MaxPageBytes if each had the
-// largest args and result the client accepts, and at least one. So the
-// jobs a page holds in memory at once stay within about twice the budget
-// however large the jobs are.
-func (s *Server) chunkSize(remaining int) int {
+// chunkSize is how many jobs the next store call of a list page or claim
+// may return, at most remaining, when the jobs read so far weigh used
+// bytes: as many as still fit MaxPageBytes if each had the largest args
+// and result the client accepts, and at least one. So the jobs a page or
+// claim holds stay within the budget plus one job, however large they
+// are.
+func (s *Server) chunkSize(remaining, used int) int {
 	per := max(s.ccfg.MaxArgsBytes, 0) + max(s.ccfg.MaxResultBytes, 0) + 1
-	return max(1, min(remaining, s.cfg.MaxPageBytes/per))
+	return max(1, min(remaining, (s.cfg.MaxPageBytes-used)/per))
+}
+
+// jobStream writes the answer {"jobs":[…]…} one job at a time: each job is
+// encoded straight into the response (through a pooled encoder buffer, no
+// copy of the whole answer), and nothing is written, not even the status,
+// until the first job has been encoded, so a page whose first job cannot
+// be encoded can still be answered with a problem.
+type jobStream struct {
+	w       http.ResponseWriter
+	enc     *json.Encoder
+	n       int  // jobs written
+	started bool // status and `{"jobs":[` written
+}
+
+func newJobStream(w http.ResponseWriter) *jobStream {
+	s := &jobStream{w: w}
+	s.enc = json.NewEncoder(s)
+	s.enc.SetEscapeHTML(false)
+	return s
+}
+
+// start writes the status and the start of the answer, once.
+func (s *jobStream) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	s.w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(s.w, `{"jobs":[`)
+}
+
+// Write receives one encoded job from enc (json.Encoder writes each value
+// with one Write) and appends it to the array.
+func (s *jobStream) Write(p []byte) (int, error) {
+	s.start()
+	if s.n > 0 {
+		if _, err := io.WriteString(s.w, ","); err != nil {
+			return 0, err
+		}
+	}
+	s.n++
+	return s.w.Write(p)
+}
+
+// add writes j; on an error nothing of j was written.
+func (s *jobStream) add(j *Job) error { return s.enc.Encode(j) }
+
+// end closes the array and the object, with next_after when after > 0.
+func (s *jobStream) end(after int64) {
+	s.start()
+	if after > 0 {
+		_, _ = fmt.Fprintf(s.w, `],"next_after":%d}`+"\n", after)
+		return
+	}
+	_, _ = io.WriteString(s.w, "]}\n")
 }

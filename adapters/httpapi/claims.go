@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -110,7 +108,7 @@ func (s *Server) claimBudgeted(ctx context.Context, slot *heavySlot, w core.Work
 		err  error
 	)
 	for len(out) < limit && size < s.cfg.MaxPageBytes {
-		want := s.chunkSize(limit - len(out))
+		want := s.chunkSize(limit-len(out), size)
 		var jobs []*core.Job
 		jobs, err = s.claimOnce(ctx, w, queues, want)
 		out = append(out, jobs...)
@@ -141,21 +139,16 @@ const undeliverableDelay = time.Minute
 func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID string, claimed []*core.Job, token func(*core.Job) string) error {
 	log := reqFrom(r.Context()).log
 	now := s.now()
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	var (
-		bad []core.Outcome
-		n   int
-	)
-	w.WriteHeader(http.StatusOK)
-	_, _ = io.WriteString(w, `{"jobs":[`)
+	out := newJobStream(w)
+	var bad []core.Outcome
 	for i, j := range claimed {
 		aj := toJob(j)
 		aj.LeaseToken = token(j)
-		b, err := json.Marshal(aj)
-		if err != nil {
+		// Remembered and reported before it is written: the worker can
+		// send its outcome as soon as it reads it.
+		s.claims.remember([]*core.Job{j}, now)
+		if err := out.add(aj); err != nil {
+			s.claims.take(j.ID, j.ClaimSeq)
 			log.Error("backlog http: a claimed job cannot be encoded; handing it back unrun (run `backlog migrate` to repair stored times)",
 				"worker_id", workerID, "job_id", j.ID, "kind", j.Kind, "err", err)
 			o := core.HandBack(j, core.CauseUndeliverable, now)
@@ -163,20 +156,14 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 			bad = append(bad, o)
 			continue
 		}
-		s.claims.remember([]*core.Job{j}, now)
 		due := j.RunAt
 		if j.CreatedAt.After(due) {
 			due = j.CreatedAt
 		}
 		s.c.Emit(core.Event{Kind: core.EventJobClaimed, At: now, Queue: j.Queue, Job: j, QueueWait: max(now.Sub(due), 0)})
-		if n > 0 {
-			_, _ = io.WriteString(w, ",")
-		}
-		_, _ = w.Write(b)
-		n++
-		claimed[i] = nil // answered: let it go
+		claimed[i] = nil // written: let it go
 	}
-	_, _ = io.WriteString(w, "]}\n")
+	out.end(0)
 	if len(bad) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 		defer cancel()

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -359,7 +358,7 @@ func listParams(q url.Values) (core.ListParams, error) {
 // jobs or once the args and results of its jobs reach MaxPageBytes
 // (always at least one job), and it carries next_after unless the store
 // had no more jobs. It reads the jobs in chunks (chunkSize) and writes each
-// chunk as it is encoded, holding one of the MaxHeavyRequests slots.
+// job as it is encoded, holding one of the MaxHeavyRequests slots.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	p, err := listParams(r.URL.Query())
 	if err != nil {
@@ -372,29 +371,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	defer s.heavy.release()
 
 	var (
-		buf     bytes.Buffer
-		started bool // the header and the start of the page are written
-		last    int64
-		n       int  // jobs on the page
-		size    int  // their args and result bytes
-		more    bool // the store may hold jobs after the page
+		out  = newJobStream(w)
+		last int64
+		n    int  // jobs on the page
+		size int  // their args and result bytes
+		more bool // the store may hold jobs after the page
 	)
-	// flush writes what buf holds, starting the answer first if need be.
-	flush := func() {
-		if !started {
-			h := w.Header()
-			h.Set("Content-Type", "application/json")
-			h.Set("Cache-Control", "no-store")
-			h.Set("X-Content-Type-Options", "nosniff")
-			w.WriteHeader(http.StatusOK)
-			started = true
-		}
-		_, _ = w.Write(buf.Bytes())
-		buf.Reset()
-	}
-	buf.WriteString(`{"jobs":[`)
 	for {
-		want := s.chunkSize(p.Limit - n)
+		want := s.chunkSize(p.Limit-n, size)
 		q := p
 		q.Limit = want
 		if n > 0 {
@@ -402,7 +386,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		jobs, err := s.st.List(ctx, q)
 		if err != nil {
-			if !started && n == 0 {
+			if n == 0 {
 				return err
 			}
 			// The page so far is sound: end it here; the next page
@@ -413,10 +397,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		more = len(jobs) >= want
 		for i, j := range jobs {
-			b, err := json.Marshal(toJob(j))
-			if err != nil {
+			if err := out.add(toJob(j)); err != nil {
 				err = fmt.Errorf("job %d cannot be encoded (run `backlog migrate` to repair stored times): %w", j.ID, err)
-				if !started && n == 0 {
+				if n == 0 {
 					writeEncodeFailure(w, err)
 					return nil
 				}
@@ -425,11 +408,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 				jobs = nil
 				break
 			}
-			if n > 0 {
-				buf.WriteByte(',')
-			}
-			buf.Write(b)
-			jobs[i] = nil // encoded: let it go
+			jobs[i] = nil // written: let it go
 			n++
 			size += jobBytes(j)
 			last = j.ID
@@ -439,17 +418,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 				break
 			}
 		}
-		if jobs == nil || !more || n >= p.Limit || size >= s.cfg.MaxPageBytes {
+		if jobs == nil || !more {
 			break
 		}
-		flush()
 	}
-	if more && n > 0 {
-		fmt.Fprintf(&buf, `],"next_after":%d}`+"\n", last)
-	} else {
-		buf.WriteString("]}\n")
+	if !more || n == 0 {
+		last = 0
 	}
-	flush()
+	out.end(last)
 	return nil
 }
 

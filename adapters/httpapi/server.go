@@ -77,7 +77,7 @@ type Config struct {
 	// answer: a page stops taking jobs, and a claim stops claiming, once
 	// the args and results of its jobs reach it (at least one job is
 	// always returned; a page cut short carries next_after). 0 means
-	// DefaultMaxPageBytes (16 MiB).
+	// DefaultMaxPageBytes (8 MiB).
 	MaxPageBytes int
 	// MaxHeavyRequests bounds how many list pages and claims hold jobs in
 	// memory at once; a request that finds no slot free within 2 s is
