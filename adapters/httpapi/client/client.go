@@ -15,8 +15,8 @@
 // fail with a *TransportError (errors.Is ErrUnavailable too).
 //
 // Retries: a call the server cannot have applied (the connection was
-// refused, or the server answered 503 unavailable, which promises nothing
-// was done) is retried for every method, with jittered exponential
+// refused, or the server answered 503 unavailable or 429 too many
+// requests, which promise nothing was done) is retried for every method, with jittered exponential
 // backoff. Other transient failures (a reset connection, a timeout, a
 // proxy's 502/504) are retried only for calls that are safe to repeat:
 // reads, registration, heartbeats, deregistration, pause and resume,
@@ -59,7 +59,7 @@ const (
 // RetryPolicy says how a Client repeats a failed call that is safe to
 // repeat (see the package doc). The wait before retry n (1-based) is
 // BaseDelay·2^(n−1), capped at MaxDelay, spread by ±25 %; a Retry-After
-// header of a 503 lengthens it.
+// header of a 503 or 429 lengthens it.
 type RetryPolicy struct {
 	// MaxAttempts is the number of tries in all, including the first.
 	// 1 disables retries; 0 means 4.
@@ -329,7 +329,7 @@ func (c *Client) once(ctx context.Context, cl call, body []byte) (time.Duration,
 			p.Instance = req.URL.Path
 		}
 		var ra time.Duration
-		if resp.StatusCode == http.StatusServiceUnavailable {
+		if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests {
 			if s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && s > 0 {
 				ra = min(time.Duration(s)*time.Second, maxRetryAfter)
 			}

@@ -28,7 +28,9 @@ var (
 	// dead); register again.
 	ErrWorkerNotRegistered = errors.New("backlog api: worker not registered")
 	// ErrUnavailable: 503 unavailable (the server's store failed and
-	// nothing was done), or a 502/503/504 from a proxy in between.
+	// nothing was done), 429 too-many-requests (the server was answering
+	// as many list pages and claims as it allows; nothing was done), or a
+	// 502/503/504 from a proxy in between.
 	ErrUnavailable = errors.New("backlog api: unavailable")
 	// ErrInvalidRequest: 400 invalid-request, wrong JSON types, unknown
 	// fields, bad query parameters, missing fields, a result too large.
@@ -128,7 +130,7 @@ func (p *Problem) sentinel() error {
 		return ErrForbidden
 	case "worker-not-registered":
 		return ErrWorkerNotRegistered
-	case "unavailable":
+	case "unavailable", "too-many-requests":
 		return ErrUnavailable
 	case "invalid-request":
 		return ErrInvalidRequest
@@ -184,8 +186,8 @@ func (e *TransportError) Unwrap() error { return e.Err }
 func (e *TransportError) Is(target error) bool { return target == ErrUnavailable }
 
 // IsRetryable reports whether err is a failure that may go away if the call
-// is repeated: no response at all (a *TransportError), 503 unavailable, a
-// 502/503/504 from a proxy, or 500 internal. It says nothing about whether
+// is repeated: no response at all (a *TransportError), 503 unavailable,
+// 429 too many requests, a 502/503/504 from a proxy, or 500 internal. It says nothing about whether
 // repeating is safe: see the method docs of Client for which calls are
 // retried automatically.
 func IsRetryable(err error) bool {
@@ -196,7 +198,7 @@ func IsRetryable(err error) bool {
 	var p *Problem
 	if errors.As(err, &p) {
 		switch p.Status {
-		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
 			return true
 		}
 	}
@@ -204,8 +206,8 @@ func IsRetryable(err error) bool {
 }
 
 // notApplied reports whether err proves the server did nothing: the
-// connection was never made, or the server said unavailable (its contract:
-// nothing was done).
+// connection was never made, or the server said unavailable or too many
+// requests (its contract: nothing was done).
 func notApplied(err error) bool {
 	var te *TransportError
 	if errors.As(err, &te) {
@@ -213,7 +215,7 @@ func notApplied(err error) bool {
 	}
 	var p *Problem
 	if errors.As(err, &p) {
-		return p.Slug() == "unavailable"
+		return p.Slug() == "unavailable" || p.Slug() == "too-many-requests"
 	}
 	return false
 }
