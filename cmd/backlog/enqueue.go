@@ -113,6 +113,9 @@ func (f *enqueueFlags) options(cmd *cobra.Command, now time.Time) (*core.Options
 		if err != nil {
 			return nil, usagef("--run-at %q is not an RFC 3339 time (like 2024-06-01T12:00:00Z)", f.runAt)
 		}
+		if err := timeInRange("--run-at", t); err != nil {
+			return nil, err
+		}
 		o.RunAt = t
 	}
 	if f.in < 0 {
@@ -123,6 +126,9 @@ func (f *enqueueFlags) options(cmd *cobra.Command, now time.Time) (*core.Options
 		t, err := parseTimeOrDuration(f.deadline, now)
 		if err != nil {
 			return nil, usagef("--deadline: %v", err)
+		}
+		if err := timeInRange("--deadline", t); err != nil {
+			return nil, err
 		}
 		o.Deadline = t
 	}
@@ -137,6 +143,15 @@ func (f *enqueueFlags) options(cmd *cobra.Command, now time.Time) (*core.Options
 		}
 	}
 	return o, nil
+}
+
+// timeInRange returns a usage error naming flag when t is outside the
+// range of job times (core.MinTime … core.MaxTime, UTC).
+func timeInRange(flag string, t time.Time) error {
+	if err := core.ValidateTime(flag, t); err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), core.ErrInvalidJob.Error()+": "))
+	}
+	return nil
 }
 
 // parseTimeOrDuration reads an RFC 3339 time, or a duration counted from now.
@@ -393,7 +408,10 @@ func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind s
 
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
-		line, readErr := readLine(r)
+		line, readErr := readLine(r, maxLineBytes)
+		if errors.Is(readErr, errLineTooLong) {
+			return st, fail(lineNo+1, fmt.Errorf("line is over %d bytes (a job's args may hold at most %d)", maxLineBytes, core.DefaultMaxArgsBytes))
+		}
 		if readErr != nil && readErr != io.EOF {
 			return st, fail(lineNo+1, fmt.Errorf("read: %w", readErr))
 		}
@@ -404,9 +422,6 @@ func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind s
 		batchBytes += len(line) + 1
 		if batchStart == 0 {
 			batchStart = lineNo
-		}
-		if len(line) > maxLineBytes {
-			return st, fail(lineNo, fmt.Errorf("line is over %d bytes", maxLineBytes))
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			if readErr == io.EOF {
@@ -436,18 +451,38 @@ func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind s
 	return st, nil
 }
 
+// errLineTooLong reports a line longer than readLine's limit.
+var errLineTooLong = errors.New("line too long")
+
 // readLine returns the next line without its line ending; at the end of
 // the input it returns the last (unterminated) line with io.EOF, or nil and
-// io.EOF when there is none. Lines are read whole however long: the caller
-// bounds them.
-func readLine(r *bufio.Reader) ([]byte, error) {
-	line, err := r.ReadBytes('\n')
-	if err == io.EOF && len(line) == 0 {
-		return nil, io.EOF
+// io.EOF when there is none. A line of more than limit bytes (its ending
+// aside) is not read whole: readLine stops at the limit and returns
+// errLineTooLong, having held at most limit bytes of it.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(line)+len(frag) > limit+2 { // room for "\r\n"
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF && len(line) == 0 {
+			return nil, io.EOF
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > limit {
+			return nil, errLineTooLong
+		}
+		return line, err
 	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	return line, err
 }
 
 // parseBulkLine turns one line into validated InsertParams: the args object
