@@ -14,6 +14,7 @@ var insertTests = []test{
 	{"insert/state-follows-run-at", testInsertState},
 	{"insert/ids-increase-in-insert-order", testInsertIDs},
 	{"insert/batch-of-1000-jobs-in-one-call", testInsertBatch},
+	{"insert/far-future-times-round-trip", testInsertTimeRange},
 }
 
 // zone is a non-UTC zone with a half-hour offset, to catch stores that drop
@@ -167,5 +168,49 @@ func testInsertBatch(e *env) {
 	}
 	if got := e.stats()["bulk"].Counts[core.StateAvailable]; got != n {
 		e.Fatalf("after inserting %d due jobs in one call, Stats counts %d available in the queue; want %d", n, got, n)
+	}
+}
+
+// testInsertTimeRange: the bounds of the engine's time range,
+// core.MaxTime (9999-12-31T23:59:59.999999Z) and core.MinTime
+// (1970-01-01T00:00:00Z), are stored and read back to the microsecond as
+// run_at, deadline and the due time of an outcome, and order claims like
+// any other times.
+func testInsertTimeRange(e *env) {
+	far := e.job("range", "far")
+	far.RunAt, far.Deadline = core.MaxTime, core.MaxTime
+	early := e.job("range", "early")
+	early.RunAt, early.Deadline = core.MinTime, core.MaxTime
+	now := e.job("range", "now")
+	jobs := e.insert(far, early, now)
+	for i, want := range []core.InsertParams{far, early, now} {
+		for what, j := range map[string]*core.Job{"Insert": jobs[i], "Get": e.get(jobs[i].ID)} {
+			if !j.RunAt.Equal(want.RunAt) || !j.Deadline.Equal(want.Deadline) {
+				e.Errorf("%s of job %q returns run_at %s, deadline %s; want %s, %s (the bounds of core's time range must round-trip to the microsecond)",
+					what, want.Kind, j.RunAt.Format(time.RFC3339Nano), j.Deadline.Format(time.RFC3339Nano), want.RunAt.Format(time.RFC3339Nano), want.Deadline.Format(time.RFC3339Nano))
+			}
+		}
+	}
+	if st := e.get(jobs[0].ID).State; st != core.StateScheduled {
+		e.Errorf("a job due at core.MaxTime is %s; want scheduled", st)
+	}
+	listed, err := e.s.List(e.ctx, core.ListParams{Queue: "range"})
+	if err != nil {
+		e.Fatalf("List: unexpected error: %v", err)
+	}
+	if len(listed) != 3 || !listed[0].RunAt.Equal(core.MaxTime) || !listed[0].Deadline.Equal(core.MaxTime) {
+		e.Fatalf("List of the range queue returned %d jobs (first run_at %v); want 3, the first due at core.MaxTime", len(listed), listed)
+	}
+	// Claim order: run_at core.MinTime comes before e.now; core.MaxTime is
+	// never due.
+	claimed := e.claim("range", "w", 10)
+	if len(claimed) != 2 || claimed[0].ID != jobs[1].ID || claimed[1].ID != jobs[2].ID {
+		e.Fatalf("Claim of the range queue returned %d jobs; want the job due at core.MinTime, then the one due now", len(claimed))
+	}
+	o := e.outcome(claimed[0], core.OutcomeSnooze)
+	o.RunAt = core.MaxTime
+	e.apply(o)
+	if j := e.get(jobs[1].ID); !j.RunAt.Equal(core.MaxTime) || j.State != core.StateScheduled {
+		e.Errorf("a job snoozed to core.MaxTime reads run_at %s, state %s; want %s, scheduled", j.RunAt.Format(time.RFC3339Nano), j.State, core.MaxTime.Format(time.RFC3339Nano))
 	}
 }
