@@ -21,7 +21,7 @@ const (
 	DefaultMaxHeavyRequests = 4
 	// heavyWait is how long a list or claim waits for one of the
 	// MaxHeavyRequests slots before it is answered 429 too-many-requests.
-	heavyWait = 2 * time.Second
+	heavyWait = 5 * time.Second
 )
 
 // heavySlots bounds how many requests that read many jobs (list pages,

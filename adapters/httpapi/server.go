@@ -80,7 +80,7 @@ type Config struct {
 	// DefaultMaxPageBytes (8 MiB).
 	MaxPageBytes int
 	// MaxHeavyRequests bounds how many list pages and claims hold jobs in
-	// memory at once; a request that finds no slot free within 2 s is
+	// memory at once; a request that finds no slot free within 5 s is
 	// answered 429 too-many-requests with Retry-After. Long-polling claims
 	// hold a slot only while they hold jobs. 0 means
 	// DefaultMaxHeavyRequests (4).
