@@ -46,6 +46,7 @@ func checkStrict(data []byte, dst any) *problem {
 type strictWalker struct {
 	dec     *jsontext.Decoder
 	structs map[reflect.Type]map[string]reflect.Type // field names per struct type, for this body
+	failed  bool                                     // a token could not be read: the walk is over
 }
 
 var (
@@ -70,13 +71,13 @@ func schema(t reflect.Type) reflect.Type {
 }
 
 // value walks one value decoded into t. It returns nil also when the
-// tokens end in an error other than a duplicate name: encoding/json then
-// reports it.
+// tokens end in an error other than a duplicate name (encoding/json then
+// reports it); the walk stops at the first error.
 func (w *strictWalker) value(t reflect.Type) *problem {
 	t = schema(t)
-	tok, err := w.dec.ReadToken()
-	if err != nil {
-		return duplicateProblem(err)
+	tok, ok, p := w.read()
+	if !ok {
+		return p
 	}
 	switch tok.Kind() {
 	case '{':
@@ -90,10 +91,13 @@ func (w *strictWalker) value(t reflect.Type) *problem {
 				elem = t.Elem()
 			}
 		}
-		for w.dec.PeekKind() != '}' {
-			tok, err := w.dec.ReadToken() // the member name
-			if err != nil {
-				return duplicateProblem(err)
+		for {
+			tok, ok, p := w.read() // a member name or the end
+			if !ok {
+				return p
+			}
+			if tok.Kind() == '}' {
+				return nil
 			}
 			name := tok.String()
 			next := elem
@@ -108,34 +112,38 @@ func (w *strictWalker) value(t reflect.Type) *problem {
 				}
 				next = ft // nil for an unknown field: encoding/json refuses it
 			}
-			if p := w.value(next); p != nil {
+			if p := w.value(next); p != nil || w.failed {
 				return p
 			}
-			if w.dec.PeekKind() == 0 { // invalid or cut short: encoding/json reports it
-				_, err := w.dec.ReadToken()
-				return duplicateProblem(err)
-			}
 		}
-		_, err := w.dec.ReadToken()
-		return duplicateProblem(err)
 	case '[':
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for w.dec.PeekKind() != ']' {
-			if w.dec.PeekKind() == 0 {
-				_, err := w.dec.ReadToken()
-				return duplicateProblem(err)
+		for {
+			if w.dec.PeekKind() == ']' {
+				_, _, p := w.read()
+				return p
 			}
-			if p := w.value(elem); p != nil {
+			if p := w.value(elem); p != nil || w.failed {
 				return p
 			}
 		}
-		_, err := w.dec.ReadToken()
-		return duplicateProblem(err)
 	}
 	return nil
+}
+
+// read reads the next token. ok is false when there is none (the body is
+// malformed or cut short): the walk ends, with p set when the reason is a
+// duplicate name.
+func (w *strictWalker) read() (tok jsontext.Token, ok bool, p *problem) {
+	tok, err := w.dec.ReadToken()
+	if err != nil {
+		w.failed = true
+		return tok, false, duplicateProblem(err)
+	}
+	return tok, true, nil
 }
 
 // pointerOf is the JSON Pointer of member name of the object being read.
