@@ -100,14 +100,15 @@ func Schemes() []string {
 var ErrUnknownScheme = errors.New("store: unknown URL scheme")
 
 // Open parses rawURL and hands it to the OpenFunc registered for its scheme.
-// It returns an error for a URL that does not parse or has no scheme, and an
+// It returns an error wrapping ErrBadURL for a URL that does not parse, an
+// error for one that has no scheme, and an
 // error wrapping ErrUnknownScheme (listing the registered schemes and the
 // import that registers a store) for an unregistered one. Errors from the
 // OpenFunc are returned wrapped with the scheme.
 func Open(ctx context.Context, rawURL string) (core.Store, error) {
-	u, err := url.Parse(rawURL)
+	u, err := ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("store: malformed store URL: %w", err)
+		return nil, err
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("store: store URL %q has no scheme (want e.g. sqlite:path/to/file.db); registered: %s",
@@ -129,6 +130,25 @@ func Open(ctx context.Context, rawURL string) (core.Store, error) {
 		return nil, fmt.Errorf("store: open %s store: %w", scheme, err)
 	}
 	return s, nil
+}
+
+// ErrBadURL is wrapped by ParseURL (and so by Open) for a store URL that
+// does not parse.
+var ErrBadURL = errors.New("store: malformed store URL")
+
+// ParseURL parses a store URL as url.Parse does, but its error never
+// repeats the URL, which may hold a password: it wraps ErrBadURL and says
+// only what is wrong with it.
+func ParseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
+	}
+	return u, nil
 }
 
 // ErrBadQuery is wrapped by Query for a URL query that does not parse.

@@ -44,9 +44,9 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 // that does not parse (a ';' between parameters, a bad %-escape) and one
 // of backlog's parameters given twice are errors.
 func ParseURL(raw string) (string, []Option, error) {
-	u, err := url.Parse(raw)
+	u, err := store.ParseURL(raw)
 	if err != nil {
-		return "", nil, fmt.Errorf("mysql: malformed URL: %w", err)
+		return "", nil, fmt.Errorf("mysql: %w", err)
 	}
 	return parseURL(u)
 }

@@ -31,9 +31,9 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 // not parse (a ';' between parameters, a bad %-escape) and one of
 // backlog's parameters given twice are errors.
 func ParseURL(raw string) (string, []Option, error) {
-	u, err := url.Parse(raw)
+	u, err := store.ParseURL(raw)
 	if err != nil {
-		return "", nil, fmt.Errorf("postgres: malformed URL: %w", err)
+		return "", nil, fmt.Errorf("postgres: %w", err)
 	}
 	q, err := store.Query(u, "schema", "strategy", "notify", "migrate")
 	if err != nil {
