@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -133,4 +134,38 @@ func TestPrintable(t *testing.T) {
 	if got := oneLine("a\tb\r\nc\x1b"); got != `a b ⏎ c\x1b` {
 		t.Errorf("oneLine = %q", got)
 	}
+}
+
+// FuzzPrintable: whatever a stored string holds, printable's output is
+// UTF-8 without a character a terminal acts on, oneLine's has no line
+// break or tab either, and a string with nothing to escape is unchanged.
+func FuzzPrintable(f *testing.F) {
+	for _, s := range []string{hostileKind, hostileQueue, hostileError, "plain", "a\tb\r\nc", "\xff\xfe", "\u009b31m", "日本\u202e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		clean := true
+		for i, r := range s {
+			_, size := utf8.DecodeRuneInString(s[i:])
+			if needsEscape(r, size, "") {
+				clean = false
+			}
+		}
+		for _, out := range []string{printable(s, ""), oneLine(s), printable(s, "\n\t")} {
+			if !utf8.ValidString(out) {
+				t.Fatalf("output for %q is not UTF-8: %q", s, out)
+			}
+			for _, r := range out {
+				if r != '\n' && r != '\t' && needsEscape(r, utf8.RuneLen(r), "") {
+					t.Fatalf("output for %q holds %U: %q", s, r, out)
+				}
+			}
+		}
+		if strings.ContainsAny(oneLine(s), "\n\t") {
+			t.Fatalf("oneLine(%q) = %q keeps a line break or tab", s, oneLine(s))
+		}
+		if clean && printable(s, "") != s {
+			t.Fatalf("printable changed %q, which needs no escape, to %q", s, printable(s, ""))
+		}
+	})
 }
