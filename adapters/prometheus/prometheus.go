@@ -3,9 +3,10 @@
 //
 // A Metrics value is two things: a core.Observer that counts what this
 // node's client does (add it to core.Config.Observers), and a
-// prometheus.Collector that reads cluster-wide state from the store at
-// scrape time (jobs per queue and state, running jobs, workers by
-// liveness). Register it with a registry and serve that registry, for
+// prometheus.Collector that reports cluster-wide state from the store
+// (jobs per queue and state, running jobs, workers by liveness), read
+// through a core.StatsCache and at most Options.MaxAge (5 s) old, so that
+// any number of scrapers costs at most one store read per MaxAge. Register it with a registry and serve that registry, for
 // example with promhttp:
 //
 //	var client *core.Client

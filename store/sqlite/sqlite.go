@@ -45,7 +45,9 @@
 //	notify_interval=20ms  how often Listen checks for other writers' commits (0 = no notifications)
 //
 // for example "sqlite:data/jobs.db?prefix=app_&busy_timeout=10s". Unknown
-// parameters are an error.
+// parameters are an error, and so are a parameter given twice and a query
+// that does not parse ("prefix=app_;migrate=false": parameters are
+// separated by '&').
 //
 // # Schema
 //
