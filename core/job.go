@@ -164,7 +164,8 @@ type Job struct {
 
 // InsertParams is one job to insert. The client validates and fills defaults
 // before a store sees it, so stores may assume: Queue and Kind non-empty,
-// Args valid JSON, Priority 1..10, MaxAttempts ≥ 1, RunAt set (UTC, µs).
+// Args valid JSON in UTF-8, Priority 1..10, MaxAttempts ≥ 1, RunAt set and
+// RunAt and Deadline (when set) within [MinTime, MaxTime] (UTC, µs).
 type InsertParams struct {
 	Queue       string
 	Kind        string

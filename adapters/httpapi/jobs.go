@@ -131,7 +131,9 @@ type JobResponse struct {
 }
 
 // ListResponse answers GET /v1/jobs. NextAfter is the cursor of the next
-// page, absent on the last page.
+// page, absent on the last page. A page ends at its limit or once the args
+// and results of its jobs reach Config.MaxPageBytes, so a page shorter
+// than its limit may still carry a cursor.
 type ListResponse struct {
 	Jobs      []*Job `json:"jobs"`
 	NextAfter *int64 `json:"next_after,omitempty"`
