@@ -140,7 +140,10 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 	log := reqFrom(r.Context()).log
 	now := s.now()
 	out := newJobStream(w)
-	var bad []core.Outcome
+	var (
+		bad           []core.Outcome
+		undeliverable []*core.Job
+	)
 	for i, j := range claimed {
 		aj := toJob(j)
 		aj.LeaseToken = token(j)
@@ -154,6 +157,7 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 			o := core.HandBack(j, core.CauseUndeliverable, now)
 			o.RunAt = core.ClampTime(now.Add(undeliverableDelay))
 			bad = append(bad, o)
+			undeliverable = append(undeliverable, j)
 			continue
 		}
 		due := j.RunAt
@@ -167,8 +171,16 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 	if len(bad) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 		defer cancel()
-		if _, err := s.st.Finish(ctx, bad); err != nil {
+		res, err := s.st.Finish(ctx, bad)
+		if err != nil {
 			log.Warn("backlog http: handing back undeliverable jobs failed; they return after lease expiry", "worker_id", workerID, "jobs", len(bad), "err", err)
+			return nil
+		}
+		for i, fr := range res {
+			if fr.Applied {
+				j := undeliverable[i]
+				s.c.Emit(core.Event{Kind: core.EventJobSnoozed, At: now, Queue: j.Queue, Job: j, Cause: core.CauseUndeliverable})
+			}
 		}
 	}
 	return nil

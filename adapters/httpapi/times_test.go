@@ -200,10 +200,15 @@ func TestClaimHandsBackUndeliverableJobs(t *testing.T) {
 	if !j.RunAt.After(clock.Now()) {
 		t.Fatalf("handed back due at %s, now %s: every claim would meet it again at once", j.RunAt, clock.Now())
 	}
+	handedBack := false
 	for _, e := range h.events.drain() {
 		if e.Kind == core.EventJobClaimed && e.Job.ID == ids[3] {
 			t.Fatal("the undeliverable job was reported claimed")
 		}
+		handedBack = handedBack || e.Kind == core.EventJobSnoozed && e.Job.ID == ids[3] && e.Cause == core.CauseUndeliverable
+	}
+	if !handedBack {
+		t.Fatal("no snoozed event with cause undeliverable for the job handed back")
 	}
 	// It is not claimed again before its delay.
 	if jobs := h.claim("w", map[string]any{"limit": 10}); len(jobs) != 0 {
