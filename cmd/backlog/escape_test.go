@@ -169,3 +169,15 @@ func FuzzPrintable(f *testing.F) {
 		}
 	})
 }
+
+// TestErrorLineEscapesControlCharacters: the final "backlog: <error>" line
+// quotes what the user or the store gave (a path here) without letting a
+// terminal act on it.
+func TestErrorLineEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	r := cli(t, tempDB(t), "enqueue", "k", "--from", "/nonexistent\x1b[31m")
+	if r.code == 0 || !strings.Contains(r.stderr, `/nonexistent\x1b[31m`) {
+		t.Fatalf("want the path escaped in the error line: %s", r)
+	}
+	noEscapes(t, "error line", r.stderr)
+}

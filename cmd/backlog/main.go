@@ -89,7 +89,9 @@ func run(ctx context.Context, e *env, args []string) (code int) {
 	}
 	var q quietError
 	if !errors.As(err, &q) {
-		fmt.Fprintf(e.stderr, "backlog: %v\n", err)
+		// Errors quote stored values (kinds, queues, a job's error text):
+		// escape what a terminal would act on. Newlines are kept.
+		fmt.Fprintf(e.stderr, "backlog: %s\n", printable(err.Error(), "\n"))
 	}
 	var u usageError
 	if errors.As(err, &u) {
