@@ -164,7 +164,7 @@ func TestSnoozedAndReclaimedTokenIsFenced(t *testing.T) {
 			t.Fatalf("re-claim: %+v (first %+v)", got, first)
 		}
 		second := got[0]
-		if second.LeaseToken == first.LeaseToken || !strings.HasPrefix(second.LeaseToken, "v2.") {
+		if second.LeaseToken == first.LeaseToken || !strings.HasPrefix(second.LeaseToken, "v3.") {
 			t.Fatalf("tokens: first %q, second %q", first.LeaseToken, second.LeaseToken)
 		}
 		before := h.coreJob(first.ID)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,8 +107,12 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 	var entries []*batchEntry
 	seen := make(map[int64]bool, n)
 	for i := range req.Outcomes {
-		e, err := s.checkItem(wid, &req.Outcomes[i], seen)
+		e, err := s.checkItem(ctx, wid, &req.Outcomes[i], seen)
 		if err != nil {
+			var p *problem
+			if !errors.As(err, &p) {
+				return err // the store failed: nothing applied
+			}
 			reject(i, err)
 			continue
 		}
@@ -195,9 +200,10 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 }
 
 // checkItem checks one item of worker wid's batch: its fields for its
-// type, its token (which must name the item's job and wid), and that its
-// job appears once in the batch.
-func (s *Server) checkItem(wid string, it *OutcomeItem, seen map[int64]bool) (*batchEntry, error) {
+// type, its token (which must name the item's job and wid, carry this
+// server's signature and belong to the request's credential), and that
+// its job appears once in the batch. A store failure is returned as is.
+func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, seen map[int64]bool) (*batchEntry, error) {
 	if it.JobID < 1 {
 		return nil, newProblem(SlugInvalidRequest, "job_id is required: a positive integer")
 	}
@@ -253,6 +259,9 @@ func (s *Server) checkItem(wid string, it *OutcomeItem, seen map[int64]bool) (*b
 		return nil, newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease_token is for job %d, not job %d", e.tok.jobID, it.JobID))
 	case e.tok.workerID != wid:
 		return nil, newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease_token of job %d was issued to another worker than %q", it.JobID, wid))
+	}
+	if err := s.checkToken(ctx, e.tok); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

@@ -230,7 +230,7 @@ func jobEqual(a, b *Job) bool {
 
 func TestOutcomeBatchMalformedChangesNothing(t *testing.T) {
 	teststores.Run(t, func(t *testing.T, st core.Store) {
-		h := newHarness(t, st, core.Config{}, Config{MaxBodyBytes: 64 << 10})
+		h := newHarness(t, st, core.Config{}, Config{MaxBodyBytes: 160 << 10})
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		j := h.claimOne("w", map[string]any{"kind": "k"})
 		good := fmt.Sprintf(`{"job_id":%d,"lease_token":%q,"type":"complete"}`, j.ID, j.LeaseToken)
@@ -281,7 +281,7 @@ func TestOutcomeBatchItemChecks(t *testing.T) {
 	h.register("w", map[string]any{"queues": []string{"default"}})
 	j := h.claimOne("w", map[string]any{"kind": "k"})
 	tok := j.LeaseToken
-	other := encodeLeaseToken(&core.Job{ID: j.ID + 1000, ClaimSeq: 1, Attempt: 1}, "w")
+	other := h.tokenFor(&core.Job{ID: j.ID + 1000, ClaimSeq: 1, Attempt: 1}, "w")
 	bad := []map[string]any{
 		{"lease_token": tok, "type": "complete"},
 		{"job_id": j.ID, "lease_token": tok},

@@ -2,72 +2,15 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
 )
-
-// leaseToken is the fence of one claimed execution: the job, the claim
-// (core.Job.ClaimSeq) and the worker that holds it, plus the attempt the
-// claim started (for error entries).
-type leaseToken struct {
-	jobID    int64
-	claimSeq int64
-	attempt  int
-	workerID string
-}
-
-// encodeLeaseToken returns
-// "v2.<id>.<claim_seq>.<attempt>.<base64url(worker id)>" for j claimed by
-// workerID.
-func encodeLeaseToken(j *core.Job, workerID string) string {
-	return "v2." + strconv.FormatInt(j.ID, 10) + "." + strconv.FormatInt(j.ClaimSeq, 10) + "." + strconv.Itoa(j.Attempt) + "." +
-		base64.RawURLEncoding.EncodeToString([]byte(workerID))
-}
-
-// decodeLeaseToken parses a token made by encodeLeaseToken.
-func decodeLeaseToken(s string) (leaseToken, error) {
-	bad := func(why string) (leaseToken, error) {
-		return leaseToken{}, newProblem(SlugInvalidLeaseToken, "lease_token "+why)
-	}
-	if s == "" {
-		return bad("is required")
-	}
-	parts := strings.Split(s, ".")
-	if len(parts) == 4 && parts[0] == "v1" {
-		// v1 tokens named the attempt, which a snooze gives back: they
-		// could fence the wrong execution, so they are no longer taken.
-		return bad("is a v1 token from an older server; v1 tokens are no longer accepted (they could not tell two executions at one attempt apart): claim the job again with an up-to-date worker")
-	}
-	if len(parts) != 5 || parts[0] != "v2" {
-		return bad("is not a token issued by this API")
-	}
-	id, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || id < 1 {
-		return bad("has a bad job id")
-	}
-	seq, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || seq < 1 {
-		return bad("has a bad claim sequence")
-	}
-	attempt, err := strconv.Atoi(parts[3])
-	if err != nil || attempt < 0 {
-		return bad("has a bad attempt")
-	}
-	wid, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[4], "="))
-	if err != nil || len(wid) == 0 || len(wid) > 255 || !utf8.Valid(wid) {
-		return bad("has a bad worker id")
-	}
-	return leaseToken{jobID: id, claimSeq: seq, attempt: attempt, workerID: string(wid)}, nil
-}
 
 // CompleteRequest is the body of POST /v1/jobs/{id}/complete.
 type CompleteRequest struct {
@@ -103,8 +46,10 @@ type LeaseResponse struct {
 
 // held checks the token against the path's job and the job's current
 // holder, returning the token and the running job. A token that does not
-// parse or names another job is invalid-lease-token; a job no longer held
-// at that attempt (or gone) is lease-lost.
+// parse or names another job is invalid-lease-token; one this server did
+// not sign, or a job no longer held under that claim (or gone), is
+// lease-lost; a token of a worker bound to another credential is
+// forbidden. Only a verified token reaches the store.
 func (s *Server) held(ctx context.Context, r *http.Request, token string) (leaseToken, *core.Job, error) {
 	id, err := jobID(r)
 	if err != nil {
@@ -116,6 +61,9 @@ func (s *Server) held(ctx context.Context, r *http.Request, token string) (lease
 	}
 	if tok.jobID != id {
 		return leaseToken{}, nil, newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease_token is for job %d, not job %d", tok.jobID, id))
+	}
+	if err := s.checkToken(ctx, tok); err != nil {
+		return leaseToken{}, nil, err
 	}
 	j, err := s.st.Get(ctx, id)
 	if errors.Is(err, core.ErrNotFound) {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -269,33 +268,4 @@ func TestCompleteWithZeroRetentionDeletes(t *testing.T) {
 		}
 		wantProblem(t, h.do("GET", "/v1/jobs/"+itoa(j.ID), nil), SlugJobNotFound)
 	})
-}
-
-func TestLeaseTokenCodec(t *testing.T) {
-	for _, w := range []string{"w", "host-12-ab", "ünïcode.worker/with.dots", strings.Repeat("x", 255)} {
-		tok := encodeLeaseToken(&core.Job{ID: 42, ClaimSeq: 7, Attempt: 3}, w)
-		if !strings.HasPrefix(tok, "v2.42.7.3.") {
-			t.Fatalf("token %q", tok)
-		}
-		got, err := decodeLeaseToken(tok)
-		if err != nil || got != (leaseToken{jobID: 42, claimSeq: 7, attempt: 3, workerID: w}) {
-			t.Fatalf("%q: %+v %v", tok, got, err)
-		}
-	}
-	// A continuation resets the attempt: a claim at attempt 0 is not one.
-	if got, err := decodeLeaseToken(encodeLeaseToken(&core.Job{ID: 1, ClaimSeq: 9}, "w")); err != nil || got.attempt != 0 || got.claimSeq != 9 {
-		t.Fatalf("attempt 0: %+v %v", got, err)
-	}
-	for _, bad := range []string{"", "v2", "v2.1.1.1", "v3.1.1.1.dw", "v2.x.1.1.dw", "v2.1.x.1.dw", "v2.1.1.x.dw", "v2.0.1.1.dw",
-		"v2.1.0.1.dw", "v2.1.-1.1.dw", "v2.1.1.-1.dw", "v2.1.1.1.!!", "v2.1.1.1.", "v2.1.1.1.dw.extra"} {
-		if _, err := decodeLeaseToken(bad); err == nil {
-			t.Fatalf("%q decoded", bad)
-		}
-	}
-	// A v1 token is refused with a message that says why and what to do.
-	_, err := decodeLeaseToken("v1.1.1.dw")
-	var p *problem
-	if !errors.As(err, &p) || p.slug != SlugInvalidLeaseToken || !strings.Contains(p.detail, "v1") || !strings.Contains(p.detail, "up-to-date worker") {
-		t.Fatalf("v1 token: %v", err)
-	}
 }

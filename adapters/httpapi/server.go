@@ -3,8 +3,6 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	_ "embed"
 	"encoding/hex"
 	"errors"
@@ -30,8 +28,29 @@ type Tokens struct {
 // Config configures a Server. The zero value is an open API with default
 // limits.
 type Config struct {
-	// Tokens are the bearer tokens per role; all empty means no auth.
+	// Tokens are the bearer tokens per role; all empty (and no
+	// WorkerTokens) means no auth.
 	Tokens Tokens
+	// WorkerTokens are per-worker bearer tokens by credential name (1..64
+	// bytes of letters, digits, '.', '_', '-'; not "admin", "worker" or
+	// "producer"), each allowed the worker role's calls. A worker id is
+	// bound to the credential that registers it: while its record lives,
+	// no other credential but the admin token may heartbeat, claim,
+	// report outcomes or deregister under it (403 forbidden). Each token
+	// must differ from every other. See docs/security.md.
+	WorkerTokens map[string]string
+	// LeaseSecret signs lease tokens (HMAC-SHA256); at least
+	// MinLeaseSecretBytes (32) bytes, the same on every server sharing
+	// the store. Nil means the secret kept in the store (core.Settings,
+	// key LeaseSecretSetting, created from crypto/rand by the first server
+	// that needs it and read by every other); on a store without
+	// core.Settings, a random secret of this process, with a warning:
+	// its tokens are refused after a restart and by other servers.
+	LeaseSecret []byte
+	// PreviousLeaseSecrets still verify lease tokens but sign none: list
+	// the old secret here while rotating, until the executions it signed
+	// have ended. Each is at least MinLeaseSecretBytes bytes.
+	PreviousLeaseSecrets [][]byte
 	// MaxBodyBytes limits a request body; larger bodies get 413
 	// body-too-large. 0 means DefaultMaxBodyBytes (8 MiB).
 	MaxBodyBytes int64
@@ -168,7 +187,8 @@ type Server struct {
 	mux   *http.ServeMux
 
 	open   bool
-	tokens [3]tokenHash // producer, worker, admin
+	tokens []tokenHash  // role tokens, then per-worker tokens
+	lease  *leaseSigner // signs and verifies lease tokens
 
 	wake    *broadcaster
 	workers *workerCache
@@ -181,12 +201,6 @@ type Server struct {
 	cancel    context.CancelFunc
 	bg        sync.WaitGroup
 	closeOnce sync.Once
-}
-
-type tokenHash struct {
-	set  bool
-	hash [sha256.Size]byte
-	role role
 }
 
 // New returns the API server over c: it uses c's store, validation, clock,
@@ -244,15 +258,14 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	if s.stats == nil {
 		s.stats = core.NewStatsCache(s.st)
 	}
-	for i, t := range []struct {
-		tok string
-		r   role
-	}{{cfg.Tokens.Producer, roleProducer}, {cfg.Tokens.Worker, roleWorker}, {cfg.Tokens.Admin, roleAdmin}} {
-		if t.tok != "" {
-			s.tokens[i] = tokenHash{set: true, hash: sha256.Sum256([]byte(t.tok)), role: t.r}
-		}
+	var err error
+	if s.tokens, err = buildTokens(cfg); err != nil {
+		return nil, err
 	}
-	s.open = !s.tokens[0].set && !s.tokens[1].set && !s.tokens[2].set
+	s.open = len(s.tokens) == 0
+	if s.lease, err = newLeaseSigner(s.st, cfg, cfg.Logger); err != nil {
+		return nil, err
+	}
 	for _, rt := range routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.endpoint(rt))
 	}
@@ -388,7 +401,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // authorize checks the bearer token against every configured token in
 // constant time (all are compared whatever matches) and returns a problem
 // when the token is missing, unknown (401) or of a role the route does not
-// accept (403).
+// accept (403). It records the token's credential name in the request's
+// reqCtx.
 func (s *Server) authorize(r *http.Request, allowed role) *problem {
 	if s.open {
 		return nil
@@ -398,14 +412,8 @@ func (s *Server) authorize(r *http.Request, allowed role) *problem {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
 		return newProblem(SlugUnauthorized, "send Authorization: Bearer <token>")
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	var granted role
-	for _, t := range s.tokens {
-		eq := subtle.ConstantTimeCompare(sum[:], t.hash[:])
-		if t.set && eq == 1 {
-			granted |= t.role
-		}
-	}
+	granted, name := s.authenticate(strings.TrimSpace(tok))
+	reqFrom(r.Context()).cred = name
 	switch {
 	case granted == 0:
 		return newProblem(SlugUnauthorized, "the bearer token is not valid")
@@ -417,8 +425,9 @@ func (s *Server) authorize(r *http.Request, allowed role) *problem {
 
 // reqCtx is the per-request state kept in the request context.
 type reqCtx struct {
-	id  string
-	log *slog.Logger
+	id   string
+	log  *slog.Logger
+	cred string // the credential name of the request's token ("" when open)
 }
 
 type reqKey struct{}

@@ -252,15 +252,34 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := validMetadata(req.Metadata); err != nil {
 		return err
 	}
+	if _, ok := req.Metadata[WorkerCredentialKey]; ok {
+		return newProblem(SlugInvalidRequest, errReservedMetadata.Error())
+	}
 	now := s.now()
 	prev, existed, err := s.lookupWorker(r.Context(), id, now)
 	if err != nil {
 		return err
 	}
-	info := core.WorkerInfo{
+	// The id is bound to the credential that registers it; while its
+	// record lives, only that credential (or the admin token) may
+	// register it again. The admin token binds nothing: it keeps the
+	// binding the record has.
+	owner := reqFrom(r.Context()).cred
+	if owner == CredentialAdmin {
+		owner = ""
+	}
+	if existed {
+		if !s.mayActFor(r.Context(), ownerOf(prev)) {
+			return forbiddenWorker(id)
+		}
+		if owner == "" {
+			owner = ownerOf(prev)
+		}
+	}
+	info := withOwner(core.WorkerInfo{
 		ID: id, Host: req.Name, Queues: slices.Compact(slices.Clone(req.Queues)), Tags: req.Tags, Metadata: req.Metadata,
 		StartedAt: now, HeartbeatAt: now,
-	}
+	}, owner)
 	if existed {
 		info.StartedAt = prev.StartedAt
 	}
@@ -292,11 +311,38 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if req.Leases == nil {
 		return newProblem(SlugInvalidRequest, `a heartbeat names the leases it renews: send {"leases": [the lease tokens of every job this worker holds]} ([] when it holds none); workers that send none must be upgraded`)
 	}
-	leases := make([]core.Lease, 0, len(*req.Leases))
-	named := make(map[core.Lease]bool, len(*req.Leases))
+	toks := make([]leaseToken, 0, len(*req.Leases))
 	for _, t := range *req.Leases {
 		tok, err := decodeLeaseToken(t)
 		if err != nil {
+			return err
+		}
+		toks = append(toks, tok)
+	}
+	ctx := r.Context()
+	now := s.now()
+	info, ok, err := s.lookupWorker(ctx, id, now)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notRegistered(id)
+	}
+	if info, _, err = s.actFor(ctx, info); err != nil {
+		return err
+	}
+	// Leases under tokens this server did not sign (or of a worker bound
+	// to another credential) are not renewed, as if their executions had
+	// ended: the store's jobs they name are not named, and are handed
+	// back below.
+	leases := make([]core.Lease, 0, len(toks))
+	named := make(map[core.Lease]bool, len(toks))
+	for _, tok := range toks {
+		if err := s.checkToken(ctx, tok); err != nil {
+			var p *problem
+			if errors.As(err, &p) {
+				continue
+			}
 			return err
 		}
 		if tok.workerID != id {
@@ -306,15 +352,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		leases = append(leases, l)
 		named[l] = true
 	}
-	now := s.now()
-	info, ok, err := s.lookupWorker(r.Context(), id, now)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return notRegistered(id)
-	}
-	if info, err = s.touch(r.Context(), info, now); err != nil {
+	if info, err = s.touch(ctx, info, now); err != nil {
 		return err
 	}
 	n := 0
@@ -383,6 +421,13 @@ func (s *Server) deregisterWorker(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	// Only the credential the id is bound to may remove its record (a
+	// missing or dead record is no one's).
+	if info, ok, err := s.lookupWorker(r.Context(), id, s.now()); err != nil {
+		return err
+	} else if ok && !s.mayActFor(r.Context(), ownerOf(info)) {
+		return forbiddenWorker(id)
+	}
 	if err := s.st.DeregisterWorker(r.Context(), id); err != nil {
 		return err
 	}
@@ -442,6 +487,16 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return notRegistered(id)
 	}
+	info, rebind, err := s.actFor(ctx, info)
+	if err != nil {
+		return err
+	}
+	// Tokens are signed before anything is claimed: a claim must never
+	// take jobs it cannot answer with tokens.
+	keys, err := s.lease.resolve(ctx)
+	if err != nil {
+		return err
+	}
 	queues := info.Queues
 	if len(req.Queues) > 0 {
 		for _, q := range req.Queues {
@@ -453,7 +508,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A claim is also a heartbeat, written at most once a second per
 	// worker: busy workers claim far more often than liveness needs.
-	if now.Sub(info.HeartbeatAt) >= claimHeartbeatEvery {
+	if rebind || now.Sub(info.HeartbeatAt) >= claimHeartbeatEvery {
 		if info, err = s.touch(ctx, info, now); err != nil {
 			return err
 		}
@@ -497,7 +552,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil // the client is gone: nobody reads an answer
 	}
-	return s.writeClaim(w, r, id, claimed, func(j *core.Job) string { return encodeLeaseToken(j, id) })
+	owner := ownerOf(info)
+	return s.writeClaim(w, r, id, claimed, func(j *core.Job) string { return signToken(keys, j, id, owner) })
 }
 
 // sleep waits for a wake-up or a poll tick (true) or for the end of the

@@ -5,8 +5,9 @@
 // on it: heartbeats that name every job it holds, bounded concurrency,
 // batched outcome delivery that survives a flaky network, handlers stopped
 // before a lease it cannot renew runs out, and graceful shutdown. It needs
-// a server of the same release (v2 lease tokens, heartbeats that name
-// their leases).
+// a server that takes heartbeats naming their leases; it treats lease
+// tokens as opaque, so it works with signed (v3) tokens as with the v2
+// tokens of older servers.
 //
 // Errors of the API arrive as *Problem, which errors.Is maps to the core
 // sentinels (core.ErrNotFound, core.ErrLeaseLost, core.ErrInvalidJob,
@@ -615,8 +616,11 @@ func (c *Client) RegisterWorker(ctx context.Context, id string, req RegisterRequ
 // whose answer never reached it) are handed back without using an attempt
 // and counted in HandedBack. ErrWorkerNotRegistered means the worker has no
 // record (it was declared dead, its jobs handed back): register again.
-// ErrInvalidLeaseToken means a token is not one of this API's v2 tokens or
-// belongs to another worker (nothing was done).
+// ErrInvalidLeaseToken means a token is not one of this API's tokens or
+// belongs to another worker (nothing was done); tokens the server did not
+// sign (from an older server, or under a secret it no longer accepts) are
+// not renewed, as if their jobs were no longer held. ErrForbidden means
+// the worker id is bound to another credential (see docs/security.md).
 func (c *Client) Heartbeat(ctx context.Context, id string, leases []string) (*HeartbeatResult, error) {
 	if leases == nil {
 		leases = []string{}

@@ -21,7 +21,8 @@ const ProblemTypeBase = "https://backlog.dev/problems/"
 var (
 	// ErrUnauthorized: 401 unauthorized, the token is missing or unknown.
 	ErrUnauthorized = errors.New("backlog api: unauthorized")
-	// ErrForbidden: 403 forbidden, the token's role may not call this.
+	// ErrForbidden: 403 forbidden, the token's role may not call this, or
+	// the worker id is bound to another credential (per-worker tokens).
 	ErrForbidden = errors.New("backlog api: forbidden")
 	// ErrWorkerNotRegistered: 404 worker-not-registered, a heartbeat or
 	// claim for a worker id with no record (never registered, or declared

@@ -111,14 +111,15 @@ func (p *beatProxy) beatAfter(t *testing.T, at time.Time) beat {
 	return b
 }
 
-// leaseJobs returns the job ids of v2 lease tokens, sorted.
+// leaseJobs returns the job ids of lease tokens (signed v3 tokens of the
+// server, or v2 ones of the fakes), sorted.
 func leaseJobs(t *testing.T, tokens []string) []int64 {
 	t.Helper()
 	var ids []int64
 	for _, tok := range tokens {
 		parts := strings.Split(tok, ".")
-		if len(parts) != 5 || parts[0] != "v2" {
-			t.Fatalf("lease token %q is not a v2 token", tok)
+		if !(len(parts) == 7 && parts[0] == "v3" || len(parts) == 5 && parts[0] == "v2") {
+			t.Fatalf("lease token %q is not a lease token", tok)
 		}
 		id, err := strconv.ParseInt(parts[1], 10, 64)
 		if err != nil {
