@@ -52,6 +52,7 @@ type serveFlags struct {
 	metricsToken              string
 	maxConnections            int
 	bodyTimeout, writeTimeout time.Duration
+	auth                      authFlags // lease secret, per-worker tokens
 }
 
 func (f *serveFlags) register(fl *pflag.FlagSet) {
@@ -67,6 +68,7 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxConnections, "max-connections", defaultMaxConnections, "most HTTP connections open at once; more wait until one closes")
 	fl.DurationVar(&f.bodyTimeout, "body-timeout", httpapi.DefaultBodyReadTimeout, "a request body must arrive within this, or the connection is closed")
 	fl.DurationVar(&f.writeTimeout, "write-timeout", httpapi.DefaultWriteTimeout, "handling a request and writing its answer must end within this (long-polling claims get their wait on top)")
+	f.auth.register(fl)
 }
 
 // resolve fills tokens and the listen address from the environment where
@@ -85,6 +87,9 @@ func (f *serveFlags) resolve(fl *pflag.FlagSet, getenv func(string) string) erro
 	env("producer-token", "BACKLOG_PRODUCER_TOKEN", &f.producerToken)
 	env("worker-token", "BACKLOG_WORKER_TOKEN", &f.workerToken)
 	env("metrics-token", "BACKLOG_METRICS_TOKEN", &f.metricsToken)
+	if err := f.auth.resolve(fl, getenv); err != nil {
+		return err
+	}
 	host, _, err := net.SplitHostPort(f.listen)
 	if err != nil {
 		return usagef("--listen %q: want HOST:PORT, e.g. 127.0.0.1:8080 (%v)", f.listen, err)
@@ -167,10 +172,12 @@ func (h *httpService) observers() []core.Observer { return []core.Observer{h.met
 
 // Start listens, then serves in the background.
 func (h *httpService) Start(ctx context.Context, c *core.Client) error {
-	api, err := httpapi.New(c, httpapi.Config{
+	acfg := httpapi.Config{
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
-	})
+	}
+	h.flags.auth.apply(&acfg)
+	api, err := httpapi.New(c, acfg)
 	if err != nil {
 		return err
 	}
