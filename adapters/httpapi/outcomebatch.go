@@ -51,7 +51,8 @@ type OutcomesResponse struct {
 // discarded, cancelled, scheduled or available; "completed" also when
 // the server keeps no completed jobs and deleted the row). Items that did
 // not apply carry the problem they would have had on the single endpoint
-// (lease-lost, invalid-lease-token, invalid-request) and changed nothing.
+// (lease-lost, invalid-lease-token, forbidden, invalid-request) and
+// changed nothing.
 type OutcomeResult struct {
 	JobID   int64           `json:"job_id"`
 	Applied bool            `json:"applied"`
