@@ -20,6 +20,8 @@ const (
 	producerToken = "producer-token"
 	workerToken   = "worker-token"
 	adminToken    = "admin-token"
+	teamAToken    = "team-a-token" // per-worker tokens
+	teamBToken    = "team-b-token"
 )
 
 // quiet discards logs; set BACKLOG_TEST_LOGS=1 to see them on stderr.
@@ -64,7 +66,10 @@ func startServer(t *testing.T, st core.Store, ccfg core.Config, maintenance bool
 			t.Fatal(err)
 		}
 	}
-	api, err := httpapi.New(c, httpapi.Config{Tokens: httpapi.Tokens{Producer: producerToken, Worker: workerToken, Admin: adminToken}})
+	api, err := httpapi.New(c, httpapi.Config{
+		Tokens:       httpapi.Tokens{Producer: producerToken, Worker: workerToken, Admin: adminToken},
+		WorkerTokens: map[string]string{"team-a": teamAToken, "team-b": teamBToken},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
