@@ -181,7 +181,6 @@ func carries(body []byte, tok string) bool {
 	return false
 }
 
-
 // TestOutcomeFuzzServerTakesItsToken keeps FuzzOutcomeBodies meaningful:
 // on its server, each route succeeds with the token it issued.
 func TestOutcomeFuzzServerTakesItsToken(t *testing.T) {
