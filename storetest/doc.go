@@ -47,11 +47,14 @@
 //   - Optional capabilities are discovered by type assertion, as the engine
 //     does: the transactional subtests run only when the store implements
 //     core.TxInserter or core.TxCompleter (and then need Factory.BeginTx),
-//     the notification subtests only when it implements core.Notifier. A
-//     store that declares a capability must deliver it: a Notifier that never
-//     delivers fails.
+//     the notification subtests only when it implements core.Notifier, the
+//     settings subtests only when it implements core.Settings. A store
+//     that declares a capability must deliver it: a Notifier that never
+//     delivers fails, and so does a get-or-create that two racing callers
+//     both win.
 //   - When Factory.Reopen is set, the claim-exclusivity subtest puts half of
-//     its concurrent claimers on a second handle, as a second process would.
+//     its concurrent claimers on a second handle, as a second process would,
+//     and the settings subtests race and read across the two handles.
 //
 // Everything the suite checks is observable through core.Store; it never
 // inspects a database directly. Arguments are compared as JSON values (a
