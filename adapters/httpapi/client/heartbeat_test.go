@@ -307,7 +307,11 @@ func TestWorkerStopsUnrenewedHandlers(t *testing.T) {
 	if j := s.job(r.Job.ID); j.State != core.StateRunning {
 		t.Fatalf("job during the outage: %+v", j)
 	}
-	time.Sleep(3 * time.Second)
+	// Keep the server unreachable for 3 s more, and at least 5.5 s in all:
+	// under load the handler may be stopped early (the worker's view of
+	// its lease lags the renewal that just landed), and the heartbeat
+	// count below needs the whole window.
+	time.Sleep(max(3*time.Second, time.Until(downAt.Add(5500*time.Millisecond))))
 	window := time.Since(downAt)
 	refused := proxy.refusedBeats.Load()
 	proxy.down.Store(false)
