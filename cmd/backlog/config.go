@@ -153,6 +153,8 @@ type workConfig struct {
 	// (shell.go, passedEnv): "NAME" passes the worker's NAME, "NAME=value"
 	// sets it. The file's entries, then the flags'.
 	handlerEnv []string
+	// encryption is encryption at rest (keys.go); nil without keys.
+	encryption *core.Encryption
 }
 
 type handlerConfig struct {
@@ -178,6 +180,7 @@ type workFlags struct {
 	migrate         bool
 	waitForDB       dbWait
 	tags            []string
+	keys            keyFlags
 	// handlersOptional lets serve run without local handlers: remote
 	// workers of its HTTP API run the jobs.
 	handlersOptional bool
@@ -196,6 +199,7 @@ const (
 func (f *workFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.config, "config", "", "JSON config file (queues, handlers, timeouts); flags override it")
 	fl.StringArrayVar(&f.handlers, "handler", nil, "KIND=COMMAND: run jobs of KIND with sh -c COMMAND (repeatable)")
+	f.keys.register(fl, true)
 	fl.StringArrayVar(&f.handlerEnv, "handler-env", nil, "NAME or NAME=value: pass the worker's NAME (or set NAME) to handlers, whose environment is otherwise only PATH, HOME, LANG, LC_*, TZ, TMPDIR, TRACEPARENT, TRACESTATE (repeatable)")
 	fl.StringArrayVar(&f.queues, "queue", nil, "NAME[=MAXWORKERS]: work this queue with up to MAXWORKERS jobs at once (repeatable; default default=10)")
 	fl.StringVar(&f.workerID, "worker-id", "", "worker id (default host-pid-random)")

@@ -35,6 +35,7 @@ type enqueueFlags struct {
 	batchSize int
 	progress  bool
 	migrate   bool
+	keys      keyFlags
 }
 
 func (a *app) newEnqueueCmd() *cobra.Command {
@@ -80,6 +81,7 @@ many jobs that was.`,
 	fl.IntVar(&f.batchSize, "batch-size", 1000, "jobs per insert with --from")
 	fl.BoolVar(&f.progress, "progress", false, "show a progress bar with --from even when stderr is not a terminal")
 	fl.BoolVar(&f.migrate, "migrate", true, "migrate the store's schema first")
+	f.keys.register(fl, false)
 	return cmd
 }
 
@@ -212,6 +214,10 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 	if err != nil {
 		return usageError{err}
 	}
+	enc, err := f.keys.encryption(a.env.getenv)
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	return a.withStore(ctx, func(st core.Store) error {
 		if f.migrate {
@@ -219,7 +225,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 				return err
 			}
 		}
-		cl, err := a.insertClient(st)
+		cl, err := a.sealingClient(st, enc)
 		if err != nil {
 			return err
 		}
@@ -245,7 +251,12 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 // insertClient is a client that only inserts and administers: no queues,
 // no maintenance.
 func (a *app) insertClient(st core.Store) (*core.Client, error) {
-	return core.NewClient(st, core.Config{Logger: a.log, MaintenanceInterval: -1})
+	return a.sealingClient(st, nil)
+}
+
+// sealingClient is insertClient sealing args under enc (nil: none).
+func (a *app) sealingClient(st core.Store, enc *core.Encryption) (*core.Client, error) {
+	return core.NewClient(st, core.Config{Logger: a.log, MaintenanceInterval: -1, Encryption: enc})
 }
 
 // bulkLine is one line of a --from file in full-object form.
@@ -315,6 +326,10 @@ func (a *app) enqueueBulk(cmd *cobra.Command, f *enqueueFlags, args []string) er
 		in, name = fh, f.from
 	}
 
+	enc, err := f.keys.encryption(a.env.getenv)
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	return a.withStore(ctx, func(st core.Store) error {
 		if f.migrate {
@@ -322,7 +337,7 @@ func (a *app) enqueueBulk(cmd *cobra.Command, f *enqueueFlags, args []string) er
 				return err
 			}
 		}
-		cl, err := a.insertClient(st)
+		cl, err := a.sealingClient(st, enc)
 		if err != nil {
 			return err
 		}

@@ -61,7 +61,7 @@ func TestWorkHandlersDoNotSeeWorkerSecrets(t *testing.T) {
 	db := "sqlite:" + filepath.Join(dir, "env.db")
 	for k, v := range map[string]string{
 		"HOME": "/home/w", "LC_ALL": "C",
-		"BACKLOG_ADMIN_TOKEN": "admin-s3cret", "BACKLOG_WORKER_TOKEN": "worker-s3cret", "BACKLOG_DB": db,
+		"BACKLOG_ADMIN_TOKEN": "admin-s3cret", "BACKLOG_WORKER_TOKEN": "worker-s3cret", "BACKLOG_DB": db, keysEnv: "k1=keys-s3cret",
 		"DATABASE_URL": "postgres://u:pw@db/app", "FROM_FILE": "file-value", "FROM_FLAG": "flag-value",
 	} {
 		t.Setenv(k, v)

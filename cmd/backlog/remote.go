@@ -52,6 +52,9 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 			return usagef("--%s does not apply to a remote worker (--server): the job server decides it", name)
 		}
 	}
+	if f.keys.given(a.env.getenv) {
+		return usagef(keysNotServed, "remote workers (--server)")
+	}
 	wc, err := f.resolve(cmd.Flags(), "", false)
 	if err != nil {
 		return err

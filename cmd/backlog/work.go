@@ -44,6 +44,12 @@ func (a *app) newWorkCmd(name string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if wc.encryption, err = f.keys.encryption(a.env.getenv); err != nil {
+				return err
+			}
+			if wc.encryption != nil && sf != nil {
+				return usagef(keysNotServed, "backlog serve")
+			}
 			if sf != nil {
 				if err := sf.resolve(cmd.Flags(), a.env.getenv); err != nil {
 					return err
@@ -281,6 +287,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		DefaultTimeout:    wc.timeout,
 		Retention:         &ret,
 		WorkerTags:        wc.tags,
+		Encryption:        wc.encryption,
 	}
 	if s.serve != nil {
 		cfg.WorkerStaleAfter, cfg.WorkerDeadAfter = s.serve.workerStaleAfter, s.serve.workerDeadAt
