@@ -373,25 +373,8 @@ func TestSoftStopWaitsForRunningJobs(t *testing.T) {
 	}
 }
 
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (m *manualClock) Now() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.now
-}
-
-func (m *manualClock) Add(d time.Duration) {
-	m.mu.Lock()
-	m.now = m.now.Add(d)
-	m.mu.Unlock()
-}
-
 func TestMaintenanceRescuesPrunesAndExpires(t *testing.T) {
-	clk := &manualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := core.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c, st := newClient(t, nil, func(c *core.Config) {
 		c.Queues = nil
 		c.Clock = clk
@@ -591,7 +574,7 @@ func TestRetryAndSnoozeRunWithoutWaitingForPoll(t *testing.T) {
 }
 
 func TestHeartbeatStopsHandlerWhoseLeaseWasLost(t *testing.T) {
-	clk := &manualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := core.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	started := make(chan struct{})
 	cause := make(chan error, 1)
 	h := core.NewHandlers()
@@ -617,7 +600,7 @@ func TestHeartbeatStopsHandlerWhoseLeaseWasLost(t *testing.T) {
 	<-started
 	// The worker stalls past its lease (as far as the store can tell):
 	// another node's maintenance, two minutes later, rescues the job.
-	later := &manualClock{now: clk.Now().Add(2 * time.Minute)}
+	later := core.NewManualClock(clk.Now().Add(2 * time.Minute))
 	other, _ := core.NewClient(st, core.Config{Clock: later, Logger: quietLogger()})
 	other.Maintain(context.Background())
 	select {
@@ -642,7 +625,7 @@ func TestHeartbeatStopsHandlerWhoseLeaseWasLost(t *testing.T) {
 }
 
 func TestMaintenanceHandsBackDeadWorkersJobsBeforeTheirLeasesEnd(t *testing.T) {
-	clk := &manualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := core.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c, st := newClient(t, nil, func(c *core.Config) {
 		c.Queues = nil
 		c.Clock = clk

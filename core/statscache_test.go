@@ -38,26 +38,8 @@ func (s *statsStore) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	return make([]WorkerInfo, n), nil
 }
 
-// testClock is a settable clock for the cache's ages.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newTestStatsCache(st Store) (*StatsCache, *testClock) {
-	clk := &testClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+func newTestStatsCache(st Store) (*StatsCache, *ManualClock) {
+	clk := NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := NewStatsCache(st)
 	c.stats.now, c.workers.now = clk.Now, clk.Now
 	return c, clk

@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/store/sqlite"
@@ -179,24 +179,6 @@ func TestLeaseSecretSurvivesReopen(t *testing.T) {
 // noSettings hides the store's core.Settings.
 type noSettings struct{ core.Store }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLeaseSecretSources: a configured secret is shared by servers that
 // are configured alike, whatever the store; a previous secret still
 // verifies; a store without settings and no configured secret gets a
@@ -220,7 +202,7 @@ func TestLeaseSecretSources(t *testing.T) {
 	stranger := newHarness(t, st, core.Config{}, Config{LeaseSecret: []byte("a different secret of 32 bytes.!")})
 	wantProblem(t, stranger.do("POST", outcomePath(j, "complete"), map[string]any{"lease_token": j.LeaseToken}), SlugLeaseLost)
 
-	var log syncBuffer
+	var log syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	p1 := newHarness(t, st, core.Config{}, Config{Logger: logger})
 	if !strings.Contains(log.String(), "secret of this process") {
