@@ -1,22 +1,47 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/bench"
+	"github.com/backlogq/backlog/internal/dbserver"
 )
+
+// pgStore is what bench needs of the PostgreSQL store (store/postgres) to
+// read the server's statistics about its tables.
+type pgStore interface {
+	Pool() *pgxpool.Pool
+	Schema() string
+}
+
+// privatePG are the flags of a private PostgreSQL server for bench.
+type privatePG struct {
+	on       bool
+	settings []string // name=value
+	params   string   // store URL query parameters
+}
 
 // newBenchCmd measures the engine on the store named by --db. It writes
 // jobs of kind bench.noop into its own queues; run it on a scratch
 // database.
 func (a *app) newBenchCmd() *cobra.Command {
 	var (
-		jobs, workers, maxClaim, producers, batch int
-		duration, interval, poll                  time.Duration
+		jobs, workers, maxClaim, producers, batch, rounds int
+		duration, interval, poll, retention, maint, pause time.Duration
+		ppg                                               privatePG
 	)
 	tune := func(c *core.Config) {
 		if maxClaim > 0 {
@@ -36,9 +61,19 @@ finishes) with no-op jobs on the store named by --db:
   steady    producers and workers together for --duration
   latency   idle workers; enqueue one job every --interval and time
             enqueue → handler start (through the store's notifications)
+  growth    --rounds burn-downs one after the other on one table with
+            completed jobs kept (--retention), and the table after each:
+            rows, dead rows, autovacuum and auto-analyze (PostgreSQL)
 
-It uses the queues "bench", "steady" and "latency" and deletes the jobs it
-completes. Figures for this project's machines are in docs/benchmarks.md.`,
+burndown, steady and latency use the queues "bench", "steady" and "latency"
+and delete the jobs they complete; growth keeps them in "bench".
+
+--private-postgres runs on a new PostgreSQL cluster (initdb in a temporary
+directory, server defaults, autovacuum on) instead of --db, and removes it
+afterwards; with-postgres runs any command next to such a cluster. On a
+PostgreSQL server with autovacuum off, bench warns: such a server never
+shows what autovacuum does to a table of jobs. Figures for this project's
+machines are in docs/benchmarks.md.`,
 		Args: noArgs,
 		RunE: helpOrUnknown,
 	}
@@ -46,16 +81,19 @@ completes. Figures for this project's machines are in docs/benchmarks.md.`,
 	pf.IntVar(&workers, "workers", 100, "MaxWorkers of the benchmark queue")
 	pf.IntVar(&maxClaim, "max-claim", 0, "jobs per claim at most (0 = the engine default)")
 	pf.DurationVar(&poll, "poll-interval", 0, "idle queues' poll interval (0 = the engine default, 1s)")
+	pf.BoolVar(&ppg.on, "private-postgres", false, "run on a private PostgreSQL cluster made for the run (initdb; needs PostgreSQL's server programs) instead of --db")
+	pf.StringArrayVar(&ppg.settings, "pg-set", nil, "server setting name=value of the private PostgreSQL (repeatable), e.g. autovacuum=off or fsync=on")
+	pf.StringVar(&ppg.params, "pg-params", "", "store URL query parameters on the private PostgreSQL, e.g. strategy=optimistic&pool_max_conns=8")
 
+	// storeURL is the URL of the store a subcommand runs on.
+	var storeURL string
 	run := func(name string, fn func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:  name,
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				return a.withStore(cmd.Context(), func(st core.Store) error {
-					if _, err := migrate(cmd.Context(), st); err != nil {
-						return err
-					}
+				return a.withBenchStore(cmd.Context(), ppg, func(st core.Store, u string) error {
+					storeURL = u
 					res, err := fn(cmd, st)
 					if err != nil {
 						return err
@@ -63,7 +101,7 @@ completes. Figures for this project's machines are in docs/benchmarks.md.`,
 					if a.jsonOutput() {
 						return writeJSON(a.env.stdout, res)
 					}
-					fmt.Fprintf(a.env.stdout, "%s: %s\n", redactURL(a.dbURL), res)
+					fmt.Fprintf(a.env.stdout, "%s: %s\n", redactURL(u), res)
 					return nil
 				})
 			},
@@ -86,7 +124,7 @@ completes. Figures for this project's machines are in docs/benchmarks.md.`,
 	latency := run("latency", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
 		// A second handle on the same database, so the wake-up crosses
 		// connection pools as it would between processes.
-		other, err := a.openStore(cmd.Context())
+		other, err := openStoreURL(cmd.Context(), storeURL)
 		if err != nil {
 			return nil, err
 		}
@@ -97,6 +135,201 @@ completes. Figures for this project's machines are in docs/benchmarks.md.`,
 	latency.Flags().IntVar(&jobs, "jobs", 200, "jobs to enqueue one by one")
 	latency.Flags().DurationVar(&interval, "interval", 10*time.Millisecond, "pause between enqueues")
 
-	cmd.AddCommand(burn, steady, latency)
+	growth := &cobra.Command{
+		Use:   "growth",
+		Short: "Consecutive burn-downs on one table with completed jobs kept, and the table after each",
+		Long: `growth runs --rounds burn-downs of --jobs jobs one after the other in the
+queue "bench", keeping completed jobs for --retention (the engine's default,
+24h), so each round works on a table the previous ones filled. After each
+round (and --pause) it prints the burn-down rate and the jobs table: rows,
+and on PostgreSQL live and dead tuples (pg_stat_user_tables), the share of
+HOT updates during the round, index entries read per scan of the claim
+index, table and index sizes, and autovacuum / auto-analyze runs during the
+round with the time of the last one. Statistics are PostgreSQL's estimates
+and lag the round by up to a second or two; elsewhere only rows are known.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withBenchStore(cmd.Context(), ppg, func(st core.Store, u string) error {
+				cfg := bench.GrowthConfig{
+					Config:              bench.Config{Jobs: jobs, Workers: workers, Tune: tune},
+					Rounds:              rounds,
+					Retention:           &core.Retention{Completed: retention, Cancelled: core.DefaultRetention.Cancelled, Discarded: core.DefaultRetention.Discarded},
+					MaintenanceInterval: maint,
+					Pause:               pause,
+				}
+				if pg, ok := st.(pgStore); ok {
+					cfg.Probe = bench.PostgresProbe(pg.Pool(), pg.Schema(), "jobs", "jobs_claim")
+				}
+				var each func(bench.GrowthRound)
+				var tw *streamTable
+				if !a.jsonOutput() {
+					fmt.Fprintf(a.env.stdout, "%s: growth, %d rounds × %d jobs, %d workers, completed jobs kept %s\n", redactURL(u), rounds, jobs, workers, retention)
+					tw = newStreamTable(a.env.stdout, bench.GrowthHeader)
+					each = func(r bench.GrowthRound) { tw.line(r.Line()) }
+				}
+				res, err := bench.Growth(cmd.Context(), st, cfg, each)
+				if err != nil {
+					return err
+				}
+				if a.jsonOutput() {
+					return writeJSON(a.env.stdout, res)
+				}
+				return nil
+			})
+		},
+	}
+	growth.Flags().IntVar(&jobs, "jobs", 100000, "jobs per round")
+	growth.Flags().IntVar(&rounds, "rounds", 5, "consecutive burn-downs")
+	growth.Flags().DurationVar(&retention, "retention", core.DefaultRetention.Completed, "how long completed jobs are kept (0 deletes each as it completes)")
+	growth.Flags().DurationVar(&maint, "maintenance-interval", 0, "the workers' maintenance interval (0 = the engine default; negative = none)")
+	growth.Flags().DurationVar(&pause, "pause", 2*time.Second, "wait after each round before sampling the table and starting the next")
+
+	withPG := &cobra.Command{
+		Use:   "with-postgres -- COMMAND [ARG...]",
+		Short: "Run a command next to a private PostgreSQL cluster, then remove the cluster",
+		Long: `with-postgres makes a private PostgreSQL cluster (initdb in a temporary
+directory; server defaults, autovacuum on; --pg-set changes settings),
+runs COMMAND with its address in the environment, waits for it, and
+stops and removes the cluster. COMMAND gets
+
+  BACKLOG_DB   store URL of the database "test" (with --pg-params)
+  PG_URL       postgres://root@127.0.0.1:PORT (no database)
+  PG_ADMIN_DB  test
+  PG_PARAMS    sslmode=disable
+
+so several programs (benchmarks/river/run.sh, scripts/bench-compare.sh)
+can share one server. The superuser root needs no password.`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withPrivatePG(cmd.Context(), ppg, func(srv *dbserver.Server, storeURL string) error {
+				c := exec.CommandContext(cmd.Context(), args[0], args[1:]...)
+				c.Stdin, c.Stdout, c.Stderr = a.env.stdin, a.env.stdout, a.env.stderr
+				environ := os.Environ
+				if a.env.environ != nil {
+					environ = a.env.environ
+				}
+				c.Env = append(environ(),
+					"BACKLOG_DB="+storeURL,
+					"PG_URL=postgres://root@127.0.0.1:"+strconv.Itoa(srv.Port()),
+					"PG_ADMIN_DB=test",
+					"PG_PARAMS=sslmode=disable")
+				if err := c.Start(); err != nil {
+					return err
+				}
+				// Ctrl-C reaches the command too (same process group); wait
+				// for it, then remove the cluster.
+				var stop func()
+				if a.env.notifySignals != nil {
+					_, stop = a.env.notifySignals()
+					defer stop()
+				}
+				if err := c.Wait(); err != nil {
+					return fmt.Errorf("%s: %w", args[0], err)
+				}
+				return nil
+			})
+		},
+	}
+
+	cmd.AddCommand(burn, steady, latency, growth, withPG)
 	return cmd
+}
+
+// withPrivatePG starts a private PostgreSQL server, calls fn with it and
+// the store URL of its database "test", and stops and removes it.
+func (a *app) withPrivatePG(ctx context.Context, ppg privatePG, fn func(srv *dbserver.Server, storeURL string) error) error {
+	settings := map[string]string{}
+	for _, kv := range ppg.settings {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usagef("--pg-set %q: want name=value", kv)
+		}
+		settings[k] = v
+	}
+	if _, err := url.ParseQuery(ppg.params); err != nil {
+		return usagef("--pg-params %q: %v", ppg.params, err)
+	}
+	srv, err := dbserver.StartPostgres(ctx, dbserver.Options{Settings: settings})
+	if err != nil {
+		return fmt.Errorf("private PostgreSQL: %w", err)
+	}
+	defer func() {
+		if err := srv.Stop(dbserver.StopFast); err != nil {
+			fmt.Fprintf(a.env.stderr, "bench: stop the private PostgreSQL: %v\n", err)
+		}
+		_ = srv.Close()
+	}()
+	storeURL := srv.DSN()
+	if ppg.params != "" {
+		storeURL += "&" + strings.TrimPrefix(ppg.params, "&")
+	}
+	fmt.Fprintf(a.env.stderr, "bench: private PostgreSQL at %s (psql -h 127.0.0.1 -p %d -U root test), directory %s, log %s\n",
+		storeURL, srv.Port(), srv.Dir(), srv.LogPath())
+	return fn(srv, storeURL)
+}
+
+// withBenchStore opens the store bench runs on (--db, or a private
+// PostgreSQL with --private-postgres), migrates it, warns when it is a
+// PostgreSQL server with autovacuum off, and calls fn with the store and a
+// URL.
+func (a *app) withBenchStore(ctx context.Context, ppg privatePG, fn func(st core.Store, storeURL string) error) error {
+	open := func(storeURL string) error {
+		st, err := openStoreURL(ctx, storeURL)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if _, err := migrate(ctx, st); err != nil {
+			return err
+		}
+		if pg, ok := st.(pgStore); ok {
+			server, table, err := bench.PostgresAutovacuum(ctx, pg.Pool(), pg.Schema(), "jobs")
+			switch {
+			case err != nil:
+				fmt.Fprintf(a.env.stderr, "bench: cannot read the autovacuum setting: %v\n", err)
+			case !server:
+				fmt.Fprintln(a.env.stderr, "WARNING: autovacuum is OFF on this PostgreSQL server: dead rows are never vacuumed in the background, so these figures say nothing about a server with production defaults (try --private-postgres)")
+			case !table:
+				fmt.Fprintf(a.env.stderr, "WARNING: autovacuum is OFF for the table %s.jobs (autovacuum_enabled=false): these figures say nothing about production defaults\n", pg.Schema())
+			}
+		}
+		return fn(st, storeURL)
+	}
+	if ppg.on {
+		return a.withPrivatePG(ctx, ppg, func(_ *dbserver.Server, storeURL string) error { return open(storeURL) })
+	}
+	if len(ppg.settings) > 0 || ppg.params != "" {
+		return usagef("--pg-set and --pg-params apply to --private-postgres only")
+	}
+	return open(a.dbURL)
+}
+
+// streamTable prints rows of tab-separated columns as they come, each
+// column as wide as its header or the widest value so far.
+type streamTable struct {
+	w      io.Writer
+	widths []int
+}
+
+func newStreamTable(w io.Writer, header string) *streamTable {
+	t := &streamTable{w: w}
+	t.line(header)
+	return t
+}
+
+func (t *streamTable) line(s string) {
+	cols := strings.Split(s, "\t")
+	var b strings.Builder
+	for i, c := range cols {
+		if i == len(t.widths) {
+			t.widths = append(t.widths, 0)
+		}
+		t.widths[i] = max(t.widths[i], utf8.RuneCountInString(c))
+		if i == len(cols)-1 {
+			b.WriteString(c)
+			break
+		}
+		b.WriteString(c + strings.Repeat(" ", t.widths[i]-utf8.RuneCountInString(c)+2))
+	}
+	fmt.Fprintln(t.w, b.String())
 }
