@@ -94,7 +94,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 
 	// The handler sees its args opened; the job the engine keeps (events,
 	// Running, outcomes) stays as stored.
-	hjob, openErr := c.openForHandler(job)
+	hjob, openErr := c.cfg.Encryption.OpenForHandler(job)
 	entry := c.cfg.Handlers.lookup(job.Kind)
 	var err error
 	switch {
@@ -163,7 +163,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 	if openErr != nil && po.o.Error != nil {
 		po.o.Error.Cause = CauseDecrypt
 	}
-	c.sealOutcome(&po.o, job.Kind)
+	c.cfg.Encryption.SealOutcome(&po.o, job.Kind)
 	po.dur = dur
 	po.exec = exec
 	queued = true
@@ -287,67 +287,6 @@ func attemptError(job *Job, now time.Time, err error) *AttemptError {
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
-
-var errPlainArgs = errors.New("args are not sealed and this worker requires sealed args (Encryption.RequireSealed)")
-
-// openForHandler returns the job its handler sees: args opened (plain args
-// as they are, unless Encryption.RequireSealed), and error texts opened
-// where this node's keys open them. Sealed args that do not open (no
-// keyring, unknown key id, altered data) return a *DecryptError; the
-// attempt then fails like any other, and the job is retried and finally
-// discarded, never dropped.
-func (c *Client) openForHandler(job *Job) (*Job, error) {
-	enc := c.cfg.Encryption
-	var k *Keyring
-	if enc != nil {
-		k = enc.Keys
-	}
-	args, err := k.OpenArgs(job.Kind, job.Args)
-	if err != nil {
-		return job, err
-	}
-	if k == nil {
-		return job, nil
-	}
-	if enc.RequireSealed && !IsSealed(job.Args) {
-		return job, &DecryptError{Field: FieldArgs, Kind: job.Kind, Err: errPlainArgs}
-	}
-	hj := *job
-	hj.Args = args
-	cloned := false
-	for i, e := range job.Errors {
-		if !IsSealedText(e.Error) && !IsSealedText(e.Trace) {
-			continue
-		}
-		if !cloned {
-			hj.Errors, cloned = slices.Clone(job.Errors), true
-		}
-		if o, err := k.OpenAttemptError(e); err == nil {
-			hj.Errors[i] = o
-		}
-	}
-	return &hj, nil
-}
-
-// sealOutcome seals what o writes under Config.Encryption: a
-// continuation's next args (for its next kind), the result and the error
-// entry's text when configured. kind is the job's current kind.
-func (c *Client) sealOutcome(o *Outcome, kind string) {
-	enc := c.cfg.Encryption
-	if enc == nil {
-		return
-	}
-	if o.Kind == OutcomeContinue {
-		o.NextArgs = enc.Keys.SealArgs(o.NextKind, o.NextArgs)
-	}
-	if enc.Results && o.Result != nil {
-		o.Result = enc.Keys.SealResult(kind, o.Result)
-	}
-	if enc.Errors && o.Error != nil {
-		e := enc.Keys.SealAttemptError(*o.Error)
-		o.Error = &e
-	}
-}
 
 // sealingTxCompleter seals the result of a transactional completion
 // (CompleteTx) before the store writes it.

@@ -99,10 +99,20 @@ type AttemptError struct {
 // Trace to its last MaxErrorBytes/2 bytes (the end of a stack or of stderr
 // is the telling part), on rune boundaries, each cut marked. Runners of
 // jobs outside the engine (the HTTP API's remote workers) bound what they
-// report the same way.
+// report the same way. Sealed text (encryption at rest) is never cut,
+// which would destroy it: it is kept up to MaxSealedTextBytes and replaced
+// by a note beyond.
 func (e AttemptError) Bounded() AttemptError {
-	e.Error = truncateHead(e.Error, MaxErrorBytes/2)
-	e.Trace = truncateTail(e.Trace, MaxErrorBytes/2)
+	if IsSealedText(e.Error) {
+		e.Error = boundSealedText(e.Error)
+	} else {
+		e.Error = truncateHead(e.Error, MaxErrorBytes/2)
+	}
+	if IsSealedText(e.Trace) {
+		e.Trace = boundSealedText(e.Trace)
+	} else {
+		e.Trace = truncateTail(e.Trace, MaxErrorBytes/2)
+	}
 	return e
 }
 
@@ -116,7 +126,7 @@ func truncateHead(s string, n int) string {
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + "…[truncated]"
+	return s[:cut] + truncatedMark
 }
 
 // truncateTail keeps at most n bytes of s's tail (where stderr and stacks

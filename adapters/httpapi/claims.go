@@ -75,6 +75,18 @@ func (c *claimMemory) take(id int64, claimSeq int64) *core.Job {
 	return j
 }
 
+// kind returns the kind of job id's claim at claimSeq, without forgetting
+// it; ok is false when this server does not remember that claim.
+func (c *claimMemory) kind(id int64, claimSeq int64) (kind string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.m[id]
+	if !ok || j.ClaimSeq != claimSeq {
+		return "", false
+	}
+	return j.Kind, true
+}
+
 // len returns how many claims are remembered (for tests).
 func (c *claimMemory) len() int {
 	c.mu.Lock()
@@ -145,7 +157,7 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 		undeliverable []*core.Job
 	)
 	for i, j := range claimed {
-		aj := toJob(j)
+		aj := s.apiJob(r.Context(), j)
 		aj.LeaseToken = token(j)
 		// Remembered and reported before it is written: the worker can
 		// send its outcome as soon as it reads it.

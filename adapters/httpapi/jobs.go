@@ -269,7 +269,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if res[0].Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, SubmitResponse{Job: toJob(res[0].Job), Duplicate: res[0].Duplicate})
+	writeJSON(w, status, SubmitResponse{Job: s.apiJob(r.Context(), res[0].Job), Duplicate: res[0].Duplicate})
 	return nil
 }
 
@@ -296,7 +296,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := BatchResponse{Results: make([]SubmitResponse, len(res))}
 	for i, x := range res {
-		out.Results[i] = SubmitResponse{Job: toJob(x.Job), Duplicate: x.Duplicate}
+		out.Results[i] = SubmitResponse{Job: s.apiJob(r.Context(), x.Job), Duplicate: x.Duplicate}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -399,7 +399,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		more = len(jobs) >= want
 		for i, j := range jobs {
-			if err := out.add(toJob(j)); err != nil {
+			if err := out.add(s.apiJob(r.Context(), j)); err != nil {
 				err = fmt.Errorf("job %d cannot be encoded (run `backlog migrate` to repair stored times): %w", j.ID, err)
 				if n == 0 {
 					writeEncodeFailure(w, err)
@@ -458,7 +458,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return notFound(id, err)
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(j)})
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), j)})
 	return nil
 }
 
@@ -474,7 +474,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 		}
 		return notFound(id, err)
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(j)})
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), j)})
 	return nil
 }
 
@@ -491,7 +491,7 @@ func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
 		return notFound(id, err)
 	}
 	s.wake.broadcast()
-	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(j)})
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), j)})
 	return nil
 }
 

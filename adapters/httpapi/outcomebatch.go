@@ -152,6 +152,24 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 				Result: e.result, Delete: s.ccfg.Retention.Completed == 0,
 			}
 			e.ev = core.EventJobCompleted
+			if s.sealsResults() && e.result != nil && !core.IsSealed(e.result) {
+				// A result is sealed for its job's kind: from this
+				// server's claim, or read.
+				kind, ok := s.claims.kind(tok.jobID, tok.claimSeq)
+				if !ok {
+					j, err := s.st.Get(ctx, tok.jobID)
+					switch {
+					case errors.Is(err, core.ErrNotFound):
+						s.claims.take(tok.jobID, tok.claimSeq)
+						reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", tok.jobID)))
+						continue
+					case err != nil:
+						return err // nothing applied yet
+					}
+					kind = j.Kind
+				}
+				s.sealOutcome(&e.o, kind)
+			}
 		default:
 			e.o = core.Outcome{
 				JobID: tok.jobID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: tok.attempt, Kind: core.OutcomeSnooze, At: now,

@@ -150,8 +150,13 @@ func (s *Server) resultBytes(raw json.RawMessage) ([]byte, error) {
 	if !utf8.Valid(result) {
 		return nil, newProblem(SlugInvalidJSON, "result is not valid UTF-8 (JSON text must be UTF-8)")
 	}
-	if len(result) > s.ccfg.MaxResultBytes {
-		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("result is %d bytes, over the limit of %d", len(result), s.ccfg.MaxResultBytes))
+	limit := s.ccfg.MaxResultBytes
+	if core.IsSealed(result) {
+		// Sealed by a worker holding keys: the limit of its plaintext.
+		limit = core.SealedSize(limit)
+	}
+	if len(result) > limit {
+		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("result is %d bytes, over the limit of %d", len(result), limit))
 	}
 	return result, nil
 }
@@ -201,6 +206,7 @@ func (s *Server) failOutcome(j *core.Job, tok leaseToken, now time.Time, msg, tr
 	default:
 		o.Kind, ev, reason = s.retryOrDiscard(j, now, cause, override, &o)
 	}
+	s.sealOutcome(&o, j.Kind)
 	return o, ev, reason, cause
 }
 
@@ -230,11 +236,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 		JobID: j.ID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now,
 		Result: result, Delete: s.ccfg.Retention.Completed == 0,
 	}
+	s.sealOutcome(&o, j.Kind)
 	after, err := s.finish(r.Context(), j, o, core.EventJobCompleted, "", nil)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(after)})
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
 	return nil
 }
 
@@ -256,7 +263,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(after)})
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
 	return nil
 }
 
@@ -305,7 +312,7 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: toJob(after)})
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
 	return nil
 }
 

@@ -98,6 +98,17 @@ type Config struct {
 	// always returned; a page cut short carries next_after). 0 means
 	// DefaultMaxPageBytes (8 MiB).
 	MaxPageBytes int
+	// OpenSealedFor names the roles that receive sealed values (args,
+	// results, error text: encryption at rest, core.Config.Encryption of
+	// the server's client) opened: a comma-separated list of "producer",
+	// "worker" and "admin", or "none". "" means DefaultOpenSealedFor
+	// ("worker,admin": remote workers get args they can run, operators a
+	// readable dashboard; producers read ciphertext). A caller holding
+	// several roles through one token gets values opened when any of them
+	// is listed; on an open API (no tokens) every caller holds every role.
+	// Without keys on the client nothing is opened, and values sealed
+	// with a key the server lacks stay sealed. See docs/security.md.
+	OpenSealedFor string
 	// MaxHeavyRequests bounds how many list pages and claims hold jobs in
 	// memory at once; a request that finds no slot free within 5 s is
 	// answered 429 too-many-requests with Retry-After. Long-polling claims
@@ -112,6 +123,7 @@ const (
 	DefaultMaxClaimWait      = 60 * time.Second
 	DefaultClaimPollInterval = 250 * time.Millisecond
 	DefaultStatsCacheTTL     = time.Second
+	DefaultOpenSealedFor     = "worker,admin"
 	// MaxLeaseExtension bounds extend_seconds of POST /v1/jobs/{id}/lease.
 	MaxLeaseExtension = time.Hour
 	// MaxBatch is the most jobs one POST /v1/jobs/batch may carry.
@@ -189,6 +201,7 @@ type Server struct {
 	open   bool
 	tokens []tokenHash  // role tokens, then per-worker tokens
 	lease  *leaseSigner // signs and verifies lease tokens
+	opens  role         // roles that receive sealed values opened (OpenSealedFor)
 
 	wake    *broadcaster
 	workers *workerCache
@@ -264,6 +277,9 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	}
 	s.open = len(s.tokens) == 0
 	if s.lease, err = newLeaseSigner(s.st, cfg, cfg.Logger); err != nil {
+		return nil, err
+	}
+	if s.opens, err = parseOpenSealedFor(cfg.OpenSealedFor); err != nil {
 		return nil, err
 	}
 	for _, rt := range routes {
@@ -405,6 +421,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // reqCtx.
 func (s *Server) authorize(r *http.Request, allowed role) *problem {
 	if s.open {
+		reqFrom(r.Context()).roles = roleProducer | roleWorker | roleAdmin
 		return nil
 	}
 	h := r.Header.Get("Authorization")
@@ -413,7 +430,8 @@ func (s *Server) authorize(r *http.Request, allowed role) *problem {
 		return newProblem(SlugUnauthorized, "send Authorization: Bearer <token>")
 	}
 	granted, name := s.authenticate(strings.TrimSpace(tok))
-	reqFrom(r.Context()).cred = name
+	rc := reqFrom(r.Context())
+	rc.cred, rc.roles = name, granted
 	switch {
 	case granted == 0:
 		return newProblem(SlugUnauthorized, "the bearer token is not valid")
@@ -427,7 +445,8 @@ func (s *Server) authorize(r *http.Request, allowed role) *problem {
 type reqCtx struct {
 	id   string
 	log  *slog.Logger
-	cred string // the credential name of the request's token ("" when open)
+	cred  string // the credential name of the request's token ("" when open)
+	roles role   // the roles its token grants (every role when open)
 }
 
 type reqKey struct{}

@@ -74,8 +74,3 @@ func (k *keyFlags) encryption(getenv func(string) string) (*core.Encryption, err
 	}
 	return &core.Encryption{Keys: ring, Results: k.results, Errors: k.errors, RequireSealed: k.requireSealed}, nil
 }
-
-// keysNotServed (a format taking the command): the job server and remote workers do not take keys yet
-// (docs/security.md, "Not built yet"): the API would hand sealed args to
-// remote workers that cannot open them.
-const keysNotServed = "encryption keys (--keys-file, " + keysEnv + ") are not supported by %s yet: run the handlers that need them with `backlog work --keys-file` on the store"

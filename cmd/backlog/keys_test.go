@@ -81,7 +81,62 @@ func TestEnqueueAndWorkWithKeys(t *testing.T) {
 	}
 }
 
-// TestKeysFlagsErrors: keys where they are not supported yet, --encrypt-*
+// TestServeAndRemoteWorkersWithKeys: `backlog serve` with keys seals the
+// args producers submit in clear and the results its remote workers
+// report; a remote worker without keys gets args opened (the worker role
+// is among --open-sealed-for by default) for its shell handler, producers
+// read ciphertext and the admin reads plain values. A remote worker
+// holding the keys itself runs jobs on a server that opens for nobody.
+func TestServeAndRemoteWorkersWithKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "serve-keys.db")
+	spec := testKeyring(t, "k1")
+	keys := writeFile(t, dir, "keys", spec+"\n")
+	_, base := startServe(t, db, nil, "--keys-file", keys, "--encrypt-results",
+		"--producer-token", "p", "--worker-token", "w", "--admin-token", "a")
+	st := openStore(t, db)
+
+	if code, body := call(t, "POST", base+"/v1/jobs", "p", `{"kind":"pay","args":{"card":"4111-1111"}}`); code != 201 {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	if j := allJobs(t, st)[0]; !core.IsSealed(j.Args) || strings.Contains(string(j.Args), "4111") {
+		t.Fatalf("stored args %s; want sealed by the server", j.Args)
+	}
+	w := startRemote(t, func(k string) string { return map[string]string{"BACKLOG_TOKEN": "w"}[k] }, base, "--handler", "pay=cat")
+	waitFor(t, 20*time.Second, "the job to complete", func() bool { return counts(t, st)[core.StateCompleted] == 1 })
+	w.stop(t)
+	if j := allJobs(t, st)[0]; !core.IsSealed(j.Result) || strings.Contains(string(j.Result), "4111") {
+		t.Fatalf("stored result %s; want sealed by the server", j.Result)
+	}
+	if _, body := call(t, "GET", base+"/v1/jobs/1", "p", ""); strings.Contains(body, "4111") || !strings.Contains(body, "backlog_enc") {
+		t.Fatalf("producer read %s; want ciphertext", body)
+	}
+	if _, body := call(t, "GET", base+"/v1/jobs/1", "a", ""); !strings.Contains(body, `"result":{"card":"4111-1111"}`) {
+		t.Fatalf("admin read %s; want the handler's result opened", body)
+	}
+
+	// Keys at the worker only.
+	db2 := "sqlite:" + filepath.Join(dir, "worker-keys.db")
+	_, base2 := startServe(t, db2, nil, "--open-sealed-for", "none")
+	if r := cliEnv(t, map[string]string{keysEnv: spec}, db2, "enqueue", "pay", `{"card":"5500"}`); r.code != 0 {
+		t.Fatalf("enqueue: %s", r)
+	}
+	w2 := startRemote(t, func(k string) string { return map[string]string{keysEnv: spec}[k] }, base2, "--handler", "pay=cat", "--encrypt-results")
+	st2 := openStore(t, db2)
+	waitFor(t, 20*time.Second, "the job to complete", func() bool { return counts(t, st2)[core.StateCompleted] == 1 })
+	w2.stop(t)
+	ring, err := core.ParseKeyring(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := allJobs(t, st2)[0]
+	if got, err := ring.OpenResult(j.Kind, j.Result); err != nil || string(got) != `{"card":"5500"}`+"\n" {
+		t.Fatalf("result %s opens to %q (%v); want the args the worker opened", j.Result, got, err)
+	}
+}
+
+// TestKeysFlagsErrors: --encrypt-*
 // without keys and a bad keyring are usage errors that never print a key.
 func TestKeysFlagsErrors(t *testing.T) {
 	t.Parallel()
@@ -95,8 +150,8 @@ func TestKeysFlagsErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, []string{"serve", "--listen", "127.0.0.1:0", "--keys-file", keys}, "not supported by backlog serve"},
-		{map[string]string{keysEnv: spec}, []string{"work", "--server", "http://127.0.0.1:1", "--handler", "k=true"}, "not supported by remote workers"},
+		{nil, []string{"serve", "--listen", "127.0.0.1:0", "--keys-file", keys, "--open-sealed-for", "worker,root"}, "root"},
+		{nil, []string{"work", "--server", "http://127.0.0.1:1", "--handler", "k=true", "--encrypt-errors"}, "need keys"},
 		{nil, []string{"work", "--handler", "k=true", "--encrypt-results"}, "need keys"},
 		{nil, []string{"work", "--handler", "k=true", "--keys-file", bad}, "--keys-file"},
 		{map[string]string{keysEnv: "k1=c2hvcnQ="}, []string{"enqueue", "k", "{}"}, keysEnv},

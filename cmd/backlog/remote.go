@@ -52,11 +52,11 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 			return usagef("--%s does not apply to a remote worker (--server): the job server decides it", name)
 		}
 	}
-	if f.keys.given(a.env.getenv) {
-		return usagef(keysNotServed, "remote workers (--server)")
-	}
 	wc, err := f.resolve(cmd.Flags(), "", false)
 	if err != nil {
+		return err
+	}
+	if wc.encryption, err = f.keys.encryption(a.env.getenv); err != nil {
 		return err
 	}
 	token := rf.token
@@ -108,6 +108,7 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 		Handler:         rw.handle,
 		Logger:          a.log,
 		ShutdownTimeout: shutdown,
+		Encryption:      wc.encryption,
 		OnRegister: func(reg *client.Registration) {
 			once.Do(func() {
 				fmt.Fprintf(out, "backlog work: remote worker of %s: queues %s; kinds %s; worker %s; heartbeat every %s\n",

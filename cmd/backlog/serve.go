@@ -53,6 +53,7 @@ type serveFlags struct {
 	maxConnections            int
 	bodyTimeout, writeTimeout time.Duration
 	auth                      authFlags // lease secret, per-worker tokens
+	openSealedFor             string    // roles shown sealed values opened (with --keys-file)
 }
 
 func (f *serveFlags) register(fl *pflag.FlagSet) {
@@ -68,6 +69,7 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxConnections, "max-connections", defaultMaxConnections, "most HTTP connections open at once; more wait until one closes")
 	fl.DurationVar(&f.bodyTimeout, "body-timeout", httpapi.DefaultBodyReadTimeout, "a request body must arrive within this, or the connection is closed")
 	fl.DurationVar(&f.writeTimeout, "write-timeout", httpapi.DefaultWriteTimeout, "handling a request and writing its answer must end within this (long-polling claims get their wait on top)")
+	fl.StringVar(&f.openSealedFor, "open-sealed-for", httpapi.DefaultOpenSealedFor, "with keys (--keys-file): the API roles that read sealed args, results and errors opened (comma-separated producer, worker, admin, or none); others read ciphertext")
 	f.auth.register(fl)
 }
 
@@ -87,6 +89,9 @@ func (f *serveFlags) resolve(fl *pflag.FlagSet, getenv func(string) string) erro
 	env("producer-token", "BACKLOG_PRODUCER_TOKEN", &f.producerToken)
 	env("worker-token", "BACKLOG_WORKER_TOKEN", &f.workerToken)
 	env("metrics-token", "BACKLOG_METRICS_TOKEN", &f.metricsToken)
+	if err := httpapi.CheckOpenSealedFor(f.openSealedFor); err != nil {
+		return usageError{fmt.Errorf("--open-sealed-for: %w", err)}
+	}
 	if err := f.auth.resolve(fl, getenv); err != nil {
 		return err
 	}
@@ -175,6 +180,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 	acfg := httpapi.Config{
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
+		OpenSealedFor: h.flags.openSealedFor,
 	}
 	h.flags.auth.apply(&acfg)
 	api, err := httpapi.New(c, acfg)

@@ -47,9 +47,6 @@ func (a *app) newWorkCmd(name string) *cobra.Command {
 			if wc.encryption, err = f.keys.encryption(a.env.getenv); err != nil {
 				return err
 			}
-			if wc.encryption != nil && sf != nil {
-				return usagef(keysNotServed, "backlog serve")
-			}
 			if sf != nil {
 				if err := sf.resolve(cmd.Flags(), a.env.getenv); err != nil {
 					return err

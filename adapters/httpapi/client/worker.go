@@ -110,6 +110,13 @@ type WorkerConfig struct {
 	// means DefaultOutcomeBatchWait (2 ms), negative means no wait (each
 	// request carries what is queued when it is sent).
 	OutcomeBatchWait time.Duration
+	// Encryption opens args the server hands over sealed (encryption at
+	// rest: the server holds no keys, or does not open values for the
+	// worker role) and seals what the worker reports when asked (Results,
+	// Errors), as an in-process worker does with core.Config.Encryption.
+	// Nil: args the server hands over sealed fail their attempt with
+	// core.ErrDecrypt (wrapped), as in process. See docs/security.md.
+	Encryption *core.Encryption
 }
 
 // Worker is a remote worker: it registers with the server, heartbeats,
@@ -565,7 +572,11 @@ func (w *Worker) runTask(t *task, release func()) {
 		runCtx, stop = context.WithDeadlineCause(ctx, job.Deadline, errJobDeadline)
 		defer stop()
 	}
-	res, err := callHandler(runCtx, w.cfg.Handler, job)
+	var res json.RawMessage
+	hjob, err := w.openForHandler(job)
+	if err == nil {
+		res, err = callHandler(runCtx, w.cfg.Handler, hjob)
+	}
 	if err != nil && errors.Is(context.Cause(runCtx), errJobDeadline) {
 		err = fmt.Errorf("%w: %w", errJobDeadline, err)
 	}
@@ -585,7 +596,44 @@ func (w *Worker) runTask(t *task, release func()) {
 		w.log.Warn("backlog worker: handler stopped after its lease was lost; no outcome reported", "job_id", job.ID, "kind", job.Kind, "cause", cause)
 		return
 	}
-	w.report(job, w.decide(ctx, job, res, err), release)
+	w.report(job, w.seal(job.Kind, w.decide(ctx, job, res, err)), release)
+}
+
+// openForHandler returns the job the handler sees: args and error text
+// opened by the worker's keys (core.Encryption.OpenForHandler); job itself
+// keeps the values as served.
+func (w *Worker) openForHandler(job *Job) (*Job, error) {
+	if !core.IsSealed(job.Args) && w.cfg.Encryption == nil {
+		return job, nil
+	}
+	opened, err := w.cfg.Encryption.OpenForHandler(job.CoreJob())
+	if err != nil {
+		return job, err
+	}
+	hj := *job
+	hj.Args, hj.Errors = opened.Args, opened.Errors
+	return &hj, nil
+}
+
+// seal seals what o reports for a job of kind under the worker's keys
+// (core.Encryption.SealOutcome); without keys it returns o as it is.
+func (w *Worker) seal(kind string, o outcome) outcome {
+	enc := w.cfg.Encryption
+	if enc == nil {
+		return o
+	}
+	switch o.kind {
+	case "complete":
+		co := core.Outcome{Kind: core.OutcomeComplete, Result: o.complete.Result}
+		enc.SealOutcome(&co, kind)
+		o.complete.Result = co.Result
+	case "fail":
+		ae := core.AttemptError{Error: o.fail.Error, Trace: o.fail.Trace}
+		co := core.Outcome{Kind: core.OutcomeRetry, Error: &ae}
+		enc.SealOutcome(&co, kind)
+		o.fail.Error, o.fail.Trace = co.Error.Error, co.Error.Trace
+	}
+	return o
 }
 
 // report queues job's outcome for the completer, then frees the job's

@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// Encryption at rest through the API (docs/security.md). The server's
+// client holds the keys (core.Config.Encryption): submitted args are
+// sealed by the client's EnqueueMany, outcomes of remote workers are
+// sealed here before the store writes them (as the engine's completer does
+// for its own), and jobs are shown opened only to the roles listed in
+// Config.OpenSealedFor.
+
+// parseOpenSealedFor reads Config.OpenSealedFor.
+func parseOpenSealedFor(spec string) (role, error) {
+	if spec == "" {
+		spec = DefaultOpenSealedFor
+	}
+	if strings.TrimSpace(spec) == "none" {
+		return 0, nil
+	}
+	var r role
+	for _, name := range strings.Split(spec, ",") {
+		switch strings.TrimSpace(name) {
+		case "producer":
+			r |= roleProducer
+		case "worker":
+			r |= roleWorker
+		case "admin":
+			r |= roleAdmin
+		default:
+			return 0, fmt.Errorf("httpapi: OpenSealedFor: %q is not a role (producer, worker, admin) or none", strings.TrimSpace(name))
+		}
+	}
+	return r, nil
+}
+
+// CheckOpenSealedFor returns the error New would return for
+// Config.OpenSealedFor spec (a name that is not a role), or nil; a command
+// line checks its flag with it before starting anything.
+func CheckOpenSealedFor(spec string) error {
+	_, err := parseOpenSealedFor(spec)
+	return err
+}
+
+// encryption returns the keys of the server's client, or nil.
+func (s *Server) encryption() *core.Encryption { return s.ccfg.Encryption }
+
+// apiJob converts j to its API form for the request's caller: with sealed
+// values opened when the caller's roles may read them and the server
+// holds their keys, as stored otherwise. Values that do not open (a key
+// the server lacks, altered data) stay sealed; nil stays nil.
+func (s *Server) apiJob(ctx context.Context, j *core.Job) *Job {
+	enc := s.encryption()
+	if j == nil || enc == nil || reqFrom(ctx).roles&s.opens == 0 {
+		return toJob(j)
+	}
+	opened, _ := enc.Keys.OpenJob(j)
+	return toJob(opened)
+}
+
+// sealOutcome seals what a remote worker's outcome writes, as the engine
+// seals its own (core.Encryption.SealOutcome); kind is the job's kind.
+func (s *Server) sealOutcome(o *core.Outcome, kind string) {
+	s.encryption().SealOutcome(o, kind)
+}
+
+// sealsResults reports whether completions' results are sealed before
+// they are stored (so their job's kind is needed).
+func (s *Server) sealsResults() bool {
+	enc := s.encryption()
+	return enc != nil && enc.Results
+}

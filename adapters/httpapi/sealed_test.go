@@ -1,0 +1,190 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/teststores"
+)
+
+func sealedTestKeys(t *testing.T) *core.Keyring {
+	t.Helper()
+	k, err := core.NewKeyring("k1", map[string][]byte{"k1": bytes.Repeat([]byte{7}, core.KeySize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestSealedValuesThroughTheAPI: with keys on the server's client, args a
+// producer submits in clear are stored sealed; results and error text a
+// remote worker reports in clear are stored sealed, by the single and the
+// batch outcome endpoints alike (also on a server that did not hand the
+// job out); callers of the roles in OpenSealedFor read them opened, the
+// others read the stored ciphertext.
+func TestSealedValuesThroughTheAPI(t *testing.T) {
+	teststores.Run(t, func(t *testing.T, st core.Store) {
+		keys := sealedTestKeys(t)
+		ccfg := core.Config{Encryption: &core.Encryption{Keys: keys, Results: true, Errors: true}}
+		cfg := Config{Tokens: Tokens{Producer: "p", Worker: "w", Admin: "a"}}
+		h := newHarness(t, st, ccfg, cfg)
+		other := newHarness(t, st, ccfg, cfg) // a second server: claims it did not hand out
+		ctx := t.Context()
+
+		h.token = "p"
+		var ids []int64
+		for i := range 4 {
+			ids = append(ids, h.submit(map[string]any{"kind": "mail", "args": map[string]any{"to": "bob", "n": i}}).ID)
+		}
+		for _, id := range ids {
+			j, err := st.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !core.IsSealed(j.Args) || strings.Contains(string(j.Args), "bob") {
+				t.Fatalf("stored args %s; want sealed", j.Args)
+			}
+		}
+		if got := h.get(ids[0]); !core.IsSealed(got.Args) {
+			t.Fatalf("producer read args %s; want the ciphertext (producer not in OpenSealedFor)", got.Args)
+		}
+
+		h.token = "w"
+		h.register("w1", map[string]any{"queues": []string{"default"}})
+		jobs := h.claim("w1", map[string]any{"limit": 4})
+		if len(jobs) != 4 {
+			t.Fatalf("claimed %d jobs; want 4", len(jobs))
+		}
+		byID := map[int64]*Job{}
+		for _, j := range jobs {
+			if !strings.Contains(string(j.Args), `"bob"`) {
+				t.Fatalf("worker claimed args %s; want them opened", j.Args)
+			}
+			byID[j.ID] = j
+		}
+		// Single endpoints on this server, the batch on the other one.
+		h.must(http.StatusOK, "POST", outcomePath(byID[ids[0]], "complete"), map[string]any{"lease_token": byID[ids[0]].LeaseToken, "result": map[string]any{"secret": "r0"}}, nil)
+		h.must(http.StatusOK, "POST", outcomePath(byID[ids[1]], "fail"), map[string]any{"lease_token": byID[ids[1]].LeaseToken, "error": "secret e1", "trace": "secret t1", "action": "discard"}, nil)
+		other.token = "w"
+		var out OutcomesResponse
+		other.must(http.StatusOK, "POST", "/v1/workers/w1/outcomes", OutcomesRequest{Outcomes: []OutcomeItem{
+			{JobID: ids[2], LeaseToken: byID[ids[2]].LeaseToken, Type: "complete", Result: json.RawMessage(`{"secret":"r2"}`)},
+			{JobID: ids[3], LeaseToken: byID[ids[3]].LeaseToken, Type: "fail", Error: "secret e3", Action: "discard"},
+		}}, &out)
+		for _, r := range out.Results {
+			if r.Problem != nil {
+				t.Fatalf("batch item %d: %+v", r.JobID, r.Problem)
+			}
+		}
+
+		for _, id := range ids {
+			j, err := st.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(j.Result), "secret") || (j.Result != nil && !core.IsSealed(j.Result)) {
+				t.Fatalf("job %d: stored result %s; want sealed", id, j.Result)
+			}
+			for _, e := range j.Errors {
+				if strings.Contains(e.Error+e.Trace, "secret") || !core.IsSealedText(e.Error) {
+					t.Fatalf("job %d: stored error %+v; want sealed", id, e)
+				}
+			}
+		}
+
+		h.token = "a"
+		for i, id := range ids {
+			j := h.get(id)
+			want := map[int]string{0: "r0", 1: "secret e1", 2: "r2", 3: "secret e3"}[i]
+			if got := string(j.Result) + errorsText(j.Errors); !strings.Contains(got, want) {
+				t.Fatalf("admin read job %d as %s; want %q opened", id, got, want)
+			}
+		}
+		h.token = "p"
+		if j := h.get(ids[0]); !core.IsSealed(j.Result) {
+			t.Fatalf("producer read result %s; want the ciphertext", j.Result)
+		}
+		var page ListResponse
+		h.must(http.StatusOK, "GET", "/v1/jobs?limit=10", nil, &page)
+		for _, j := range page.Jobs {
+			if !core.IsSealed(j.Args) {
+				t.Fatalf("producer listed args %s; want the ciphertext", j.Args)
+			}
+		}
+	})
+}
+
+func errorsText(es []core.AttemptError) string {
+	var b strings.Builder
+	for _, e := range es {
+		b.WriteString(e.Error + " " + e.Trace + " ")
+	}
+	return b.String()
+}
+
+// TestOpenSealedFor: the roles named read opened values; "none" opens for
+// nobody, an open API (no tokens) opens for every caller, and a name
+// that is not a role is refused by New.
+func TestOpenSealedFor(t *testing.T) {
+	st := teststores.Memory(t)
+	keys := sealedTestKeys(t)
+	ccfg := core.Config{Encryption: &core.Encryption{Keys: keys}}
+	for _, c := range []struct {
+		spec   string
+		tokens Tokens
+		token  string
+		opened bool
+	}{
+		{"producer", Tokens{Producer: "p", Admin: "a"}, "p", true},
+		{"producer", Tokens{Producer: "p", Admin: "a"}, "a", false},
+		{"none", Tokens{Producer: "p", Admin: "a"}, "a", false},
+		{"", Tokens{}, "", true},
+		{"none", Tokens{}, "", false},
+	} {
+		h := newHarness(t, st, ccfg, Config{Tokens: c.tokens, OpenSealedFor: c.spec})
+		h.token = c.token
+		j := h.submit(map[string]any{"kind": "k", "args": map[string]any{"x": 1}})
+		if got := h.get(j.ID); core.IsSealed(got.Args) == c.opened {
+			t.Errorf("OpenSealedFor %q, token %q: read %s; want opened %v", c.spec, c.token, got.Args, c.opened)
+		}
+	}
+	c, err := core.NewClient(st, core.Config{MaintenanceInterval: -1, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(c, Config{OpenSealedFor: "worker,root"}); err == nil || !strings.Contains(err.Error(), `"root"`) {
+		t.Fatalf("New with OpenSealedFor worker,root: %v; want an error naming root", err)
+	}
+}
+
+// TestSealedTextIsNeverCut: an error a worker sealed itself is stored
+// whole (cutting it to the plain-text bound would destroy it) and opens;
+// sealed text beyond MaxSealedTextBytes is replaced by a note.
+func TestSealedTextIsNeverCut(t *testing.T) {
+	st := teststores.Memory(t)
+	keys := sealedTestKeys(t)
+	h := newHarness(t, st, core.Config{}, Config{})
+	h.submit(map[string]any{"kind": "k"})
+	h.submit(map[string]any{"kind": "k"})
+	h.register("w1", map[string]any{"queues": []string{"default"}})
+	jobs := h.claim("w1", map[string]any{"limit": 2})
+	long := strings.Repeat("é", core.MaxErrorBytes) // over the plain bound
+	sealed := keys.SealAttemptError(core.AttemptError{Error: long}.Bounded())
+	h.must(http.StatusOK, "POST", outcomePath(jobs[0], "fail"), map[string]any{"lease_token": jobs[0].LeaseToken, "error": sealed.Error, "action": "discard"}, nil)
+	j, err := st.Get(t.Context(), jobs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.OpenAttemptError(j.Errors[0]); err != nil {
+		t.Fatalf("a sealed error stored through the API does not open: %v (stored %d bytes, sent %d)", err, len(j.Errors[0].Error), len(sealed.Error))
+	}
+	huge := "backlog-enc:1:k1:" + strings.Repeat("A", core.MaxSealedTextBytes)
+	h.must(http.StatusOK, "POST", outcomePath(jobs[1], "fail"), map[string]any{"lease_token": jobs[1].LeaseToken, "error": huge, "action": "discard"}, nil)
+	if j, _ = st.Get(t.Context(), jobs[1].ID); !strings.Contains(j.Errors[0].Error, "dropped") {
+		t.Fatalf("over-long sealed text stored as %d bytes; want a note", len(j.Errors[0].Error))
+	}
+}
