@@ -443,8 +443,8 @@ func (s *Server) authorize(r *http.Request, allowed role) *problem {
 
 // reqCtx is the per-request state kept in the request context.
 type reqCtx struct {
-	id   string
-	log  *slog.Logger
+	id    string
+	log   *slog.Logger
 	cred  string // the credential name of the request's token ("" when open)
 	roles role   // the roles its token grants (every role when open)
 }
