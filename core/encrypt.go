@@ -389,11 +389,16 @@ func SealedKeyID(b []byte) (string, bool) {
 	if env, sealed, err := parseEnvelope(b); sealed && err == nil {
 		return env.kid, true
 	}
-	if s := string(b); IsSealedText(s) {
-		kid, _, ok := strings.Cut(s[len(textPrefix):], ":")
-		return kid, ok && validKeyID(kid) == nil
+	return textKeyID(string(b))
+}
+
+// textKeyID returns the key id sealed error text names.
+func textKeyID(s string) (string, bool) {
+	if !IsSealedText(s) {
+		return "", false
 	}
-	return "", false
+	kid, _, ok := strings.Cut(s[len(textPrefix):], ":")
+	return kid, ok && validKeyID(kid) == nil
 }
 
 // SealArgs seals a job's JSON args for kind with the current key and
@@ -520,19 +525,75 @@ func (k *Keyring) OpenJob(j *Job) (*Job, error) {
 // ResealArgs opens args sealed for kind with any key of the ring and seals
 // them again with the current key; changed reports whether it did. Args
 // already under the current key are returned unchanged, and plain args are
-// sealed. It is the step a re-encryption after a key rotation applies to
-// each pending job.
+// sealed. It is the step a re-encryption after a key rotation (`backlog
+// keys rotate`, through a store's SealedRewriter) applies to each stored
+// job's args.
 func (k *Keyring) ResealArgs(kind string, args []byte) (out []byte, changed bool, err error) {
-	env, sealed, err := parseEnvelope(args)
+	return k.resealJSON(FieldArgs, kind, args)
+}
+
+// ResealResult is ResealArgs for a result sealed by SealResult: a result
+// sealed with another key of the ring is opened and sealed again with the
+// current key (changed true); one already under the current key is
+// returned unchanged; a plain result is sealed; nil stays nil. The error
+// is a *DecryptError (see OpenArgs), and out is nil with it.
+func (k *Keyring) ResealResult(kind string, result []byte) (out []byte, changed bool, err error) {
+	if result == nil {
+		return nil, false, nil
+	}
+	return k.resealJSON(FieldResult, kind, result)
+}
+
+// ResealAttemptError is ResealArgs for the text of an error entry: its
+// Error and Trace, each sealed with another key of the ring, are opened
+// and sealed again with the current key; text already under the current
+// key is kept; plain text is sealed; empty text stays empty. Attempt, At
+// and Cause are kept. changed reports whether either text changed. The
+// error is the first *DecryptError, returned with e as it was.
+func (k *Keyring) ResealAttemptError(e AttemptError) (out AttemptError, changed bool, err error) {
+	msg, c1, err := k.resealText(FieldError, e.Error)
 	if err != nil {
-		return nil, false, &DecryptError{Field: FieldArgs, Kind: kind, KeyID: env.kid, Err: err}
+		return e, false, err
+	}
+	trace, c2, err := k.resealText(FieldTrace, e.Trace)
+	if err != nil {
+		return e, false, err
+	}
+	out = e
+	out.Error, out.Trace = msg, trace
+	return out, c1 || c2, nil
+}
+
+// resealJSON is ResealArgs for any JSON-enveloped field.
+func (k *Keyring) resealJSON(field, kind string, b []byte) ([]byte, bool, error) {
+	env, sealed, err := parseEnvelope(b)
+	if err != nil {
+		return nil, false, &DecryptError{Field: field, Kind: kind, KeyID: env.kid, Err: err}
 	}
 	if sealed && env.kid == k.current {
-		return args, false, nil
+		return b, false, nil
 	}
-	plain, err := k.OpenArgs(kind, args)
+	plain, err := k.openJSON(field, kind, b)
 	if err != nil {
 		return nil, false, err
 	}
-	return k.sealJSON(FieldArgs, kind, plain), true, nil
+	return k.sealJSON(field, kind, plain), true, nil
+}
+
+// resealText is resealJSON for error text.
+func (k *Keyring) resealText(field, s string) (string, bool, error) {
+	if s == "" {
+		return s, false, nil
+	}
+	if kid, ok := textKeyID(s); ok && kid == k.current {
+		return s, false, nil
+	}
+	plain, err := k.openText(field, s)
+	if err != nil {
+		return "", false, err
+	}
+	// Not sealText: plain text that itself starts like sealed text must
+	// be sealed too.
+	kid, ct := k.seal(field, "", []byte(plain))
+	return textPrefix + kid + ":" + base64.StdEncoding.EncodeToString(ct), true, nil
 }

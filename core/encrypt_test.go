@@ -114,6 +114,80 @@ func TestKeyringRotation(t *testing.T) {
 	}
 }
 
+// TestKeyringResealResultAndErrors: results and error text under an old
+// key move to the current key and still open for their field (and kind);
+// current, plain, empty and nil values behave as ResealArgs says.
+func TestKeyringResealResultAndErrors(t *testing.T) {
+	old := mustKeyring(t, "k1", map[string][]byte{"k1": testKey(1)})
+	rotated := mustKeyring(t, "k2", map[string][]byte{"k1": testKey(1), "k2": testKey(2)})
+
+	res := old.SealResult("pay", []byte("receipt 4111"))
+	re, changed, err := rotated.ResealResult("pay", res)
+	if err != nil || !changed {
+		t.Fatalf("ResealResult of an old result: changed %v, %v", changed, err)
+	}
+	if kid, _ := core.SealedKeyID(re); kid != "k2" {
+		t.Fatalf("resealed result under %q, want k2", kid)
+	}
+	if got, err := rotated.OpenResult("pay", re); err != nil || string(got) != "receipt 4111" {
+		t.Fatalf("resealed result opens to %q, %v", got, err)
+	}
+	if _, err := rotated.OpenResult("other", re); !errors.Is(err, core.ErrDecrypt) {
+		t.Fatalf("resealed result opened for another kind: %v", err)
+	}
+	if same, changed, err := rotated.ResealResult("pay", re); err != nil || changed || !bytes.Equal(same, re) {
+		t.Fatalf("ResealResult of a current result: changed %v, %v", changed, err)
+	}
+	if out, changed, err := rotated.ResealResult("pay", nil); out != nil || changed || err != nil {
+		t.Fatalf("ResealResult(nil) = %q, %v, %v; want nil, false, nil", out, changed, err)
+	}
+	if plain, changed, err := rotated.ResealResult("pay", []byte("plain")); err != nil || !changed || !core.IsSealed(plain) {
+		t.Fatalf("ResealResult of a plain result = %s, %v, %v; want it sealed", plain, changed, err)
+	}
+
+	ae := core.AttemptError{Attempt: 3, Error: "card 4111 declined", Trace: "stack", Cause: "c"}
+	sealed := old.SealAttemptError(ae)
+	got, changed, err := rotated.ResealAttemptError(sealed)
+	if err != nil || !changed {
+		t.Fatalf("ResealAttemptError of old text: changed %v, %v", changed, err)
+	}
+	for _, txt := range []string{got.Error, got.Trace} {
+		if kid, ok := core.SealedKeyID([]byte(txt)); !ok || kid != "k2" {
+			t.Fatalf("resealed text %q is under %q, want k2", txt, kid)
+		}
+	}
+	if got.Attempt != 3 || got.Cause != "c" || !got.At.Equal(ae.At) {
+		t.Fatalf("ResealAttemptError changed fields in clear: %+v", got)
+	}
+	if opened, err := rotated.OpenAttemptError(got); err != nil || opened != ae {
+		t.Fatalf("resealed entry opens to %+v, %v; want %+v", opened, err, ae)
+	}
+	if same, changed, err := rotated.ResealAttemptError(got); err != nil || changed || same != got {
+		t.Fatalf("ResealAttemptError of current text: changed %v, %v", changed, err)
+	}
+	// Only the message sealed; the empty trace stays empty.
+	half := old.SealAttemptError(core.AttemptError{Error: "x"})
+	if got, changed, err := rotated.ResealAttemptError(half); err != nil || !changed || got.Trace != "" {
+		t.Fatalf("ResealAttemptError with an empty trace = %+v, %v, %v", got, changed, err)
+	}
+	// Malformed sealed text under an old key id does not open.
+	fake := core.AttemptError{Error: "backlog-enc:1:k1:not base64!"}
+	if _, _, err := rotated.ResealAttemptError(fake); !errors.Is(err, core.ErrDecrypt) {
+		t.Fatalf("ResealAttemptError of malformed sealed text: %v; want ErrDecrypt", err)
+	}
+
+	// A key missing from the ring: a *DecryptError naming it, value kept.
+	dropped := mustKeyring(t, "k3", map[string][]byte{"k3": testKey(3)})
+	if out, _, err := dropped.ResealResult("pay", res); out != nil || !errors.Is(err, core.ErrUnknownKey) {
+		t.Fatalf("ResealResult without the key = %q, %v; want nil and ErrUnknownKey", out, err)
+	}
+	kept, _, err := dropped.ResealAttemptError(sealed)
+	var de *core.DecryptError
+	if !errors.As(err, &de) || de.KeyID != "k1" || de.Field != core.FieldError || kept != sealed {
+		t.Fatalf("ResealAttemptError without the key = %+v, %v; want the entry as it was and a DecryptError for k1's error text", kept, err)
+	}
+}
+
 func TestKeyringRejectsTamperingAndSwaps(t *testing.T) {
 	k := mustKeyring(t, "k1", map[string][]byte{"k1": testKey(1)})
 	other := mustKeyring(t, "k1", map[string][]byte{"k1": testKey(9)}) // same id, other key material

@@ -14,7 +14,7 @@ import (
 //
 // The model follows database/sql/driver: a required interface (this one),
 // optional capability interfaces discovered by type assertion (TxInserter,
-// Notifier, TxCompleter, Migrator, Settings), and sentinel errors compared with
+// Notifier, TxCompleter, Migrator, Settings, SealedRewriter), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
 // ErrInvalidState).
 //
@@ -430,6 +430,59 @@ func CheckSetting(key string, value []byte) error {
 		return fmt.Errorf("backlog: setting %q: value is %d bytes, over the limit of %d", key, len(value), MaxSettingValueBytes)
 	}
 	return nil
+}
+
+// SealedRewriter rewrites sealed values of stored jobs in batches (backlog keys rotate).
+//
+// It is the capability re-encryption after a key rotation needs (see
+// Keyring.ResealArgs, ResealResult and ResealAttemptError, and `backlog
+// keys rotate`): a caller walks the whole table in id order, a batch at a
+// time, and has each job's args, result and error text sealed again with
+// the current key. It never touches a running job, and it never overwrites
+// a row that changed after it was read: such rows are left as they now are
+// and the caller finds them again on a later pass.
+type SealedRewriter interface {
+	// RewriteSealed reads up to limit (≥ 1) jobs whose id is above
+	// afterID (0 to start at the first job) and whose state is not
+	// running, in ascending id order, and calls fn once for each of
+	// them, in that order, from the calling goroutine. fn receives a copy
+	// of the job as read, which it may modify and return as next. The
+	// store holds no lock and no transaction while fn runs, so fn may
+	// call the store (and the jobs of one batch are not a snapshot of one
+	// instant).
+	//
+	// When fn returns changed true, the store writes next.Args (valid
+	// JSON), next.Result (nil is no result) and the Error and Trace text
+	// of each entry of next.Errors, which must hold as many entries as the
+	// job had, in the same order (fn rewrites their text; it does not
+	// add, drop or reorder entries, and their Attempt, At and Cause stay
+	// as stored). Every other field of next is ignored, and nothing else
+	// of the row changes (state, times, attempt, ClaimSeq, worker,
+	// lease). When fn returns changed false the row is not written. The writes of one batch happen after fn has
+	// returned for every job of it, in one write transaction where the
+	// database has them, each fenced: a row is written only if it is still
+	// there, not running, and unchanged since it was read — the same
+	// state, ClaimSeq, Kind and Args (a store may fence on more, such as
+	// a version column that every change of a row increments). A row
+	// that fails the fence (claimed, finished, cancelled, retried,
+	// deleted, or rewritten by another caller in the meantime) is left
+	// as it now is, is not counted, and is not an error.
+	//
+	// It returns the id of the last job it read, to pass as afterID of
+	// the next call (afterID itself when no job is left to read: the walk
+	// is over), and n, how many rows it wrote. A batch of fewer than limit
+	// jobs does not mean the walk is over; only lastID == afterID does.
+	//
+	// Errors: when fn returns an error, RewriteSealed calls fn for no
+	// further job, writes nothing of the batch (rows fn already rewrote
+	// included) and returns afterID, 0 and fn's error as it is. A next
+	// that cannot be stored (nil with changed true, args that are not
+	// valid JSON, another number of error entries) and limit < 1 return
+	// an error in the same way. Every error returned means no row of the
+	// batch was written: the caller may retry the call with the same
+	// afterID. Transient database errors are retried inside the store
+	// without calling fn again.
+	RewriteSealed(ctx context.Context, afterID int64, limit int, fn func(j *Job) (next *Job, changed bool, err error)) (lastID int64, n int, err error)
 }
 
 // Migrator is implemented by stores with a schema. Migrate brings it to the

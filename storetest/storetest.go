@@ -82,6 +82,7 @@ func allTests() []test {
 		pruneTests,
 		workerTests,
 		settingsTests,
+		rewriteTests,
 		routingTests,
 		deadWorkerTests,
 		notifyTests,

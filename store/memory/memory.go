@@ -10,8 +10,8 @@
 // It keeps nothing across processes and has no transactions, so it does not
 // implement core.TxInserter or core.TxCompleter. It implements core.Notifier
 // by fanning notifications out to the channels of every Listen call made on
-// the same *Store, and core.Settings with a map (values live as long as the
-// *Store).
+// the same *Store, core.Settings with a map (values live as long as the
+// *Store), and core.SealedRewriter.
 //
 // How the contract maps onto plain Go:
 //
@@ -37,8 +37,10 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -87,9 +89,10 @@ type Store struct {
 
 // Compile-time checks of the interfaces Store implements.
 var (
-	_ core.Store    = (*Store)(nil)
-	_ core.Notifier = (*Store)(nil)
-	_ core.Settings = (*Store)(nil)
+	_ core.Store          = (*Store)(nil)
+	_ core.Notifier       = (*Store)(nil)
+	_ core.Settings       = (*Store)(nil)
+	_ core.SealedRewriter = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -714,6 +717,95 @@ func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("memory: setting %q: %w", key, core.ErrNotFound)
 	}
 	return slices.Clone(v), nil
+}
+
+// RewriteSealed implements core.SealedRewriter. It reads the batch under
+// the lock, releases it while fn runs (fn may call the store), and then
+// writes, under the lock again, the rows that are still there, not
+// running, and unchanged since the read: the same state, ClaimSeq, kind,
+// args, result and errors. The SQL stores fence on their version column
+// instead, in one UPDATE per row (store/internal/sqlq).
+func (s *Store) RewriteSealed(ctx context.Context, afterID int64, limit int, fn func(j *core.Job) (*core.Job, bool, error)) (int64, int, error) {
+	if limit < 1 {
+		return afterID, 0, fmt.Errorf("memory: RewriteSealed: limit %d must be at least 1", limit)
+	}
+	if err := s.lock(ctx); err != nil {
+		return afterID, 0, err
+	}
+	read := s.collect(limit, byID, func(j *core.Job) bool {
+		return j.ID > afterID && j.State != core.StateRunning
+	})
+	for i, j := range read {
+		read[i] = clone(j) // the fence: the row as read
+	}
+	s.mu.Unlock()
+
+	type write struct{ read, next *core.Job }
+	var writes []write
+	lastID := afterID
+	for _, j := range read {
+		next, changed, err := fn(clone(j))
+		if err != nil {
+			return afterID, 0, err
+		}
+		lastID = j.ID
+		if !changed {
+			continue
+		}
+		if err := checkRewrite(j, next); err != nil {
+			return afterID, 0, err
+		}
+		writes = append(writes, write{j, next})
+	}
+	if len(writes) == 0 {
+		return lastID, 0, nil
+	}
+
+	if err := s.lock(ctx); err != nil {
+		return afterID, 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	for _, w := range writes {
+		cur, ok := s.jobs[w.read.ID]
+		if !ok || cur.State == core.StateRunning || !sameSealed(cur, w.read) {
+			continue // changed since the read: the caller's next pass sees it
+		}
+		cur.Args = slices.Clone(w.next.Args)
+		cur.Result = slices.Clone(w.next.Result)
+		if len(cur.Errors) > 0 {
+			cur.Errors = slices.Clone(cur.Errors)
+			for i, e := range w.next.Errors {
+				cur.Errors[i].Error, cur.Errors[i].Trace = e.Error, e.Trace
+			}
+		}
+		n++
+	}
+	return lastID, n, nil
+}
+
+// checkRewrite reports a next that RewriteSealed cannot store for the job
+// read.
+func checkRewrite(read, next *core.Job) error {
+	switch {
+	case next == nil:
+		return fmt.Errorf("memory: RewriteSealed: job %d: changed, but no job returned", read.ID)
+	case !json.Valid(next.Args):
+		return fmt.Errorf("memory: RewriteSealed: job %d: the new args are not valid JSON", read.ID)
+	case len(next.Errors) != len(read.Errors):
+		return fmt.Errorf("memory: RewriteSealed: job %d: %d error entries returned for %d stored; entries are rewritten, never added or dropped", read.ID, len(next.Errors), len(read.Errors))
+	}
+	return nil
+}
+
+// sameSealed reports whether the stored job cur is unchanged since read in
+// what RewriteSealed fences on.
+func sameSealed(cur, read *core.Job) bool {
+	return cur.State == read.State && cur.ClaimSeq == read.ClaimSeq && cur.Kind == read.Kind &&
+		bytes.Equal(cur.Args, read.Args) && bytes.Equal(cur.Result, read.Result) &&
+		slices.EqualFunc(cur.Errors, read.Errors, func(a, b core.AttemptError) bool {
+			return a.Attempt == b.Attempt && a.At.Equal(b.At) && a.Error == b.Error && a.Trace == b.Trace && a.Cause == b.Cause
+		})
 }
 
 // RemoveDeadWorkers implements core.Store: it deletes the records whose
