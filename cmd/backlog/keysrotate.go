@@ -251,14 +251,22 @@ func resealJob(ring *core.Keyring, j *core.Job) error {
 		j.Result = res
 	}
 	for i, e := range j.Errors {
-		if !core.IsSealedText(e.Error) && !core.IsSealedText(e.Trace) {
-			continue
+		// One text at a time: a plain message beside a sealed trace (or
+		// the other way round) stays plain.
+		if core.IsSealedText(e.Error) {
+			re, _, err := ring.ResealAttemptError(core.AttemptError{Error: e.Error})
+			if err != nil {
+				return err
+			}
+			j.Errors[i].Error = re.Error
 		}
-		re, _, err := ring.ResealAttemptError(e)
-		if err != nil {
-			return err
+		if core.IsSealedText(e.Trace) {
+			re, _, err := ring.ResealAttemptError(core.AttemptError{Trace: e.Trace})
+			if err != nil {
+				return err
+			}
+			j.Errors[i].Trace = re.Trace
 		}
-		j.Errors[i] = re
 	}
 	return nil
 }

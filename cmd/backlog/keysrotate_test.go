@@ -294,3 +294,39 @@ func TestKeysRotateErrors(t *testing.T) {
 		t.Fatalf("dry run without the old key: %+v", rep)
 	}
 }
+
+// TestKeysRotateKeepsPlainText: of an error entry whose message is sealed
+// and whose trace is not, the message moves to the new key and the trace
+// stays plain.
+func TestKeysRotateKeepsPlainText(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	st := openStore(t, db)
+	specOld := testKeyring(t, "k1")
+	old, err := core.ParseKeyring(specOld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if _, err := st.Insert(ctx, now, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := st.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %v, %v", jobs, err)
+	}
+	sealed := old.SealAttemptError(core.AttemptError{Error: "secret message"})
+	ae := core.AttemptError{Attempt: 1, At: now, Error: sealed.Error, Trace: "plain trace"}
+	if _, err := st.Finish(ctx, []core.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Kind: core.OutcomeDiscard, At: now, Error: &ae}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := testKeyring(t, "k2") + "," + specOld
+	if r := cliEnv(t, map[string]string{keysEnv: spec}, db, "keys", "rotate"); r.code != 0 {
+		t.Fatalf("rotate: %s", r)
+	}
+	got := allJobs(t, st)[0].Errors[0]
+	if kid, _ := core.SealedKeyID([]byte(got.Error)); kid != "k2" || got.Trace != "plain trace" {
+		t.Fatalf("after rotate the entry is %+v; want the message under k2 and the trace plain", got)
+	}
+}
