@@ -48,7 +48,8 @@
 //     does: the transactional subtests run only when the store implements
 //     core.TxInserter or core.TxCompleter (and then need Factory.BeginTx),
 //     the notification subtests only when it implements core.Notifier, the
-//     settings subtests only when it implements core.Settings. A store
+//     settings subtests only when it implements core.Settings, the
+//     rewrite subtests only when it implements core.SealedRewriter. A store
 //     that declares a capability must deliver it: a Notifier that never
 //     delivers fails, and so does a get-or-create that two racing callers
 //     both win.
