@@ -40,6 +40,7 @@ type privatePG struct {
 func (a *app) newBenchCmd() *cobra.Command {
 	var (
 		jobs, workers, maxClaim, producers, batch, rounds int
+		reopen                                            bool
 		duration, interval, poll, retention, maint, pause time.Duration
 		ppg                                               privatePG
 	)
@@ -157,6 +158,9 @@ and lag the round by up to a second or two; elsewhere only rows are known.`,
 					MaintenanceInterval: maint,
 					Pause:               pause,
 				}
+				if reopen {
+					cfg.Reopen = func(ctx context.Context) (core.Store, error) { return openStoreURL(ctx, u) }
+				}
 				if pg, ok := st.(pgStore); ok {
 					cfg.Probe = bench.PostgresProbe(pg.Pool(), pg.Schema(), "jobs", "jobs_claim")
 				}
@@ -182,6 +186,7 @@ and lag the round by up to a second or two; elsewhere only rows are known.`,
 	growth.Flags().IntVar(&rounds, "rounds", 5, "consecutive burn-downs")
 	growth.Flags().DurationVar(&retention, "retention", core.DefaultRetention.Completed, "how long completed jobs are kept (0 deletes each as it completes)")
 	growth.Flags().DurationVar(&maint, "maintenance-interval", 0, "the workers' maintenance interval (0 = the engine default; negative = none)")
+	growth.Flags().BoolVar(&reopen, "reopen", false, "open the store anew for each round (new connections with no cached plans, as after a restart of the workers)")
 	growth.Flags().DurationVar(&pause, "pause", 2*time.Second, "wait after each round before sampling the table and starting the next")
 
 	withPG := &cobra.Command{

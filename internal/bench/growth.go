@@ -39,6 +39,12 @@ type GrowthConfig struct {
 	// Probe samples the jobs table before the first round and after each;
 	// nil = CountProbe(store).
 	Probe Probe
+	// Reopen, if set, opens a new handle on the same database for each
+	// round, which runs on it and closes it: every round then works
+	// through new connections (new database sessions, with no plans
+	// cached), as after a restart of the workers. nil = every round on
+	// the store given to Growth.
+	Reopen func(ctx context.Context) (core.Store, error)
 }
 
 // Probe samples the jobs table.
@@ -286,7 +292,7 @@ func Growth(ctx context.Context, st core.Store, cfg GrowthConfig, each func(Grow
 	res.Before = prev
 	for i := 1; i <= cfg.Rounds; i++ {
 		start := time.Now()
-		r, err := BurnDown(ctx, st, bc)
+		r, err := growthRound(ctx, st, cfg.Reopen, bc)
 		if err != nil {
 			return res, fmt.Errorf("round %d: %w", i, err)
 		}
@@ -313,6 +319,19 @@ func Growth(ctx context.Context, st core.Store, cfg GrowthConfig, each func(Grow
 		prev = t
 	}
 	return res, nil
+}
+
+// growthRound runs one burn-down on st, or on a store from reopen.
+func growthRound(ctx context.Context, st core.Store, reopen func(context.Context) (core.Store, error), cfg Config) (Result, error) {
+	if reopen == nil {
+		return BurnDown(ctx, st, cfg)
+	}
+	fresh, err := reopen(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer fresh.Close()
+	return BurnDown(ctx, fresh, cfg)
 }
 
 // String is the run as a table (GrowthHeader, then a line per round).

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/bench"
+	"github.com/backlogq/backlog/store/sqlite"
 )
 
 // Completed jobs stay (the default retention), so each round adds its jobs
@@ -63,6 +65,36 @@ func TestGrowthKeepsCompletedJobs(t *testing.T) {
 			}
 			t.Log("\n" + res.String())
 		})
+	}
+}
+
+// With Reopen, each round runs on a store of its own, closed after it; the
+// rows still land in the one database.
+func TestGrowthReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "growth.db")
+	open := func(ctx context.Context) (core.Store, error) { return sqlite.Open(ctx, path) }
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var opened atomic.Int32
+	res, err := bench.Growth(ctx, st, bench.GrowthConfig{
+		Config:              bench.Config{Jobs: 100, Workers: 10},
+		Rounds:              2,
+		MaintenanceInterval: -1,
+		Reopen: func(ctx context.Context) (core.Store, error) {
+			opened.Add(1)
+			return open(ctx)
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opened.Load() != 2 || res.Rounds[1].Table.Rows != 200 {
+		t.Fatalf("opened %d stores, %d rows after round 2: want 2 and 200", opened.Load(), res.Rounds[1].Table.Rows)
 	}
 }
 
