@@ -126,22 +126,35 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 	now := s.now()
 	var outs []core.Outcome
 	var applying []*batchEntry
+	// heldJob reads e's job; nil (and the item rejected as lease-lost) when
+	// it is gone or no longer held under e's token.
+	heldJob := func(e *batchEntry) (*core.Job, error) {
+		tok := e.tok
+		j, err := s.st.Get(ctx, tok.jobID)
+		switch {
+		case errors.Is(err, core.ErrNotFound):
+			s.claims.take(tok.jobID, tok.claimSeq)
+			reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", tok.jobID)))
+			return nil, nil
+		case err != nil:
+			return nil, err
+		case !heldBy(j, tok):
+			s.claims.take(tok.jobID, tok.claimSeq)
+			s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: j.Queue, Job: j})
+			reject(e.idx, lostProblem(j))
+			return nil, nil
+		}
+		return j, nil
+	}
 	for _, e := range entries {
 		tok := e.tok
 		switch e.item.Type {
 		case OutcomeTypeFail:
-			j, err := s.st.Get(ctx, tok.jobID)
-			switch {
-			case errors.Is(err, core.ErrNotFound):
-				s.claims.take(tok.jobID, tok.claimSeq)
-				reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", tok.jobID)))
-				continue
-			case err != nil:
+			j, err := heldJob(e)
+			if err != nil {
 				return err // nothing applied yet
-			case !heldBy(j, tok):
-				s.claims.take(tok.jobID, tok.claimSeq)
-				s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: j.Queue, Job: j})
-				reject(e.idx, lostProblem(j))
+			}
+			if j == nil {
 				continue
 			}
 			e.job = j
@@ -157,14 +170,12 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 				// server's claim, or read.
 				kind, ok := s.claims.kind(tok.jobID, tok.claimSeq)
 				if !ok {
-					j, err := s.st.Get(ctx, tok.jobID)
-					switch {
-					case errors.Is(err, core.ErrNotFound):
-						s.claims.take(tok.jobID, tok.claimSeq)
-						reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", tok.jobID)))
-						continue
-					case err != nil:
+					j, err := heldJob(e)
+					if err != nil {
 						return err // nothing applied yet
+					}
+					if j == nil {
+						continue
 					}
 					kind = j.Kind
 				}
