@@ -7,6 +7,9 @@
 //	steady    --producers goroutines insert batches of --batch jobs while
 //	          the client works them, for --duration, with at most
 //	          --max-backlog jobs inserted but not yet completed
+//	growth    --rounds burn-downs one after the other on one river_job
+//	          table, completed jobs kept (River's retention), and the table
+//	          after each round, as `backlog bench growth` prints it
 //
 // A job counts as done when River reports it completed (EventKindJobCompleted,
 // which the client emits after its batch completer has written the jobs'
@@ -90,6 +93,8 @@ func main() {
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "burndown", "steady":
 		err = runBench(cmd, args)
+	case "growth":
+		err = runGrowth(args)
 	case "createdb", "dropdb", "ping":
 		err = adminDB(cmd, args)
 	case "summarize":
@@ -107,6 +112,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   riverbench burndown  --database-url URL [--schema S] [--jobs N] [--workers W] [--fetch-cooldown D] [--fetch-poll-interval D]
   riverbench steady    --database-url URL [--schema S] [--duration D] [--producers P] [--batch B] [--workers W] ...
+  riverbench growth    --database-url URL [--schema S] [--rounds N] [--jobs N] [--workers W] [--pause D] [-o table|json] ...
   riverbench createdb  --admin-url URL NAME
   riverbench dropdb    --admin-url URL NAME
   riverbench ping      --admin-url URL
