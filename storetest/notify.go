@@ -11,6 +11,7 @@ var notifyTests = []test{
 	{"notify/insert-of-due-job-wakes-listener", testNotifyInsert},
 	{"notify/pause-and-resume-notify", testNotifyPause},
 	{"notify/channel-closes-when-context-ends", testNotifyClose},
+	{"notify/tx-insert-committed-after-a-later-insert-wakes-listener", testNotifyLateCommit},
 }
 
 // notifyWait bounds the real time the suite waits for a notification.
@@ -71,6 +72,55 @@ func testNotifyPause(e *env) {
 	e.await(ch, core.NotifyPause, "q", "PauseQueue(\"q\")")
 	e.resume("q")
 	e.await(ch, core.NotifyResume, "q", "ResumeQueue(\"q\")")
+}
+
+// testNotifyLateCommit: a job inserted inside a transaction that commits
+// only after a later insert (outside it) has committed still wakes the
+// listener, at its commit. A store that finds inserts by reading ids above
+// the highest it has read (auto-increment ids are handed out at insert time
+// but become visible at commit) must not skip the lower id of the
+// transaction that was still open when it read past it.
+func testNotifyLateCommit(e *env) {
+	ti := e.txInserter()
+	ch := e.listen(e.ctx)
+	tx, commit, rollback := e.begin()
+	committed := false
+	defer func() {
+		if !committed {
+			_ = rollback()
+		}
+	}()
+	e.insertTx(ti, tx, e.job("late", "k"))
+
+	// The later insert, outside the transaction. On a single-writer
+	// database it waits for the transaction (the commits then come in the
+	// order of the inserts); elsewhere it commits first, and its own
+	// notification proves the listener has read past the open transaction.
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.s.Insert(e.ctx, e.now, []core.InsertParams{e.job("early", "k")})
+		done <- err
+	}()
+	var waiting bool
+	select {
+	case err := <-done:
+		if err != nil {
+			e.Fatalf("Insert outside an open transaction: unexpected error: %v", err)
+		}
+		e.await(ch, core.NotifyInsert, "early", "an Insert committed while an earlier InsertTx was still open")
+	case <-time.After(time.Second):
+		waiting = true
+	}
+	if err := commit(); err != nil {
+		e.Fatalf("commit: %v", err)
+	}
+	committed = true
+	if waiting {
+		if err := <-done; err != nil {
+			e.Fatalf("Insert outside a transaction that then committed: unexpected error: %v", err)
+		}
+	}
+	e.await(ch, core.NotifyInsert, "late", "the commit of an InsertTx that came before a later, already committed Insert")
 }
 
 func testNotifyClose(e *env) {
