@@ -2,9 +2,9 @@
 // github.com/go-sql-driver/mysql, for MySQL 8.0.1+ and MariaDB 10.6+ (the
 // optimistic claim strategy also runs on older servers and on Galera or
 // Group Replication clusters). It implements core.Store, core.Migrator,
-// core.TxInserter and core.TxCompleter (with *sql.Tx or *sqlx.Tx), and not
-// core.Notifier: MySQL has no LISTEN/NOTIFY, so the engine polls.
-// docs/mysql.md is the operator's guide.
+// core.TxInserter and core.TxCompleter (with *sql.Tx or *sqlx.Tx),
+// core.Settings, and core.Notifier by polling (see Listen: MySQL has no
+// LISTEN/NOTIFY). docs/mysql.md is the operator's guide.
 //
 // # Opening
 //
@@ -28,15 +28,16 @@
 //
 //	mysql://user:password@host:3306/dbname?prefix=backlog_&strategy=skip-locked
 //
-// Backlog's parameters (prefix, strategy, migrate, max_conns) are removed;
+// Backlog's parameters (prefix, strategy, migrate, max_conns,
+// notify_interval) are removed;
 // every other parameter is passed to the driver (tls, timeout, …). A
 // missing port means 3306; "mysql://user@unix(/run/mysqld/mysqld.sock)/db"
 // is not a URL, use Open with a DSN for sockets.
 //
 // # Schema
 //
-// Tables <prefix>jobs, <prefix>queues, <prefix>workers, <prefix>settings
-// (default prefix "backlog_") in utf8mb4_bin, so names compare byte for byte. Times are
+// Tables <prefix>jobs, <prefix>queues, <prefix>workers, <prefix>settings,
+// <prefix>notifications (default prefix "backlog_") in utf8mb4_bin, so names compare byte for byte. Times are
 // DATETIME(6) holding UTC; args, tags, metadata and the errors history are
 // JSON columns (on MariaDB LONGTEXT with a JSON_VALID check; on MySQL the
 // binary JSON type, so args come back normalised but with the same
@@ -52,11 +53,22 @@
 // timeouts (1205) and MariaDB's 1020 are retried inside the store with
 // jittered backoff (2 ms doubling to 500 ms, 12 retries); an error that
 // reaches the caller means the call took no effect.
+//
+// # Notifications
+//
+// Listen polls, on a connection of its own, every WithNotifyInterval
+// (default 10 ms) while anyone listens: one primary-key range read of the
+// jobs inserted since the last read (inserts write nothing extra) and of the
+// notifications table, where PauseQueue, ResumeQueue, Cancel and Retry write
+// a row in their own transaction. Idle, the read finds nothing.
+// WithNotifyInterval(0) turns notifications off: Listen then returns an
+// error wrapping core.ErrUnsupported and the engine polls.
 package mysql
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"runtime"
@@ -77,6 +89,7 @@ type config struct {
 	strategy    core.ClaimStrategy
 	migrate     bool
 	maxConns    int
+	notifyEvery time.Duration
 	noReturning bool // tests: MySQL's statement forms on MariaDB
 }
 
@@ -101,6 +114,15 @@ func WithMigrate(migrate bool) Option { return func(c *config) { c.migrate = mig
 // max(8, 4×GOMAXPROCS)). New ignores it: the caller owns that pool.
 func WithMaxOpenConns(n int) Option { return func(c *config) { c.maxConns = n } }
 
+// WithNotifyInterval sets how often Listen's poller reads new jobs and
+// notifications while anyone listens (default DefaultNotifyInterval,
+// 10 ms): the wake-up latency across processes is about half of it plus a
+// claim. 0 turns notifications off: Listen returns an error wrapping
+// core.ErrUnsupported, and the engine relies on its poll interval. The
+// store writes its notification rows either way, for other processes'
+// listeners.
+func WithNotifyInterval(d time.Duration) Option { return func(c *config) { c.notifyEvery = d } }
+
 // Store is the MySQL/MariaDB store. All methods are safe for concurrent use
 // by many goroutines and processes.
 type Store struct {
@@ -115,6 +137,11 @@ type Store struct {
 	sdb      *sqlq.GuardedDB
 	closed   atomic.Bool
 	retries  atomic.Int64 // transient errors retried by this package's methods
+
+	notifyEvery time.Duration
+	connector   driver.Connector // Open's, for the poller's own connection; nil with New
+	hub         hub
+	prunedAt    atomic.Int64 // callers' time of the last prune of notifications, µs
 }
 
 var (
@@ -123,15 +150,19 @@ var (
 	_ core.TxInserter  = (*Store)(nil)
 	_ core.TxCompleter = (*Store)(nil)
 	_ core.Settings    = (*Store)(nil)
+	_ core.Notifier    = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{prefix: DefaultPrefix, strategy: core.StrategySkipLocked, migrate: true}
+	c := config{prefix: DefaultPrefix, strategy: core.StrategySkipLocked, migrate: true, notifyEvery: DefaultNotifyInterval}
 	for _, o := range opts {
 		o(&c)
 	}
 	if err := sqlq.ValidPrefix(c.prefix); err != nil {
 		return c, fmt.Errorf("mysql: %w", err)
+	}
+	if c.notifyEvery < 0 {
+		return c, fmt.Errorf("mysql: negative notify interval %s", c.notifyEvery)
 	}
 	switch c.strategy {
 	case "":
@@ -205,6 +236,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	s.connector = conn
 	return s, nil
 }
 
@@ -251,12 +283,12 @@ func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, tx
 		return nil, fmt.Errorf("mysql: %s (%s) has no FOR UPDATE SKIP LOCKED (it needs MySQL 8.0.1+ or MariaDB 10.6+); use the %q claim strategy: %w",
 			server, server.version, core.StrategyOptimistic, core.ErrUnsupported)
 	}
-	s := &Store{db: db, owned: owned, prefix: c.prefix, t: sqlq.PrefixTables(c.prefix), server: server, strategy: c.strategy}
+	s := &Store{db: db, owned: owned, prefix: c.prefix, t: sqlq.PrefixTables(c.prefix), server: server, strategy: c.strategy, notifyEvery: c.notifyEvery}
 	s.d = dialect{server: server, noReturning: c.noReturning}
 	s.sdb = &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, TxOptions: txOpts}, Closed: &s.closed}
 	inner, err := sqlq.New(sqlq.Config{
 		Dialect:  s.d,
-		DB:       s.sdb,
+		DB:       hookDB{s.sdb}, // PauseQueue, ResumeQueue, Cancel and Retry write their notification in their transaction (notify.go)
 		Tables:   s.t,
 		Strategy: c.strategy,
 	})
@@ -286,12 +318,13 @@ func (s *Store) Strategy() core.ClaimStrategy { return s.strategy }
 // "10.11.19-MariaDB-0+deb12u1".
 func (s *Store) ServerVersion() string { return s.server.version }
 
-// Close closes the pool if Open created it. Later calls return errors
-// wrapping core.ErrClosed.
+// Close closes every Listen channel and the pool if Open created it. Later
+// calls return errors wrapping core.ErrClosed.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.hub.closeAll()
 	if s.owned {
 		return s.db.Close()
 	}

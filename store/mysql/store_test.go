@@ -17,7 +17,7 @@ import (
 )
 
 func TestParseURL(t *testing.T) {
-	dsn, opts, err := ParseURL("mysql://root@127.0.0.1:3306/test?prefix=app_&strategy=optimistic&migrate=false&max_conns=3&timeout=5s")
+	dsn, opts, err := ParseURL("mysql://root@127.0.0.1:3306/test?prefix=app_&strategy=optimistic&migrate=false&max_conns=3&notify_interval=25ms&timeout=5s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,22 @@ func TestParseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.prefix != "app_" || c.strategy != core.StrategyOptimistic || c.migrate || c.maxConns != 3 {
+	if c.prefix != "app_" || c.strategy != core.StrategyOptimistic || c.migrate || c.maxConns != 3 || c.notifyEvery != 25*time.Millisecond {
 		t.Errorf("options %+v", c)
+	}
+	for raw, want := range map[string]time.Duration{
+		"mysql://root@127.0.0.1/test":                     DefaultNotifyInterval,
+		"mysql://root@127.0.0.1/test?notify_interval=0":   0,
+		"mysql://root@127.0.0.1/test?notify_interval=off": 0,
+		"mysql://root@127.0.0.1/test?notify_interval=5ms": 5 * time.Millisecond,
+	} {
+		_, opts, err := ParseURL(raw)
+		if err != nil {
+			t.Fatalf("ParseURL(%q): %v", raw, err)
+		}
+		if c, err := newConfig(opts); err != nil || c.notifyEvery != want {
+			t.Errorf("ParseURL(%q): notify interval %s (%v); want %s", raw, c.notifyEvery, err, want)
+		}
 	}
 	dsn, _, err = ParseURL("mysql://u%40x:p%3Aw@db.example/app%2Djobs")
 	if err != nil {
@@ -48,6 +62,8 @@ func TestParseURL(t *testing.T) {
 		"mysql://root@127.0.0.1:port/test",        // bad port
 		"mysql://root@127.0.0.1/test?migrate=yes", // bad bool
 		"mysql://root@127.0.0.1/test?max_conns=0",
+		"mysql://root@127.0.0.1/test?notify_interval=-5ms",
+		"mysql://root@127.0.0.1/test?notify_interval=soon",
 		"mysql://root@127.0.0.1/test?parseTime=maybe", // the driver's own check
 		"mysql://root@[::1/test",                      // malformed
 	} {
@@ -142,8 +158,8 @@ func TestOpenURL(t *testing.T) {
 		defer stores[i].Close()
 	}
 	s := stores[0]
-	if _, ok := s.(core.Notifier); ok {
-		t.Error("the MySQL store must not declare core.Notifier")
+	if _, ok := s.(core.Notifier); !ok {
+		t.Error("the MySQL store must declare core.Notifier")
 	}
 	if err := s.(core.Migrator).Migrate(ctx); err != nil {
 		t.Fatalf("second migrate: %v", err)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -38,6 +39,8 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 //	strategy=skip-locked  claim strategy: skip-locked (default) or optimistic
 //	migrate=false         do not migrate on open
 //	max_conns=16          connection pool size
+//	notify_interval=10ms  how often Listen reads new jobs and notifications
+//	                      (a Go duration; 0 or off: no notifications)
 //
 // Every other parameter is left for the driver (tls, timeout, readTimeout,
 // …). The port defaults to 3306; the database name is required. A query
@@ -76,7 +79,7 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	q, err := store.Query(u, "prefix", "strategy", "migrate", "max_conns")
+	q, err := store.Query(u, "prefix", "strategy", "migrate", "max_conns", "notify_interval")
 	if err != nil {
 		return "", nil, fmt.Errorf("mysql: %w", err)
 	}
@@ -101,6 +104,14 @@ func parseURL(u *url.URL) (string, []Option, error) {
 				return "", nil, fmt.Errorf("mysql: max_conns=%q: want a positive integer", v)
 			}
 			opts = append(opts, WithMaxOpenConns(n))
+		case "notify_interval":
+			d := time.Duration(0)
+			if v != "off" {
+				if d, err = time.ParseDuration(v); err != nil || d < 0 {
+					return "", nil, fmt.Errorf("mysql: notify_interval=%q: want a non-negative Go duration such as 10ms, or off", v)
+				}
+			}
+			opts = append(opts, WithNotifyInterval(d))
 		default:
 			rest[k] = vs
 		}
