@@ -20,9 +20,11 @@ import (
 // that one and a second compare-and-set is needed), and after the first
 // compare-and-set it cancels the claim's context, so the second one fails.
 type casFault struct {
-	rival  *pgxpool.Pool
-	jobs   string // the jobs table
-	cancel context.CancelFunc
+	rival *pgxpool.Pool
+	jobs  string // the jobs table
+	// candidates is the function of the optimistic candidate read.
+	candidates string
+	cancel     context.CancelFunc
 
 	mu    sync.Mutex
 	armed bool
@@ -43,7 +45,7 @@ func (f *casFault) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQu
 		return
 	}
 	switch {
-	case f.stage == 0 && strings.HasPrefix(start.SQL, "SELECT id, version FROM "+f.jobs):
+	case f.stage == 0 && strings.HasPrefix(start.SQL, "SELECT id, version FROM "+f.candidates):
 		// The rival changes the oldest due job: its version no longer
 		// matches the candidate just read.
 		if _, err := f.rival.Exec(context.Background(), "UPDATE "+f.jobs+" SET version = version + 1 WHERE id = (SELECT min(id) FROM "+f.jobs+")"); err != nil {
@@ -63,7 +65,7 @@ func (f *casFault) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQu
 func TestOptimisticClaimReturnsJobsClaimedBeforeAFailure(t *testing.T) {
 	pool := testPool(t)
 	schema := freshSchema(t)
-	fault := &casFault{rival: pool, jobs: schema + ".jobs"}
+	fault := &casFault{rival: pool, jobs: schema + ".jobs", candidates: schema + ".claim_candidates"}
 	cfg := pool.Config()
 	cfg.ConnConfig.Tracer = fault
 	cfg.MaxConns = 4

@@ -227,7 +227,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*S
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	s.Store = inner
-	s.q = buildQueries(s.tables)
+	s.q = buildQueries(s.schema, s.tables)
 	if c.migrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err

@@ -29,7 +29,7 @@ type queries struct {
 	insertReturnCount int
 }
 
-func buildQueries(t sqlq.Tables) queries {
+func buildQueries(schema string, t sqlq.Tables) queries {
 	cols := strings.Split(sqlq.JobColumns, ", ")
 	for i, c := range cols {
 		cols[i] = "j." + c
@@ -38,23 +38,18 @@ func buildQueries(t sqlq.Tables) queries {
 	var q queries
 	q.jobColsAliased = jcols
 
+	// The two reads of pending jobs are functions of schema version 5
+	// (migrations/00005_claim_plans.sql), planned with bitmap scans and
+	// sorts turned off: without statistics the planner would otherwise
+	// flip to reading the whole claim index and sorting every pending job
+	// on each claim (docs/postgres.md, "The claim plan").
+	//
 	// $1 queue, $2 now, $3 limit, $4 worker, $5 lease until, $6 worker
-	// tags (JSON array text); the candidate read has the tags at $4.
-	due := func(tags string) string {
-		return "queue = $1 AND state IN " + pendingIn + " AND run_at <= $2 AND " + sqlq.TagsRouting(dialect{}, tags) +
-			" AND NOT EXISTS (SELECT 1 FROM " + t.Queues + " WHERE name = $1 AND paused)"
-	}
-	set := "state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1, worker_id = $4, attempted_at = $2, lease_until = $5"
-	// The locked ids travel as an array into a primary-key lookup. (With a
-	// CTE joined on id, a generic plan guesses the CTE holds a tenth of the
-	// queue, because LIMIT is a parameter, and merge-joins it with a full
-	// scan of the primary key: a second per claim at a million rows.)
-	q.claimSkipLocked = "UPDATE " + t.Jobs + " j SET " + set + " WHERE j.id = ANY(ARRAY(SELECT id FROM " + t.Jobs + " WHERE " + due("$6") +
-		" ORDER BY priority, run_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)) RETURNING " + jcols
-
+	// tags (JSON array text).
+	q.claimSkipLocked = "SELECT " + jcols + " FROM " + schema + ".claim_skip_locked($1, $2, $3, $4, $5, $6) j"
 	// Optimistic: candidates ($1 queue, $2 now, $3 limit, $4 tags), then a
 	// compare-and-set on their versions.
-	q.claimCandidates = "SELECT id, version FROM " + t.Jobs + " WHERE " + due("$4") + " ORDER BY priority, run_at, id LIMIT $3"
+	q.claimCandidates = "SELECT id, version FROM " + schema + ".claim_candidates($1, $2, $3, $4)"
 	// $1 now, $2 worker, $3 lease until, $4 ids, $5 versions.
 	// The version alone decides: every change of a job (claim, finish,
 	// lease extension, cancel, retry) increments it, so an unchanged version
