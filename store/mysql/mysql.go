@@ -137,6 +137,7 @@ type Store struct {
 	sdb      *sqlq.GuardedDB
 	closed   atomic.Bool
 	retries  atomic.Int64 // transient errors retried by this package's methods
+	retrier  sqlq.Retrier
 
 	notifyEvery time.Duration
 	connector   driver.Connector // Open's, for the poller's own connection; nil with New
@@ -285,6 +286,7 @@ func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, tx
 	}
 	s := &Store{db: db, owned: owned, prefix: c.prefix, t: sqlq.PrefixTables(c.prefix), server: server, strategy: c.strategy, notifyEvery: c.notifyEvery}
 	s.d = dialect{server: server, noReturning: c.noReturning}
+	s.retrier = sqlq.Retrier{Transient: transient, Closed: &s.closed, Retried: &s.retries}
 	s.sdb = &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, TxOptions: txOpts}, Closed: &s.closed}
 	inner, err := sqlq.New(sqlq.Config{
 		Dialect:  s.d,
@@ -331,23 +333,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// retry runs fn until it succeeds, fails with a non-transient error, 12
-// retries are used or ctx ends. Backoff starts at 2 ms and doubles up to
-// 500 ms, with jitter.
+// retry runs fn with the store's Retrier: deadlocks, lock wait timeouts
+// and the other errors transient reports are retried (2 ms doubling to
+// 500 ms, with jitter, 12 times), and every retry is counted in retries.
 func (s *Store) retry(ctx context.Context, fn func() error) error {
-	for i := 0; ; i++ {
-		if s.closed.Load() {
-			return core.ErrClosed
-		}
-		err := fn()
-		if err == nil || !transient(err) || i >= 12 {
-			return err
-		}
-		s.retries.Add(1)
-		if err := sqlq.Backoff(ctx, i, 2*time.Millisecond, err); err != nil {
-			return err
-		}
-	}
+	return s.retrier.Do(ctx, fn)
 }
 
 // inTx runs fn in one transaction, retrying transient errors.

@@ -67,7 +67,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -128,6 +127,7 @@ type Store struct {
 	done    chan struct{} // closed by Close
 	q       queries
 	db      *poolDB
+	retrier sqlq.Retrier
 }
 
 var (
@@ -217,6 +217,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*S
 	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings"}
 	s.channel = "backlog_" + c.schema
 	s.db = &poolDB{pool: pool, closed: &s.closed}
+	s.retrier = sqlq.Retrier{Transient: transient, Closed: &s.closed}
 	inner, err := sqlq.New(sqlq.Config{
 		Dialect:  dialect{},
 		DB:       s.db,
@@ -259,22 +260,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// retry runs fn until it succeeds, fails with a non-transient error, 12
-// retries are used or ctx ends. Backoff starts at 2 ms and doubles up to
-// 500 ms, with jitter.
+// retry runs fn with the store's Retrier: the errors transient reports are
+// retried (2 ms doubling to 500 ms, with jitter, 12 times).
 func (s *Store) retry(ctx context.Context, fn func() error) error {
-	for i := 0; ; i++ {
-		if s.closed.Load() {
-			return core.ErrClosed
-		}
-		err := fn()
-		if err == nil || !transient(err) || i >= 12 {
-			return err
-		}
-		if err := sqlq.Backoff(ctx, i, 2*time.Millisecond, err); err != nil {
-			return err
-		}
-	}
+	return s.retrier.Do(ctx, fn)
 }
 
 // inTx runs fn in a transaction, retrying transient errors.

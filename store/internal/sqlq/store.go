@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -36,25 +35,18 @@ type Config struct {
 	// check; it is about 1.5× faster on SQLite than the two-step form. It
 	// requires Returning(StmtUpdate).
 	SingleWriter bool
-
-	// MaxRetries bounds how often a call is retried after a transient
-	// error (0 means 12). RetryBase is the first backoff (0 means 2ms); it
-	// doubles per retry up to 500ms, with full jitter.
-	MaxRetries int
-	RetryBase  time.Duration
 }
 
 // Store implements every core.Store method except Close on top of a Config.
 // It is safe for concurrent use.
 type Store struct {
-	d          Dialect
-	db         DB
-	t          Tables
-	strategy   core.ClaimStrategy
-	claimInTx  bool
-	fused      bool
-	maxRetries int
-	retryBase  time.Duration
+	d         Dialect
+	db        DB
+	t         Tables
+	strategy  core.ClaimStrategy
+	claimInTx bool
+	fused     bool
+	retrier   Retrier // classifies errors with the dialect's Transient
 
 	jobCols string // JobColumns qualified with the jobs table
 }
@@ -70,8 +62,8 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy, claimInTx: cfg.ClaimInTx,
-		fused:      cfg.SingleWriter && cfg.Dialect.Returning(StmtUpdate),
-		maxRetries: cfg.MaxRetries, retryBase: cfg.RetryBase,
+		fused:   cfg.SingleWriter && cfg.Dialect.Returning(StmtUpdate),
+		retrier: Retrier{Transient: cfg.Dialect.Transient},
 	}
 	if s.strategy == "" {
 		s.strategy = core.StrategyOptimistic
@@ -85,12 +77,6 @@ func New(cfg Config) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("sqlq: unknown claim strategy %q: %w", s.strategy, core.ErrUnsupported)
 	}
-	if s.maxRetries <= 0 {
-		s.maxRetries = 12
-	}
-	if s.retryBase <= 0 {
-		s.retryBase = 2 * time.Millisecond
-	}
 	s.jobCols = qualified(s.t.Jobs)
 	return s, nil
 }
@@ -98,35 +84,9 @@ func New(cfg Config) (*Store, error) {
 // Strategy returns the claim strategy in use.
 func (s *Store) Strategy() core.ClaimStrategy { return s.strategy }
 
-// retry runs fn until it succeeds, fails with a non-transient error, the
-// retries run out or ctx ends.
+// retry runs fn with the store's Retrier.
 func (s *Store) retry(ctx context.Context, fn func() error) error {
-	for i := 0; ; i++ {
-		err := fn()
-		if err == nil || !s.d.Transient(err) || i >= s.maxRetries {
-			return err
-		}
-		if err := Backoff(ctx, i, s.retryBase, err); err != nil {
-			return err
-		}
-	}
-}
-
-// Backoff waits before retry i (0-based) of an operation that failed with
-// the transient error err: base doubled per retry up to 500 ms, with
-// jitter over its upper half. It returns nil after the wait, or err joined
-// with ctx's error when ctx ends first.
-func Backoff(ctx context.Context, i int, base time.Duration, err error) error {
-	d := min(base<<min(i, 16), 500*time.Millisecond)
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return errors.Join(err, ctx.Err())
-	case <-t.C:
-		return nil
-	}
+	return s.retrier.Do(ctx, fn)
 }
 
 // tx runs fn in a write transaction, retrying transient errors.
