@@ -44,15 +44,12 @@ func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.Fin
 // allDeletes reports whether every outcome is a completion with Delete, for
 // distinct jobs (so one DELETE statement applies them all).
 func allDeletes(outcomes []core.Outcome) bool {
-	seen := make(map[int64]bool, len(outcomes))
 	for i := range outcomes {
-		o := &outcomes[i]
-		if o.Kind != core.OutcomeComplete || !o.Delete || seen[o.JobID] {
+		if o := &outcomes[i]; o.Kind != core.OutcomeComplete || !o.Delete {
 			return false
 		}
-		seen[o.JobID] = true
 	}
-	return true
+	return len(sqlq.Rounds(len(outcomes), func(i int) int64 { return outcomes[i].JobID })) == 1
 }
 
 // FinishOn is Finish on a caller-supplied connection or transaction, with
@@ -72,25 +69,14 @@ func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outco
 	}
 	// Rounds of distinct job ids, so a job named twice is applied in input
 	// order (the second normally fails its fence).
-	remaining := make([]int, len(outcomes))
-	for i := range remaining {
-		remaining[i] = i
-	}
-	for len(remaining) > 0 {
-		seen := make(map[int64]bool, len(remaining))
-		var upd, del, later []int
-		for _, i := range remaining {
-			o := &outcomes[i]
-			switch {
-			case seen[o.JobID]:
-				later = append(later, i)
-				continue
-			case o.Kind == core.OutcomeComplete && o.Delete:
+	for _, round := range sqlq.Rounds(len(outcomes), func(i int) int64 { return outcomes[i].JobID }) {
+		var upd, del []int
+		for _, i := range round {
+			if o := &outcomes[i]; o.Kind == core.OutcomeComplete && o.Delete {
 				del = append(del, i)
-			default:
+			} else {
 				upd = append(upd, i)
 			}
-			seen[o.JobID] = true
 		}
 		for start := 0; start < len(upd); start += finishChunk {
 			part := upd[start:min(len(upd), start+finishChunk)]
@@ -112,7 +98,6 @@ func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outco
 				res[i].Applied = deleted[outcomes[i].JobID]
 			}
 		}
-		remaining = later
 	}
 	return res, nil
 }

@@ -113,21 +113,14 @@ type finishRound struct {
 // named twice is applied in input order (the second normally fails its
 // fence).
 func finishRounds(outcomes []core.Outcome) ([]finishRound, error) {
-	var rounds []finishRound
-	seen := make([]map[int64]bool, 0, 1)
-	for i := range outcomes {
-		r := 0
-		for r < len(seen) && seen[r][outcomes[i].JobID] {
-			r++
-		}
-		if r == len(seen) {
-			seen = append(seen, map[int64]bool{})
-			rounds = append(rounds, finishRound{})
-		}
-		seen[r][outcomes[i].JobID] = true
-		rounds[r].idx = append(rounds[r].idx, i)
-		if err := rounds[r].args.add(&outcomes[i]); err != nil {
-			return nil, err
+	idx := sqlq.Rounds(len(outcomes), func(i int) int64 { return outcomes[i].JobID })
+	rounds := make([]finishRound, len(idx))
+	for r, part := range idx {
+		rounds[r].idx = part
+		for _, i := range part {
+			if err := rounds[r].args.add(&outcomes[i]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return rounds, nil

@@ -285,21 +285,7 @@ func (s *Store) FinishOn(ctx context.Context, c Conn, outcomes []core.Outcome) (
 	}
 	// Rounds of distinct job ids, so a job named twice is applied in input
 	// order (the second normally fails its fence).
-	remaining := make([]int, len(outcomes))
-	for i := range remaining {
-		remaining[i] = i
-	}
-	for len(remaining) > 0 {
-		seen := make(map[int64]bool, len(remaining))
-		var now, later []int
-		for _, i := range remaining {
-			if seen[outcomes[i].JobID] {
-				later = append(later, i)
-				continue
-			}
-			seen[outcomes[i].JobID] = true
-			now = append(now, i)
-		}
+	for _, now := range Rounds(len(outcomes), func(i int) int64 { return outcomes[i].JobID }) {
 		var upd []Change
 		var updIdx, delIdx []int
 		for _, i := range now {
@@ -326,7 +312,6 @@ func (s *Store) FinishOn(ctx context.Context, c Conn, outcomes []core.Outcome) (
 				res[i].Applied = deleted[outcomes[i].JobID]
 			}
 		}
-		remaining = later
 	}
 	return res, nil
 }

@@ -62,16 +62,26 @@ func (s *Store) InsertOn(ctx context.Context, c Conn, now time.Time, jobs []core
 // first one's job, marked Duplicate. name prefixes the error.
 func InsertRounds(name string, jobs []core.InsertParams, res []core.InsertResult,
 	insert func(send []int) (missing []int, err error), live func(keys []string) ([]*core.Job, error)) error {
-	firstByKey := make(map[string]int)
-	send := make([]int, 0, len(jobs)) // input indexes to send to the database
-	for i, p := range jobs {
-		if p.UniqueKey != "" {
-			if _, dup := firstByKey[p.UniqueKey]; dup {
-				continue
-			}
-			firstByKey[p.UniqueKey] = i
+	if len(jobs) == 0 {
+		return nil
+	}
+	// The first round of distinct keys is what the database sees: every
+	// key-less input and the first input with each unique key.
+	type key struct {
+		unique string
+		plain  int // the input index of a key-less input, else -1
+	}
+	send := Rounds(len(jobs), func(i int) key {
+		if k := jobs[i].UniqueKey; k != "" {
+			return key{unique: k, plain: -1}
 		}
-		send = append(send, i)
+		return key{plain: i}
+	})[0]
+	firstByKey := make(map[string]int)
+	for _, i := range send {
+		if k := jobs[i].UniqueKey; k != "" {
+			firstByKey[k] = i
+		}
 	}
 	for round := 0; len(send) > 0; round++ {
 		if round == 5 {

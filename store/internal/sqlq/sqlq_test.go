@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,23 @@ func TestStmtCacheSinglePool(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("statement cache deadlocked on a one-connection pool")
+	}
+}
+
+func TestRounds(t *testing.T) {
+	ids := []int64{7, 8, 7, 9, 7, 8}
+	got := Rounds(len(ids), func(i int) int64 { return ids[i] })
+	want := [][]int{{0, 1, 3}, {2, 5}, {4}}
+	if len(got) != len(want) {
+		t.Fatalf("rounds %v, want %v", got, want)
+	}
+	for r := range want {
+		if !slices.Equal(got[r], want[r]) {
+			t.Fatalf("rounds %v, want %v", got, want)
+		}
+	}
+	if got := Rounds(0, func(int) int64 { return 0 }); len(got) != 0 {
+		t.Fatalf("no indexes: %v", got)
 	}
 }
 
