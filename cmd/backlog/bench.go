@@ -39,7 +39,8 @@ type privatePG struct {
 // database.
 func (a *app) newBenchCmd() *cobra.Command {
 	var (
-		jobs, workers, maxClaim, producers, batch, rounds int
+		jobs, latencyJobs, growthJobs                     int // --jobs of burndown, latency, growth
+		workers, maxClaim, producers, batch, rounds       int
 		reopen                                            bool
 		duration, interval, poll, retention, maint, pause time.Duration
 		ppg                                               privatePG
@@ -130,10 +131,10 @@ machines are in docs/benchmarks.md.`,
 			return nil, err
 		}
 		defer other.Close()
-		return bench.Latency(cmd.Context(), st, other, bench.LatencyConfig{Jobs: jobs, Interval: interval, Tune: tune})
+		return bench.Latency(cmd.Context(), st, other, bench.LatencyConfig{Jobs: latencyJobs, Interval: interval, Tune: tune})
 	})
 	latency.Short = "Time from enqueue to handler start with idle workers"
-	latency.Flags().IntVar(&jobs, "jobs", 200, "jobs to enqueue one by one")
+	latency.Flags().IntVar(&latencyJobs, "jobs", 200, "jobs to enqueue one by one")
 	latency.Flags().DurationVar(&interval, "interval", 10*time.Millisecond, "pause between enqueues")
 
 	growth := &cobra.Command{
@@ -152,7 +153,7 @@ and lag the round by up to a second or two; elsewhere only rows are known.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBenchStore(cmd.Context(), ppg, func(st core.Store, u string) error {
 				cfg := bench.GrowthConfig{
-					Config:              bench.Config{Jobs: jobs, Workers: workers, Tune: tune},
+					Config:              bench.Config{Jobs: growthJobs, Workers: workers, Tune: tune},
 					Rounds:              rounds,
 					Retention:           &core.Retention{Completed: retention, Cancelled: core.DefaultRetention.Cancelled, Discarded: core.DefaultRetention.Discarded},
 					MaintenanceInterval: maint,
@@ -167,7 +168,7 @@ and lag the round by up to a second or two; elsewhere only rows are known.`,
 				var each func(bench.GrowthRound)
 				var tw *streamTable
 				if !a.jsonOutput() {
-					fmt.Fprintf(a.env.stdout, "%s: growth, %d rounds × %d jobs, %d workers, completed jobs kept %s\n", redactURL(u), rounds, jobs, workers, retention)
+					fmt.Fprintf(a.env.stdout, "%s: growth, %d rounds × %d jobs, %d workers, completed jobs kept %s\n", redactURL(u), rounds, growthJobs, workers, retention)
 					tw = newStreamTable(a.env.stdout, bench.GrowthHeader)
 					each = func(r bench.GrowthRound) { tw.line(r.Line()) }
 				}
@@ -182,7 +183,7 @@ and lag the round by up to a second or two; elsewhere only rows are known.`,
 			})
 		},
 	}
-	growth.Flags().IntVar(&jobs, "jobs", 100000, "jobs per round")
+	growth.Flags().IntVar(&growthJobs, "jobs", 100000, "jobs per round")
 	growth.Flags().IntVar(&rounds, "rounds", 5, "consecutive burn-downs")
 	growth.Flags().DurationVar(&retention, "retention", core.DefaultRetention.Completed, "how long completed jobs are kept (0 deletes each as it completes)")
 	growth.Flags().DurationVar(&maint, "maintenance-interval", 0, "the workers' maintenance interval (0 = the engine default; negative = none)")

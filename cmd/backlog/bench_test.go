@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +29,16 @@ func TestBenchCommands(t *testing.T) {
 	mustCLI(t, db, "bench", "steady", "--duration", "200ms", "--workers", "10")
 	if r := cli(t, db, "bench", "nope"); r.code != 2 {
 		t.Fatalf("unknown bench subcommand: %s", r)
+	}
+	// Each subcommand keeps its own --jobs default.
+	for sub, want := range map[string]string{"burndown": "(default 100000)", "latency": "(default 200)", "growth": "(default 100000)"} {
+		help := mustCLI(t, db, "bench", sub, "--help").stdout
+		if i := strings.Index(help, "--jobs int"); i < 0 || !strings.Contains(help[i:i+strings.Index(help[i:], "\n")], want) {
+			t.Errorf("bench %s --help: --jobs should say %s:\n%s", sub, want, help)
+		}
+	}
+	r = mustCLI(t, db, "-o", "json", "bench", "growth", "--jobs", "50", "--rounds", "2", "--workers", "10", "--pause", "0s")
+	if !strings.Contains(r.stdout, "jobs_per_sec") {
+		t.Fatalf("growth output %q", r.stdout)
 	}
 }
