@@ -74,21 +74,14 @@ func (d dialect) Returning(s sqlq.Stmt) bool {
 func (dialect) InsertIgnore() (string, string) { return "INSERT IGNORE INTO", "" }
 
 // UpdateFrom renders UPDATE table JOIN (SELECT … UNION ALL SELECT …) alias
-// SET … WHERE …. It refuses a RETURNING list (neither server has UPDATE …
-// RETURNING).
-func (dialect) UpdateFrom(table, alias string, cols, rows []string, set, where, returning string) (string, bool) {
-	if returning != "" || len(rows) == 0 {
-		return "", false
-	}
+// ON TRUE SET … WHERE …. Neither server has UPDATE … RETURNING, so
+// returning is never passed (Returning(StmtUpdate) is false).
+func (dialect) UpdateFrom(table, alias string, cols []string, rows [][]string, set, where, _ string) string {
 	var b strings.Builder
 	b.WriteString("UPDATE ")
 	b.WriteString(table)
 	b.WriteString(" JOIN (")
-	for i, r := range rows {
-		vals := splitTuple(r)
-		if len(vals) != len(cols) {
-			return "", false
-		}
+	for i, vals := range rows {
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
@@ -110,33 +103,7 @@ func (dialect) UpdateFrom(table, alias string, cols, rows []string, set, where, 
 	b.WriteString(set)
 	b.WriteString(" WHERE ")
 	b.WriteString(where)
-	return b.String(), true
-}
-
-// splitTuple splits "(a,b,c)" into its comma-separated parts; parentheses
-// nest.
-func splitTuple(r string) []string {
-	r = strings.TrimSpace(r)
-	if len(r) < 2 || r[0] != '(' || r[len(r)-1] != ')' {
-		return nil
-	}
-	r = r[1 : len(r)-1]
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(r); i++ {
-		switch r[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, r[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, r[start:])
+	return b.String()
 }
 
 // DeleteLimit renders DELETE … WHERE … ORDER BY … LIMIT ?.

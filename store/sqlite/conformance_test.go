@@ -9,21 +9,9 @@ import (
 	"github.com/backlogq/backlog/storetest"
 )
 
-// TestConformance runs the suite against the store as Open configures it
-// (single-writer fused claim) and, as "cas", with the two-step optimistic
-// claim (candidate read outside the write transaction, then compare-and-set
-// on the version column) that other dialects use, and as "no-returning"
-// with the statement forms of dialects without RETURNING and UPDATE … FROM,
-// and as "update-from" without RETURNING but with UPDATE … FROM.
+// TestConformance runs the suite against the store as Open configures it.
 func TestConformance(t *testing.T) {
-	t.Run("fused", func(t *testing.T) { conformance(t) })
-	t.Run("cas", func(t *testing.T) { conformance(t, func(c *config) { c.casClaim = true }) })
-	t.Run("no-returning", func(t *testing.T) {
-		conformance(t, func(c *config) { c.casClaim, c.noReturning = true, true })
-	})
-	t.Run("update-from", func(t *testing.T) {
-		conformance(t, func(c *config) { c.casClaim, c.noReturning, c.updateFrom = true, true, true })
-	})
+	conformance(t)
 }
 
 func conformance(t *testing.T, opts ...Option) {

@@ -41,20 +41,3 @@ func (dialect) UniqueViolation(err error) bool {
 	var e *sqlite.Error
 	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
 }
-
-// fallbackDialect is SQLite without RETURNING and UPDATE … FROM, so tests
-// exercise the code paths MySQL and MariaDB take.
-type fallbackDialect struct{ dialect }
-
-func (fallbackDialect) Returning(sqlq.Stmt) bool { return false }
-
-func (fallbackDialect) UpdateFrom(string, string, []string, []string, string, string, string) (string, bool) {
-	return "", false
-}
-
-// updateFromDialect is SQLite without RETURNING but with UPDATE … FROM, so
-// tests exercise the batched updates MySQL and MariaDB run, which identify
-// the rows they changed without RETURNING.
-type updateFromDialect struct{ dialect }
-
-func (updateFromDialect) Returning(sqlq.Stmt) bool { return false }

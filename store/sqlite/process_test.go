@@ -168,11 +168,7 @@ func TestMultiProcessClaim(t *testing.T) {
 // TestConcurrentClaimers claims from one queue with many goroutines on two
 // handles while inserts continue: no duplicates, all drained.
 func TestConcurrentClaimers(t *testing.T) {
-	t.Run("fused", func(t *testing.T) { concurrentClaimers(t) })
-	t.Run("cas", func(t *testing.T) { concurrentClaimers(t, func(c *config) { c.casClaim = true }) })
-	t.Run("no-returning", func(t *testing.T) {
-		concurrentClaimers(t, func(c *config) { c.casClaim, c.noReturning = true, true })
-	})
+	concurrentClaimers(t)
 }
 
 func concurrentClaimers(t *testing.T, opts ...Option) {

@@ -92,9 +92,6 @@ type config struct {
 	migrate     bool
 	maxConns    int
 	notifyEvery time.Duration
-	casClaim    bool // tests: use the two-step compare-and-set claim, candidates read outside the write transaction
-	noReturning bool // tests: pretend SQLite lacks RETURNING and UPDATE … FROM (the MySQL code paths)
-	updateFrom  bool // tests: with noReturning, keep UPDATE … FROM (MySQL's batched updates)
 }
 
 // Option configures Open and New.
@@ -243,20 +240,11 @@ func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Stor
 		// there is none left to prepare statements on.
 		s.stmts = &sqlq.StmtCache{DB: db}
 	}
-	var d sqlq.Dialect = dialect{}
-	if c.noReturning {
-		d = fallbackDialect{}
-		if c.updateFrom {
-			d = updateFromDialect{}
-		}
-	}
 	inner, err := sqlq.New(sqlq.Config{
-		Dialect:      d,
-		DB:           &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}, Stmts: s.stmts}, Closed: &s.closed},
-		Tables:       sqlq.PrefixTables(c.prefix),
-		Strategy:     c.strategy,
-		ClaimInTx:    !c.casClaim,
-		SingleWriter: !c.casClaim,
+		Dialect:  dialect{},
+		DB:       &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}, Stmts: s.stmts}, Closed: &s.closed},
+		Tables:   sqlq.PrefixTables(c.prefix),
+		Strategy: c.strategy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)

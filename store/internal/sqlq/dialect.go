@@ -77,13 +77,12 @@ type Dialect interface {
 
 	// UpdateFrom renders an UPDATE of table joined by primary key with a
 	// derived table named alias whose columns are cols and whose rows are
-	// the already-rendered tuples rows ("(?,?,?)"). set and where may refer
-	// to alias.col and table.col; returning is "" or a column list for a
-	// RETURNING clause (only passed when Returning(StmtUpdate)). Bind
-	// parameters must appear in the text in the order rows, set, where.
-	// ok=false means the dialect has no such statement and callers fall back
-	// to one UPDATE per row.
-	UpdateFrom(table, alias string, cols, rows []string, set, where, returning string) (sql string, ok bool)
+	// rows, each the already-rendered placeholders of one row's values in
+	// the order of cols. set and where may refer to alias.col and
+	// table.col; returning is "" or a column list for a RETURNING clause
+	// (only passed when Returning(StmtUpdate)). Bind parameters must appear
+	// in the text in the order rows, set, where.
+	UpdateFrom(table, alias string, cols []string, rows [][]string, set, where, returning string) string
 
 	// DeleteLimit renders a DELETE of at most limit (a placeholder) rows of
 	// table matching where, oldest by order first: SQLite/Postgres
@@ -155,14 +154,21 @@ func (Standard) InsertIgnore() (string, string) { return "INSERT INTO", " ON CON
 
 // UpdateFrom renders
 // WITH alias(cols) AS (VALUES rows) UPDATE table SET set FROM alias WHERE where [RETURNING …].
-func (Standard) UpdateFrom(table, alias string, cols, rows []string, set, where, returning string) (string, bool) {
+func (Standard) UpdateFrom(table, alias string, cols []string, rows [][]string, set, where, returning string) string {
 	var b strings.Builder
 	b.WriteString("WITH ")
 	b.WriteString(alias)
 	b.WriteString("(")
 	b.WriteString(strings.Join(cols, ","))
 	b.WriteString(") AS (VALUES ")
-	b.WriteString(strings.Join(rows, ","))
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("(")
+		b.WriteString(strings.Join(r, ","))
+		b.WriteString(")")
+	}
 	b.WriteString(") UPDATE ")
 	b.WriteString(table)
 	b.WriteString(" SET ")
@@ -175,7 +181,7 @@ func (Standard) UpdateFrom(table, alias string, cols, rows []string, set, where,
 		b.WriteString(" RETURNING ")
 		b.WriteString(returning)
 	}
-	return b.String(), true
+	return b.String()
 }
 
 // DeleteLimit renders DELETE … WHERE id IN (SELECT id … ORDER BY … LIMIT ?).

@@ -138,19 +138,15 @@ func (s *Store) applyChanges(ctx context.Context, c Conn, chs []Change, f fence,
 
 func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, extra func(b *builder), applied map[int64]bool) error {
 	T := s.t.Jobs
-	// Try the one-statement form.
 	b := newBuilder(s.d, len(part)*len(changeCols)+4)
-	rows := make([]string, len(part))
+	rows := make([][]string, len(part))
 	for i := range part {
-		rb := "("
+		row := make([]string, len(changeCols))
 		for k, col := range changeCols {
-			if k > 0 {
-				rb += ","
-			}
 			v, t := s.changeValue(&part[i], col)
-			rb += b.argT(v, t)
+			row[k] = b.argT(v, t)
 		}
-		rows[i] = rb + ")"
+		rows[i] = row
 	}
 	vref := func(col string) string { return "v." + col }
 	// Without UPDATE … RETURNING, the statement stamps a random version
@@ -172,47 +168,15 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, 
 		where.w(" AND ")
 		extra(where)
 	}
-	b.args = where.args
-	if q, ok := s.d.UpdateFrom(T, "v", changeCols, rows, set.String(), where.String(), ret); ok {
-		if ret != "" {
-			ids, err := ScanIDs(c.Query(ctx, q, b.args...))
-			for _, id := range ids {
-				applied[id] = true
-			}
-			return err
+	q := s.d.UpdateFrom(T, "v", changeCols, rows, set.String(), where.String(), ret)
+	if ret != "" {
+		ids, err := ScanIDs(c.Query(ctx, q, where.args...))
+		for _, id := range ids {
+			applied[id] = true
 		}
-		return s.appliedByToken(ctx, c, q, b.args, part, token, applied)
+		return err
 	}
-	// Fallback: one fenced UPDATE per row; rows affected says whether it
-	// applied.
-	for i := range part {
-		ch := &part[i]
-		u := newBuilder(s.d, len(changeCols)+4)
-		ref := func(col string) string {
-			v, t := s.changeValue(ch, col)
-			return u.argT(v, t)
-		}
-		u.w("UPDATE ", T, " SET ")
-		s.changeSet(u, ref, "")
-		u.w(" WHERE ", T, ".id = ", u.arg(ch.ID), " AND ")
-		s.changeFence(u, f, ref)
-		if extra != nil {
-			u.w(" AND ")
-			extra(u)
-		}
-		res, err := c.Exec(ctx, u.String(), u.args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			applied[ch.ID] = true
-		}
-	}
-	return nil
+	return s.appliedByToken(ctx, c, q, where.args, part, token, applied)
 }
 
 // appliedByToken runs q, an UPDATE of the changes part that sets version to
@@ -366,82 +330,34 @@ func OutcomeChange(o *core.Outcome) (Change, error) {
 }
 
 // fencedDelete deletes the completed-with-Delete outcomes whose fence holds
-// and returns the deleted ids.
+// and returns the deleted ids. The fence is primary-key lookups, then the
+// fence as row values against a VALUES list, which the database turns into
+// one indexed temporary list (a CASE per column would compare every row
+// with every listed id, quadratic in the batch size). The id list must
+// stay: row values alone make SQLite scan the table.
 func (s *Store) fencedDelete(ctx context.Context, c Conn, outcomes []core.Outcome, idx []int) (map[int64]bool, error) {
 	out := make(map[int64]bool, len(idx))
 	chunk := max(1, min(500, (s.d.MaxParams()-4)/5))
 	for start := 0; start < len(idx); start += chunk {
 		part := idx[start:min(len(idx), start+chunk)]
-		where := func(b *builder) {
-			b.w(" WHERE id IN (")
-			for k, i := range part {
-				if k > 0 {
-					b.w(",")
-				}
-				b.w(b.arg(outcomes[i].JobID))
-			}
-			b.w(") AND state = 'running' AND worker_id = CASE id")
-			for _, i := range part {
-				b.w(" WHEN ", b.arg(outcomes[i].JobID), " THEN ", b.arg(outcomes[i].WorkerID))
-			}
-			b.w(" END AND claim_seq = CASE id")
-			for _, i := range part {
-				b.w(" WHEN ", b.arg(outcomes[i].JobID), " THEN ", b.arg(outcomes[i].ClaimSeq))
-			}
-			b.w(" END")
-		}
-		if s.d.Returning(StmtDelete) {
-			// Primary-key lookups, then the fence as row values against a
-			// VALUES list, which the database turns into one indexed
-			// temporary list (the CASE form below compares every row with
-			// every listed id, quadratic in the batch size). The id list
-			// must stay: row values alone make SQLite scan the table.
-			b := newBuilder(s.d, 4*len(part))
-			b.w("DELETE FROM ", s.t.Jobs, " WHERE id IN (")
-			for k, i := range part {
-				if k > 0 {
-					b.w(",")
-				}
-				b.w(b.argT(outcomes[i].JobID, TypeInt))
-			}
-			b.w(") AND state = 'running' AND (id, worker_id, claim_seq) IN (VALUES ")
-			for k, i := range part {
-				if k > 0 {
-					b.w(",")
-				}
-				b.w("(", b.argT(outcomes[i].JobID, TypeInt), ",", b.argT(outcomes[i].WorkerID, TypeText), ",", b.argT(outcomes[i].ClaimSeq, TypeInt), ")")
-			}
-			b.w(") RETURNING id")
-			ids, err := ScanIDs(c.Query(ctx, b.String(), b.args...))
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range ids {
-				out[id] = true
-			}
-			continue
-		}
-		sel := newBuilder(s.d, 5*len(part))
-		sel.w("SELECT id FROM ", s.t.Jobs)
-		where(sel)
-		sel.w(s.d.LockSuffix(false))
-		ids, err := ScanIDs(c.Query(ctx, sel.String(), sel.args...))
-		if err != nil {
-			return nil, err
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		del := newBuilder(s.d, len(ids))
-		del.w("DELETE FROM ", s.t.Jobs, " WHERE id IN (")
-		for k, id := range ids {
+		b := newBuilder(s.d, 4*len(part))
+		b.w("DELETE FROM ", s.t.Jobs, " WHERE id IN (")
+		for k, i := range part {
 			if k > 0 {
-				del.w(",")
+				b.w(",")
 			}
-			del.w(del.arg(id))
+			b.w(b.argT(outcomes[i].JobID, TypeInt))
 		}
-		del.w(")")
-		if _, err := c.Exec(ctx, del.String(), del.args...); err != nil {
+		b.w(") AND state = 'running' AND (id, worker_id, claim_seq) IN (VALUES ")
+		for k, i := range part {
+			if k > 0 {
+				b.w(",")
+			}
+			b.w("(", b.argT(outcomes[i].JobID, TypeInt), ",", b.argT(outcomes[i].WorkerID, TypeText), ",", b.argT(outcomes[i].ClaimSeq, TypeInt), ")")
+		}
+		b.w(") RETURNING id")
+		ids, err := ScanIDs(c.Query(ctx, b.String(), b.args...))
+		if err != nil {
 			return nil, err
 		}
 		for _, id := range ids {

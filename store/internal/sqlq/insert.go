@@ -38,10 +38,7 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 func (s *Store) InsertOn(ctx context.Context, c Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	res := make([]core.InsertResult, len(jobs))
 	err := InsertRounds("sqlq", jobs, res, func(send []int) ([]int, error) {
-		if s.d.Returning(StmtInsert) {
-			return s.insertReturning(ctx, c, now, jobs, send, res)
-		}
-		return s.insertEach(ctx, c, now, jobs, send, res)
+		return s.insertReturning(ctx, c, now, jobs, send, res)
 	}, func(keys []string) ([]*core.Job, error) {
 		return s.liveByKeys(ctx, c, keys)
 	})
@@ -212,52 +209,6 @@ func (s *Store) insertReturning(ctx context.Context, c Conn, now time.Time, jobs
 			return nil, err
 		}
 		missing = append(missing, m...)
-	}
-	return missing, nil
-}
-
-// insertEach inserts the send rows one statement at a time (dialects without
-// INSERT … RETURNING) and fills res; it returns the conflicted indexes.
-func (s *Store) insertEach(ctx context.Context, c Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) ([]int, error) {
-	verb, suffix := s.d.InsertIgnore()
-	var missing []int
-	var ids []int64
-	var idx []int
-	for _, i := range send {
-		b := newBuilder(s.d, insertColCount)
-		b.w(verb, " ", s.t.Jobs, " (", insertCols, ") VALUES ")
-		if err := s.insertValues(b, now, &jobs[i]); err != nil {
-			return nil, err
-		}
-		b.w(suffix)
-		r, err := c.Exec(ctx, b.String(), b.args...)
-		if err != nil {
-			return nil, err
-		}
-		n, err := r.RowsAffected()
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			missing = append(missing, i)
-			continue
-		}
-		id, err := r.LastInsertId()
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-		idx = append(idx, i)
-	}
-	got, err := s.getManyOn(ctx, c, ids)
-	if err != nil {
-		return nil, err
-	}
-	if len(got) != len(ids) {
-		return nil, fmt.Errorf("sqlq: inserted jobs vanished before they could be read")
-	}
-	for k, i := range idx {
-		res[i] = core.InsertResult{Job: got[k]}
 	}
 	return missing, nil
 }

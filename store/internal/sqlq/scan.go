@@ -15,15 +15,6 @@ import (
 // order ScanJob expects.
 const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq"
 
-// qualified returns JobColumns with every column prefixed by "table.".
-func qualified(table string) string {
-	cols := strings.Split(JobColumns, ", ")
-	for i, c := range cols {
-		cols[i] = table + "." + c
-	}
-	return strings.Join(cols, ", ")
-}
-
 // Scanner is one row of a result: *sql.Rows, *sql.Row and pgx.Rows all
 // implement it.
 type Scanner interface {

@@ -28,9 +28,9 @@ func TestValidPrefix(t *testing.T) {
 }
 
 func TestStandardUpdateFrom(t *testing.T) {
-	q, ok := Standard{}.UpdateFrom("t", "v", []string{"id", "x"}, []string{"(?,?)", "(?,?)"}, "x = v.x", "t.id = v.id", "t.id")
+	q := Standard{}.UpdateFrom("t", "v", []string{"id", "x"}, [][]string{{"?", "?"}, {"?", "?"}}, "x = v.x", "t.id = v.id", "t.id")
 	want := "WITH v(id,x) AS (VALUES (?,?),(?,?)) UPDATE t SET x = v.x FROM v WHERE t.id = v.id RETURNING t.id"
-	if !ok || q != want {
+	if q != want {
 		t.Fatalf("got %q", q)
 	}
 	if got := (Standard{}).DeleteLimit("t", "a = ?", "b", "?"); got != "DELETE FROM t WHERE id IN (SELECT id FROM t WHERE a = ? ORDER BY b LIMIT ?)" {

@@ -19,36 +19,16 @@ type Config struct {
 	// core.StrategySkipLocked needs a dialect whose LockSuffix(true) is
 	// non-empty.
 	Strategy core.ClaimStrategy
-
-	// ClaimInTx runs the optimistic claim's candidate read and its
-	// compare-and-set in one write transaction. On a single-writer database
-	// (SQLite) this costs nothing and means no claim ever loses a race, so
-	// claims stay in exact priority order under contention. Elsewhere leave
-	// it false so candidates are read without locks.
-	ClaimInTx bool
-
-	// SingleWriter says the database runs one write statement at a time
-	// (SQLite). The optimistic claim then fuses its candidate read and its
-	// compare-and-set into one statement,
-	// UPDATE … WHERE id IN (SELECT id … ORDER BY … LIMIT n) RETURNING …,
-	// which no other writer can interleave with, so it needs no version
-	// check; it is about 1.5× faster on SQLite than the two-step form. It
-	// requires Returning(StmtUpdate).
-	SingleWriter bool
 }
 
 // Store implements every core.Store method except Close on top of a Config.
 // It is safe for concurrent use.
 type Store struct {
-	d         Dialect
-	db        DB
-	t         Tables
-	strategy  core.ClaimStrategy
-	claimInTx bool
-	fused     bool
-	retrier   Retrier // classifies errors with the dialect's Transient
-
-	jobCols string // JobColumns qualified with the jobs table
+	d        Dialect
+	db       DB
+	t        Tables
+	strategy core.ClaimStrategy
+	retrier  Retrier // classifies errors with the dialect's Transient
 }
 
 // New checks cfg and returns a Store. It returns an error wrapping
@@ -61,8 +41,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("sqlq: Config needs all three table names")
 	}
 	s := &Store{
-		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy, claimInTx: cfg.ClaimInTx,
-		fused:   cfg.SingleWriter && cfg.Dialect.Returning(StmtUpdate),
+		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy,
 		retrier: Retrier{Transient: cfg.Dialect.Transient},
 	}
 	if s.strategy == "" {
@@ -77,7 +56,6 @@ func New(cfg Config) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("sqlq: unknown claim strategy %q: %w", s.strategy, core.ErrUnsupported)
 	}
-	s.jobCols = qualified(s.t.Jobs)
 	return s, nil
 }
 
