@@ -40,80 +40,107 @@ type Change struct {
 	Args       []byte // nil: keep
 }
 
-// changeCols are the derived table's columns, in order.
-var changeCols = []string{"id", "fw", "fc", "fv", "st", "na", "ra", "fi", "er", "rs", "sr", "kd", "ag"}
+// changeCol is a column of the derived table a batched change joins with
+// the jobs table: one row per Change.
+type changeCol int
 
-func (s *Store) changeValue(ch *Change, col string) (any, Type) {
-	switch col {
-	case "id":
-		return ch.ID, TypeInt
-	case "fw":
-		return ch.Worker, TypeText
-	case "fc":
-		return ch.ClaimSeq, TypeInt
-	case "fv":
-		return ch.Version, TypeInt
-	case "st":
-		return string(ch.State), TypeText
-	case "na":
-		return int64(ch.NewAttempt), TypeInt
-	case "ra":
-		return s.d.Time(ch.RunAt), TypeTime
-	case "fi":
-		return s.d.Time(ch.FinishedAt), TypeTime
-	case "er":
+const (
+	colID            changeCol = iota // Change.ID
+	colFenceWorker                    // Change.Worker
+	colFenceClaimSeq                  // Change.ClaimSeq
+	colFenceVersion                   // Change.Version
+	colState                          // Change.State
+	colAttempt                        // Change.NewAttempt
+	colRunAt                          // Change.RunAt; NULL keeps run_at
+	colFinishedAt                     // Change.FinishedAt; NULL clears finished_at
+	colError                          // Change.Err; NULL appends nothing
+	colResult                         // Change.Result
+	colSetResult                      // 1 when Change.SetResult, else 0
+	colKind                           // Change.Kind; NULL keeps kind
+	colArgs                           // Change.Args; NULL keeps args
+	numChangeCols
+)
+
+// changeColumns gives each change column its name in the derived table,
+// its parameter type and its value for one change.
+var changeColumns = [numChangeCols]struct {
+	name  string
+	typ   Type
+	value func(d Dialect, ch *Change) any
+}{
+	colID:            {"id", TypeInt, func(_ Dialect, ch *Change) any { return ch.ID }},
+	colFenceWorker:   {"fence_worker", TypeText, func(_ Dialect, ch *Change) any { return ch.Worker }},
+	colFenceClaimSeq: {"fence_claim_seq", TypeInt, func(_ Dialect, ch *Change) any { return ch.ClaimSeq }},
+	colFenceVersion:  {"fence_version", TypeInt, func(_ Dialect, ch *Change) any { return ch.Version }},
+	colState:         {"new_state", TypeText, func(_ Dialect, ch *Change) any { return string(ch.State) }},
+	colAttempt:       {"new_attempt", TypeInt, func(_ Dialect, ch *Change) any { return int64(ch.NewAttempt) }},
+	colRunAt:         {"new_run_at", TypeTime, func(d Dialect, ch *Change) any { return d.Time(ch.RunAt) }},
+	colFinishedAt:    {"new_finished_at", TypeTime, func(d Dialect, ch *Change) any { return d.Time(ch.FinishedAt) }},
+	colError: {"new_error", TypeJSON, func(_ Dialect, ch *Change) any {
 		if ch.Err == "" {
-			return nil, TypeJSON
+			return nil
 		}
-		return ch.Err, TypeJSON
-	case "rs":
+		return ch.Err
+	}},
+	colResult: {"new_result", TypeBytes, func(_ Dialect, ch *Change) any {
 		if ch.Result == nil {
-			return nil, TypeBytes
+			return nil
 		}
-		return ch.Result, TypeBytes
-	case "sr":
+		return ch.Result
+	}},
+	colSetResult: {"set_result", TypeInt, func(_ Dialect, ch *Change) any {
 		if ch.SetResult {
-			return int64(1), TypeInt
+			return int64(1)
 		}
-		return int64(0), TypeInt
-	case "kd":
+		return int64(0)
+	}},
+	colKind: {"new_kind", TypeText, func(_ Dialect, ch *Change) any {
 		if ch.Kind == "" {
-			return nil, TypeText
+			return nil
 		}
-		return ch.Kind, TypeText
-	case "ag":
+		return ch.Kind
+	}},
+	colArgs: {"new_args", TypeJSON, func(_ Dialect, ch *Change) any {
 		if ch.Args == nil {
-			return nil, TypeJSON
+			return nil
 		}
-		return string(ch.Args), TypeJSON
-	}
-	panic("sqlq: unknown change column " + col)
+		return string(ch.Args)
+	}},
 }
+
+// changeColNames lists the names of changeColumns in order.
+var changeColNames = func() []string {
+	names := make([]string, numChangeCols)
+	for c := range changeColumns {
+		names[c] = changeColumns[c].name
+	}
+	return names
+}()
 
 // changeSet writes the SET list of a batched change; ref renders a change
 // column (a derived-table column or a bound parameter), called in textual
 // order. version is the new version: "" for version + 1, else the
 // expression to set.
-func (s *Store) changeSet(b *builder, ref func(col string) string, version string) {
+func (s *Store) changeSet(b *builder, ref func(col changeCol) string, version string) {
 	T := s.t.Jobs + "."
 	if version == "" {
 		version = T + "version + 1"
 	}
-	b.w("state = ", ref("st"), ", attempt = ", ref("na"), ", run_at = COALESCE(", ref("ra"), ", ", T, "run_at), finished_at = ", ref("fi"),
-		", lease_until = NULL, version = ", version, ", errors = CASE WHEN ", ref("er"), " IS NULL THEN ", T, "errors ELSE ")
-	b.w(s.d.AppendJSON(T+"errors", ref("er")))
-	b.w(" END, result = CASE WHEN ", ref("sr"), " = 1 THEN ", ref("rs"), " ELSE ", T, "result END, kind = COALESCE(", ref("kd"), ", ", T,
-		"kind), args = COALESCE(", ref("ag"), ", ", T, "args)")
+	b.w("state = ", ref(colState), ", attempt = ", ref(colAttempt), ", run_at = COALESCE(", ref(colRunAt), ", ", T, "run_at), finished_at = ", ref(colFinishedAt),
+		", lease_until = NULL, version = ", version, ", errors = CASE WHEN ", ref(colError), " IS NULL THEN ", T, "errors ELSE ")
+	b.w(s.d.AppendJSON(T+"errors", ref(colError)))
+	b.w(" END, result = CASE WHEN ", ref(colSetResult), " = 1 THEN ", ref(colResult), " ELSE ", T, "result END, kind = COALESCE(", ref(colKind), ", ", T,
+		"kind), args = COALESCE(", ref(colArgs), ", ", T, "args)")
 }
 
 // changeFence writes the fence predicate; ref renders a change column.
-func (s *Store) changeFence(b *builder, f fence, ref func(col string) string) {
+func (s *Store) changeFence(b *builder, f fence, ref func(col changeCol) string) {
 	T := s.t.Jobs + "."
 	switch f {
 	case fenceHolder:
-		b.w(T, "state = 'running' AND ", T, "worker_id = ", ref("fw"), " AND ", T, "claim_seq = ", ref("fc"))
+		b.w(T, "state = 'running' AND ", T, "worker_id = ", ref(colFenceWorker), " AND ", T, "claim_seq = ", ref(colFenceClaimSeq))
 	case fenceVersion:
-		b.w(T, "version = ", ref("fv"))
+		b.w(T, "version = ", ref(colFenceVersion))
 	}
 }
 
@@ -125,8 +152,7 @@ func (s *Store) applyChanges(ctx context.Context, c Conn, chs []Change, f fence,
 	if len(chs) == 0 {
 		return applied, nil
 	}
-	per := len(changeCols)
-	chunk := max(1, min(500, (s.d.MaxParams()-8)/per))
+	chunk := max(1, min(500, (s.d.MaxParams()-8)/int(numChangeCols)))
 	for start := 0; start < len(chs); start += chunk {
 		part := chs[start:min(len(chs), start+chunk)]
 		if err := s.applyBatch(ctx, c, part, f, extra, applied); err != nil {
@@ -138,17 +164,16 @@ func (s *Store) applyChanges(ctx context.Context, c Conn, chs []Change, f fence,
 
 func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, extra func(b *builder), applied map[int64]bool) error {
 	T := s.t.Jobs
-	b := newBuilder(s.d, len(part)*len(changeCols)+4)
+	b := newBuilder(s.d, len(part)*int(numChangeCols)+4)
 	rows := make([][]string, len(part))
 	for i := range part {
-		row := make([]string, len(changeCols))
-		for k, col := range changeCols {
-			v, t := s.changeValue(&part[i], col)
-			row[k] = b.argT(v, t)
+		row := make([]string, numChangeCols)
+		for c, col := range changeColumns {
+			row[c] = b.argT(col.value(s.d, &part[i]), col.typ)
 		}
 		rows[i] = row
 	}
-	vref := func(col string) string { return "v." + col }
+	vref := func(c changeCol) string { return "v." + changeColumns[c].name }
 	// Without UPDATE … RETURNING, the statement stamps a random version
 	// token on the rows it changes, and a read of the token in the same
 	// transaction says which applied.
@@ -168,7 +193,7 @@ func (s *Store) applyBatch(ctx context.Context, c Conn, part []Change, f fence, 
 		where.w(" AND ")
 		extra(where)
 	}
-	q := s.d.UpdateFrom(T, "v", changeCols, rows, set.String(), where.String(), ret)
+	q := s.d.UpdateFrom(T, "v", changeColNames, rows, set.String(), where.String(), ret)
 	if ret != "" {
 		ids, err := ScanIDs(c.Query(ctx, q, where.args...))
 		for _, id := range ids {
