@@ -54,9 +54,9 @@
 // Tables <prefix>jobs, <prefix>queues, <prefix>workers, <prefix>settings
 // (default prefix "backlog_"). Times are INTEGER unix microseconds in UTC; args, tags,
 // metadata and the errors history are JSON text. Claims use the optimistic
-// strategy of package sqlq in its single-writer form: candidate read and
+// strategy in its single-writer form: candidate read and
 // claim in one UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING statement,
-// exclusive because SQLite runs one writer at a time.
+// exclusive because SQLite runs one writer at a time (claim.go).
 package sqlite
 
 import (
@@ -131,6 +131,10 @@ type Store struct {
 	prefix string
 	stmts  *sqlq.StmtCache
 	closed atomic.Bool
+	// sdb, retrier and sql run the statements the store owns (claim.go).
+	sdb     *sqlq.GuardedDB
+	retrier sqlq.Retrier
+	sql     statements
 	// notifyEvery is Listen's polling interval; 0 disables it.
 	notifyEvery time.Duration
 }
@@ -240,9 +244,12 @@ func newStore(ctx context.Context, db *sql.DB, owned, mem bool, c config) (*Stor
 		// there is none left to prepare statements on.
 		s.stmts = &sqlq.StmtCache{DB: db}
 	}
+	s.sdb = &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}, Stmts: s.stmts}, Closed: &s.closed}
+	s.retrier = sqlq.Retrier{Transient: dialect{}.Transient}
+	s.sql = newStatements(sqlq.PrefixTables(c.prefix))
 	inner, err := sqlq.New(sqlq.Config{
 		Dialect:  dialect{},
-		DB:       &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, WriteLock: &sync.Mutex{}, Stmts: s.stmts}, Closed: &s.closed},
+		DB:       s.sdb,
 		Tables:   sqlq.PrefixTables(c.prefix),
 		Strategy: c.strategy,
 	})
