@@ -1,18 +1,37 @@
-// Package sqlq is the SQL shared by backlog's SQL stores (SQLite now,
-// PostgreSQL and MySQL/MariaDB later): one implementation of core.Store's
-// behaviour written once against a narrow Dialect, the way Quartz keeps one
-// SQL delegate and lets vendors override small hooks.
+// Package sqlq is what backlog's three SQL stores (SQLite, PostgreSQL,
+// MySQL/MariaDB) really share. Each store owns its hot path, the statements
+// a busy queue runs all the time, written for its database in its own
+// package: Claim in every store; Insert, Finish and ExtendLeases in
+// PostgreSQL and MySQL/MariaDB, which replace sqlq's. SQLite still runs
+// sqlq's Insert, Finish and ExtendLeases, written for its dialect.
 //
-// A store package supplies three things and gets a *Store that implements
-// every core.Store method except Close:
+// What sqlq keeps, and why:
 //
-//   - a Dialect: placeholders, time encoding, JSON array append, which
-//     statements have RETURNING, insert-ignore syntax, UPDATE … FROM syntax,
-//     bounded DELETE, row locking suffixes, parameter limit, and error
-//     classification (transient, unique violation);
-//   - a DB: reads on a pool plus InTx, which runs a function in one write
-//     transaction (SQLite: BEGIN IMMEDIATE behind an in-process writer mutex);
-//   - Tables: the (prefixed or schema-qualified) table names.
+//   - scanning and encoding (scan.go): JobColumns, ScanJob, ScanJobs,
+//     ScanIDs, TimeDest, and the JSON of tags, metadata and error entries,
+//     so a job reads and writes the same way on every database;
+//   - the one transient-retry loop (Retrier, retry.go): each store passes
+//     its own classification of transient errors;
+//   - Rounds (rounds.go), which splits a batch naming a job or a unique key
+//     more than once into rounds of distinct keys, and InsertRounds and
+//     MatchInserted (insert.go), the unique-key protocol of every Insert;
+//   - connection plumbing (conn.go, stmtcache.go) and migration plumbing
+//     (migrate.go: templated goose migrations, serialised across
+//     processes);
+//   - the statements that really are the same on all three, behind a small
+//     Dialect: Get, List, Stats, Cancel, Retry, Delete, queue pauses
+//     (store.go), Rescue, RescueWorkers and DiscardExpired (rescue.go, with
+//     the batched-change machinery of finish.go), Prune (prune.go), the
+//     worker registry (workers.go), settings (settings.go) and
+//     RewriteSealed (rewrite.go).
+//
+// A store gives New a Dialect (placeholders, casts, time encoding, JSON
+// array append, which statements have RETURNING, insert-ignore syntax,
+// UPDATE … FROM syntax, bounded DELETE, row-lock suffixes, the parameter
+// limit, and error classification), a DB (reads on a pool plus InTx, one
+// write transaction; SQLite: BEGIN IMMEDIATE behind an in-process writer
+// mutex) and its Tables, and embeds the *Store it gets, overriding the
+// methods it runs itself.
 //
 // # Schema
 //
@@ -35,19 +54,9 @@
 // SQLite/Postgres, a generated column on MySQL), and a claim index on
 // (queue, priority, run_at, id) for the pending states.
 //
-// # Claim strategies
-//
-// Optimistic (every dialect): read candidate (id, version) pairs without
-// locks, then one compare-and-set UPDATE of those ids whose version still
-// matches and which are still due; a row whose version moved was taken by
-// someone else and is skipped. SKIP LOCKED (dialects with row locks): select
-// due ids FOR UPDATE SKIP LOCKED and update them by primary key — one CTE
-// statement with RETURNING where UPDATE … RETURNING exists (Postgres), else
-// select, update and read back in one transaction (MySQL/MariaDB).
-//
 // # Time
 //
 // Nothing here reads a clock; every time comes from the caller (UTC,
-// microseconds), as core.Store requires. The one exception is the backoff
-// between retries of transient errors.
+// microseconds), as core.Store requires. The one exception is the
+// Retrier's backoff between retries of transient errors.
 package sqlq

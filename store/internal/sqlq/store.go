@@ -21,8 +21,9 @@ type Config struct {
 	Strategy core.ClaimStrategy
 }
 
-// Store implements every core.Store method except Close on top of a Config.
-// It is safe for concurrent use.
+// Store implements the core.Store methods the SQL stores share: all but
+// Claim, which each store owns, and Close. A store embeds it and overrides
+// what it runs itself. It is safe for concurrent use.
 type Store struct {
 	d        Dialect
 	db       DB
