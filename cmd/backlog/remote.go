@@ -104,6 +104,7 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 	w, err := client.NewWorker(c, client.WorkerConfig{
 		ID:              wc.workerID,
 		Queues:          wc.queueNames(),
+		Tags:            wc.tags,
 		Concurrency:     concurrency,
 		Handler:         rw.handle,
 		Logger:          a.log,

@@ -144,6 +144,20 @@ func TestWorkRemote(t *testing.T) {
 	}
 }
 
+// TestWorkRemoteTags: `work --server --tag gpu` registers the worker with
+// its tags, so it takes jobs tagged gpu (and untagged ones).
+func TestWorkRemoteTags(t *testing.T) {
+	t.Parallel()
+	url, admin := apiServer(t)
+	tagged := submit(t, admin, client.SubmitRequest{Kind: "k", Tags: []string{"gpu"}})
+	plain := submit(t, admin, client.SubmitRequest{Kind: "k"})
+	w := startRemote(t, nil, url, "--token", "wtok", "--tag", "gpu", "--handler", "k=true")
+	waitFor(t, 30*time.Second, "both jobs to complete", func() bool {
+		return getJob(t, admin, tagged).State == core.StateCompleted && getJob(t, admin, plain).State == core.StateCompleted
+	})
+	w.stop(t)
+}
+
 // TestWorkRemoteSignals: the first signal waits for the running job, the
 // second hands it back without using an attempt; the token comes from
 // BACKLOG_TOKEN.
