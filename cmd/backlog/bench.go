@@ -41,6 +41,7 @@ func (a *app) newBenchCmd() *cobra.Command {
 	var (
 		jobs, latencyJobs, growthJobs                     int // --jobs of burndown, latency, growth
 		workers, maxClaim, producers, batch, rounds       int
+		backlogCap                                        int
 		reopen                                            bool
 		duration, interval, poll, retention, maint, pause time.Duration
 		ppg                                               privatePG
@@ -116,12 +117,27 @@ machines are in docs/benchmarks.md.`,
 	burn.Flags().IntVar(&jobs, "jobs", 100000, "jobs to insert and burn down")
 
 	steady := run("steady", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
-		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, Tune: tune})
+		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, MaxBacklog: backlogCap, Tune: tune})
 	})
-	steady.Short = "Producers and workers together for --duration"
+	steady.Short = "Producers and workers together for --duration; throughput and commit → start latency"
+	steady.Long = `steady runs --producers goroutines enqueueing batches of --batch jobs and
+a worker client with --workers workers together for --duration, in the
+queue "steady". Producers pause while more than --backlog-cap jobs are
+inserted but not completed, so when they insert faster than the workers
+complete, the run measures the workers with a bounded backlog.
+
+It prints the insert and completion rates, the pending count (inserted −
+completed: mean and at the end), how long the producers were paused at the
+cap, which side was the bottleneck (workers: the producers waited at the
+cap; producers: completions kept up with inserts and pending stayed near
+zero), and for every job that started during the run the time from its
+insert's commit (EnqueueMany returning) to its handler's start:
+p50/p90/p99/max. With the backlog held at the cap that time is mostly
+queueing: about cap ÷ completion rate.`
 	steady.Flags().DurationVar(&duration, "duration", 10*time.Second, "measured time")
 	steady.Flags().IntVar(&producers, "producers", 2, "goroutines enqueueing")
 	steady.Flags().IntVar(&batch, "batch", 100, "jobs per enqueue call")
+	steady.Flags().IntVar(&backlogCap, "backlog-cap", 20000, "producers pause while more jobs than this are inserted but not completed")
 
 	latency := run("latency", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
 		// A second handle on the same database, so the wake-up crosses

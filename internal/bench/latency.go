@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,9 +122,7 @@ func Latency(ctx context.Context, producer, worker core.Store, cfg LatencyConfig
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	return LatencyResult{Jobs: len(lat), P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Max: lat[len(lat)-1]}, nil
+	return percentiles(lat), nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
