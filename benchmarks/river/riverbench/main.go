@@ -1,12 +1,15 @@
 // Command riverbench drives River (github.com/riverqueue/river) through the
-// same two measurements as `backlog bench`, so the two engines can be put
+// same measurements as `backlog bench`, so the two engines can be put
 // side by side on one database server:
 //
 //	burndown  insert --jobs no-op jobs, then time how fast a client with
 //	          --workers workers completes them all
 //	steady    --producers goroutines insert batches of --batch jobs while
 //	          the client works them, for --duration, with at most
-//	          --max-backlog jobs inserted but not yet completed
+//	          --backlog-cap jobs inserted but not yet completed; also the
+//	          time from each insert's commit to its worker's start
+//	latency   idle workers; one job every --interval, insert → worker
+//	          start
 //	growth    --rounds burn-downs one after the other on one river_job
 //	          table, completed jobs kept (River's retention), and the table
 //	          after each round, as `backlog bench growth` prints it
@@ -42,16 +45,30 @@ import (
 
 const queue = "bench"
 
-// noopArgs are the arguments of the benchmark's no-op jobs.
-type noopArgs struct{}
+// noopArgs are the arguments of the benchmark's no-op jobs: empty in a
+// burn-down; in a steady run the run and insert call that wrote the job
+// (backlog's bench uses the same fields); in a latency run the time just
+// before the insert.
+type noopArgs struct {
+	R    int64 `json:"r,omitempty"`
+	B    int64 `json:"b,omitempty"`
+	Sent int64 `json:"sent,omitempty"` // unix nanoseconds
+}
 
 func (noopArgs) Kind() string { return "bench.noop" }
 
+// noopWorker does nothing but call onStart, if set, when a job starts.
 type noopWorker struct {
 	river.WorkerDefaults[noopArgs]
+	onStart func(a noopArgs, at time.Time)
 }
 
-func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+func (w *noopWorker) Work(_ context.Context, j *river.Job[noopArgs]) error {
+	if w.onStart != nil {
+		w.onStart(j.Args, time.Now())
+	}
+	return nil
+}
 
 // burnResult has the JSON shape of backlog's bench.Result.
 type burnResult struct {
@@ -59,15 +76,6 @@ type burnResult struct {
 	Insert     time.Duration `json:"insert_ns"`
 	Work       time.Duration `json:"burndown_ns"`
 	JobsPerSec float64       `json:"jobs_per_sec"`
-}
-
-// steadyResult has the JSON shape of backlog's bench.SteadyResult.
-type steadyResult struct {
-	Duration     time.Duration
-	Inserted     int64
-	Completed    int64
-	InsertPerS   float64
-	CompletePerS float64
 }
 
 type opts struct {
@@ -82,6 +90,7 @@ type opts struct {
 	producers     int
 	batch         int
 	maxBacklog    int
+	interval      time.Duration
 	timeout       time.Duration
 }
 
@@ -91,7 +100,7 @@ func main() {
 	}
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
-	case "burndown", "steady":
+	case "burndown", "steady", "latency":
 		err = runBench(cmd, args)
 	case "growth":
 		err = runGrowth(args)
@@ -111,7 +120,8 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   riverbench burndown  --database-url URL [--schema S] [--jobs N] [--workers W] [--fetch-cooldown D] [--fetch-poll-interval D]
-  riverbench steady    --database-url URL [--schema S] [--duration D] [--producers P] [--batch B] [--workers W] ...
+  riverbench steady    --database-url URL [--schema S] [--duration D] [--producers P] [--batch B] [--backlog-cap N] [--workers W] ...
+  riverbench latency   --database-url URL [--schema S] [--jobs N] [--interval D] ...
   riverbench growth    --database-url URL [--schema S] [--rounds N] [--jobs N] [--workers W] [--pause D] [-o table|json] ...
   riverbench createdb  --admin-url URL NAME
   riverbench dropdb    --admin-url URL NAME
@@ -125,7 +135,7 @@ func runBench(cmd string, args []string) error {
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	fs.StringVar(&o.url, "database-url", "", "postgres:// URL of the database River uses")
 	fs.StringVar(&o.schema, "schema", "", "schema for River's tables (created and migrated; empty = the connection's default)")
-	fs.IntVar(&o.jobs, "jobs", 100000, "burndown: jobs to insert and burn down")
+	fs.IntVar(&o.jobs, "jobs", map[bool]int{true: 200, false: 100000}[cmd == "latency"], "burndown: jobs to insert and burn down; latency: jobs to insert one by one")
 	fs.IntVar(&o.workers, "workers", 100, "MaxWorkers of the benchmark queue")
 	fs.IntVar(&o.insertBatch, "insert-batch", 1000, "burndown: jobs per InsertManyFast call")
 	fs.DurationVar(&o.fetchCooldown, "fetch-cooldown", 0, "River Config.FetchCooldown (0 = River's default, 100ms)")
@@ -133,7 +143,9 @@ func runBench(cmd string, args []string) error {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "steady: measured time")
 	fs.IntVar(&o.producers, "producers", 2, "steady: goroutines inserting")
 	fs.IntVar(&o.batch, "batch", 100, "steady: jobs per InsertManyFast call")
-	fs.IntVar(&o.maxBacklog, "max-backlog", 20000, "steady: producers pause while more jobs than this are inserted but not completed")
+	fs.IntVar(&o.maxBacklog, "backlog-cap", 20000, "steady: producers pause while more jobs than this are inserted but not completed")
+	fs.IntVar(&o.maxBacklog, "max-backlog", 20000, "steady: the same as --backlog-cap")
+	fs.DurationVar(&o.interval, "interval", 10*time.Millisecond, "latency: pause between inserts")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	_ = fs.Parse(args)
 	if o.url == "" {
@@ -151,10 +163,13 @@ func runBench(cmd string, args []string) error {
 		return err
 	}
 	var res any
-	if cmd == "burndown" {
+	switch cmd {
+	case "burndown":
 		res, err = burnDown(ctx, pool, o)
-	} else {
+	case "steady":
 		res, err = steady(ctx, pool, o)
+	default:
+		res, err = latency(ctx, pool, o)
 	}
 	if err != nil {
 		return err
@@ -189,16 +204,18 @@ func prepareSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newClient(pool *pgxpool.Pool, o opts, work bool) (*river.Client[pgx.Tx], error) {
+// newClient makes a River client on pool; with a worker, it works the
+// benchmark queue with o.workers workers, else it only inserts.
+func newClient(pool *pgxpool.Pool, o opts, w *noopWorker) (*river.Client[pgx.Tx], error) {
 	cfg := &river.Config{
 		Logger:            quiet(),
 		Schema:            o.schema,
 		FetchCooldown:     o.fetchCooldown,
 		FetchPollInterval: o.fetchPoll,
 	}
-	if work {
+	if w != nil {
 		workers := river.NewWorkers()
-		if err := river.AddWorkerSafely(workers, noopWorker{}); err != nil {
+		if err := river.AddWorkerSafely(workers, w); err != nil {
 			return nil, err
 		}
 		cfg.Workers = workers
@@ -228,7 +245,7 @@ func countCompleted(c *river.Client[pgx.Tx], done *atomic.Int64, total int64) (f
 }
 
 func burnDown(ctx context.Context, pool *pgxpool.Pool, o opts) (burnResult, error) {
-	inserter, err := newClient(pool, o, false)
+	inserter, err := newClient(pool, o, nil)
 	if err != nil {
 		return burnResult{}, err
 	}
@@ -249,7 +266,7 @@ func burnDown(ctx context.Context, pool *pgxpool.Pool, o opts) (burnResult, erro
 		return res, nil
 	}
 
-	client, err := newClient(pool, o, true)
+	client, err := newClient(pool, o, &noopWorker{})
 	if err != nil {
 		return burnResult{}, err
 	}
@@ -269,62 +286,6 @@ func burnDown(ctx context.Context, pool *pgxpool.Pool, o opts) (burnResult, erro
 	res.Work = time.Since(t1)
 	res.JobsPerSec = float64(o.jobs) / res.Work.Seconds()
 	return res, client.Stop(ctx)
-}
-
-func steady(ctx context.Context, pool *pgxpool.Pool, o opts) (steadyResult, error) {
-	client, err := newClient(pool, o, true)
-	if err != nil {
-		return steadyResult{}, err
-	}
-	inserter, err := newClient(pool, o, false)
-	if err != nil {
-		return steadyResult{}, err
-	}
-	var inserted, completed atomic.Int64
-	_, unsubscribe := countCompleted(client, &completed, 0)
-	defer unsubscribe()
-	if err := client.Start(ctx); err != nil {
-		return steadyResult{}, err
-	}
-	runCtx, cancel := context.WithTimeout(ctx, o.duration)
-	defer cancel()
-	errs := make(chan error, o.producers)
-	start := time.Now()
-	for range o.producers {
-		go func() {
-			batch := make([]river.InsertManyParams, o.batch)
-			for i := range batch {
-				batch[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: queue}}
-			}
-			for runCtx.Err() == nil {
-				if inserted.Load()-completed.Load() > int64(o.maxBacklog) {
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				if _, err := inserter.InsertManyFast(runCtx, batch); err != nil {
-					if runCtx.Err() != nil {
-						break
-					}
-					errs <- err
-					return
-				}
-				inserted.Add(int64(len(batch)))
-			}
-			errs <- nil
-		}()
-	}
-	var firstErr error
-	for range o.producers {
-		if err := <-errs; err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	elapsed := time.Since(start)
-	res := steadyResult{Duration: elapsed, Inserted: inserted.Load(), Completed: completed.Load()}
-	res.InsertPerS = float64(res.Inserted) / elapsed.Seconds()
-	res.CompletePerS = float64(res.Completed) / elapsed.Seconds()
-	_ = client.StopAndCancel(context.WithoutCancel(ctx))
-	return res, firstErr
 }
 
 // adminDB creates or drops a database through a connection to another one

@@ -9,12 +9,13 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // record is one run as run.sh writes it: who ran what, the machine's load
 // average before and after, and the tool's own JSON result.
 type record struct {
-	Mode       string          `json:"mode"`   // burndown or steady
+	Mode       string          `json:"mode"`   // burndown, steady or latency
 	Config     string          `json:"config"` // a label for the settings, e.g. "workers=100"
 	System     string          `json:"system"` // backlog or river
 	Run        int             `json:"run"`
@@ -23,24 +24,32 @@ type record struct {
 	Result     json.RawMessage `json:"result"`
 }
 
-// value returns the headline figure of a run (jobs completed per second)
-// and a secondary one (jobs inserted per second).
-func (r record) value() (completed, inserted float64, err error) {
+// value returns the headline figure of a run (jobs completed per second),
+// a secondary one (jobs inserted per second) and, for steady and latency
+// runs, the p50 and p99 of insert → start (else negative). A latency run
+// has no rates (0).
+func (r record) value() (completed, inserted float64, p50, p99 time.Duration, err error) {
 	switch r.Mode {
 	case "burndown":
 		var b burnResult
 		if err := json.Unmarshal(r.Result, &b); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, 0, err
 		}
-		return b.JobsPerSec, float64(b.Jobs) / b.Insert.Seconds(), nil
+		return b.JobsPerSec, float64(b.Jobs) / b.Insert.Seconds(), -1, -1, nil
 	case "steady":
 		var s steadyResult
 		if err := json.Unmarshal(r.Result, &s); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, 0, err
 		}
-		return s.CompletePerS, s.InsertPerS, nil
+		return s.CompletePerS, s.InsertPerS, s.Latency.P50, s.Latency.P99, nil
+	case "latency":
+		var l latencyResult
+		if err := json.Unmarshal(r.Result, &l); err != nil {
+			return 0, 0, 0, 0, err
+		}
+		return 0, 0, l.P50, l.P99, nil
 	}
-	return 0, 0, fmt.Errorf("unknown mode %q", r.Mode)
+	return 0, 0, 0, 0, fmt.Errorf("unknown mode %q", r.Mode)
 }
 
 func summarize(args []string) error {
@@ -54,7 +63,7 @@ func summarize(args []string) error {
 	defer f.Close()
 	type key struct{ mode, config, system string }
 	type row struct {
-		completed, inserted []float64
+		completed, inserted, p50, p99 []float64 // latencies in ms
 	}
 	var order []key
 	rows := map[key]*row{}
@@ -67,7 +76,7 @@ func summarize(args []string) error {
 		} else if err != nil {
 			return err
 		}
-		c, i, err := r.value()
+		c, i, p50, p99, err := r.value()
 		if err != nil {
 			return fmt.Errorf("%s %s %s run %d: %w", r.Mode, r.Config, r.System, r.Run, err)
 		}
@@ -78,19 +87,29 @@ func summarize(args []string) error {
 		}
 		rows[k].completed = append(rows[k].completed, c)
 		rows[k].inserted = append(rows[k].inserted, i)
+		if p50 >= 0 {
+			rows[k].p50 = append(rows[k].p50, ms(p50))
+			rows[k].p99 = append(rows[k].p99, ms(p99))
+		}
 		recs = append(recs, r)
 	}
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "mode\tconfig\tsystem\tjobs/s per run\tmedian jobs/s\tmedian insert/s\t")
+	fmt.Fprintln(w, "mode\tconfig\tsystem\tjobs/s per run\tmedian jobs/s\tmedian insert/s\tmedian p50 ms\tmedian p99 ms\t")
 	for _, k := range order {
 		r := rows[k]
 		runs := make([]string, len(r.completed))
 		for i, v := range r.completed {
 			runs[i] = fmt.Sprintf("%.0f", v)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t\n", k.mode, k.config, k.system,
-			strings.Join(runs, " "), median(r.completed), median(r.inserted))
+		lat := func(v []float64) string {
+			if len(v) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f", median(v))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t\n", k.mode, k.config, k.system,
+			strings.Join(runs, " "), median(r.completed), median(r.inserted), lat(r.p50), lat(r.p99))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -98,12 +117,18 @@ func summarize(args []string) error {
 	fmt.Println()
 	fmt.Println("per run (load average 1/5/15 min before → after):")
 	for _, r := range recs {
-		c, _, _ := r.value()
-		fmt.Printf("  %-8s %-28s %-7s run %d  %8.0f jobs/s   load %s → %s\n",
-			r.Mode, r.Config, r.System, r.Run, c, r.LoadBefore, r.LoadAfter)
+		c, _, p50, p99, _ := r.value()
+		fig := fmt.Sprintf("%8.0f jobs/s", c)
+		if p50 >= 0 {
+			fig += fmt.Sprintf("  p50 %.1f ms p99 %.1f ms", ms(p50), ms(p99))
+		}
+		fmt.Printf("  %-8s %-28s %-7s run %d  %s   load %s → %s\n",
+			r.Mode, r.Config, r.System, r.Run, fig, r.LoadBefore, r.LoadAfter)
 	}
 	return nil
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func median(v []float64) float64 {
 	if len(v) == 0 {
