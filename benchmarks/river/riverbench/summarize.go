@@ -108,8 +108,13 @@ func summarize(args []string) error {
 			}
 			return fmt.Sprintf("%.1f", median(v))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t\n", k.mode, k.config, k.system,
-			strings.Join(runs, " "), median(r.completed), median(r.inserted), lat(r.p50), lat(r.p99))
+		rate := func(v []float64) string { return fmt.Sprintf("%.0f", median(v)) }
+		if k.mode == "latency" { // idle workers: no rates
+			runs = []string{"-"}
+			rate = func([]float64) string { return "-" }
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k.mode, k.config, k.system,
+			strings.Join(runs, " "), rate(r.completed), rate(r.inserted), lat(r.p50), lat(r.p99))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -119,6 +124,9 @@ func summarize(args []string) error {
 	for _, r := range recs {
 		c, _, p50, p99, _ := r.value()
 		fig := fmt.Sprintf("%8.0f jobs/s", c)
+		if r.Mode == "latency" {
+			fig = fmt.Sprintf("%8s       ", "idle")
+		}
 		if p50 >= 0 {
 			fig += fmt.Sprintf("  p50 %.1f ms p99 %.1f ms", ms(p50), ms(p99))
 		}
