@@ -35,7 +35,9 @@ func jitter(d time.Duration) time.Duration {
 
 // Maintain runs one maintenance round now: rescue expired leases, discard
 // pending jobs past their deadline, prune finished jobs past their
-// retention, hand back dead workers' jobs and remove their records.
+// retention, have a store that is a Vacuumer reclaim dead rows when
+// enough have accumulated, hand back dead workers' jobs and remove their
+// records.
 // Started clients run it every MaintenanceInterval; tests and tools may
 // call it directly. Errors are logged and reported to observers, never
 // returned: the next round retries.
@@ -83,6 +85,13 @@ func (c *Client) Maintain(ctx context.Context) {
 			}
 			return n, err
 		})
+	}
+	if v, ok := c.store.(Vacuumer); ok {
+		n, err := v.Vacuum(ctx)
+		if !c.maintErr(ctx, "vacuum", err) && n > 0 {
+			c.log.Debug("backlog: store vacuumed", "dead_rows", n)
+			c.emit(Event{Kind: EventStoreVacuumed, At: now, Count: int(n)})
+		}
 	}
 	c.buryDeadWorkers(ctx, now)
 }

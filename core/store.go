@@ -485,6 +485,24 @@ type SealedRewriter interface {
 	RewriteSealed(ctx context.Context, afterID int64, limit int, fn func(j *Job) (next *Job, changed bool, err error)) (lastID int64, n int, err error)
 }
 
+// Vacuumer is an optional capability of stores whose database keeps what
+// a busy queue leaves behind until it is told to reclaim it, such as the
+// dead rows and dead index entries of jobs claimed, finished and pruned
+// since PostgreSQL's last VACUUM, which every claim steps over.
+//
+// Maintain calls Vacuum once per round on every node, after pruning.
+// Vacuum decides cheaply whether enough has accumulated (by the store's
+// own measure and thresholds) and, if so, reclaims it; it returns how
+// many dead rows there were when it did (0 when it did nothing). It must
+// not block claims, inserts or finishes while it runs, must not run twice
+// at once for one table (a node finding one under way does nothing), and
+// must change no job: every job reads back the same before and after. An
+// error is reported like any maintenance failure and the next round tries
+// again.
+type Vacuumer interface {
+	Vacuum(ctx context.Context) (deadRows int64, err error)
+}
+
 // Migrator is implemented by stores with a schema. Migrate brings it to the
 // newest version and is safe to run concurrently from several processes and
 // repeatedly.

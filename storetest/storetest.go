@@ -83,6 +83,7 @@ func allTests() []test {
 		workerTests,
 		settingsTests,
 		rewriteTests,
+		vacuumTests,
 		routingTests,
 		deadWorkerTests,
 		notifyTests,

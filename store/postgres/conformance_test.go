@@ -13,7 +13,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Factory{
 		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
 		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
-			return newTestStore(t, WithStrategy(strategy))
+			return newTestStore(t, WithStrategy(strategy), WithVacuumThreshold(0, 0))
 		},
 		BeginTx: func(t testing.TB, s core.Store) (any, func() error, func() error) {
 			tx, err := s.(*Store).Pool().Begin(context.Background())

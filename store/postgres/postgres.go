@@ -83,6 +83,9 @@ type config struct {
 	notify   bool
 	migrate  bool
 	maxConns int32
+
+	vacuumMinDead int64   // WithVacuumThreshold; negative: off
+	vacuumScale   float64 // WithVacuumThreshold
 }
 
 // Option configures Open and New.
@@ -128,6 +131,10 @@ type Store struct {
 	q       queries
 	db      *poolDB
 	retrier sqlq.Retrier
+
+	vacuumMinDead int64
+	vacuumScale   float64
+	vac           vacuumer
 }
 
 var (
@@ -137,10 +144,12 @@ var (
 	_ core.TxInserter  = (*Store)(nil)
 	_ core.TxCompleter = (*Store)(nil)
 	_ core.Settings    = (*Store)(nil)
+	_ core.Vacuumer    = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{schema: DefaultSchema, strategy: core.StrategySkipLocked, notify: true, migrate: true}
+	c := config{schema: DefaultSchema, strategy: core.StrategySkipLocked, notify: true, migrate: true,
+		vacuumMinDead: DefaultVacuumMinDeadRows, vacuumScale: DefaultVacuumScaleFactor}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -213,7 +222,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
-	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, done: make(chan struct{})}
+	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, done: make(chan struct{}),
+		vacuumMinDead: c.vacuumMinDead, vacuumScale: c.vacuumScale}
 	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings"}
 	s.channel = "backlog_" + c.schema
 	s.db = &poolDB{pool: pool, closed: &s.closed}

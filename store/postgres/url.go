@@ -26,7 +26,9 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 
 // ParseURL splits a store URL into the connection string for pgx and the
 // options named by backlog's own query parameters (schema, strategy,
-// notify, migrate), which it removes. Every other parameter is left for pgx
+// notify, migrate, vacuum), which it removes. vacuum=false is
+// WithVacuumThreshold(-1, 0): the store leaves its jobs table to
+// autovacuum alone. Every other parameter is left for pgx
 // (sslmode, pool_max_conns, default_query_exec_mode, …). A query that does
 // not parse (a ';' between parameters, a bad %-escape) and one of
 // backlog's parameters given twice are errors.
@@ -35,7 +37,7 @@ func ParseURL(raw string) (string, []Option, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres: %w", err)
 	}
-	q, err := store.Query(u, "schema", "strategy", "notify", "migrate")
+	q, err := store.Query(u, "schema", "strategy", "notify", "migrate", "vacuum")
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres: %w", err)
 	}
@@ -47,15 +49,20 @@ func ParseURL(raw string) (string, []Option, error) {
 			opts = append(opts, WithSchema(v))
 		case "strategy":
 			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
-		case "notify", "migrate":
+		case "notify", "migrate", "vacuum":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return "", nil, fmt.Errorf("postgres: %s=%q: want true or false", k, v)
 			}
-			if k == "notify" {
+			switch k {
+			case "notify":
 				opts = append(opts, WithNotify(b))
-			} else {
+			case "migrate":
 				opts = append(opts, WithMigrate(b))
+			case "vacuum":
+				if !b {
+					opts = append(opts, WithVacuumThreshold(-1, 0))
+				}
 			}
 		default:
 			continue
