@@ -36,12 +36,16 @@ type Result struct {
 	Insert     time.Duration `json:"insert_ns"`    // time to insert every job
 	Work       time.Duration `json:"burndown_ns"`  // from client start to the last completion
 	JobsPerSec float64       `json:"jobs_per_sec"` // Jobs / Work
+	// InsertCPU and WorkCPU are the machine's CPU use while inserting and
+	// while burning down (nil off Linux).
+	InsertCPU *CPU `json:"insert_machine_cpu,omitempty"`
+	WorkCPU   *CPU `json:"burndown_machine_cpu,omitempty"`
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d jobs: insert %s (%.0f/s), burn-down %s (%.0f jobs/s)",
-		r.Jobs, r.Insert.Round(time.Millisecond), float64(r.Jobs)/r.Insert.Seconds(),
-		r.Work.Round(time.Millisecond), r.JobsPerSec)
+	return fmt.Sprintf("%d jobs: insert %s (%.0f/s%s), burn-down %s (%.0f jobs/s%s)",
+		r.Jobs, r.Insert.Round(time.Millisecond), float64(r.Jobs)/r.Insert.Seconds(), cpuText(r.InsertCPU, int64(r.Jobs), "inserted"),
+		r.Work.Round(time.Millisecond), r.JobsPerSec, cpuText(r.WorkCPU, int64(r.Jobs), "worked"))
 }
 
 // BurnDown inserts cfg.Jobs no-op jobs into st, then starts a client with
@@ -82,6 +86,7 @@ func BurnDown(ctx context.Context, st core.Store, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	args := json.RawMessage(`{}`)
+	cpu0 := markCPU()
 	t0 := time.Now()
 	for left := cfg.Jobs; left > 0; {
 		n := min(left, cfg.InsertSize)
@@ -94,7 +99,7 @@ func BurnDown(ctx context.Context, st core.Store, cfg Config) (Result, error) {
 		}
 		left -= n
 	}
-	res := Result{Jobs: cfg.Jobs, Insert: time.Since(t0)}
+	res := Result{Jobs: cfg.Jobs, Insert: time.Since(t0), InsertCPU: cpu0.since()}
 	if cfg.Jobs == 0 {
 		return res, nil
 	}
@@ -103,6 +108,7 @@ func BurnDown(ctx context.Context, st core.Store, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	cpu1 := markCPU()
 	t1 := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return Result{}, err
@@ -114,6 +120,7 @@ func BurnDown(ctx context.Context, st core.Store, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("burn-down: %d of %d jobs done: %w", done.Load(), total, ctx.Err())
 	}
 	res.Work = time.Since(t1)
+	res.WorkCPU = cpu1.since()
 	res.JobsPerSec = float64(cfg.Jobs) / res.Work.Seconds()
 	if err := client.Stop(ctx); err != nil {
 		return res, err

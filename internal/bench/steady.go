@@ -71,6 +71,10 @@ type SteadyResult struct {
 	// (an earlier run's): they are worked and counted as completed too,
 	// so the figures are off unless it is 0.
 	Leftover int `json:"leftover"`
+	// CPU is the machine's CPU use during the run (nil off Linux): with
+	// CPU near 100 % busy, inserting and working share the cores, and the
+	// cost per job (inserted and completed) says where they went.
+	CPU *CPU `json:"machine_cpu,omitempty"`
 }
 
 func (r SteadyResult) String() string {
@@ -87,11 +91,11 @@ func (r SteadyResult) String() string {
 	rd := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
 	return fmt.Sprintf("steady %s, %d producers × %d, %d workers, backlog cap %d: inserted %d (%.0f/s), completed %d (%.0f jobs/s); "+
 		"pending mean %.0f, end %d; producers paused at the cap %.0f%% of the time; %s; "+
-		"commit→start p50 %s, p90 %s, p99 %s, max %s (%d jobs)%s",
+		"commit→start p50 %s, p90 %s, p99 %s, max %s (%d jobs)%s%s",
 		r.Duration.Round(time.Millisecond), r.Producers, r.Batch, r.Workers, r.BacklogCap,
 		r.Inserted, r.InsertPerS, r.Completed, r.CompletePerS,
 		r.PendingMean, r.PendingEnd, r.CapWaitPct, verdict,
-		rd(l.P50), rd(l.P90), rd(l.P99), rd(l.Max), l.Jobs, warn)
+		rd(l.P50), rd(l.P90), rd(l.P99), rd(l.Max), l.Jobs, cpuText(r.CPU, r.Completed, "completed"), warn)
 }
 
 // bottleneck judges which side limited a steady run.
@@ -178,6 +182,7 @@ func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult,
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	errs := make(chan error, cfg.Producers)
+	cpu0 := markCPU()
 	start := time.Now()
 	for range cfg.Producers {
 		go func() {
@@ -226,7 +231,7 @@ func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult,
 	tick.Stop()
 	elapsed := time.Since(start)
 	res := SteadyResult{Duration: elapsed, Producers: cfg.Producers, Batch: cfg.Batch, Workers: cfg.Workers, BacklogCap: cfg.MaxBacklog,
-		Inserted: inserted.Load(), Completed: completed.Load(), Leftover: leftover}
+		Inserted: inserted.Load(), Completed: completed.Load(), Leftover: leftover, CPU: cpu0.since()}
 	res.InsertPerS = float64(res.Inserted) / elapsed.Seconds()
 	res.CompletePerS = float64(res.Completed) / elapsed.Seconds()
 	res.PendingEnd = res.Inserted - res.Completed
