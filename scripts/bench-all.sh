@@ -13,7 +13,9 @@
 #
 # Environment (all optional):
 #   STORES        any of postgres sqlite mariadb               (all three)
-#   MODES         any of burndown steady latency growth        (all four)
+#   MODES         any of burndown steady paced latency growth  (all five;
+#                 paced = steady with the producers held at RATE jobs/s)
+#   RATE          paced: inserted jobs per second in all        (10000)
 #   RUNS          runs of burndown / steady / latency per store (1); on
 #                 PostgreSQL River and backlog alternate who goes first
 #   WORKERS       MaxWorkers of the queue, every mode           (1000)
@@ -45,7 +47,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 self=$repo/scripts/bench-all.sh
 
 STORES=${STORES:-postgres sqlite mariadb}
-MODES=${MODES:-burndown steady latency growth}
+MODES=${MODES:-burndown steady paced latency growth}
+RATE=${RATE:-10000}
 RUNS=${RUNS:-1}
 WORKERS=${WORKERS:-1000}
 JOBS=${JOBS:-50000}
@@ -71,9 +74,14 @@ mode_args() {
 	case $1 in
 	burndown) echo --jobs "$JOBS" --workers "$WORKERS" ;;
 	steady) echo --duration "$DURATION" --producers "$PRODUCERS" --batch "$BATCH" --backlog-cap "$BACKLOG_CAP" --workers "$WORKERS" ;;
+	paced) echo --duration "$DURATION" --producers "$PRODUCERS" --batch "$BATCH" --backlog-cap "$BACKLOG_CAP" --workers "$WORKERS" --rate "$RATE" ;;
 	latency) echo --jobs "$LATENCY_JOBS" --interval "$INTERVAL" ;;
 	esac
 }
+
+# cmd_of MODE: the subcommand of both tools that runs MODE (paced is
+# steady at a fixed insert rate).
+cmd_of() { if [[ $1 == paced ]]; then echo steady; else echo "$1"; fi; }
 
 # record MODE CONFIG SYSTEM RUN CMD…: runs CMD (which prints one JSON
 # result) and appends a record with it and the load before and after to
@@ -115,14 +123,14 @@ if [[ ${BENCH_ALL_STAGE:-} == postgres ]]; then
 		local url="$PG_URL/$db?$PG_PARAMS"
 		# shellcheck disable=SC2046,SC2086
 		case $sys in
-		river) record "$mode" "postgres,workers=$WORKERS" river "$run" "$bin/riverbench" "$mode" --database-url "$url" $(mode_args "$mode") $RIVER_ARGS ;;
-		backlog) record "$mode" "postgres,workers=$WORKERS" backlog "$run" "$bin/backlog" --db "$url" --log-level error -o json bench "$mode" $(mode_args "$mode") $BACKLOG_ARGS ;;
+		river) record "$mode" "postgres,workers=$WORKERS" river "$run" "$bin/riverbench" "$(cmd_of "$mode")" --database-url "$url" $(mode_args "$mode") $RIVER_ARGS ;;
+		backlog) record "$mode" "postgres,workers=$WORKERS" backlog "$run" "$bin/backlog" --db "$url" --log-level error -o json bench "$(cmd_of "$mode")" $(mode_args "$mode") $BACKLOG_ARGS ;;
 		esac
 		"$bin/riverbench" dropdb --admin-url "$admin_url" "$db"
 		created=("${created[@]:0:${#created[@]}-1}")
 	}
 	say "== PostgreSQL at $PG_URL, backlog and River"
-	for mode in burndown steady latency; do
+	for mode in burndown steady paced latency; do
 		has "$MODES" "$mode" || continue
 		for run in $(seq "$RUNS"); do
 			if ((run % 2 == 1)); then order=(river backlog); else order=(backlog river); fi
@@ -205,11 +213,11 @@ fi
 backlog_alone() {
 	local name=$1 urlfn=$2 mode run
 	say "== $name, backlog"
-	for mode in burndown steady latency; do
+	for mode in burndown steady paced latency; do
 		has "$MODES" "$mode" || continue
 		for run in $(seq "$RUNS"); do
 			# shellcheck disable=SC2046,SC2086
-			record "$mode" "$name,workers=$WORKERS" backlog "$run" "$work/backlog" --db "$("$urlfn" "$mode" "$run")" --log-level error -o json bench "$mode" $(mode_args "$mode") $BACKLOG_ARGS
+			record "$mode" "$name,workers=$WORKERS" backlog "$run" "$work/backlog" --db "$("$urlfn" "$mode" "$run")" --log-level error -o json bench "$(cmd_of "$mode")" $(mode_args "$mode") $BACKLOG_ARGS
 		done
 	done
 	if has "$MODES" growth; then

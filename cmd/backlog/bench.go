@@ -41,7 +41,7 @@ func (a *app) newBenchCmd() *cobra.Command {
 	var (
 		jobs, latencyJobs, growthJobs                     int // --jobs of burndown, latency, growth
 		workers, maxClaim, producers, batch, rounds       int
-		backlogCap                                        int
+		backlogCap, rate                                  int
 		reopen                                            bool
 		duration, interval, poll, retention, maint, pause time.Duration
 		ppg                                               privatePG
@@ -117,7 +117,7 @@ machines are in docs/benchmarks.md.`,
 	burn.Flags().IntVar(&jobs, "jobs", 100000, "jobs to insert and burn down")
 
 	steady := run("steady", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
-		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, MaxBacklog: backlogCap, Tune: tune})
+		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, MaxBacklog: backlogCap, Rate: rate, Tune: tune})
 	})
 	steady.Short = "Producers and workers together for --duration; throughput and commit → start latency"
 	steady.Long = `steady runs --producers goroutines enqueueing batches of --batch jobs and
@@ -133,11 +133,14 @@ cap; producers: completions kept up with inserts and pending stayed near
 zero), and for every job that started during the run the time from its
 insert's commit (EnqueueMany returning) to its handler's start:
 p50/p90/p99/max. With the backlog held at the cap that time is mostly
-queueing: about cap ÷ completion rate.`
+queueing: about cap ÷ completion rate. --rate paces the producers at a fixed
+insert rate instead: below the workers' capacity the backlog stays near
+zero and the latency is the engine's own delay under that load.`
 	steady.Flags().DurationVar(&duration, "duration", 10*time.Second, "measured time")
 	steady.Flags().IntVar(&producers, "producers", 2, "goroutines enqueueing")
 	steady.Flags().IntVar(&batch, "batch", 100, "jobs per enqueue call")
 	steady.Flags().IntVar(&backlogCap, "backlog-cap", 20000, "producers pause while more jobs than this are inserted but not completed")
+	steady.Flags().IntVar(&rate, "rate", 0, "pace the producers at this many jobs/s in all, to measure latency at a load below capacity (0 = as fast as they can)")
 
 	latency := run("latency", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
 		// A second handle on the same database, so the wake-up crosses

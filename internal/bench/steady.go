@@ -26,7 +26,12 @@ type SteadyConfig struct {
 	// throughput with a bounded backlog rather than insert speed; 0 =
 	// 20,000.
 	MaxBacklog int
-	Tune       func(*core.Config)
+	// Rate paces the producers at this many inserted jobs per second in
+	// all (batches of Batch, spread evenly; a producer that falls behind
+	// catches up at once), so the run measures latency at a chosen load
+	// below the workers' capacity; 0 = as fast as they can.
+	Rate int
+	Tune func(*core.Config)
 }
 
 // Bottleneck values of SteadyResult.
@@ -50,6 +55,7 @@ type SteadyResult struct {
 	Batch        int           `json:"batch"`
 	Workers      int           `json:"workers"`
 	BacklogCap   int           `json:"backlog_cap"`
+	Rate         int           `json:"rate"` // target inserts/s; 0 = unpaced
 	Inserted     int64         `json:"inserted"`
 	Completed    int64         `json:"completed"`
 	InsertPerS   float64       `json:"insert_per_sec"`
@@ -83,16 +89,23 @@ func (r SteadyResult) String() string {
 		BottleneckProducers: "the workers kept up: the producers were the bottleneck (raise --producers or --batch)",
 		BottleneckUnclear:   "the backlog grew without reaching the cap (run longer or lower --backlog-cap)",
 	}[r.Bottleneck]
+	if r.Rate > 0 && r.Bottleneck == BottleneckProducers {
+		verdict = "the workers kept up with the paced rate"
+	}
 	warn := ""
 	if r.Leftover > 0 {
 		warn = fmt.Sprintf(" (WARNING: the queue held %d unfinished jobs of an earlier run, worked and counted during this one: use a fresh database)", r.Leftover)
 	}
 	l := r.Latency
 	rd := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
-	return fmt.Sprintf("steady %s, %d producers × %d, %d workers, backlog cap %d: inserted %d (%.0f/s), completed %d (%.0f jobs/s); "+
+	paced := ""
+	if r.Rate > 0 {
+		paced = fmt.Sprintf(" paced at %d/s", r.Rate)
+	}
+	return fmt.Sprintf("steady %s, %d producers × %d%s, %d workers, backlog cap %d: inserted %d (%.0f/s), completed %d (%.0f jobs/s); "+
 		"pending mean %.0f, end %d; producers paused at the cap %.0f%% of the time; %s; "+
 		"commit→start p50 %s, p90 %s, p99 %s, max %s (%d jobs)%s%s",
-		r.Duration.Round(time.Millisecond), r.Producers, r.Batch, r.Workers, r.BacklogCap,
+		r.Duration.Round(time.Millisecond), r.Producers, r.Batch, paced, r.Workers, r.BacklogCap,
 		r.Inserted, r.InsertPerS, r.Completed, r.CompletePerS,
 		r.PendingMean, r.PendingEnd, r.CapWaitPct, verdict,
 		rd(l.P50), rd(l.P90), rd(l.P99), rd(l.Max), l.Jobs, cpuText(r.CPU, r.Completed, "completed"), warn)
@@ -184,10 +197,14 @@ func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult,
 	errs := make(chan error, cfg.Producers)
 	cpu0 := markCPU()
 	start := time.Now()
+	pace := newPacer(start, cfg.Rate, cfg.Batch)
 	for range cfg.Producers {
 		go func() {
 			batch := make([]core.InsertParams, cfg.Batch)
 			for runCtx.Err() == nil {
+				if !pace.wait(runCtx) {
+					break
+				}
 				if inserted.Load()-completed.Load() > int64(cfg.MaxBacklog) {
 					t := time.Now()
 					time.Sleep(time.Millisecond)
@@ -230,7 +247,7 @@ func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult,
 	}
 	tick.Stop()
 	elapsed := time.Since(start)
-	res := SteadyResult{Duration: elapsed, Producers: cfg.Producers, Batch: cfg.Batch, Workers: cfg.Workers, BacklogCap: cfg.MaxBacklog,
+	res := SteadyResult{Duration: elapsed, Producers: cfg.Producers, Batch: cfg.Batch, Workers: cfg.Workers, BacklogCap: cfg.MaxBacklog, Rate: cfg.Rate,
 		Inserted: inserted.Load(), Completed: completed.Load(), Leftover: leftover, CPU: cpu0.since()}
 	res.InsertPerS = float64(res.Inserted) / elapsed.Seconds()
 	res.CompletePerS = float64(res.Completed) / elapsed.Seconds()
@@ -264,4 +281,40 @@ func unfinished(ctx context.Context, st core.Store, queue string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// pacer hands out batch slots at a fixed rate to any number of producers.
+type pacer struct {
+	next  atomic.Int64 // unix nanoseconds of the next free slot
+	every int64        // nanoseconds between slots; 0 = no pacing
+}
+
+func newPacer(start time.Time, rate, batch int) *pacer {
+	p := &pacer{}
+	if rate > 0 {
+		p.every = int64(float64(time.Second) * float64(batch) / float64(rate))
+		p.next.Store(start.UnixNano())
+	}
+	return p
+}
+
+// wait takes the next slot and sleeps until it comes; false when ctx ends
+// first.
+func (p *pacer) wait(ctx context.Context) bool {
+	if p.every == 0 {
+		return true
+	}
+	slot := p.next.Add(p.every) - p.every
+	d := time.Until(time.Unix(0, slot))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -90,6 +90,7 @@ type opts struct {
 	producers     int
 	batch         int
 	maxBacklog    int
+	rate          int
 	interval      time.Duration
 	timeout       time.Duration
 }
@@ -120,7 +121,7 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   riverbench burndown  --database-url URL [--schema S] [--jobs N] [--workers W] [--fetch-cooldown D] [--fetch-poll-interval D]
-  riverbench steady    --database-url URL [--schema S] [--duration D] [--producers P] [--batch B] [--backlog-cap N] [--workers W] ...
+  riverbench steady    --database-url URL [--schema S] [--duration D] [--producers P] [--batch B] [--backlog-cap N] [--rate R] [--workers W] ...
   riverbench latency   --database-url URL [--schema S] [--jobs N] [--interval D] ...
   riverbench growth    --database-url URL [--schema S] [--rounds N] [--jobs N] [--workers W] [--pause D] [-o table|json] ...
   riverbench createdb  --admin-url URL NAME
@@ -145,6 +146,7 @@ func runBench(cmd string, args []string) error {
 	fs.IntVar(&o.batch, "batch", 100, "steady: jobs per InsertManyFast call")
 	fs.IntVar(&o.maxBacklog, "backlog-cap", 20000, "steady: producers pause while more jobs than this are inserted but not completed")
 	fs.IntVar(&o.maxBacklog, "max-backlog", 20000, "steady: the same as --backlog-cap")
+	fs.IntVar(&o.rate, "rate", 0, "steady: pace the producers at this many jobs/s in all (0 = as fast as they can), as backlog bench steady --rate")
 	fs.DurationVar(&o.interval, "interval", 10*time.Millisecond, "latency: pause between inserts")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	_ = fs.Parse(args)

@@ -39,6 +39,7 @@ type steadyResult struct {
 	Batch        int           `json:"batch"`
 	Workers      int           `json:"workers"`
 	BacklogCap   int           `json:"backlog_cap"`
+	Rate         int           `json:"rate"` // target inserts/s; 0 = unpaced
 	Inserted     int64         `json:"inserted"`
 	Completed    int64         `json:"completed"`
 	InsertPerS   float64       `json:"insert_per_sec"`
@@ -152,10 +153,14 @@ func steady(ctx context.Context, pool *pgxpool.Pool, o opts) (steadyResult, erro
 	defer cancel()
 	errs := make(chan error, o.producers)
 	start := time.Now()
+	pace := newPacer(start, o.rate, o.batch)
 	for range o.producers {
 		go func() {
 			batch := make([]river.InsertManyParams, o.batch)
 			for runCtx.Err() == nil {
+				if !pace.wait(runCtx) {
+					break
+				}
 				if inserted.Load()-completed.Load() > int64(o.maxBacklog) {
 					t := time.Now()
 					time.Sleep(time.Millisecond)
@@ -196,7 +201,7 @@ func steady(ctx context.Context, pool *pgxpool.Pool, o opts) (steadyResult, erro
 	}
 	tick.Stop()
 	elapsed := time.Since(start)
-	res := steadyResult{Duration: elapsed, Producers: o.producers, Batch: o.batch, Workers: o.workers, BacklogCap: o.maxBacklog,
+	res := steadyResult{Duration: elapsed, Producers: o.producers, Batch: o.batch, Workers: o.workers, BacklogCap: o.maxBacklog, Rate: o.rate,
 		Inserted: inserted.Load(), Completed: completed.Load()}
 	res.InsertPerS = float64(res.Inserted) / elapsed.Seconds()
 	res.CompletePerS = float64(res.Completed) / elapsed.Seconds()
@@ -272,4 +277,41 @@ func latency(ctx context.Context, pool *pgxpool.Pool, o opts) (latencyResult, er
 	mu.Lock()
 	defer mu.Unlock()
 	return percentiles(lat), nil
+}
+
+// pacer hands out batch slots at a fixed rate to any number of producers,
+// as backlog's bench does.
+type pacer struct {
+	next  atomic.Int64 // unix nanoseconds of the next free slot
+	every int64        // nanoseconds between slots; 0 = no pacing
+}
+
+func newPacer(start time.Time, rate, batch int) *pacer {
+	p := &pacer{}
+	if rate > 0 {
+		p.every = int64(float64(time.Second) * float64(batch) / float64(rate))
+		p.next.Store(start.UnixNano())
+	}
+	return p
+}
+
+// wait takes the next slot and sleeps until it comes; false when ctx ends
+// first.
+func (p *pacer) wait(ctx context.Context) bool {
+	if p.every == 0 {
+		return true
+	}
+	slot := p.next.Add(p.every) - p.every
+	d := time.Until(time.Unix(0, slot))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

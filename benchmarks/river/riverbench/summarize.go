@@ -36,7 +36,7 @@ func (r record) value() (completed, inserted float64, p50, p99 time.Duration, er
 			return 0, 0, 0, 0, err
 		}
 		return b.JobsPerSec, float64(b.Jobs) / b.Insert.Seconds(), -1, -1, nil
-	case "steady":
+	case "steady", "paced":
 		var s steadyResult
 		if err := json.Unmarshal(r.Result, &s); err != nil {
 			return 0, 0, 0, 0, err
