@@ -42,7 +42,7 @@ func (a *app) newBenchCmd() *cobra.Command {
 		jobs, latencyJobs, growthJobs                     int // --jobs of burndown, latency, growth
 		workers, maxClaim, producers, batch, rounds       int
 		backlogCap, rate                                  int
-		reopen                                            bool
+		reopen, analyzeEmpty                              bool
 		duration, interval, poll, retention, maint, pause time.Duration
 		ppg                                               privatePG
 	)
@@ -111,10 +111,16 @@ machines are in docs/benchmarks.md.`,
 		}
 	}
 	burn := run("burndown", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+		if analyzeEmpty {
+			if err := analyzeEmptyTable(cmd.Context(), st); err != nil {
+				return nil, err
+			}
+		}
 		return bench.BurnDown(cmd.Context(), st, bench.Config{Jobs: jobs, Workers: workers, Tune: tune})
 	})
 	burn.Short = "Insert --jobs no-op jobs, then time how fast they are worked off"
 	burn.Flags().IntVar(&jobs, "jobs", 100000, "jobs to insert and burn down")
+	burn.Flags().BoolVar(&analyzeEmpty, "analyze-empty", false, "PostgreSQL: ANALYZE the jobs table while it is still empty, so the planner believes it holds no rows when the jobs arrive")
 
 	steady := run("steady", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
 		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, MaxBacklog: backlogCap, Rate: rate, Tune: tune})
@@ -258,6 +264,26 @@ can share one server. The superuser root needs no password.`,
 
 	cmd.AddCommand(burn, steady, latency, growth, withPG)
 	return cmd
+}
+
+// analyzeEmptyTable runs ANALYZE on the jobs table of a PostgreSQL store
+// that holds no jobs: the statistics of a table analyzed while empty,
+// which the claim must survive once jobs arrive.
+func analyzeEmptyTable(ctx context.Context, st core.Store) error {
+	pg, ok := st.(pgStore)
+	if !ok {
+		return usagef("--analyze-empty applies to PostgreSQL stores only")
+	}
+	table := pg.Schema() + ".jobs"
+	var rows int64
+	if err := pg.Pool().QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&rows); err != nil {
+		return err
+	}
+	if rows > 0 {
+		return fmt.Errorf("--analyze-empty: %s holds %d jobs; use an empty database", table, rows)
+	}
+	_, err := pg.Pool().Exec(ctx, "ANALYZE "+table)
+	return err
 }
 
 // withPrivatePG starts a private PostgreSQL server, calls fn with it and
