@@ -83,6 +83,7 @@ func oneOfEach(now time.Time) []core.Event {
 		{Kind: core.EventWorkersPruned, At: now, Count: 1},
 		{Kind: core.EventWorkerRegistered, At: now, Reason: "w1"},
 		{Kind: core.EventStoreError, At: now, Err: errors.New("database down")},
+		{Kind: core.EventStoreVacuumed, At: now, Count: 60000},
 	}
 }
 

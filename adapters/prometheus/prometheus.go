@@ -131,6 +131,7 @@ type Metrics struct {
 	submitted, claimed, completed, failed, retried, snoozed, continued, cancelled *prom.CounterVec
 	discarded, rescued, leaseLost, pruned                                         *prom.CounterVec
 	expired, workersRegistered, workersDied, storeErrors                          prom.Counter
+	vacuums, vacuumedRows                                                         prom.Counter
 	queueWait, execution, endToEnd                                                *prom.HistogramVec
 
 	jobsDesc, runningDesc, nodeRunningDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
@@ -202,6 +203,8 @@ func New(st core.Store, opts Options) *Metrics {
 		pruned:    counterVec("jobs_pruned_total", "Finished jobs deleted by retention, by state.", "state"),
 
 		expired:           counter("jobs_deadline_discarded_total", "Pending jobs discarded by maintenance because their deadline passed."),
+		vacuums:           counter("store_vacuums_total", "Vacuums of the jobs table run by this node's maintenance (stores that are a core.Vacuumer: PostgreSQL)."),
+		vacuumedRows:      counter("store_vacuumed_dead_rows_total", "Dead rows the jobs table held when this node's maintenance vacuumed it."),
 		workersRegistered: counter("workers_registered_total", "Workers that registered for the first time (engine nodes and remote workers)."),
 		workersDied:       counter("workers_died_total", "Workers declared dead by maintenance: jobs handed back and record removed."),
 		storeErrors:       counter("store_errors_total", "Store calls that failed (and were retried)."),
@@ -222,7 +225,7 @@ func New(st core.Store, opts Options) *Metrics {
 func (m *Metrics) collectors() []prom.Collector {
 	return []prom.Collector{m.submitted, m.claimed, m.completed, m.failed, m.retried, m.snoozed, m.continued,
 		m.cancelled, m.discarded, m.rescued, m.leaseLost, m.pruned,
-		m.expired, m.workersRegistered, m.workersDied, m.storeErrors,
+		m.expired, m.workersRegistered, m.workersDied, m.storeErrors, m.vacuums, m.vacuumedRows,
 		m.queueWait, m.execution, m.endToEnd}
 }
 
@@ -283,7 +286,8 @@ func rescueCause(e core.Event) string {
 //     when that is empty the Cause of the job's last error entry
 //     (anything else is unknown), and a discard with reason worker_lost
 //     when State is discarded;
-//   - jobs.pruned, jobs.expired and workers.pruned add Count;
+//   - jobs.pruned, jobs.expired and workers.pruned add Count; store.vacuumed
+//     counts one vacuum and adds Count to the dead rows;
 //     worker.registered and store.error count one each.
 //
 // Unknown event kinds are ignored.
@@ -343,6 +347,9 @@ func (m *Metrics) Observe(e core.Event) {
 		m.workersRegistered.Inc()
 	case core.EventStoreError:
 		m.storeErrors.Inc()
+	case core.EventStoreVacuumed:
+		m.vacuums.Inc()
+		m.vacuumedRows.Add(float64(max(e.Count, 0)))
 	}
 }
 

@@ -89,6 +89,12 @@ backlog_workers_died_total 1
 # HELP backlog_store_errors_total Store calls that failed (and were retried).
 # TYPE backlog_store_errors_total counter
 backlog_store_errors_total 1
+# HELP backlog_store_vacuums_total Vacuums of the jobs table run by this node's maintenance (stores that are a core.Vacuumer: PostgreSQL).
+# TYPE backlog_store_vacuums_total counter
+backlog_store_vacuums_total 1
+# HELP backlog_store_vacuumed_dead_rows_total Dead rows the jobs table held when this node's maintenance vacuumed it.
+# TYPE backlog_store_vacuumed_dead_rows_total counter
+backlog_store_vacuumed_dead_rows_total 60000
 `
 	names := []string{}
 	for name, typ := range families {
@@ -140,6 +146,7 @@ func TestLabelFreeCountersStartAtZero(t *testing.T) {
 		"backlog_workers_registered_total 0",
 		"backlog_workers_died_total 0",
 		"backlog_store_errors_total 0",
+		"backlog_store_vacuums_total 0",
 	)
 }
 
