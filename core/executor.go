@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -52,15 +51,6 @@ func (c *Client) untrack(e *execution) {
 }
 
 var errTimeout = errors.New("backlog: attempt timed out")
-
-// PanicError is the error recorded when a handler panics; Stack is the
-// goroutine's stack at the panic.
-type PanicError struct {
-	Value any
-	Stack string
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
 // execute runs one claimed job and hands its outcome to the completer,
 // which untracks the execution once the outcome is written.
@@ -123,7 +113,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 		for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
 			fn = c.cfg.Middleware[i](fn)
 		}
-		err = callHandler(runCtx, fn, hjob)
+		err = CallSafely(func() error { return fn(runCtx, hjob) })
 		if err != nil && runCtx.Err() != nil {
 			if cause := context.Cause(runCtx); errors.Is(cause, errTimeout) {
 				err = fmt.Errorf("attempt timed out after %s: %w", timeout, err)
@@ -176,114 +166,25 @@ var errLeaseUnrenewed = fmt.Errorf("%w: the lease could not be renewed before it
 
 var errDeadline = errors.New("backlog: job deadline passed")
 
-// callHandler runs fn, turning a panic into a *PanicError with the stack.
-func callHandler(ctx context.Context, fn HandlerFunc, job *Job) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: string(debug.Stack())}
-		}
-	}()
-	return fn(ctx, job)
-}
-
-// decide turns a handler's return into a fenced outcome.
+// decide turns a handler's return into a fenced outcome with Decide,
+// under the kind's retry policy (the client's default when it has none).
 func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err error, st *execState) pendingOutcome {
-	now := c.clock.Now()
-	po := pendingOutcome{job: job, err: err, o: Outcome{
-		JobID: job.ID, WorkerID: c.cfg.WorkerID, ClaimSeq: job.ClaimSeq, Attempt: job.Attempt, At: now,
-	}}
-	o := &po.o
 	st.mu.Lock()
-	po.quiet = st.completedTx
-	result := st.result
+	quiet, result := st.completedTx, st.result
 	st.mu.Unlock()
-
-	if err == nil {
-		o.Kind, o.Result = OutcomeComplete, result
-		o.Delete = c.cfg.Retention.Completed == 0
-		po.ev = EventJobCompleted
-		return po
-	}
-	if ErrShutdown(context.Cause(ctx)) {
-		// Hard stop: hand the job back without using an attempt.
-		o.Kind, o.RunAt = OutcomeSnooze, now
-		po.ev = EventJobSnoozed
-		return po
-	}
-	var (
-		se *SnoozeError
-		ce *CancelError
-		ct *ContinueError
-		pe *PermanentError
-	)
-	switch {
-	case errors.As(err, &se):
-		o.Kind, o.RunAt = OutcomeSnooze, ClampTime(now.Add(se.Delay))
-		po.ev = EventJobSnoozed
-		return po
-	case errors.As(err, &ce):
-		o.Kind, o.Error = OutcomeCancel, attemptError(job, now, err)
-		po.ev = EventJobCancelled
-		return po
-	case errors.As(err, &ct):
-		why := ct.invalidReason(c.cfg.MaxArgsBytes)
-		if why == "" {
-			o.Kind, o.NextKind, o.NextArgs = OutcomeContinue, ct.Kind, ct.Args
-			o.RunAt = UTC(ct.RunAt)
-			if o.RunAt.IsZero() {
-				o.RunAt = now
-			}
-			po.ev = EventJobContinued
-			return po
-		}
-		err = fmt.Errorf("invalid continuation (kind %q, %d bytes of args): %s", ct.Kind, len(ct.Args), why)
-		po.err = err
-	case errors.As(err, &pe):
-		o.Kind, o.Error = OutcomeDiscard, attemptError(job, now, err)
-		po.ev, po.reason = EventJobDiscarded, ReasonPermanent
-		return po
-	}
-	o.Error = attemptError(job, now, err)
-	if errors.Is(err, errDeadline) {
-		o.Kind = OutcomeDiscard
-		po.ev, po.reason = EventJobDiscarded, ReasonDeadline
-		return po
-	}
-	if job.Attempt >= job.MaxAttempts {
-		o.Kind = OutcomeDiscard
-		po.ev, po.reason = EventJobDiscarded, ReasonExhausted
-		return po
+	v := Classify(ctx, err)
+	if v.Kind == OutcomeComplete {
+		v.Result = result
 	}
 	policy := c.cfg.Retry
 	if entry != nil && entry.retry != nil {
 		policy = entry.retry
 	}
-	runAt := ClampTime(now.Add(max(policy.NextRetry(job, err), 0)))
-	if !job.Deadline.IsZero() && runAt.After(job.Deadline) {
-		o.Kind = OutcomeDiscard
-		o.Error.Error += " (next retry would pass the job's deadline)"
-		po.ev, po.reason = EventJobDiscarded, ReasonDeadline
-		return po
-	}
-	o.Kind, o.RunAt = OutcomeRetry, runAt
-	po.ev = EventJobRetried
-	return po
-}
-
-// attemptError builds the error entry for job's current attempt, bounded to
-// MaxErrorBytes of message plus trace.
-func attemptError(job *Job, now time.Time, err error) *AttemptError {
-	ae := &AttemptError{Attempt: job.Attempt, At: now, Error: errString(err)}
-	var pe *PanicError
-	if errors.As(err, &pe) {
-		ae.Trace = pe.Stack
-	}
-	var te interface{ ErrorTrace() string }
-	if errors.As(err, &te) {
-		ae.Trace = te.ErrorTrace()
-	}
-	*ae = ae.Bounded()
-	return ae
+	d := Decide(job, v, DecidePolicy{
+		Now: c.clock.Now(), Retry: policy, MaxArgsBytes: c.cfg.MaxArgsBytes, DeleteCompleted: c.cfg.Retention.Completed == 0,
+	})
+	d.Outcome.WorkerID = c.cfg.WorkerID
+	return pendingOutcome{job: job, o: d.Outcome, ev: d.Event, reason: d.Reason, err: d.Err, quiet: quiet}
 }
 
 func sortStrings(s []string) { slices.Sort(s) }

@@ -23,10 +23,11 @@ func (f RetryFunc) NextRetry(job *Job, err error) time.Duration { return f(job, 
 // the wait by ±Jitter (a fraction, 0..1) so failed jobs don't retry in
 // lockstep. The zero value means Base 1 s, Max 24 h, Jitter 0.25: attempt 1
 // waits about 1 s, attempt 10 about 8.5 min, attempt 17 and later 24 h.
+// A negative Jitter means none: the waits are exact.
 type ExponentialBackoff struct {
-	Base   time.Duration
-	Max    time.Duration
-	Jitter float64
+	Base   time.Duration // wait after attempt 1; 0 means 1 s
+	Max    time.Duration // cap of the wait before jitter; 0 means 24 h
+	Jitter float64       // ± fraction of the wait, 0..1; 0 means 0.25, negative none
 }
 
 // NextRetry implements RetryPolicy.
@@ -38,7 +39,10 @@ func (e ExponentialBackoff) NextRetry(job *Job, _ error) time.Duration {
 	if maxD <= 0 {
 		maxD = 24 * time.Hour
 	}
-	if jitter <= 0 || jitter > 1 {
+	switch {
+	case jitter < 0:
+		jitter = 0
+	case jitter == 0 || jitter > 1:
 		jitter = 0.25
 	}
 	n := max(job.Attempt, 1)

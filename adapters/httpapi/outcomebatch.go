@@ -16,6 +16,7 @@ const (
 	OutcomeTypeComplete = "complete"
 	OutcomeTypeFail     = "fail"
 	OutcomeTypeSnooze   = "snooze"
+	OutcomeTypeContinue = "continue"
 )
 
 // OutcomesRequest is the body of POST /v1/workers/{id}/outcomes: 1..1000
@@ -25,9 +26,10 @@ type OutcomesRequest struct {
 }
 
 // OutcomeItem is one outcome of a batch: the job, its lease token, the
-// type ("complete", "fail" or "snooze") and the fields of the single
-// endpoint of that type (result; error, trace, action, retry_in_seconds;
-// delay_seconds). A field of another type is an item problem.
+// type ("complete", "fail", "snooze" or "continue") and the fields of the
+// single endpoint of that type (result; error, trace, action,
+// retry_in_seconds; delay_seconds; kind, args, run_at). A field of
+// another type is an item problem.
 type OutcomeItem struct {
 	JobID          int64           `json:"job_id"`
 	LeaseToken     string          `json:"lease_token"`
@@ -38,6 +40,9 @@ type OutcomeItem struct {
 	Action         string          `json:"action,omitempty"`           // fail: retry (default), discard, cancel
 	RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"` // fail, action retry: overrides the policy
 	DelaySeconds   *float64        `json:"delay_seconds,omitempty"`    // snooze: default 0
+	Kind           string          `json:"kind,omitempty"`             // continue: the next step's kind
+	Args           json.RawMessage `json:"args,omitempty"`             // continue: the next step's args
+	RunAt          *time.Time      `json:"run_at,omitempty"`           // continue: RFC 3339, absent means now
 }
 
 // OutcomesResponse answers POST /v1/workers/{id}/outcomes: one result per
@@ -62,23 +67,26 @@ type OutcomeResult struct {
 
 // batchEntry is an item of a batch on its way to the store.
 type batchEntry struct {
-	idx    int
-	tok    leaseToken
-	item   *OutcomeItem
-	result []byte         // complete
-	over   *time.Duration // fail: retry delay override
-	delay  time.Duration  // snooze
+	idx  int
+	tok  leaseToken
+	item *OutcomeItem
+	v    core.Verdict // what the item reports
 
-	job    *core.Job // for events: as read (fail) or as claimed (remembered), else a stub
-	o      core.Outcome
-	ev     core.EventKind
-	reason string
-	cause  error
+	job *core.Job // for events: as read (fail, continue) or as claimed (remembered), else a stub
+	d   core.Decision
+}
+
+// tokenJob is what a lease token says of its job: enough for the fence of
+// an outcome that needs no more (complete, snooze) and for its events
+// when nothing else is known.
+func tokenJob(tok leaseToken) *core.Job {
+	return &core.Job{ID: tok.jobID, Attempt: tok.attempt, ClaimSeq: tok.claimSeq, WorkerID: tok.workerID, State: core.StateRunning}
 }
 
 // outcomes applies a batch of outcomes of worker {id} with as few store
 // round trips as it can: completions and snoozes are fenced by their
-// tokens alone (no read), failures read their job for the retry policy,
+// tokens alone (no read), failures and continuations read their job for
+// the decision (attempts, deadline, the kind's retry policy),
 // then one Store.Finish applies everything. Problems of single items
 // answer in their result; only a malformed body fails the whole request
 // (and changes nothing), as does a store failure (nothing applied).
@@ -121,8 +129,9 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 		entries = append(entries, e)
 	}
 
-	// Failures need their job (attempt, attempts allowed, deadline) for
-	// the retry policy; completions and snoozes only the fence.
+	// Failures and continuations (which fail when invalid) need their job
+	// (attempt, attempts allowed, deadline, kind) for the decision;
+	// completions and snoozes only the fence.
 	now := s.now()
 	var outs []core.Outcome
 	var applying []*batchEntry
@@ -149,7 +158,7 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 	for _, e := range entries {
 		tok := e.tok
 		switch e.item.Type {
-		case OutcomeTypeFail:
+		case OutcomeTypeFail, OutcomeTypeContinue:
 			j, err := heldJob(e)
 			if err != nil {
 				return err // nothing applied yet
@@ -158,14 +167,11 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			e.job = j
-			e.o, e.ev, e.reason, e.cause = s.failOutcome(j, tok, now, e.item.Error, e.item.Trace, e.item.Action, e.over)
+			e.d = s.decide(j, now, e.v)
+			s.sealOutcome(&e.d.Outcome, j.Kind)
 		case OutcomeTypeComplete:
-			e.o = core.Outcome{
-				JobID: tok.jobID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: tok.attempt, Kind: core.OutcomeComplete, At: now,
-				Result: e.result, Delete: s.ccfg.Retention.Completed == 0,
-			}
-			e.ev = core.EventJobCompleted
-			if s.sealsResults() && e.result != nil && !core.IsSealed(e.result) {
+			e.d = s.decide(tokenJob(tok), now, e.v)
+			if s.sealsResults() && e.v.Result != nil && !core.IsSealed(e.v.Result) {
 				// A result is sealed for its job's kind: from this
 				// server's claim, or read.
 				kind, ok := s.claims.kind(tok.jobID, tok.claimSeq)
@@ -179,16 +185,12 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 					}
 					kind = j.Kind
 				}
-				s.sealOutcome(&e.o, kind)
+				s.sealOutcome(&e.d.Outcome, kind)
 			}
 		default:
-			e.o = core.Outcome{
-				JobID: tok.jobID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: tok.attempt, Kind: core.OutcomeSnooze, At: now,
-				RunAt: core.UTC(now.Add(e.delay)),
-			}
-			e.ev = core.EventJobSnoozed
+			e.d = s.decide(tokenJob(tok), now, e.v)
 		}
-		outs = append(outs, e.o)
+		outs = append(outs, e.d.Outcome)
 		applying = append(applying, e)
 	}
 
@@ -210,16 +212,16 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 			if e.job == nil {
 				// Handed out by another server (or forgotten): what the
 				// token says is all that is known.
-				e.job = &core.Job{ID: e.tok.jobID, Attempt: e.tok.attempt, ClaimSeq: e.tok.claimSeq, WorkerID: e.tok.workerID, State: core.StateRunning}
+				e.job = tokenJob(e.tok)
 			}
 			if !res[k].Applied {
 				s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: e.job.Queue, Job: e.job})
 				reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d is no longer held under this lease token (it was rescued, re-claimed, cancelled, finished or deleted); nothing changed", e.tok.jobID)))
 				continue
 			}
-			s.emitApplied(e.job, e.o, e.ev, e.reason, e.cause)
-			wake = wake || wakes(e.o)
-			results[e.idx] = OutcomeResult{JobID: e.tok.jobID, Applied: true, State: stateAfter(e.o)}
+			s.emitApplied(e.job, e.d)
+			wake = wake || wakes(e.d.Outcome)
+			results[e.idx] = OutcomeResult{JobID: e.tok.jobID, Applied: true, State: stateAfter(e.d.Outcome)}
 		}
 		if wake {
 			s.wake.broadcast()
@@ -247,6 +249,7 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 		return newProblem(SlugInvalidRequest, fmt.Sprintf("%s does not apply to an outcome of type %s", field, it.Type))
 	}
 	hasFail := it.Error != "" || it.Trace != "" || it.Action != "" || it.RetryInSeconds != nil
+	hasContinue := it.Kind != "" || len(it.Args) > 0 || it.RunAt != nil
 	switch it.Type {
 	case OutcomeTypeComplete:
 		switch {
@@ -254,32 +257,54 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 			return nil, misplaced("error, trace, action and retry_in_seconds")
 		case it.DelaySeconds != nil:
 			return nil, misplaced("delay_seconds")
+		case hasContinue:
+			return nil, misplaced("kind, args and run_at")
 		}
-		if e.result, err = s.resultBytes(it.Result); err != nil {
+		result, err := s.resultBytes(it.Result)
+		if err != nil {
 			return nil, err
 		}
+		e.v = core.Verdict{Kind: core.OutcomeComplete, Result: result}
 	case OutcomeTypeFail:
 		switch {
 		case len(it.Result) > 0:
 			return nil, misplaced("result")
 		case it.DelaySeconds != nil:
 			return nil, misplaced("delay_seconds")
+		case hasContinue:
+			return nil, misplaced("kind, args and run_at")
 		}
-		if e.over, err = checkFail(it.Error, it.Action, it.RetryInSeconds); err != nil {
+		over, err := checkFail(it.Error, it.Action, it.RetryInSeconds)
+		if err != nil {
 			return nil, err
 		}
+		e.v = failVerdict(it.Error, it.Trace, it.Action, over)
 	case OutcomeTypeSnooze:
 		switch {
 		case hasFail:
 			return nil, misplaced("error, trace, action and retry_in_seconds")
 		case len(it.Result) > 0:
 			return nil, misplaced("result")
+		case hasContinue:
+			return nil, misplaced("kind, args and run_at")
 		}
-		if e.delay, err = snoozeDelay(it.DelaySeconds); err != nil {
+		delay, err := snoozeDelay(it.DelaySeconds)
+		if err != nil {
 			return nil, err
 		}
+		e.v = core.Verdict{Kind: core.OutcomeSnooze, Delay: delay}
+	case OutcomeTypeContinue:
+		switch {
+		case hasFail:
+			return nil, misplaced("error, trace, action and retry_in_seconds")
+		case len(it.Result) > 0:
+			return nil, misplaced("result")
+		case it.DelaySeconds != nil:
+			return nil, misplaced("delay_seconds")
+		}
+		e.v = continueVerdict(it.Kind, it.Args, it.RunAt)
 	default:
-		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("type must be complete, fail or snooze, not %q", it.Type))
+		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("type must be complete, fail, snooze or continue, not %q", it.Type))
 	}
 	if e.tok, err = decodeLeaseToken(it.LeaseToken); err != nil {
 		return nil, err
@@ -307,7 +332,7 @@ func stateAfter(o core.Outcome) core.State {
 		return core.StateDiscarded
 	case core.OutcomeCancel:
 		return core.StateCancelled
-	case core.OutcomeSnooze:
+	case core.OutcomeSnooze, core.OutcomeContinue:
 		if o.RunAt.After(o.At) {
 			return core.StateScheduled
 		}

@@ -33,6 +33,20 @@ type SnoozeRequest struct {
 	DelaySeconds *float64 `json:"delay_seconds,omitempty"` // default 0
 }
 
+// ContinueRequest is the body of POST /v1/jobs/{id}/continue: the job
+// moves on to its next step, as core.Continue does in process (same id and
+// error history, attempts restarted). Kind and Args are checked as the
+// engine checks a continuation (kind 1..255 bytes of UTF-8, args a JSON
+// value in UTF-8 within the args limit, absent args included, run_at
+// within the supported range): an invalid one fails the attempt, as in
+// process, instead of being refused.
+type ContinueRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Kind       string          `json:"kind"`             // the next step's kind
+	Args       json.RawMessage `json:"args"`             // the next step's args: any JSON value
+	RunAt      *time.Time      `json:"run_at,omitempty"` // RFC 3339; absent means now
+}
+
 // LeaseRequest is the body of POST /v1/jobs/{id}/lease.
 type LeaseRequest struct {
 	LeaseToken    string   `json:"lease_token"`
@@ -90,9 +104,11 @@ func lostProblem(j *core.Job) error {
 	return newProblem(SlugLeaseLost, fmt.Sprintf("job %d is no longer held under this lease token (now %s, attempt %d); nothing changed", j.ID, j.State, j.Attempt))
 }
 
-// finish applies one fenced outcome and reports its event; a failed fence
-// is lease-lost. It returns the job as it is after (nil when deleted).
-func (s *Server) finish(ctx context.Context, j *core.Job, o core.Outcome, ev core.EventKind, reason string, cause error) (*core.Job, error) {
+// finish applies one decided outcome and reports its event; a failed
+// fence is lease-lost. It returns the job as it is after (nil when
+// deleted).
+func (s *Server) finish(ctx context.Context, j *core.Job, d core.Decision) (*core.Job, error) {
+	o := d.Outcome
 	res, err := s.st.Finish(ctx, []core.Outcome{o})
 	if err != nil {
 		return nil, err
@@ -105,7 +121,7 @@ func (s *Server) finish(ctx context.Context, j *core.Job, o core.Outcome, ev cor
 		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: o.At, Queue: j.Queue, Job: j})
 		return nil, lostProblem(j)
 	}
-	s.emitApplied(j, o, ev, reason, cause)
+	s.emitApplied(j, d)
 	if wakes(o) {
 		s.wake.broadcast()
 	}
@@ -119,21 +135,34 @@ func (s *Server) finish(ctx context.Context, j *core.Job, o core.Outcome, ev cor
 	return after, err
 }
 
+// answer seals d's outcome for j's kind (encryption at rest), applies it
+// with finish and answers with the job as it is after.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *core.Job, d core.Decision) error {
+	s.sealOutcome(&d.Outcome, j.Kind)
+	after, err := s.finish(r.Context(), j, d)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
+	return nil
+}
+
 // emitApplied reports an applied outcome of j's execution; its duration
 // runs from the claim (j.AttemptedAt, when known) to the outcome.
-func (s *Server) emitApplied(j *core.Job, o core.Outcome, ev core.EventKind, reason string, cause error) {
+func (s *Server) emitApplied(j *core.Job, d core.Decision) {
 	var dur time.Duration
 	if !j.AttemptedAt.IsZero() {
-		dur = max(o.At.Sub(j.AttemptedAt), 0)
+		dur = max(d.Outcome.At.Sub(j.AttemptedAt), 0)
 	}
-	s.c.Emit(core.Event{Kind: ev, At: o.At, Queue: j.Queue, Job: j, Err: cause, Reason: reason, Duration: dur})
+	s.c.Emit(core.Event{Kind: d.Event, At: d.Outcome.At, Queue: j.Queue, Job: j, Err: d.Err, Reason: d.Reason, Duration: dur})
 }
 
 // wakes reports whether an applied outcome makes its job due at once
-// (a retry or snooze to now), which should wake waiting claims.
+// (a retry, snooze or continuation to now), which should wake waiting
+// claims.
 func wakes(o core.Outcome) bool {
 	switch o.Kind {
-	case core.OutcomeRetry, core.OutcomeSnooze:
+	case core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeContinue:
 		return !o.RunAt.After(o.At)
 	}
 	return false
@@ -185,29 +214,55 @@ func checkFail(msg, action string, retryIn *float64) (*time.Duration, error) {
 	return &d, nil
 }
 
-// failOutcome builds the outcome of a failed attempt of j, held under
-// tok, at now: discarded, cancelled, or retried or discarded by the retry
-// policy. It returns the outcome, its event, the discard reason and the
-// failure as an error.
-func (s *Server) failOutcome(j *core.Job, tok leaseToken, now time.Time, msg, trace, action string, override *time.Duration) (core.Outcome, core.EventKind, string, error) {
-	cause := errors.New(msg)
-	ae := new(core.AttemptError)
-	*ae = core.AttemptError{Attempt: j.Attempt, At: now, Error: msg, Trace: trace}.Bounded()
-	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: j.Attempt, At: now, Error: ae}
-	var (
-		ev     core.EventKind
-		reason string
-	)
+// decide is the engine's decision (core.Decide) on an attempt of j that
+// a remote worker reported as v, at now. The delay before a retry is, in
+// order: the one the worker sent (retry_in_seconds, v.RetryIn), the
+// policy of j's kind (Config.KindRetry), the client's default policy
+// (core.Config.Retry). The caller seals the outcome (sealOutcome).
+func (s *Server) decide(j *core.Job, now time.Time, v core.Verdict) core.Decision {
+	maxArgs := s.ccfg.MaxArgsBytes
+	if v.Next != nil && core.IsSealed(v.Next.Args) && maxArgs > 0 {
+		// Sealed by a worker holding keys: the limit of its plaintext.
+		maxArgs = core.SealedSize(maxArgs)
+	}
+	policy := s.ccfg.Retry
+	if p := s.cfg.KindRetry[j.Kind]; p != nil {
+		policy = p
+	}
+	return core.Decide(j, v, core.DecidePolicy{
+		Now: now, Retry: policy, MaxArgsBytes: maxArgs, DeleteCompleted: s.ccfg.Retention.Completed == 0,
+	})
+}
+
+// reportedError is a failure as a remote worker reported it: its message
+// and trace become the attempt's error entry as they are (bounded).
+type reportedError struct{ msg, trace string }
+
+func (e *reportedError) Error() string      { return e.msg }
+func (e *reportedError) ErrorTrace() string { return e.trace }
+
+// failVerdict is the verdict of a failure a remote worker reported: its
+// message and trace, its action (retry, the default; discard; cancel)
+// and the delay it asked for (nil for the policy's).
+func failVerdict(msg, trace, action string, retryIn *time.Duration) core.Verdict {
+	v := core.Verdict{Kind: core.OutcomeRetry, Err: &reportedError{msg: msg, trace: trace}, RetryIn: retryIn}
 	switch action {
 	case "discard":
-		o.Kind, ev, reason = core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonPermanent
+		v.Kind = core.OutcomeDiscard
 	case "cancel":
-		o.Kind, ev = core.OutcomeCancel, core.EventJobCancelled
-	default:
-		o.Kind, ev, reason = s.retryOrDiscard(j, now, cause, override, &o)
+		v.Kind = core.OutcomeCancel
 	}
-	s.sealOutcome(&o, j.Kind)
-	return o, ev, reason, cause
+	return v
+}
+
+// continueVerdict is the verdict of a continuation a remote worker
+// reported; run_at absent means now.
+func continueVerdict(kind string, args json.RawMessage, runAt *time.Time) core.Verdict {
+	ct := &core.ContinueError{Kind: kind, Args: []byte(args)}
+	if runAt != nil {
+		ct.RunAt = *runAt
+	}
+	return core.Verdict{Kind: core.OutcomeContinue, Err: ct, Next: ct}
 }
 
 // snoozeDelay checks a snooze's delay_seconds (absent means 0).
@@ -227,22 +282,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
+	_, j, err := s.held(r.Context(), r, req.LeaseToken)
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	o := core.Outcome{
-		JobID: j.ID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now,
-		Result: result, Delete: s.ccfg.Retention.Completed == 0,
-	}
-	s.sealOutcome(&o, j.Kind)
-	after, err := s.finish(r.Context(), j, o, core.EventJobCompleted, "", nil)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
-	return nil
+	return s.answer(w, r, j, s.decide(j, s.now(), core.Verdict{Kind: core.OutcomeComplete, Result: result}))
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
@@ -254,43 +298,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
+	_, j, err := s.held(r.Context(), r, req.LeaseToken)
 	if err != nil {
 		return err
 	}
-	o, ev, reason, cause := s.failOutcome(j, tok, s.now(), req.Error, req.Trace, req.Action, override)
-	after, err := s.finish(r.Context(), j, o, ev, reason, cause)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
-	return nil
-}
-
-// retryOrDiscard applies the retry policy as the engine does: discard
-// when the deadline has passed or attempts are used up, or when the next
-// retry would pass the deadline; retry with the policy's (or the
-// override's) delay otherwise. It sets o.RunAt for a retry.
-func (s *Server) retryOrDiscard(j *core.Job, now time.Time, cause error, override *time.Duration, o *core.Outcome) (core.OutcomeKind, core.EventKind, string) {
-	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
-		return core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonDeadline
-	}
-	if j.Attempt >= j.MaxAttempts {
-		return core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonExhausted
-	}
-	var d time.Duration
-	if override != nil {
-		d = *override
-	} else {
-		d = max(s.ccfg.Retry.NextRetry(j, cause), 0)
-	}
-	runAt := core.UTC(now.Add(d))
-	if !j.Deadline.IsZero() && runAt.After(j.Deadline) {
-		o.Error.Error += " (next retry would pass the job's deadline)"
-		return core.OutcomeDiscard, core.EventJobDiscarded, core.ReasonDeadline
-	}
-	o.RunAt = runAt
-	return core.OutcomeRetry, core.EventJobRetried, ""
+	return s.answer(w, r, j, s.decide(j, s.now(), failVerdict(req.Error, req.Trace, req.Action, override)))
 }
 
 func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
@@ -302,18 +314,23 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	tok, j, err := s.held(r.Context(), r, req.LeaseToken)
+	_, j, err := s.held(r.Context(), r, req.LeaseToken)
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	o := core.Outcome{JobID: j.ID, WorkerID: tok.workerID, ClaimSeq: tok.claimSeq, Attempt: j.Attempt, Kind: core.OutcomeSnooze, At: now, RunAt: core.UTC(now.Add(d))}
-	after, err := s.finish(r.Context(), j, o, core.EventJobSnoozed, "", nil)
+	return s.answer(w, r, j, s.decide(j, s.now(), core.Verdict{Kind: core.OutcomeSnooze, Delay: d}))
+}
+
+func (s *Server) continueJob(w http.ResponseWriter, r *http.Request) error {
+	var req ContinueRequest
+	if err := s.decodeBody(w, r, &req, true); err != nil {
+		return err
+	}
+	_, j, err := s.held(r.Context(), r, req.LeaseToken)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
-	return nil
+	return s.answer(w, r, j, s.decide(j, s.now(), continueVerdict(req.Kind, req.Args, req.RunAt)))
 }
 
 func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) error {

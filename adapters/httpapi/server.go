@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -109,6 +110,15 @@ type Config struct {
 	// Without keys on the client nothing is opened, and values sealed
 	// with a key the server lacks stay sealed. See docs/security.md.
 	OpenSealedFor string
+	// KindRetry is the retry policy per job kind for the failures remote
+	// workers report (POST /v1/jobs/{id}/fail, batch outcomes of type
+	// fail, and continuations that fail): core.ExponentialBackoff,
+	// core.DelayList or any core.RetryPolicy. The delay before a retry is,
+	// in order of precedence: the retry_in_seconds the worker sent with
+	// its failure, the policy of the job's kind here, the server's default
+	// (core.Config.Retry of the client). Nil entries are ignored. The map
+	// is copied by New.
+	KindRetry map[string]core.RetryPolicy
 	// MaxHeavyRequests bounds how many list pages and claims hold jobs in
 	// memory at once; a request that finds no slot free within 5 s is
 	// answered 429 too-many-requests with Retry-After. Long-polling claims
@@ -172,6 +182,7 @@ var routes = []route{
 	{"POST", "/v1/jobs/{id}/complete", roleWorker, (*Server).complete},
 	{"POST", "/v1/jobs/{id}/fail", roleWorker, (*Server).fail},
 	{"POST", "/v1/jobs/{id}/snooze", roleWorker, (*Server).snooze},
+	{"POST", "/v1/jobs/{id}/continue", roleWorker, (*Server).continueJob},
 	{"POST", "/v1/jobs/{id}/lease", roleWorker, (*Server).extendLease},
 
 	{"GET", "/v1/queues", roleProducer, (*Server).listQueues},
@@ -258,6 +269,7 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	if cfg.MaxHeavyRequests == 0 {
 		cfg.MaxHeavyRequests = DefaultMaxHeavyRequests
 	}
+	cfg.KindRetry = maps.Clone(cfg.KindRetry)
 	ccfg := c.Config()
 	if cfg.Logger == nil {
 		cfg.Logger = ccfg.Logger

@@ -697,6 +697,15 @@ func (c *Client) Snooze(ctx context.Context, id int64, req SnoozeRequest) (*Job,
 	return c.outcome(ctx, id, "/snooze", req)
 }
 
+// Continue moves a claimed job on to its next step (POST
+// /v1/jobs/{id}/continue; worker role) and returns it as it is now:
+// scheduled or available under its new kind, or retryable or discarded
+// when the server found the continuation invalid (the attempt failed, as
+// in process). Errors and retries as for Complete.
+func (c *Client) Continue(ctx context.Context, id int64, req ContinueRequest) (*Job, error) {
+	return c.outcome(ctx, id, "/continue", req)
+}
+
 // MaxOutcomes is the most outcomes one Outcomes call may carry.
 const MaxOutcomes = 1000
 

@@ -34,7 +34,7 @@ type pendingOutcome struct {
 
 // size estimates the bytes of p in a batch's body.
 func (p *pendingOutcome) size() int {
-	return 160 + len(p.job.LeaseToken) + len(p.o.complete.Result) + len(p.o.fail.Error) + len(p.o.fail.Trace)
+	return 160 + len(p.job.LeaseToken) + len(p.o.complete.Result) + len(p.o.fail.Error) + len(p.o.fail.Trace) + len(p.o.cont.Kind) + len(p.o.cont.Args)
 }
 
 // request is p as a batch item.
@@ -44,6 +44,8 @@ func (p *pendingOutcome) request() OutcomeRequest {
 		return CompleteOutcome(p.job.ID, p.o.complete)
 	case "fail":
 		return FailOutcome(p.job.ID, p.o.fail)
+	case "continue":
+		return ContinueOutcome(p.job.ID, p.o.cont)
 	}
 	return SnoozeOutcome(p.job.ID, p.o.snooze)
 }
@@ -294,7 +296,7 @@ func (c *completer) settle(batch []*pendingOutcome, res []OutcomeResult, ambiguo
 			if r.Problem != nil && r.Problem.Detail != "" {
 				detail = r.Problem.Detail
 			}
-			p.o = failOutcome(p.job.LeaseToken, FailRetry, fmt.Errorf("completion refused by the server: %s", detail), nil)
+			p.o = failOutcome(p.job, FailRetry, fmt.Errorf("completion refused by the server: %s", detail), nil)
 			again = append(again, p)
 			continue
 		default:

@@ -230,6 +230,20 @@ func (r SnoozeRequest) MarshalJSON() ([]byte, error) {
 	}{r.LeaseToken, max(r.Delay, 0).Seconds()})
 }
 
+// ContinueRequest moves a claimed job on to its next step (POST
+// /v1/jobs/{id}/continue), as core.Continue does in process: Kind and Args
+// replace the job's, it is due at RunAt (zero = now), keeps its id and
+// error history, and its attempts restart. The server checks it as the
+// engine does: an invalid continuation (empty kind, args that are not a
+// JSON value or over the args limit, RunAt out of range) fails the
+// attempt instead.
+type ContinueRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Kind       string          `json:"kind"`
+	Args       json.RawMessage `json:"args,omitempty"`  // nil: absent, which fails the attempt as invalid
+	RunAt      time.Time       `json:"run_at,omitzero"` // zero = now
+}
+
 // ExtendLeaseRequest extends the lease of one claimed job. Extend 0 means
 // the server's lease duration; at most 1 h.
 type ExtendLeaseRequest struct {
@@ -262,20 +276,22 @@ func secondsDuration(s float64) time.Duration {
 // OutcomeType is the kind of one outcome of a batch (Client.Outcomes).
 type OutcomeType string
 
-// The outcome types of a batch, as the single calls Complete, Fail and
-// Snooze.
+// The outcome types of a batch, as the single calls Complete, Fail,
+// Snooze and Continue.
 const (
 	OutcomeComplete OutcomeType = "complete"
 	OutcomeFail     OutcomeType = "fail"
 	OutcomeSnooze   OutcomeType = "snooze"
+	OutcomeContinue OutcomeType = "continue"
 )
 
 // OutcomeRequest is one outcome of a batch (POST
 // /v1/workers/{id}/outcomes): the job, its lease token, the type and the
 // fields of that type, as in CompleteRequest (Result), FailRequest (Error,
-// required; Trace, Action, RetryIn) and SnoozeRequest (Delay). Fields of
-// another type must be left zero (the server refuses the item otherwise).
-// CompleteOutcome, FailOutcome and SnoozeOutcome build one from the single
+// required; Trace, Action, RetryIn), SnoozeRequest (Delay) and
+// ContinueRequest (NextKind, NextArgs, RunAt). Fields of another type must
+// be left zero (the server refuses the item otherwise). CompleteOutcome,
+// FailOutcome, SnoozeOutcome and ContinueOutcome build one from the single
 // calls' requests.
 type OutcomeRequest struct {
 	JobID      int64
@@ -287,6 +303,9 @@ type OutcomeRequest struct {
 	Action     FailAction      // fail: "" = FailRetry
 	RetryIn    *time.Duration  // fail, FailRetry: overrides the server's retry delay
 	Delay      time.Duration   // snooze: due again after this long (no attempt used)
+	NextKind   string          // continue: the next step's kind
+	NextArgs   json.RawMessage // continue: the next step's args
+	RunAt      time.Time       // continue: when the next step is due; zero = now
 }
 
 // CompleteOutcome is the batch item of Complete(ctx, jobID, r).
@@ -304,8 +323,13 @@ func SnoozeOutcome(jobID int64, r SnoozeRequest) OutcomeRequest {
 	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeSnooze, Delay: r.Delay}
 }
 
-// MarshalJSON writes the item, with RetryIn as retry_in_seconds and Delay
-// as delay_seconds.
+// ContinueOutcome is the batch item of Continue(ctx, jobID, r).
+func ContinueOutcome(jobID int64, r ContinueRequest) OutcomeRequest {
+	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeContinue, NextKind: r.Kind, NextArgs: r.Args, RunAt: r.RunAt}
+}
+
+// MarshalJSON writes the item, with RetryIn as retry_in_seconds, Delay
+// as delay_seconds and NextKind, NextArgs as kind, args.
 func (r OutcomeRequest) MarshalJSON() ([]byte, error) {
 	var retryIn *float64
 	if r.RetryIn != nil {
@@ -322,7 +346,10 @@ func (r OutcomeRequest) MarshalJSON() ([]byte, error) {
 		Action         FailAction      `json:"action,omitempty"`
 		RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"`
 		DelaySeconds   *float64        `json:"delay_seconds,omitempty"`
-	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, seconds(r.Delay)})
+		Kind           string          `json:"kind,omitempty"`
+		Args           json.RawMessage `json:"args,omitempty"`
+		RunAt          time.Time       `json:"run_at,omitzero"`
+	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, seconds(r.Delay), r.NextKind, r.NextArgs, r.RunAt})
 }
 
 // OutcomeResult is the fate of one item of Client.Outcomes. Applied items

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,15 +19,17 @@ import (
 
 // HandlerFunc runs one claimed job of a Worker. It returns the job's result
 // (any JSON value, or nil for none) and an error that picks the outcome,
-// as in-process handlers do:
+// as in-process handlers do (the engine's own core.Classify reads it):
 //
 //	nil                           completed with the result
 //	wrapping *core.SnoozeError    snoozed for its delay (no attempt used)
 //	wrapping *core.CancelError    cancelled
+//	wrapping *core.ContinueError  the job moves on to its next step
 //	wrapping *core.PermanentError discarded at once
-//	any other error               a failed attempt: retried by the server's
-//	                              policy (or after RetryIn's delay), then
-//	                              discarded when attempts run out
+//	any other error               a failed attempt: retried after RetryIn's
+//	                              delay, else by the server's policy for the
+//	                              kind, else its default policy; discarded
+//	                              when attempts or the deadline run out
 //
 // An error with an `ErrorTrace() string` method (through wrapping) has its
 // trace recorded; a panic is recovered and recorded with its stack. The
@@ -41,21 +42,13 @@ import (
 type HandlerFunc func(ctx context.Context, job *Job) (result json.RawMessage, err error)
 
 // RetryInError is a failed attempt whose next try should come after Delay
-// instead of the server's retry policy. Create it with RetryIn.
-type RetryInError struct {
-	Err   error
-	Delay time.Duration
-}
-
-// Error returns the failure's message.
-func (e *RetryInError) Error() string { return errString(e.Err) }
-
-// Unwrap returns the failure.
-func (e *RetryInError) Unwrap() error { return e.Err }
+// instead of the server's retry policy: the engine's core.RetryInError.
+type RetryInError = core.RetryInError
 
 // RetryIn returns an error that fails the attempt with err and asks for
-// the next try after d (subject to the job's attempts and deadline).
-func RetryIn(err error, d time.Duration) error { return &RetryInError{Err: err, Delay: max(d, 0)} }
+// the next try after d (subject to the job's attempts and deadline); it
+// is core.RetryIn, sent as the failure's retry_in_seconds.
+func RetryIn(err error, d time.Duration) error { return core.RetryIn(err, d) }
 
 // Defaults of a Worker.
 const (
@@ -575,7 +568,11 @@ func (w *Worker) runTask(t *task, release func()) {
 	var res json.RawMessage
 	hjob, err := w.openForHandler(job)
 	if err == nil {
-		res, err = callHandler(runCtx, w.cfg.Handler, hjob)
+		err = core.CallSafely(func() error {
+			var herr error
+			res, herr = w.cfg.Handler(runCtx, hjob)
+			return herr
+		})
 	}
 	if err != nil && errors.Is(context.Cause(runCtx), errJobDeadline) {
 		err = fmt.Errorf("%w: %w", errJobDeadline, err)
@@ -632,6 +629,13 @@ func (w *Worker) seal(kind string, o outcome) outcome {
 		co := core.Outcome{Kind: core.OutcomeRetry, Error: &ae}
 		enc.SealOutcome(&co, kind)
 		o.fail.Error, o.fail.Trace = co.Error.Error, co.Error.Trace
+	case "continue":
+		if !json.Valid(o.cont.Args) {
+			break // left as it is for the server to find invalid
+		}
+		co := core.Outcome{Kind: core.OutcomeContinue, NextKind: o.cont.Kind, NextArgs: o.cont.Args}
+		enc.SealOutcome(&co, kind)
+		o.cont.Args = co.NextArgs
 	}
 	return o
 }
@@ -652,81 +656,48 @@ func (w *Worker) report(job *Job, o outcome, release func()) {
 
 var errJobDeadline = errors.New("job deadline passed")
 
-// callHandler runs fn, turning a panic into an error with the stack as
-// its trace.
-func callHandler(ctx context.Context, fn HandlerFunc, job *Job) (res json.RawMessage, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, &panicError{value: r, stack: string(debug.Stack())}
-		}
-	}()
-	return fn(ctx, job)
-}
-
-type panicError struct {
-	value any
-	stack string
-}
-
-func (e *panicError) Error() string      { return fmt.Sprintf("handler panicked: %v", e.value) }
-func (e *panicError) ErrorTrace() string { return e.stack }
-
 // outcome is what to report for one job.
 type outcome struct {
-	kind     string // "complete", "fail", "snooze"
+	kind     string // "complete", "fail", "snooze", "continue"
 	complete CompleteRequest
 	fail     FailRequest
 	snooze   SnoozeRequest
+	cont     ContinueRequest
 }
 
-// decide turns a handler's return into the outcome to report.
+// decide turns a handler's return into the outcome to report: the
+// engine's verdict (core.Classify) in its wire form. The server makes the
+// rest of the decision (core.Decide: attempts, deadline, retry policy).
 func (w *Worker) decide(ctx context.Context, job *Job, res json.RawMessage, err error) outcome {
 	tok := job.LeaseToken
-	if err == nil {
+	v := core.Classify(ctx, err)
+	switch v.Kind {
+	case core.OutcomeComplete:
 		if len(res) > 0 && !json.Valid(res) {
-			return failOutcome(tok, FailRetry, errors.New("the handler's result is not valid JSON"), nil)
+			return failOutcome(job, FailRetry, errors.New("the handler's result is not valid JSON"), nil)
 		}
 		return outcome{kind: "complete", complete: CompleteRequest{LeaseToken: tok, Result: res}}
+	case core.OutcomeSnooze:
+		return outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: tok, Delay: v.Delay}}
+	case core.OutcomeContinue:
+		return outcome{kind: "continue", cont: ContinueRequest{LeaseToken: tok, Kind: v.Next.Kind, Args: v.Next.Args, RunAt: v.Next.RunAt}}
+	case core.OutcomeCancel:
+		return failOutcome(job, FailCancel, v.Err, nil)
+	case core.OutcomeDiscard:
+		return failOutcome(job, FailDiscard, v.Err, nil)
 	}
-	if errors.Is(context.Cause(ctx), ErrShutdown) {
-		return outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: tok}}
-	}
-	var (
-		se *core.SnoozeError
-		ce *core.CancelError
-		pe *core.PermanentError
-		ct *core.ContinueError
-		ri *RetryInError
-	)
-	switch {
-	case errors.As(err, &se):
-		return outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: tok, Delay: se.Delay}}
-	case errors.As(err, &ce):
-		return failOutcome(tok, FailCancel, err, nil)
-	case errors.As(err, &pe):
-		return failOutcome(tok, FailDiscard, err, nil)
-	case errors.As(err, &ct):
-		return failOutcome(tok, FailRetry, fmt.Errorf("continue as %q is not supported by remote workers", ct.Kind), nil)
-	case errors.As(err, &ri):
-		d := ri.Delay
-		return failOutcome(tok, FailRetry, err, &d)
-	}
-	return failOutcome(tok, FailRetry, err, nil)
+	return failOutcome(job, FailRetry, v.Err, v.RetryIn)
 }
 
-func failOutcome(tok string, action FailAction, err error, retryIn *time.Duration) outcome {
-	msg := errString(err)
-	if msg == "" {
-		msg = "error"
+// failOutcome is the failure of job's attempt with err: its error entry
+// (core.ErrorEntry: message and trace, bounded), action and retry delay.
+func failOutcome(job *Job, action FailAction, err error, retryIn *time.Duration) outcome {
+	ae := core.ErrorEntry(job.Attempt, time.Now(), err)
+	if ae.Error == "" {
+		ae.Error = "error"
 	}
-	var trace string
-	var te interface{ ErrorTrace() string }
-	if errors.As(err, &te) {
-		trace = te.ErrorTrace()
-	}
-	b := core.AttemptError{Error: msg, Trace: trace}.Bounded()
 	return outcome{kind: "fail", fail: FailRequest{
-		LeaseToken: tok, Action: action, RetryIn: retryIn, Error: b.Error, Trace: b.Trace,
+		LeaseToken: job.LeaseToken, Action: action, RetryIn: retryIn, Error: ae.Error, Trace: ae.Trace,
 	}}
 }
 
@@ -744,6 +715,8 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 			_, err = w.c.Complete(ctx, job.ID, o.complete)
 		case "fail":
 			_, err = w.c.Fail(ctx, job.ID, o.fail)
+		case "continue":
+			_, err = w.c.Continue(ctx, job.ID, o.cont)
 		default:
 			_, err = w.c.Snooze(ctx, job.ID, o.snooze)
 		}
@@ -769,7 +742,7 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 			if errors.As(err, &p) && p.Detail != "" {
 				detail = p.Detail
 			}
-			o = failOutcome(job.LeaseToken, FailRetry, fmt.Errorf("completion refused by the server: %s", detail), nil)
+			o = failOutcome(job, FailRetry, fmt.Errorf("completion refused by the server: %s", detail), nil)
 			continue
 		case ctx.Err() != nil:
 			log.Error("backlog worker: outcome not delivered before shutdown; the job comes back when its lease ends", "err", err)
@@ -788,11 +761,4 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 			return
 		}
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	return err.Error()
 }

@@ -38,7 +38,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		return r.Job.ID
 	}
 	ids := map[string]int64{}
-	for _, k := range []string{"ok", "empty", "snooze", "cancel", "permanent", "retryin", "panic", "badjson", "continue"} {
+	for _, k := range []string{"ok", "empty", "snooze", "cancel", "permanent", "retryin", "panic", "badjson", "continue", "badcontinue"} {
 		ids[k] = submit(k, 5)
 	}
 	ids["exhausted"] = submit("exhausted", 1)
@@ -62,6 +62,10 @@ func TestWorkerOutcomes(t *testing.T) {
 		case "badjson":
 			return json.RawMessage(`{not json`), nil
 		case "continue":
+			return nil, core.Continue("continued", json.RawMessage(`{"step":2}`), time.Time{})
+		case "continued":
+			return json.RawMessage(`{"from":` + string(j.Args) + `}`), nil
+		case "badcontinue":
 			return nil, core.Continue("next", nil, time.Time{})
 		}
 		return nil, &tracedError{"exhausted " + j.Kind, "the trace"}
@@ -73,7 +77,8 @@ func TestWorkerOutcomes(t *testing.T) {
 	for kind, state := range map[string]core.State{
 		"ok": core.StateCompleted, "empty": core.StateCompleted, "snooze": core.StateScheduled, "cancel": core.StateCancelled,
 		"permanent": core.StateDiscarded, "retryin": core.StateRetryable, "panic": core.StateRetryable,
-		"badjson": core.StateRetryable, "continue": core.StateRetryable, "exhausted": core.StateDiscarded,
+		"badjson": core.StateRetryable, "continue": core.StateCompleted, "badcontinue": core.StateRetryable,
+		"exhausted": core.StateDiscarded,
 	} {
 		waitFor(t, 20*time.Second, kind+" to be "+string(state), final(kind, state))
 	}
@@ -104,8 +109,13 @@ func TestWorkerOutcomes(t *testing.T) {
 	if j := s.job(ids["badjson"]); !strings.Contains(j.Errors[0].Error, "not valid JSON") {
 		t.Errorf("badjson: %+v", j.Errors)
 	}
-	if j := s.job(ids["continue"]); !strings.Contains(j.Errors[0].Error, "not supported") {
-		t.Errorf("continue: %+v", j.Errors)
+	// The continuation ran as its next step on the same job.
+	if j := s.job(ids["continue"]); j.Kind != "continued" || string(j.Result) != `{"from":{"step":2}}` || j.Attempt != 1 || len(j.Errors) != 0 {
+		t.Errorf("continue: %+v %s", j, j.Result)
+	}
+	// Invalid (no args): the attempt fails, as in process.
+	if j := s.job(ids["badcontinue"]); j.Kind != "badcontinue" || !strings.Contains(j.Errors[0].Error, "invalid continuation") {
+		t.Errorf("badcontinue: %+v", j.Errors)
 	}
 	if j := s.job(ids["exhausted"]); j.Attempt != 1 || j.Errors[0].Error != "exhausted exhausted" || j.Errors[0].Trace != "the trace" {
 		t.Errorf("exhausted: %+v", j)
