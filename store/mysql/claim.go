@@ -4,24 +4,79 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
-// claimFrom is the FROM … WHERE of both claims' reads: due jobs of one queue
-// through the claim index (equality on queue and pending, then index order
-// is claim order), jobs the worker's tags allow, unless the queue is
-// paused. Arguments: queue, now, tags, queue, limit (claimArgs). The
-// paused subquery takes no lock, even under FOR UPDATE.
-func (s *Store) claimFrom() string {
-	return " FROM " + s.t.Jobs + " FORCE INDEX (claim_idx) WHERE queue = ? AND pending = 1 AND run_at <= ? AND " + sqlq.TagsRouting(s.d, "?") +
-		" AND NOT EXISTS (SELECT 1 FROM " + s.t.Queues + " WHERE name = ? AND paused = TRUE)" +
-		" ORDER BY priority, run_at, id LIMIT ?"
-}
+// claimDueSQL is the FROM … LIMIT of both claims' reads ({due}): the due
+// jobs of one queue, read through claim_idx (queue, pending, priority,
+// run_at, id). Equality on queue and pending makes index order claim order,
+// so the read stops after LIMIT rows. A job is due when its run_at has come
+// and it is untagged or every one of its tags is among the worker's (the
+// JSON array bound third), unless the queue is paused; the paused
+// subquery reads queues by primary key and takes no lock, even under FOR
+// UPDATE.
+//
+// Arguments: queue, now, worker tags (JSON array), queue, limit.
+const claimDueSQL = `
+FROM {jobs} FORCE INDEX (claim_idx)
+WHERE queue = ? AND pending = 1 AND run_at <= ?
+  AND (tags IS NULL OR JSON_CONTAINS(?, tags))
+  AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = ? AND paused = TRUE)
+ORDER BY priority, run_at, id
+LIMIT ?`
 
-// claimArgs are the bind arguments of claimFrom.
+// claimSkipLockedSQL reads and locks the due jobs for the SKIP LOCKED
+// claim: rows other claimers hold are passed over, not waited for. At READ
+// COMMITTED it locks only the rows it returns (no gap locks).
+//
+// Arguments: those of claimDueSQL.
+const claimSkipLockedSQL = `
+SELECT {columns}
+{due}
+FOR UPDATE SKIP LOCKED`
+
+// claimLockedSQL moves the jobs claimSkipLockedSQL locked to running, by
+// primary key.
+//
+// Arguments: worker_id, attempted_at, lease_until, then the ids (%s).
+const claimLockedSQL = `
+UPDATE {jobs}
+SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
+    worker_id = ?, attempted_at = ?, lease_until = ?
+WHERE id IN (%s)`
+
+// claimCandidatesSQL reads the optimistic claim's candidates, with their
+// versions, without locks.
+//
+// Arguments: those of claimDueSQL.
+const claimCandidatesSQL = `
+SELECT {columns}, version
+{due}`
+
+// claimCASSQL is the optimistic claim's compare-and-set: by primary key, it
+// moves to running the candidates whose version is still the one read
+// (%[2]s binds each id's) and that are still due, and stamps a random
+// version token on them, so that stampedSQL can tell which it won.
+//
+// Arguments: token, worker_id, attempted_at, lease_until, the ids (%[1]s),
+// (id, version) per candidate (%[2]s), now.
+const claimCASSQL = `
+UPDATE {jobs}
+SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = ?,
+    worker_id = ?, attempted_at = ?, lease_until = ?
+WHERE id IN (%[1]s)
+  AND version = CASE id %[2]s END
+  AND pending = 1 AND run_at <= ?`
+
+// stampedSQL reads which of the named rows carry a version token a
+// compare-and-set (claimCASSQL, finishUpdateSQL) stamped, by primary key.
+//
+// Arguments: token, then the ids (%s).
+const stampedSQL = `SELECT id FROM {jobs} WHERE version = ? AND id IN (%s)`
+
+// claimArgs are the arguments of claimDueSQL.
 func (s *Store) claimArgs(p core.ClaimParams, limit int) []any {
 	return []any{p.Queue, s.d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, limit}
 }
@@ -52,13 +107,11 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	return out, nil
 }
 
-// claimSkipLocked reads and locks up to p.Limit due jobs with FOR UPDATE
-// SKIP LOCKED (rows other claimers hold are passed over, not waited for),
-// updates them to running by primary key, and returns them as they now
-// are, in the caller's READ COMMITTED transaction.
+// claimSkipLocked reads and locks up to p.Limit due jobs
+// (claimSkipLockedSQL), moves them to running (claimLockedSQL) and returns
+// them as they now are, in the caller's READ COMMITTED transaction.
 func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
-	jobs, err := sqlq.ScanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+s.claimFrom()+" FOR UPDATE SKIP LOCKED",
-		s.claimArgs(p, p.Limit)...))
+	jobs, err := sqlq.ScanJobs(c.Query(ctx, s.q.claimSkipLocked, s.claimArgs(p, p.Limit)...))
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -67,7 +120,7 @@ func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimPa
 	for _, j := range jobs {
 		args = append(args, j.ID)
 	}
-	res, err := c.Exec(ctx, "UPDATE "+s.t.Jobs+" SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1, worker_id = ?, attempted_at = ?, lease_until = ? WHERE id IN ("+marks(len(jobs))+")", args...)
+	res, err := c.Exec(ctx, fmt.Sprintf(s.q.claimLocked, marks(len(jobs))), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,12 +151,11 @@ type candidate struct {
 	version int64
 }
 
-// claimOptimistic reads candidates without locks, then claims them with one
-// compare-and-set UPDATE per round in autocommit: a row whose version moved
-// was taken (or changed) by someone else and is skipped. The UPDATE stamps
-// a random version token, so when it touched fewer rows than it was given,
-// a read of that token says which it won. Candidates are read again at
-// most a few times while races are lost and jobs are still wanted.
+// claimOptimistic reads candidates without locks (claimCandidatesSQL), then
+// claims them with one compare-and-set UPDATE per round in autocommit
+// (claimCASSQL): a row whose version moved was taken (or changed) by
+// someone else and is skipped. Candidates are read again at most a few
+// times while races are lost and jobs are still wanted.
 func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
 	want := p.Limit
 	var out []*core.Job
@@ -146,9 +198,9 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 }
 
 // candidates reads up to fetch due jobs, with their versions, in claim
-// order, without locks.
+// order, without locks (claimCandidatesSQL).
 func (s *Store) candidates(ctx context.Context, p core.ClaimParams, fetch int) ([]candidate, error) {
-	rows, err := s.sdb.Query(ctx, "SELECT "+sqlq.JobColumns+", version"+s.claimFrom(), s.claimArgs(p, fetch)...)
+	rows, err := s.sdb.Query(ctx, s.q.claimCandidates, s.claimArgs(p, fetch)...)
 	if err != nil {
 		return nil, err
 	}
@@ -170,25 +222,24 @@ func (s *Store) candidates(ctx context.Context, p core.ClaimParams, fetch int) (
 }
 
 // casClaim claims the candidates whose version is unchanged and that are
-// still due, and returns them as they now are.
+// still due (claimCASSQL), and returns them as they now are. When the
+// update touched fewer rows than it was given, the token it stamped says
+// which it won (stampedSQL): no other writer can have moved a row just
+// claimed, it is running under this claim's lease.
 func (s *Store) casClaim(ctx context.Context, p core.ClaimParams, take []candidate) ([]*core.Job, error) {
-	token := rand.Int64() | 1<<62 // far from any version+1 count
-	args := make([]any, 0, 6+3*len(take))
+	token := versionToken()
+	args := make([]any, 0, 5+3*len(take))
 	args = append(args, token, p.WorkerID, s.d.Time(p.Now), s.d.Time(p.LeaseUntil))
-	var q strings.Builder
-	q.WriteString("UPDATE " + s.t.Jobs + " SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = ?, worker_id = ?, attempted_at = ?, lease_until = ? WHERE id IN (")
-	q.WriteString(marks(len(take)))
-	for _, cd := range take {
+	ids := make([]int64, len(take))
+	for k, cd := range take {
+		ids[k] = cd.job.ID
 		args = append(args, cd.job.ID)
 	}
-	q.WriteString(") AND version = CASE id")
 	for _, cd := range take {
-		q.WriteString(" WHEN ? THEN ?")
 		args = append(args, cd.job.ID, cd.version)
 	}
-	q.WriteString(" END AND pending = 1 AND run_at <= ?")
 	args = append(args, s.d.Time(p.Now))
-	res, err := s.sdb.Exec(ctx, q.String(), args...)
+	res, err := s.sdb.Exec(ctx, fmt.Sprintf(s.q.claimCAS, marks(len(take)), whens(len(take))), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -196,26 +247,9 @@ func (s *Store) casClaim(ctx context.Context, p core.ClaimParams, take []candida
 	if err != nil || n == 0 {
 		return nil, err
 	}
-	won := make(map[int64]bool, len(take))
-	if int(n) == len(take) {
-		for _, cd := range take {
-			won[cd.job.ID] = true
-		}
-	} else {
-		// Which did we win? Ours carry the token (no other writer can have
-		// moved a row we just claimed: it is running under our lease).
-		ids := make([]any, 0, len(take)+1)
-		ids = append(ids, token)
-		for _, cd := range take {
-			ids = append(ids, cd.job.ID)
-		}
-		got, err := sqlq.ScanIDs(s.sdb.Query(ctx, "SELECT id FROM "+s.t.Jobs+" WHERE version = ? AND id IN ("+marks(len(take))+")", ids...))
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range got {
-			won[id] = true
-		}
+	won, err := s.stamped(ctx, s.sdb, token, ids, n)
+	if err != nil {
+		return nil, err
 	}
 	var out []*core.Job
 	for _, cd := range take {
@@ -225,4 +259,37 @@ func (s *Store) casClaim(ctx context.Context, p core.ClaimParams, take []candida
 		}
 	}
 	return out, nil
+}
+
+// versionToken is a random version for a compare-and-set to stamp on the
+// rows it changes, far from any count version + 1 reaches.
+func versionToken() int64 { return rand.Int64() | 1<<62 }
+
+// stamped returns which of ids an update that stamped token on n of them
+// changed: none or all when n says so, else those stampedSQL finds
+// carrying it, read on c.
+func (s *Store) stamped(ctx context.Context, c sqlq.Conn, token int64, ids []int64, n int64) (map[int64]bool, error) {
+	won := make(map[int64]bool, len(ids))
+	switch {
+	case n == 0:
+		return won, nil
+	case int(n) == len(ids):
+		for _, id := range ids {
+			won[id] = true
+		}
+		return won, nil
+	}
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, token)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	got, err := sqlq.ScanIDs(c.Query(ctx, fmt.Sprintf(s.q.stamped, marks(len(ids))), args...))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range got {
+		won[id] = true
+	}
+	return won, nil
 }

@@ -13,8 +13,31 @@ import (
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
-// insertCols are the columns Insert writes; the rest take their defaults.
-const insertCols = "queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at"
+// insertSQL adds jobs, one insertRowSQL per job in its VALUES list (%s);
+// the columns it leaves out take their defaults. IGNORE skips a row whose
+// unique_live collides in unique_idx with a live job's (or with an earlier
+// row of the statement) instead of failing the statement. On MariaDB it
+// ends in RETURNING id, unique_key; on MySQL the rows are read back with
+// insertedSQL.
+const insertSQL = `
+INSERT IGNORE INTO {jobs}
+    (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at)
+VALUES %s`
+
+// insertRowSQL is one job's row of insertSQL.
+const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+
+// insertedSQL reads back the rows one insertSQL added, on MySQL: the ids
+// from LAST_INSERT_ID() on, a primary-key range.
+//
+// Arguments: the first id, the number of rows inserted.
+const insertedSQL = `SELECT id, unique_key FROM {jobs} WHERE id >= ? ORDER BY id LIMIT ?`
+
+// liveByKeysSQL reads the live jobs holding the unique keys (%s) through
+// unique_idx, with a current read (LOCK IN SHARE MODE), so it sees the row
+// an insert collided with even when that row committed after this
+// transaction's first read.
+const liveByKeysSQL = `SELECT {columns} FROM {jobs} WHERE unique_live IN (%s) LOCK IN SHARE MODE`
 
 // Statement size bounds of a batch insert: rows and bytes of payload per
 // INSERT (well under the 16 MiB default max_allowed_packet of MariaDB;
@@ -79,36 +102,19 @@ func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs
 	return missing, nil
 }
 
-// insertChunk runs one multi-row INSERT IGNORE. On MariaDB it returns the
-// inserted ids with RETURNING; on MySQL it reads the rows from
-// LAST_INSERT_ID() on, within the same transaction (a multi-row insert of a
+// insertChunk runs one insertSQL. On MariaDB it returns the inserted ids
+// with RETURNING; on MySQL it reads the rows from LAST_INSERT_ID() on
+// (insertedSQL), within the same transaction (a multi-row insert of a
 // known number of rows gets its ids as one block under every
 // innodb_autoinc_lock_mode, and the rows read are checked against the
 // inputs).
 func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, part []int, res []core.InsertResult) ([]int, error) {
-	var q strings.Builder
 	args := make([]any, 0, 12*len(part))
-	q.WriteString("INSERT IGNORE INTO " + s.t.Jobs + " (" + insertCols + ") VALUES ")
-	for k, i := range part {
-		if k > 0 {
-			q.WriteString(",")
-		}
-		q.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
-		p := &jobs[i]
-		tags, err := sqlq.EncodeTags(p.Tags)
-		if err != nil {
+	for _, i := range part {
+		var err error
+		if args, err = sqlq.AppendInsertRow(args, s.d, &jobs[i], now); err != nil {
 			return nil, err
 		}
-		meta, err := sqlq.EncodeMetadata(p.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		var key any
-		if p.UniqueKey != "" {
-			key = p.UniqueKey
-		}
-		args = append(args, p.Queue, p.Kind, string(p.Args), int64(p.Priority), string(insertState(p, now)), int64(p.MaxAttempts),
-			s.d.Time(p.RunAt), s.d.Time(p.Deadline), key, tags, meta, s.d.Time(now))
 	}
 	type row struct {
 		id  int64
@@ -132,13 +138,13 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 		}
 		return rows.Close()
 	}
+	values := strings.Repeat(insertRowSQL+",", len(part)-1) + insertRowSQL
 	if s.d.Returning(sqlq.StmtInsert) {
-		q.WriteString(" RETURNING id, unique_key")
-		if err := scan(c.Query(ctx, q.String(), args...)); err != nil {
+		if err := scan(c.Query(ctx, fmt.Sprintf(s.q.insertReturning, values), args...)); err != nil {
 			return nil, err
 		}
 	} else {
-		r, err := c.Exec(ctx, q.String(), args...)
+		r, err := c.Exec(ctx, fmt.Sprintf(s.q.insert, values), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +157,7 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 			if err != nil {
 				return nil, err
 			}
-			if err := scan(c.Query(ctx, "SELECT id, unique_key FROM "+s.t.Jobs+" WHERE id >= ? ORDER BY id LIMIT ?", first, n)); err != nil {
+			if err := scan(c.Query(ctx, s.q.inserted, first, n)); err != nil {
 				return nil, err
 			}
 		}
@@ -192,14 +198,6 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 	return missing, nil
 }
 
-// insertState is the state of a newly inserted job.
-func insertState(p *core.InsertParams, now time.Time) core.State {
-	if p.RunAt.After(now) {
-		return core.StateScheduled
-	}
-	return core.StateAvailable
-}
-
 // insertedJob is the job a fresh insert of p with id stored, as Get would
 // return it.
 func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
@@ -209,7 +207,7 @@ func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
 		Kind:        p.Kind,
 		Args:        slices.Clone(p.Args),
 		Priority:    p.Priority,
-		State:       insertState(p, now),
+		State:       sqlq.InsertState(p, now),
 		MaxAttempts: p.MaxAttempts,
 		RunAt:       core.UTC(p.RunAt),
 		Deadline:    core.UTC(p.Deadline),
@@ -220,13 +218,11 @@ func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
 	}
 }
 
-// liveByKeys reads the live jobs holding keys with a current read, so it
-// sees the row an insert collided with even when it committed after this
-// transaction's first read.
+// liveByKeys reads the live jobs holding keys (liveByKeysSQL).
 func (s *Store) liveByKeys(ctx context.Context, c sqlq.Conn, keys []string) ([]*core.Job, error) {
 	args := make([]any, len(keys))
 	for k, key := range keys {
 		args[k] = key
 	}
-	return sqlq.ScanJobs(c.Query(ctx, "SELECT "+sqlq.JobColumns+" FROM "+s.t.Jobs+" WHERE unique_live IN ("+marks(len(keys))+") LOCK IN SHARE MODE", args...))
+	return sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.q.liveByKeys, marks(len(keys))), args...))
 }

@@ -135,6 +135,7 @@ type Store struct {
 	server   serverInfo
 	strategy core.ClaimStrategy
 	sdb      *sqlq.GuardedDB
+	q        queries // the hot statements (queries.go)
 	closed   atomic.Bool
 	retries  atomic.Int64 // transient errors retried by this package's methods
 	retrier  sqlq.Retrier
@@ -286,6 +287,7 @@ func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, tx
 	}
 	s := &Store{db: db, owned: owned, prefix: c.prefix, t: sqlq.PrefixTables(c.prefix), server: server, strategy: c.strategy, notifyEvery: c.notifyEvery}
 	s.d = dialect{server: server, noReturning: c.noReturning}
+	s.q = buildQueries(s.t)
 	s.retrier = sqlq.Retrier{Transient: transient, Closed: &s.closed, Retried: &s.retries}
 	s.sdb = &sqlq.GuardedDB{StdDB: sqlq.StdDB{DB: db, TxOptions: txOpts}, Closed: &s.closed}
 	inner, err := sqlq.New(sqlq.Config{

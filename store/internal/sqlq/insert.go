@@ -226,3 +226,34 @@ func (s *Store) liveByKeys(ctx context.Context, c Conn, keys []string) ([]*core.
 	b.w(") AND state NOT IN ", finalIn)
 	return ScanJobs(c.Query(ctx, b.String(), b.args...))
 }
+
+// InsertState is the state a newly inserted job starts in: scheduled when
+// its RunAt is after now, else available.
+func InsertState(p *core.InsertParams, now time.Time) core.State {
+	if p.RunAt.After(now) {
+		return core.StateScheduled
+	}
+	return core.StateAvailable
+}
+
+// AppendInsertRow appends to args the values a store's insert statement
+// binds for p, one row of its VALUES list, in the order queue, kind, args,
+// priority, state (InsertState), max_attempts, run_at, deadline, unique_key
+// (NULL when empty), tags, metadata (JSON, NULL when nil), created_at
+// (now); d encodes the times.
+func AppendInsertRow(args []any, d Dialect, p *core.InsertParams, now time.Time) ([]any, error) {
+	tags, err := EncodeTags(p.Tags)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := EncodeMetadata(p.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	var key any
+	if p.UniqueKey != "" {
+		key = p.UniqueKey
+	}
+	return append(args, p.Queue, p.Kind, string(p.Args), int64(p.Priority), string(InsertState(p, now)), int64(p.MaxAttempts),
+		d.Time(p.RunAt), d.Time(p.Deadline), key, tags, meta, d.Time(now)), nil
+}

@@ -19,3 +19,18 @@ func Rounds[K comparable](n int, key func(i int) K) [][]int {
 	}
 	return rounds
 }
+
+// Chunks calls fn with list split into consecutive parts of at most size
+// items, in order, and returns the sum of what it returned. It stops at
+// the first error and returns it with the sum so far.
+func Chunks[T any](list []T, size int, fn func(part []T) (int64, error)) (int, error) {
+	var sum int64
+	for start := 0; start < len(list); start += size {
+		n, err := fn(list[start:min(len(list), start+size)])
+		if err != nil {
+			return int(sum), err
+		}
+		sum += n
+	}
+	return int(sum), nil
+}

@@ -194,6 +194,23 @@ func TagsRouting(d Dialect, ph string) string {
 	return "(tags IS NULL OR " + d.TagsWithin("tags", ph) + ")"
 }
 
+// LeaseArgs returns the arguments of a lease extension that names its
+// jobs in an IN list and fences each one's claim_seq with a CASE id … END
+// (SQLite, MySQL/MariaDB): until (already encoded), the job ids, workerID,
+// then (id, claim_seq) per lease.
+func LeaseArgs(until any, workerID string, leases []core.Lease) []any {
+	args := make([]any, 0, 2+3*len(leases))
+	args = append(args, until)
+	for _, l := range leases {
+		args = append(args, l.JobID)
+	}
+	args = append(args, workerID)
+	for _, l := range leases {
+		args = append(args, l.JobID, l.ClaimSeq)
+	}
+	return args
+}
+
 // EncodeMetadata encodes metadata as JSON text; nil stays NULL.
 func EncodeMetadata(m map[string]string) (any, error) { return jsonOrNil(m, m == nil) }
 
