@@ -480,38 +480,3 @@ func TestInsertTxStdlib(t *testing.T) {
 		t.Fatalf("state %s after stdlib CompleteTx", got.State)
 	}
 }
-
-// TestSharedExtendLeasesSkipsLockedRows runs sqlq's ExtendLeases (which the
-// store overrides with its own statement) on Postgres: a job whose row
-// another transaction has locked, as a concurrent Finish would, is skipped
-// at once instead of waited for.
-func TestSharedExtendLeasesSkipsLockedRows(t *testing.T) {
-	s := newTestStore(t)
-	ctx := context.Background()
-	now := t0
-	if _, err := s.Insert(ctx, now, []core.InsertParams{testJob("q"), testJob("q")}); err != nil {
-		t.Fatal(err)
-	}
-	jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 2, Now: now, LeaseUntil: now.Add(time.Minute)})
-	if err != nil || len(jobs) != 2 {
-		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
-	}
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT id FROM "+s.tables.Jobs+" WHERE id = $1 FOR UPDATE", jobs[0].ID); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	n, err := s.Store.ExtendLeases(wctx, "w", []core.Lease{{JobID: jobs[0].ID, ClaimSeq: jobs[0].ClaimSeq}, {JobID: jobs[1].ID, ClaimSeq: jobs[1].ClaimSeq}}, now.Add(time.Hour))
-	if err != nil || n != 1 {
-		t.Fatalf("ExtendLeases with one of two rows locked: %d, %v; want 1, nil", n, err)
-	}
-	got, err := s.Get(ctx, jobs[1].ID)
-	if err != nil || !got.LeaseUntil.Equal(now.Add(time.Hour)) {
-		t.Fatalf("unlocked job's lease %v, %v; want %v", got.LeaseUntil, err, now.Add(time.Hour))
-	}
-}

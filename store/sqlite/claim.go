@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"strings"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -13,8 +12,9 @@ import (
 // claim are one statement no other writer can interleave with: it needs
 // no version check and never loses a race. Due: the queue's pending jobs
 // whose run_at has come, untagged or with every tag among the worker's
-// (the JSON array bound fifth), unless the queue is paused. {jobs},
-// {queues} and {columns} are filled in by statements.
+// (the JSON array bound sixth), unless the queue is paused. The inner
+// SELECT reads them in claim order from the partial claim index
+// <prefix>jobs_claim (queue, priority, run_at, id) of pending jobs.
 //
 // Arguments: worker_id, attempted_at, lease_until, queue, now, worker tags
 // (JSON array), queue, true, limit.
@@ -33,16 +33,6 @@ WHERE id IN (
     LIMIT ?)
 RETURNING {columns}`
 
-// statements are the store's hot statements with its table names.
-type statements struct {
-	claim string
-}
-
-func newStatements(t sqlq.Tables) statements {
-	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{columns}", sqlq.JobColumns)
-	return statements{claim: strings.TrimSpace(r.Replace(claimSQL))}
-}
-
 // Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
 // with claimSQL, in one write transaction, and returns them in claim order
 // (priority, run_at, id). A paused queue yields no jobs and a nil error.
@@ -50,14 +40,10 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	if p.Limit <= 0 {
 		return nil, nil
 	}
-	var out []*core.Job
 	d := dialect{}
-	err := s.retrier.Do(ctx, func() error {
-		return s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
-			out, err = sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
-				p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, p.Limit))
-			return err
-		})
+	out, err := inTx(ctx, s, func(c sqlq.Conn) ([]*core.Job, error) {
+		return sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
+			p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, p.Limit))
 	})
 	if err != nil {
 		return nil, err

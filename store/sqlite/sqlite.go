@@ -131,7 +131,8 @@ type Store struct {
 	prefix string
 	stmts  *sqlq.StmtCache
 	closed atomic.Bool
-	// sdb, retrier and sql run the statements the store owns (claim.go).
+	// sdb, retrier and sql run the statements the store owns: Claim,
+	// Insert, Finish and ExtendLeases (queries.go).
 	sdb     *sqlq.GuardedDB
 	retrier sqlq.Retrier
 	sql     statements
@@ -342,6 +343,20 @@ func (s *Store) Close() error {
 		return s.db.Close()
 	}
 	return nil
+}
+
+// inTx runs fn in one write transaction of s (BEGIN IMMEDIATE, behind the
+// process's writer mutex), retrying SQLITE_BUSY and SQLITE_LOCKED, and
+// returns what its last run returned.
+func inTx[T any](ctx context.Context, s *Store, fn func(sqlq.Conn) (T, error)) (T, error) {
+	var out T
+	err := s.retrier.Do(ctx, func() error {
+		return s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
+			out, err = fn(c)
+			return err
+		})
+	})
+	return out, err
 }
 
 // txConn accepts the transaction types InsertTx and CompleteTx support.

@@ -1,28 +1,36 @@
 // Package sqlq is what backlog's three SQL stores (SQLite, PostgreSQL,
 // MySQL/MariaDB) really share. Each store owns its hot path, the statements
 // a busy queue runs all the time, written for its database in its own
-// package: Claim in every store; Insert, Finish and ExtendLeases in
-// PostgreSQL and MySQL/MariaDB, which replace sqlq's. SQLite still runs
-// sqlq's Insert, Finish and ExtendLeases, written for its dialect.
+// package: Claim, Insert, Finish and ExtendLeases, as named statements
+// beside the Go that runs them (claim.go, insert.go, finish.go; on SQLite
+// leases.go), built once per store with its table names (queries.go).
+// sqlq runs none of them.
 //
 // What sqlq keeps, and why:
 //
 //   - scanning and encoding (scan.go): JobColumns, ScanJob, ScanJobs,
-//     ScanIDs, TimeDest, and the JSON of tags, metadata and error entries,
-//     so a job reads and writes the same way on every database;
+//     ScanIDs, TimeDest, TagsArg, LeaseArgs, and the JSON of tags,
+//     metadata and error entries, so a job reads and writes the same way on
+//     every database;
 //   - the one transient-retry loop (Retrier, retry.go): each store passes
 //     its own classification of transient errors;
 //   - Rounds (rounds.go), which splits a batch naming a job or a unique key
-//     more than once into rounds of distinct keys, and InsertRounds and
-//     MatchInserted (insert.go), the unique-key protocol of every Insert;
+//     more than once into rounds of distinct keys, and Chunks, which splits
+//     a batch by statement size;
+//   - the protocols around the stores' own statements: InsertRounds and
+//     MatchInserted (insert.go), the unique-key protocol of every Insert,
+//     with InsertState and AppendInsertRow, a job's row as the database/sql
+//     stores (SQLite, MySQL/MariaDB) bind it; and Change, OutcomeChange,
+//     FinishRounds and Change.AppendRow (finish.go), the outcome protocol
+//     of their Finish;
 //   - connection plumbing (conn.go, stmtcache.go) and migration plumbing
 //     (migrate.go: templated goose migrations, serialised across
 //     processes);
 //   - the statements that really are the same on all three, behind a small
 //     Dialect: Get, List, Stats, Cancel, Retry, Delete, queue pauses
 //     (store.go), Rescue, RescueWorkers and DiscardExpired (rescue.go, with
-//     the batched-change machinery of finish.go), Prune (prune.go), the
-//     worker registry (workers.go), settings (settings.go) and
+//     the version-fenced batched changes of change.go), Prune (prune.go),
+//     the worker registry (workers.go), settings (settings.go) and
 //     RewriteSealed (rewrite.go).
 //
 // A store gives New a Dialect (placeholders, casts, time encoding, JSON
@@ -30,8 +38,9 @@
 // UPDATE … FROM syntax, bounded DELETE, row-lock suffixes, the parameter
 // limit, and error classification), a DB (reads on a pool plus InTx, one
 // write transaction; SQLite: BEGIN IMMEDIATE behind an in-process writer
-// mutex) and its Tables, and embeds the *Store it gets, overriding the
-// methods it runs itself.
+// mutex) and its Tables, and embeds the *Store it gets, adding Claim,
+// Insert, Finish and ExtendLeases of its own (and overriding whatever else
+// it runs itself).
 //
 // # Schema
 //

@@ -2,75 +2,144 @@ package sqlq
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/backlogq/backlog/core"
 )
 
-// ExtendLeases sets lease_until=until on the named jobs still running
-// under workerID at their claim_seq, and returns how many rows it touched.
-// Each is a primary-key lookup. Where the database has row locks, a job
-// whose row is locked at that moment (its finish or cancellation in
-// flight) is skipped: it needs no longer lease, and waiting for it could
-// deadlock with the same worker's Finish, which locks its rows in another
-// order.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
-	var n int64
-	chunk := max(1, min(500, (s.d.MaxParams()-4)/4))
-	for start := 0; start < len(leases); start += chunk {
-		part := leases[start:min(len(leases), start+chunk)]
-		var got int64
-		err := s.tx(ctx, func(c Conn) error {
-			got = 0
-			// fenced writes the fence: named, running, held by workerID
-			// at the named claim.
-			fenced := func(b *builder) {
-				b.w(" WHERE id IN (")
-				for k, l := range part {
-					if k > 0 {
-						b.w(",")
-					}
-					b.w(b.argT(l.JobID, TypeInt))
-				}
-				b.w(") AND state = 'running' AND worker_id = ", b.arg(workerID), " AND claim_seq = CASE id")
-				for _, l := range part {
-					b.w(" WHEN ", b.argT(l.JobID, TypeInt), " THEN ", b.argT(l.ClaimSeq, TypeInt))
-				}
-				b.w(" END")
-			}
-			b := newBuilder(s.d, 2+3*len(part))
-			b.w("UPDATE ", s.t.Jobs, " SET lease_until = ", b.arg(s.d.Time(until)), ", version = version + 1")
-			if lock := s.d.LockSuffix(true); lock != "" {
-				sel := newBuilder(s.d, 1+3*len(part))
-				sel.w("SELECT id FROM ", s.t.Jobs)
-				fenced(sel)
-				sel.w(lock)
-				ids, err := ScanIDs(c.Query(ctx, sel.String(), sel.args...))
-				if err != nil || len(ids) == 0 {
-					return err
-				}
-				b.w(" WHERE id IN (")
-				for k, id := range ids {
-					if k > 0 {
-						b.w(",")
-					}
-					b.w(b.arg(id))
-				}
-				b.w(")")
-			} else {
-				fenced(b)
-			}
-			res, err := c.Exec(ctx, b.String(), b.args...)
+// Change is one job's new values: a finish outcome (OutcomeChange), a
+// rescue or a deadline discard.
+type Change struct {
+	ID       int64
+	Worker   string // a finish: the worker that must hold the job
+	ClaimSeq int64  // a finish: the claim it must be held at
+	Version  int64  // a rescue or discard: the version the row must still have
+
+	State      core.State
+	NewAttempt int
+	RunAt      time.Time // zero: keep
+	FinishedAt time.Time // zero: NULL
+	Err        string    // JSON of one AttemptError; "": none
+	Result     []byte
+	SetResult  bool
+	Kind       string // "": keep
+	Args       []byte // nil: keep
+}
+
+// OutcomeChange turns a finish outcome into a holder-fenced change: the
+// state, attempt, run_at, finished_at, error entry, result and next kind and
+// args the outcome's kind asks for. An unknown kind is an error.
+func OutcomeChange(o *core.Outcome) (Change, error) {
+	ch := Change{ID: o.JobID, Worker: o.WorkerID, ClaimSeq: o.ClaimSeq, NewAttempt: o.Attempt}
+	if o.Error != nil {
+		e, err := EncodeError(*o.Error)
+		if err != nil {
+			return ch, err
+		}
+		ch.Err = e
+	}
+	at := core.UTC(o.At)
+	runAt := core.UTC(o.RunAt)
+	dueState := func() core.State {
+		if runAt.After(at) {
+			return core.StateScheduled
+		}
+		return core.StateAvailable
+	}
+	switch o.Kind {
+	case core.OutcomeComplete:
+		ch.State, ch.FinishedAt = core.StateCompleted, at
+		ch.Result, ch.SetResult = o.Result, true
+	case core.OutcomeRetry:
+		ch.State, ch.RunAt = core.StateRetryable, runAt
+	case core.OutcomeSnooze:
+		ch.State, ch.RunAt = dueState(), runAt
+		ch.NewAttempt = max(0, o.Attempt-1)
+	case core.OutcomeContinue:
+		ch.State, ch.RunAt = dueState(), runAt
+		ch.NewAttempt = 0
+		ch.Kind = o.NextKind
+		if o.NextArgs != nil {
+			ch.Args = o.NextArgs
+		}
+	case core.OutcomeCancel:
+		ch.State, ch.FinishedAt = core.StateCancelled, at
+	case core.OutcomeDiscard:
+		ch.State, ch.FinishedAt = core.StateDiscarded, at
+	default:
+		return ch, fmt.Errorf("job %d: unknown outcome kind %q", o.JobID, o.Kind)
+	}
+	if ch.RunAt.IsZero() && (o.Kind == core.OutcomeRetry || o.Kind == core.OutcomeSnooze || o.Kind == core.OutcomeContinue) {
+		ch.RunAt = at // no RunAt given: due at once
+	}
+	return ch, nil
+}
+
+// AppendRow appends to args the values a store's finish statement binds
+// for ch, one row of its outcomes: id, fence worker, fence claim_seq, new
+// state, new attempt, new run_at (NULL: keep), finished_at (NULL: none),
+// the error entry to append (NULL: none), the result, 1 or 0 for whether
+// to set it, the next kind and args (NULL: keep). d encodes the times.
+func (ch *Change) AppendRow(args []any, d Dialect) []any {
+	args = append(args, ch.ID, ch.Worker, ch.ClaimSeq)
+	for c := colState; c < numChangeCols; c++ {
+		args = append(args, changeColumns[c].value(d, ch))
+	}
+	return args
+}
+
+// FinishRounds runs the protocol every database/sql store's Finish shares
+// and returns one result per outcome, in input order. Each outcome becomes
+// a Change (OutcomeChange; an unknown kind fails the whole call, its error
+// prefixed with name). The outcomes are applied in rounds of distinct job
+// ids (Rounds), so a job named twice is applied in input order (the second
+// normally fails its fence). In each round, update applies the outcomes
+// other than completions with Delete, and then del deletes those, at most
+// chunk outcomes a call: each is given every outcome's change and the
+// indexes of the ones to apply, and returns the ids whose fence held (the
+// job still running under the outcome's worker at its claim) and which it
+// therefore changed. Both run on c.
+func FinishRounds(ctx context.Context, c Conn, name string, outcomes []core.Outcome, chunk int,
+	update, del func(ctx context.Context, c Conn, chs []Change, part []int) (map[int64]bool, error)) ([]core.FinishResult, error) {
+	res := make([]core.FinishResult, len(outcomes))
+	chs := make([]Change, len(outcomes))
+	for i := range outcomes {
+		res[i].JobID = outcomes[i].JobID
+		ch, err := OutcomeChange(&outcomes[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		chs[i] = ch
+	}
+	apply := func(idx []int, fn func(ctx context.Context, c Conn, chs []Change, part []int) (map[int64]bool, error)) error {
+		for start := 0; start < len(idx); start += chunk {
+			part := idx[start:min(len(idx), start+chunk)]
+			applied, err := fn(ctx, c, chs, part)
 			if err != nil {
 				return err
 			}
-			got, err = res.RowsAffected()
-			return err
-		})
-		if err != nil {
-			return int(n), err
+			for _, i := range part {
+				res[i].Applied = applied[outcomes[i].JobID]
+			}
 		}
-		n += got
+		return nil
 	}
-	return int(n), nil
+	for _, round := range Rounds(len(outcomes), func(i int) int64 { return outcomes[i].JobID }) {
+		var upd, dels []int
+		for _, i := range round {
+			if o := &outcomes[i]; o.Kind == core.OutcomeComplete && o.Delete {
+				dels = append(dels, i)
+			} else {
+				upd = append(upd, i)
+			}
+		}
+		if err := apply(upd, update); err != nil {
+			return nil, err
+		}
+		if err := apply(dels, del); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }

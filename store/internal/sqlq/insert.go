@@ -2,51 +2,12 @@ package sqlq
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/backlogq/backlog/core"
 )
-
-// insertCols are the columns Insert writes; the rest take their defaults
-// (attempt 0, errors '[]', version 0, NULLs).
-const insertCols = "queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at"
-
-const insertColCount = 12
-
-// Insert stores jobs in one transaction (one multi-row statement per chunk
-// under the dialect's parameter limit) and returns one result per input in
-// input order. Unique keys are enforced by the database: a key held by a
-// live job yields that job with Duplicate=true, and a key repeated inside
-// the batch yields one job, later inputs marked Duplicate.
-func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
-	if len(jobs) == 0 {
-		return []core.InsertResult{}, nil
-	}
-	var out []core.InsertResult
-	err := s.tx(ctx, func(c Conn) (err error) {
-		out, err = s.InsertOn(ctx, c, now, jobs)
-		return err
-	})
-	return out, err
-}
-
-// InsertOn is Insert on a caller-supplied connection or transaction, with no
-// retries (core.TxInserter uses it with the caller's transaction).
-func (s *Store) InsertOn(ctx context.Context, c Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
-	res := make([]core.InsertResult, len(jobs))
-	err := InsertRounds("sqlq", jobs, res, func(send []int) ([]int, error) {
-		return s.insertReturning(ctx, c, now, jobs, send, res)
-	}, func(keys []string) ([]*core.Job, error) {
-		return s.liveByKeys(ctx, c, keys)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
-}
 
 // InsertRounds runs the unique-key protocol every SQL store's Insert shares
 // and fills res (one result per input). Each distinct unique key is sent
@@ -154,77 +115,6 @@ func MatchInserted(name string, jobs []core.InsertParams, send []int, got []*cor
 		plain = plain[1:]
 	}
 	return missing, nil
-}
-
-// insertValues binds one row's values.
-func (s *Store) insertValues(b *builder, now time.Time, p *core.InsertParams) error {
-	tags, err := EncodeTags(p.Tags)
-	if err != nil {
-		return err
-	}
-	meta, err := EncodeMetadata(p.Metadata)
-	if err != nil {
-		return err
-	}
-	state := core.StateAvailable
-	if p.RunAt.After(now) {
-		state = core.StateScheduled
-	}
-	var key any
-	if p.UniqueKey != "" {
-		key = p.UniqueKey
-	}
-	b.w("(", b.argT(p.Queue, TypeText), ",", b.argT(p.Kind, TypeText), ",", b.argT(string(p.Args), TypeJSON), ",",
-		b.argT(int64(p.Priority), TypeInt), ",", b.argT(string(state), TypeText), ",", b.argT(int64(p.MaxAttempts), TypeInt), ",",
-		b.argT(s.d.Time(p.RunAt), TypeTime), ",", b.argT(s.d.Time(p.Deadline), TypeTime), ",", b.argT(key, TypeText), ",",
-		b.argT(tags, TypeJSON), ",", b.argT(meta, TypeJSON), ",", b.argT(s.d.Time(now), TypeTime), ")")
-	return nil
-}
-
-// insertReturning inserts the send rows with multi-row INSERT … RETURNING
-// and fills res; it returns the indexes whose unique key conflicted.
-func (s *Store) insertReturning(ctx context.Context, c Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) ([]int, error) {
-	verb, suffix := s.d.InsertIgnore()
-	chunk := max(1, min(1000, s.d.MaxParams()/insertColCount))
-	var missing []int
-	for start := 0; start < len(send); start += chunk {
-		part := send[start:min(len(send), start+chunk)]
-		b := newBuilder(s.d, len(part)*insertColCount)
-		b.w(verb, " ", s.t.Jobs, " (", insertCols, ") VALUES ")
-		for k, i := range part {
-			if k > 0 {
-				b.w(",")
-			}
-			if err := s.insertValues(b, now, &jobs[i]); err != nil {
-				return nil, err
-			}
-		}
-		b.w(suffix, " RETURNING ", JobColumns)
-		got, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
-		if err != nil {
-			return nil, err
-		}
-		m, err := MatchInserted("sqlq", jobs, part, got, res)
-		if err != nil {
-			return nil, err
-		}
-		missing = append(missing, m...)
-	}
-	return missing, nil
-}
-
-// liveByKeys reads the live jobs holding keys.
-func (s *Store) liveByKeys(ctx context.Context, c Conn, keys []string) ([]*core.Job, error) {
-	b := newBuilder(s.d, len(keys))
-	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE unique_key IN (")
-	for k, key := range keys {
-		if k > 0 {
-			b.w(",")
-		}
-		b.w(b.arg(key))
-	}
-	b.w(") AND state NOT IN ", finalIn)
-	return ScanJobs(c.Query(ctx, b.String(), b.args...))
 }
 
 // InsertState is the state a newly inserted job starts in: scheduled when

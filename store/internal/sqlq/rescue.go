@@ -88,7 +88,7 @@ func (s *Store) handBack(ctx context.Context, limit int, decide core.RescueFunc,
 			ch.Version = version[j.ID]
 			chs = append(chs, ch)
 		}
-		applied, err := s.applyChanges(ctx, c, chs, fenceVersion, fence)
+		applied, err := s.applyChanges(ctx, c, chs, fence)
 		if err != nil {
 			return err
 		}
@@ -143,7 +143,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 			return err
 		}
 		rows.Close()
-		applied, err := s.applyChanges(ctx, c, chs, fenceVersion, func(b *builder) {
+		applied, err := s.applyChanges(ctx, c, chs, func(b *builder) {
 			b.w(s.t.Jobs, ".state IN ", pendingIn)
 		})
 		n = len(applied)

@@ -22,8 +22,9 @@ type Config struct {
 }
 
 // Store implements the core.Store methods the SQL stores share: all but
-// Claim, which each store owns, and Close. A store embeds it and overrides
-// what it runs itself. It is safe for concurrent use.
+// Claim, Insert, Finish and ExtendLeases, which each store owns, and Close.
+// A store embeds it, adds those, and overrides what else it runs itself.
+// It is safe for concurrent use.
 type Store struct {
 	d        Dialect
 	db       DB

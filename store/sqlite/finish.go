@@ -1,0 +1,109 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// finishUpdateSQL applies finish outcomes other than deletions and returns
+// the ids it changed: it joins each job, by primary key, with its
+// outcome's row of the VALUES list v (%s, finishRowSQL per outcome), and
+// changes it only while the fence holds: the job is still running under
+// the outcome's worker (fw) at its claim (fc).
+//
+// The columns of v: id, fence worker (fw), fence claim_seq (fc), new state
+// (st), new attempt (na), new run_at or NULL to keep it (ra), finished_at
+// or NULL (fi), an error entry to append or NULL (er), the result (rs) and
+// whether to set it (sr), the next kind (kd) and args (ag) or NULL to keep
+// them.
+const finishUpdateSQL = `
+WITH v(id, fw, fc, st, na, ra, fi, er, rs, sr, kd, ag) AS (VALUES %s)
+UPDATE {jobs} AS j
+SET state = v.st, attempt = v.na, run_at = COALESCE(v.ra, j.run_at), finished_at = v.fi,
+    lease_until = NULL, version = j.version + 1,
+    errors = CASE WHEN v.er IS NULL THEN j.errors ELSE json_insert(j.errors, '$[#]', json(v.er)) END,
+    result = CASE WHEN v.sr = 1 THEN v.rs ELSE j.result END,
+    kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag, j.args)
+FROM v
+WHERE j.id = v.id AND j.state = 'running' AND j.worker_id = v.fw AND j.claim_seq = v.fc
+RETURNING id`
+
+// finishRowSQL is one outcome's row of finishUpdateSQL.
+const finishRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+
+// finishDeleteSQL deletes the completions with Delete whose fence holds
+// and returns their ids: by primary key (%[1]s), each job still running
+// under the outcome's worker at its claim, matched as row values against a
+// VALUES list (%[2]s), which SQLite turns into one indexed temporary list
+// (a CASE per column would compare every row with every listed id,
+// quadratic in the batch size). The id list must stay: row values alone
+// make SQLite scan the table.
+//
+// Arguments: the ids (%[1]s), then (id, worker, claim_seq) per outcome
+// (%[2]s).
+const finishDeleteSQL = `
+DELETE FROM {jobs}
+WHERE id IN (%[1]s) AND state = 'running'
+  AND (id, worker_id, claim_seq) IN (VALUES %[2]s)
+RETURNING id`
+
+// finishChunk is the most outcomes one finishUpdateSQL or finishDeleteSQL
+// applies.
+const finishChunk = 500
+
+// Finish applies a batch of fenced outcomes in one write transaction, one
+// finishUpdateSQL per 500 updates and one finishDeleteSQL per 500
+// completions with Delete, and returns one result per outcome in input
+// order. An outcome whose fence fails (job not running under its worker id
+// and claim_seq) reports Applied=false and changes nothing. An unknown
+// outcome kind fails the whole call.
+func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	if len(outcomes) == 0 {
+		return []core.FinishResult{}, nil
+	}
+	return inTx(ctx, s, func(c sqlq.Conn) ([]core.FinishResult, error) { return s.FinishOn(ctx, c, outcomes) })
+}
+
+// FinishOn is Finish on a caller-supplied connection or transaction, with
+// no retries (CompleteTx uses it with the caller's transaction).
+func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	return sqlq.FinishRounds(ctx, c, "sqlite", outcomes, finishChunk, s.finishUpdate, s.finishDelete)
+}
+
+// finishUpdate applies the changes chs[part] (distinct ids) with one
+// finishUpdateSQL and returns the ids it changed.
+func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
+	args := make([]any, 0, 12*len(part))
+	for _, i := range part {
+		args = chs[i].AppendRow(args, dialect{})
+	}
+	ids, err := sqlq.ScanIDs(c.Query(ctx, fmt.Sprintf(s.sql.finishUpdate, rows(finishRowSQL, len(part))), args...))
+	return idSet(ids), err
+}
+
+// finishDelete deletes the fenced completions chs[part] (distinct ids)
+// with one finishDeleteSQL and returns the ids it deleted.
+func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
+	args := make([]any, 0, 4*len(part))
+	for _, i := range part {
+		args = append(args, chs[i].ID)
+	}
+	for _, i := range part {
+		args = append(args, chs[i].ID, chs[i].Worker, chs[i].ClaimSeq)
+	}
+	q := fmt.Sprintf(s.sql.finishDelete, marks(len(part)), rows("(?,?,?)", len(part)))
+	ids, err := sqlq.ScanIDs(c.Query(ctx, q, args...))
+	return idSet(ids), err
+}
+
+// idSet returns ids as a set.
+func idSet(ids []int64) map[int64]bool {
+	set := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
+}
