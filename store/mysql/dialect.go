@@ -61,10 +61,6 @@ func (dialect) AppendJSON(col, val string) string {
 	return "JSON_ARRAY_APPEND(COALESCE(" + col + ",'[]'),'$',JSON_EXTRACT(" + val + ",'$'))"
 }
 
-// TagsWithin is JSON_CONTAINS(target, candidate): every element of the
-// candidate array is in the target array.
-func (dialect) TagsWithin(col, ph string) string { return "JSON_CONTAINS(" + ph + ", " + col + ")" }
-
 // Returning reports RETURNING for INSERT and DELETE on MariaDB only.
 func (d dialect) Returning(s sqlq.Stmt) bool {
 	return d.server.mariaDB && !d.noReturning && (s == sqlq.StmtInsert || s == sqlq.StmtDelete)

@@ -40,9 +40,6 @@ func (dialect) AppendJSON(col, val string) string {
 	return col + " || jsonb_build_array(" + val + "::jsonb)"
 }
 
-// TagsWithin is jsonb array containment.
-func (dialect) TagsWithin(col, ph string) string { return col + " <@ " + ph + "::jsonb" }
-
 func (dialect) LockSuffix(skipLocked bool) string {
 	if skipLocked {
 		return " FOR UPDATE SKIP LOCKED"

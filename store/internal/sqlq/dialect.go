@@ -32,8 +32,9 @@ const (
 	StmtDelete
 )
 
-// Dialect is the narrow set of hooks in which SQL databases differ. All SQL
-// text outside these hooks is shared. Implementations must be safe for
+// Dialect is the narrow set of hooks in which SQL databases differ for the
+// statements sqlq runs (each store writes its hot path in its own
+// dialect, without these hooks). Implementations must be safe for
 // concurrent use (they are normally stateless values).
 type Dialect interface {
 	// Name is a short identifier used in error messages ("sqlite").
@@ -58,13 +59,6 @@ type Dialect interface {
 	// json_insert(col,'$[#]',json(val)); Postgres: col || jsonb_build_array(val::jsonb);
 	// MySQL: JSON_ARRAY_APPEND(col,'$',CAST(val AS JSON))).
 	AppendJSON(col, val string) string
-
-	// TagsWithin returns a predicate true when every element of the JSON
-	// array column col is an element of the JSON array text bound at
-	// placeholder ph (capability routing: a job's tags within a worker's).
-	// SQLite: NOT EXISTS over json_each; Postgres: col <@ ph::jsonb;
-	// MySQL: JSON_CONTAINS(ph, col). NULL col is handled by the caller.
-	TagsWithin(col, ph string) string
 
 	// Returning reports whether statements of kind s accept a RETURNING
 	// clause (MySQL: none; MariaDB: insert and delete only).
@@ -138,12 +132,6 @@ func (Standard) Time(t time.Time) any {
 // AppendJSON uses SQLite's json_insert.
 func (Standard) AppendJSON(col, val string) string {
 	return "json_insert(" + col + ",'$[#]',json(" + val + "))"
-}
-
-// TagsWithin uses SQLite's json_each: no element of col is missing from
-// the array at ph.
-func (Standard) TagsWithin(col, ph string) string {
-	return "NOT EXISTS (SELECT 1 FROM json_each(" + col + ") AS jt WHERE jt.value NOT IN (SELECT wt.value FROM json_each(" + ph + ") AS wt))"
 }
 
 // Returning reports true for every statement kind.

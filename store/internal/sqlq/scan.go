@@ -177,21 +177,15 @@ func jsonOrNil(v any, isNil bool) (any, error) {
 // EncodeTags encodes tags as JSON text; nil stays NULL so it round-trips.
 func EncodeTags(tags []string) (any, error) { return jsonOrNil(tags, tags == nil) }
 
-// TagsArg encodes a claim's worker tags as the JSON array text a
-// Dialect.TagsWithin placeholder expects; nil is the empty array.
+// TagsArg encodes a claim's worker tags as the JSON array text every
+// store's claim binds for capability routing (a job is due to the worker
+// when each of its tags is in this array); nil is the empty array.
 func TagsArg(tags []string) string {
 	if len(tags) == 0 {
 		return "[]"
 	}
 	b, _ := json.Marshal(tags) // []string always marshals
 	return string(b)
-}
-
-// TagsRouting returns the claim predicate of capability routing for the
-// jobs table's tags column: untagged jobs, or jobs whose tags are all
-// within the JSON array bound at ph.
-func TagsRouting(d Dialect, ph string) string {
-	return "(tags IS NULL OR " + d.TagsWithin("tags", ph) + ")"
 }
 
 // LeaseArgs returns the arguments of a lease extension that names its
