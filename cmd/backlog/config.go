@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -20,17 +21,20 @@ import (
 // fileConfig is the JSON config file of work/serve (--config). Every field
 // is optional; command-line flags override it. See docs/cli.md.
 type fileConfig struct {
-	DB              string                 `json:"db"`
-	WorkerID        string                 `json:"worker_id"`
-	Queues          map[string]fileQueue   `json:"queues"`
-	Handlers        map[string]fileHandler `json:"handlers"`
-	HandlerEnv      []string               `json:"handler_env"`
-	Timeout         *duration              `json:"timeout"`
-	Retry           []duration             `json:"retry"`
-	CompletedTTL    *duration              `json:"completed_ttl"`
-	Lease           *duration              `json:"lease"`
-	PollInterval    *duration              `json:"poll_interval"`
-	ShutdownTimeout *duration              `json:"shutdown_timeout"`
+	DB         string                 `json:"db"`
+	WorkerID   string                 `json:"worker_id"`
+	Queues     map[string]fileQueue   `json:"queues"`
+	Handlers   map[string]fileHandler `json:"handlers"`
+	HandlerEnv []string               `json:"handler_env"`
+	Timeout    *duration              `json:"timeout"`
+	Retry      *retryPolicy           `json:"retry"`
+	// RetryByKind is serve's retry policy per kind for the failures remote
+	// workers report through its HTTP API (see workConfig.kindRetry).
+	RetryByKind     map[string]*retryPolicy `json:"retry_by_kind"`
+	CompletedTTL    *duration               `json:"completed_ttl"`
+	Lease           *duration               `json:"lease"`
+	PollInterval    *duration               `json:"poll_interval"`
+	ShutdownTimeout *duration               `json:"shutdown_timeout"`
 }
 
 type fileQueue struct {
@@ -40,7 +44,7 @@ type fileQueue struct {
 type fileHandler struct {
 	Command command           `json:"command"`
 	Timeout *duration         `json:"timeout"`
-	Retry   []duration        `json:"retry"`
+	Retry   *retryPolicy      `json:"retry"`
 	Snooze  *duration         `json:"snooze"`
 	Env     map[string]string `json:"env"`
 }
@@ -88,15 +92,58 @@ func (c *command) UnmarshalJSON(b []byte) error {
 
 func shellArgv(s string) []string { return []string{"sh", "-c", s} }
 
-func delays(ds []duration) core.DelayList {
-	if ds == nil {
+// retryPolicy is a retry policy in JSON: an array of durations is a
+// core.DelayList (["10s", "1m", "10m"]: the last repeats), an object a
+// core.ExponentialBackoff ({"base": "1s", "max": "1h", "jitter": 0.1}:
+// base 0 means 1 s, max 0 means 24 h, jitter a fraction 0..1, absent
+// means 0.25, 0 means none).
+type retryPolicy struct{ core.RetryPolicy }
+
+func (p *retryPolicy) UnmarshalJSON(b []byte) error {
+	var list []duration
+	if err := json.Unmarshal(b, &list); err == nil {
+		dl := make(core.DelayList, len(list))
+		for i, d := range list {
+			if d < 0 {
+				return fmt.Errorf("retry delay %s is negative", time.Duration(d))
+			}
+			dl[i] = time.Duration(d)
+		}
+		p.RetryPolicy = dl
 		return nil
 	}
-	out := make(core.DelayList, len(ds))
-	for i, d := range ds {
-		out[i] = time.Duration(d)
+	var exp struct {
+		Base   duration `json:"base"`
+		Max    duration `json:"max"`
+		Jitter *float64 `json:"jitter"`
 	}
-	return out
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&exp); err != nil {
+		return fmt.Errorf("a retry policy is a list of delays ([\"10s\", \"1m\"]) or an exponential backoff ({\"base\": \"1s\", \"max\": \"1h\", \"jitter\": 0.1}), not %s (%v)", b, err)
+	}
+	e := core.ExponentialBackoff{Base: time.Duration(exp.Base), Max: time.Duration(exp.Max)}
+	switch {
+	case e.Base < 0 || e.Max < 0:
+		return errors.New("retry base and max must not be negative")
+	case exp.Jitter == nil:
+	case *exp.Jitter < 0 || *exp.Jitter > 1:
+		return fmt.Errorf("retry jitter %g is outside 0..1", *exp.Jitter)
+	case *exp.Jitter == 0:
+		e.Jitter = -1 // none
+	default:
+		e.Jitter = *exp.Jitter
+	}
+	p.RetryPolicy = e
+	return nil
+}
+
+// policy returns p's policy, nil for none.
+func (p *retryPolicy) policy() core.RetryPolicy {
+	if p == nil {
+		return nil
+	}
+	return p.RetryPolicy
 }
 
 // loadConfigFile reads and strictly decodes a config file: unknown fields
@@ -135,12 +182,15 @@ func position(b []byte, off int64) (int, int) {
 // workConfig is the effective configuration of a work/serve run, after the
 // config file and the flags are merged.
 type workConfig struct {
-	db              string
-	workerID        string
-	queues          map[string]int // name → max workers
-	handlers        map[string]*handlerConfig
-	timeout         time.Duration
-	retry           core.DelayList // nil = exponential backoff
+	db       string
+	workerID string
+	queues   map[string]int // name → max workers
+	handlers map[string]*handlerConfig
+	timeout  time.Duration
+	retry    core.RetryPolicy // nil = exponential backoff
+	// retryByKind is the file's retry_by_kind: serve's HTTP API applies
+	// it to remote workers' failures (see kindRetry).
+	retryByKind     map[string]core.RetryPolicy
 	completedTTL    time.Duration
 	lease           time.Duration
 	pollInterval    time.Duration
@@ -160,7 +210,7 @@ type workConfig struct {
 type handlerConfig struct {
 	argv    []string
 	timeout time.Duration
-	retry   core.DelayList
+	retry   core.RetryPolicy // nil = the run's default
 	snooze  time.Duration
 	env     map[string]string
 }
@@ -251,7 +301,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 			if len(h.Command) == 0 {
 				return nil, usagef("config: handler %q has no command", kind)
 			}
-			hc := &handlerConfig{argv: h.Command, retry: delays(h.Retry), env: h.Env}
+			hc := &handlerConfig{argv: h.Command, retry: h.Retry.policy(), env: h.Env}
 			if h.Timeout != nil {
 				hc.timeout = time.Duration(*h.Timeout)
 			}
@@ -270,7 +320,16 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		set(&wc.lease, fc.Lease)
 		set(&wc.pollInterval, fc.PollInterval)
 		set(&wc.shutdownTimeout, fc.ShutdownTimeout)
-		wc.retry = delays(fc.Retry)
+		wc.retry = fc.Retry.policy()
+		for kind, p := range fc.RetryByKind {
+			if p.policy() == nil {
+				return nil, usagef("config: retry_by_kind %q has no policy", kind)
+			}
+			if wc.retryByKind == nil {
+				wc.retryByKind = map[string]core.RetryPolicy{}
+			}
+			wc.retryByKind[kind] = p.policy()
+		}
 		for _, e := range fc.HandlerEnv {
 			if err := checkHandlerEnv(e); err != nil {
 				return nil, usagef("config: handler_env %v", err)
@@ -359,11 +418,6 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		if hc.timeout < 0 || hc.snooze < 0 {
 			return nil, usagef("handler %q: timeout and snooze must not be negative", kind)
 		}
-		for _, d := range hc.retry {
-			if d < 0 {
-				return nil, usagef("handler %q: retry delays must not be negative", kind)
-			}
-		}
 	}
 	switch {
 	case wc.timeout < 0:
@@ -375,12 +429,23 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	case wc.shutdownTimeout < 0:
 		return nil, usagef("--shutdown-timeout must not be negative")
 	}
-	for _, d := range wc.retry {
-		if d < 0 {
-			return nil, usagef("config: retry delays must not be negative")
+	return wc, nil
+}
+
+// kindRetry is the retry policy per kind of serve's HTTP API (the
+// failures of remote workers): a kind's retry_by_kind entry, else the
+// retry of its local handler, so a kind fails the same whether it runs
+// here or remotely. Kinds in neither get the run's default (retry), the
+// API's fallback. A worker's retry_in_seconds comes before all of them.
+func (wc *workConfig) kindRetry() map[string]core.RetryPolicy {
+	out := map[string]core.RetryPolicy{}
+	for kind, hc := range wc.handlers {
+		if hc.retry != nil {
+			out[kind] = hc.retry
 		}
 	}
-	return wc, nil
+	maps.Copy(out, wc.retryByKind)
+	return out
 }
 
 // parseQueueFlag reads NAME or NAME=MAXWORKERS.

@@ -137,8 +137,8 @@ type remoteWorker struct {
 // schedule.
 type remoteHandler struct {
 	sh      *shellHandler
-	timeout time.Duration  // 0 = none
-	retry   core.DelayList // nil = the server's policy
+	timeout time.Duration    // 0 = none
+	retry   core.RetryPolicy // nil = the server's policy
 }
 
 var errRemoteTimeout = errors.New("attempt timed out")

@@ -54,6 +54,9 @@ type serveFlags struct {
 	bodyTimeout, writeTimeout time.Duration
 	auth                      authFlags // lease secret, per-worker tokens
 	openSealedFor             string    // roles shown sealed values opened (with --keys-file)
+	// kindRetry is the API's retry policy per kind (httpapi.Config.KindRetry),
+	// from the config file (workConfig.kindRetry); not a flag.
+	kindRetry map[string]core.RetryPolicy
 }
 
 func (f *serveFlags) register(fl *pflag.FlagSet) {
@@ -180,7 +183,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 	acfg := httpapi.Config{
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
-		OpenSealedFor: h.flags.openSealedFor,
+		OpenSealedFor: h.flags.openSealedFor, KindRetry: h.flags.kindRetry,
 	}
 	h.flags.auth.apply(&acfg)
 	api, err := httpapi.New(c, acfg)

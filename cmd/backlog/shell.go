@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -18,11 +20,17 @@ import (
 	"github.com/backlogq/backlog/core"
 )
 
-// Exit codes with a meaning in the shell handler contract (sysexits.h).
+// Exit codes with a meaning in the shell handler contract (the first two
+// from sysexits.h). See docs/cli.md.
 const (
-	exitSnooze = 75 // EX_TEMPFAIL: run again later without using an attempt
-	exitCancel = 77 // EX_NOPERM: cancel the job, never retry it
+	exitSnooze   = 75 // EX_TEMPFAIL: run again later without using an attempt
+	exitCancel   = 77 // EX_NOPERM: cancel the job, never retry it
+	exitContinue = 79 // continue as the next step written to $BACKLOG_CONTINUE_FILE
 )
+
+// continueFileEnv names the file a command writes its next step to before
+// it exits with exitContinue.
+const continueFileEnv = "BACKLOG_CONTINUE_FILE"
 
 // Shell handler bounds.
 const (
@@ -35,6 +43,9 @@ const (
 	// defaultKillGrace is how long a cancelled command's process group has
 	// between SIGTERM and SIGKILL.
 	defaultKillGrace = 3 * time.Second
+	// maxContinueFileBytes bounds what is read of the continue file: the
+	// largest args the engine accepts by default, plus room for the rest.
+	maxContinueFileBytes = core.DefaultMaxArgsBytes + 64<<10
 )
 
 // shellHandler runs one kind's jobs as an external command. See the
@@ -75,12 +86,17 @@ func (e *shellError) ErrorTrace() string { return e.stderr }
 
 // run executes the command for job. It returns stdout (the last maxResult
 // bytes) on exit 0, and otherwise an error steering the outcome: a
-// core.Snooze for exit 75, a core.Cancel for exit 77, a *shellError for
-// anything else.
+// core.Snooze for exit 75, a core.Cancel for exit 77, a core.Continue for
+// exit 79 (read from the continue file), a *shellError for anything else.
 func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	if len(h.argv) == 0 {
 		return nil, core.Permanent(fmt.Errorf("kind %q has no command", h.kind))
 	}
+	contFile, err := newContinueFile()
+	if err != nil {
+		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", err)}
+	}
+	defer os.Remove(contFile)
 	stdout := &tailBuffer{max: h.maxResult}
 	stderr := &tailBuffer{max: stderrTailBytes}
 	cmd := exec.CommandContext(ctx, h.argv[0], h.argv[1:]...)
@@ -94,7 +110,7 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	// Not the worker's environment: its tokens and database URL are none
 	// of a handler's business. Later entries win (exec keeps the last of
 	// duplicate names), so the job's own variables cannot be overridden.
-	cmd.Env = make([]string, 0, len(base)+len(h.env)+6)
+	cmd.Env = make([]string, 0, len(base)+len(h.env)+7)
 	cmd.Env = append(append(cmd.Env, base...), h.env...)
 	cmd.Env = append(cmd.Env,
 		"BACKLOG_JOB_ID="+strconv.FormatInt(job.ID, 10),
@@ -103,6 +119,7 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 		"BACKLOG_JOB_ATTEMPT="+strconv.Itoa(job.Attempt),
 		"BACKLOG_JOB_MAX_ATTEMPTS="+strconv.Itoa(job.MaxAttempts),
 		"BACKLOG_JOB_PRIORITY="+strconv.Itoa(job.Priority),
+		continueFileEnv+"="+contFile,
 	)
 	// The command runs in a process group of its own, so a cancellation
 	// reaches everything it started: SIGTERM first, SIGKILL after the
@@ -187,10 +204,80 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 			return nil, core.Snooze(d)
 		case exitCancel:
 			return nil, core.Cancel(&shellError{msg: withLastLine("exit status 77 (cancel)", errTail), stderr: errTail})
+		case exitContinue:
+			next, err := readContinueFile(contFile)
+			if err != nil {
+				return nil, &shellError{msg: fmt.Sprintf("exit status 79 (continue): %s %v", continueFileEnv, err), stderr: errTail}
+			}
+			return nil, next
 		}
 	}
 	msg := fmt.Sprintf("exit status %d", code)
 	return nil, &shellError{msg: withLastLine(msg, errTail), stderr: errTail}
+}
+
+// newContinueFile creates the empty file a command may write its next
+// step to, and returns its path.
+func newContinueFile() (string, error) {
+	f, err := os.CreateTemp("", "backlog-continue-*.json")
+	if err != nil {
+		return "", fmt.Errorf("create the continue file: %w", err)
+	}
+	return f.Name(), f.Close()
+}
+
+// continueStep is the continue file's JSON: the next step's kind
+// (required), args (any JSON value; absent means {}) and when it is due:
+// run_at (RFC 3339) or run_in (a Go duration such as "30s"), not both;
+// neither means now.
+type continueStep struct {
+	Kind  string          `json:"kind"`
+	Args  json.RawMessage `json:"args"`
+	RunAt *time.Time      `json:"run_at"`
+	RunIn string          `json:"run_in"`
+}
+
+// readContinueFile reads the next step a command wrote to path and
+// returns it as the handler's core.Continue. The engine checks the step as
+// any continuation (an invalid one fails the attempt).
+func readContinueFile(path string) (*core.ContinueError, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxContinueFileBytes+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case len(b) > maxContinueFileBytes:
+		return nil, fmt.Errorf("is over %d bytes", maxContinueFileBytes)
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil, errors.New("is empty: write {\"kind\": …, \"args\": …} to it before exiting 79")
+	}
+	var step continueStep
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&step); err != nil {
+		return nil, fmt.Errorf("is not a JSON object of kind, args, run_at or run_in: %v", err)
+	}
+	if step.Args == nil {
+		step.Args = json.RawMessage(`{}`)
+	}
+	var at time.Time
+	switch {
+	case step.RunAt != nil && step.RunIn != "":
+		return nil, errors.New("has both run_at and run_in")
+	case step.RunAt != nil:
+		at = *step.RunAt
+	case step.RunIn != "":
+		d, err := time.ParseDuration(step.RunIn)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("run_in %q is not a duration like \"30s\"", step.RunIn)
+		}
+		at = time.Now().Add(d)
+	}
+	return &core.ContinueError{Kind: step.Kind, Args: step.Args, RunAt: at}, nil
 }
 
 // passedEnv are the variables of the worker's environment every handler

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -207,5 +210,171 @@ func TestSnoozeFromOutput(t *testing.T) {
 		if (want < 0 && ok) || (want >= 0 && (!ok || d != want)) {
 			t.Errorf("%q: %s %v, want %s", in, d, ok, want)
 		}
+	}
+}
+
+// TestShellContinue: exit 79 continues the job as the step the command
+// wrote to $BACKLOG_CONTINUE_FILE; a missing or malformed step fails the
+// attempt, and the file is removed after the command.
+func TestShellContinue(t *testing.T) {
+	t.Parallel()
+	var ct *core.ContinueError
+	start := time.Now()
+	_, err := sh(`echo "$BACKLOG_CONTINUE_FILE" >&2; printf '{"kind": "step2", "args": {"n": 2}, "run_in": "1m"}' > "$BACKLOG_CONTINUE_FILE"; exit 79`).run(context.Background(), testJob())
+	if !errors.As(err, &ct) || ct.Kind != "step2" || string(ct.Args) != `{"n": 2}` ||
+		ct.RunAt.Before(start.Add(time.Minute)) || ct.RunAt.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("continue: %v %+v", err, ct)
+	}
+	_, err = sh(`printf '{"kind": "step3", "run_at": "2031-02-03T04:05:06Z"}' > "$BACKLOG_CONTINUE_FILE"; exit 79`).run(context.Background(), testJob())
+	if !errors.As(err, &ct) || ct.Kind != "step3" || string(ct.Args) != `{}` || !ct.RunAt.Equal(time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)) {
+		t.Fatalf("continue at: %v %+v", err, ct)
+	}
+	// The file is the command's alone, and gone afterwards.
+	h := sh(`echo "$BACKLOG_CONTINUE_FILE"`)
+	out, err := h.run(context.Background(), testJob())
+	path := strings.TrimSpace(string(out))
+	if err != nil || path == "" {
+		t.Fatalf("continue file: %q %v", out, err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("continue file %s left behind: %v", path, err)
+	}
+	for script, want := range map[string]string{
+		`exit 79`: "is empty",
+		`echo '{"kind": "x", "run_at": "2031-01-01T00:00:00Z", "run_in": "1s"}' > "$BACKLOG_CONTINUE_FILE"; exit 79`: "both run_at and run_in",
+		`echo '{"kind": "x", "run_in": "soon"}' > "$BACKLOG_CONTINUE_FILE"; exit 79`:                                 "run_in",
+		`echo '{"knd": "x"}' > "$BACKLOG_CONTINUE_FILE"; exit 79`:                                                    "unknown field",
+		`echo 'step2' > "$BACKLOG_CONTINUE_FILE"; exit 79`:                                                           "not a JSON object",
+	} {
+		_, err := sh(script).run(context.Background(), testJob())
+		var se *shellError
+		if !errors.As(err, &se) || errors.As(err, &ct) || !strings.Contains(err.Error(), "exit status 79 (continue): BACKLOG_CONTINUE_FILE") ||
+			!strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a failure saying %q", script, err, want)
+		}
+	}
+}
+
+// TestShellContinueInEngine: shell handlers run a two-step job on one row
+// through the engine, and a handler's exponential policy (from a config
+// file's object form) sets the backoff of its failures.
+func TestShellContinueInEngine(t *testing.T) {
+	t.Parallel()
+	var pol retryPolicy
+	if err := pol.UnmarshalJSON([]byte(`{"base": "40s", "max": "1h", "jitter": 0}`)); err != nil {
+		t.Fatal(err)
+	}
+	hs := core.NewHandlers()
+	step1 := sh(`read args; printf '{"kind": "step2", "args": {"from": %s}}' "$args" > "$BACKLOG_CONTINUE_FILE"; exit 79`)
+	step2 := sh(`cat`)
+	fails := sh(`echo nope >&2; exit 3`)
+	hs.HandleRaw("step1", step1.handle)
+	hs.HandleRaw("step2", step2.handle)
+	hs.HandleRaw("fails", fails.handle, core.WithRetry(pol.policy()))
+	st := openStore(t, tempDB(t))
+	c, err := core.NewClient(st, core.Config{
+		Queues: map[string]core.QueueConfig{core.DefaultQueue: {MaxWorkers: 2}}, Handlers: hs,
+		PollInterval: 20 * time.Millisecond, MaintenanceInterval: -1, Retention: &core.Retention{Completed: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := c.EnqueueRaw(ctx, "step1", []byte(`{"n":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := c.EnqueueRaw(ctx, "fails", nil, &core.Options{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(sctx)
+	})
+	waitFor(t, 20*time.Second, "both jobs to be decided", func() bool {
+		j, err1 := st.Get(ctx, r.Job.ID)
+		f, err2 := st.Get(ctx, rf.Job.ID)
+		return err1 == nil && err2 == nil && j.State == core.StateCompleted && f.State == core.StateRetryable
+	})
+	j, _ := st.Get(ctx, r.Job.ID)
+	if j.Kind != "step2" || strings.TrimSpace(string(j.Result)) != `{"from": {"n":1}}` || j.Attempt != 1 || len(j.Errors) != 0 {
+		t.Fatalf("two steps: %+v %s", j, j.Result)
+	}
+	f, _ := st.Get(ctx, rf.Job.ID)
+	if wait := f.RunAt.Sub(f.Errors[0].At); wait != 40*time.Second || !strings.Contains(f.Errors[0].Error, "exit status 3: nope") {
+		t.Fatalf("failure: waits %s, errors %+v", wait, f.Errors)
+	}
+}
+
+// TestRetryPolicyConfig: retry, a handler's retry and retry_by_kind take a
+// list of delays or an exponential backoff; serve's API gets retry_by_kind
+// over the handlers' own.
+func TestRetryPolicyConfig(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]core.RetryPolicy{
+		`["10s", "1m"]`: core.DelayList{10 * time.Second, time.Minute},
+		`[]`:            core.DelayList{},
+		`{"base": "2s", "max": "1m", "jitter": 0.5}`: core.ExponentialBackoff{Base: 2 * time.Second, Max: time.Minute, Jitter: 0.5},
+		`{"base": "2s"}`:             core.ExponentialBackoff{Base: 2 * time.Second},
+		`{"max": "1h", "jitter": 0}`: core.ExponentialBackoff{Max: time.Hour, Jitter: -1},
+	} {
+		var p retryPolicy
+		if err := p.UnmarshalJSON([]byte(in)); err != nil || fmt.Sprint(p.policy()) != fmt.Sprint(want) {
+			t.Errorf("%s: %#v %v, want %#v", in, p.policy(), err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		`["-1s"]`:            "negative",
+		`{"base": "-1s"}`:    "negative",
+		`{"jitter": 2}`:      "outside 0..1",
+		`{"delays": ["1s"]}`: "unknown field",
+		`"1s"`:               "a list of delays",
+		`{"base": 5}`:        "a list of delays",
+	} {
+		var p retryPolicy
+		if err := p.UnmarshalJSON([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", in, err, want)
+		}
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.json")
+	if err := os.WriteFile(path, []byte(`{
+	  "handlers": {
+	    "local": {"command": "true", "retry": {"base": "3s", "jitter": 0}},
+	    "both": {"command": "true", "retry": ["1s"]}
+	  },
+	  "retry": {"base": "5s"},
+	  "retry_by_kind": {"remote": ["7s", "1m"], "both": {"base": "9s", "jitter": 0}}
+	}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &workFlags{}
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := f.resolve(fs, defaultDB, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(wc.retry) != fmt.Sprint(core.ExponentialBackoff{Base: 5 * time.Second}) ||
+		fmt.Sprint(wc.handlers["local"].retry) != fmt.Sprint(core.ExponentialBackoff{Base: 3 * time.Second, Jitter: -1}) {
+		t.Fatalf("policies: %#v %#v", wc.retry, wc.handlers["local"].retry)
+	}
+	got := wc.kindRetry()
+	want := map[string]core.RetryPolicy{
+		"local":  core.ExponentialBackoff{Base: 3 * time.Second, Jitter: -1},
+		"both":   core.ExponentialBackoff{Base: 9 * time.Second, Jitter: -1},
+		"remote": core.DelayList{7 * time.Second, time.Minute},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("API policies %v, want %v", got, want)
 	}
 }

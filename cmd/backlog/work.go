@@ -51,6 +51,7 @@ func (a *app) newWorkCmd(name string) *cobra.Command {
 				if err := sf.resolve(cmd.Flags(), a.env.getenv); err != nil {
 					return err
 				}
+				sf.kindRetry = wc.kindRetry()
 			}
 			s := &server{app: a, cfg: wc, mode: name, serve: sf}
 			return s.run(cmd.Context())
