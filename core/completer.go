@@ -159,7 +159,11 @@ func (q *completer) write(batch []pendingOutcome) {
 				c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", p.err)
 			}
 		}
-		c.emit(Event{Kind: p.ev, At: p.o.At, Queue: p.job.Queue, Job: p.job, Err: p.err, Reason: p.reason, Duration: p.dur, Cause: p.cause})
+		cause := p.cause
+		if cause == "" && p.o.Error != nil {
+			cause = p.o.Error.Cause
+		}
+		c.emit(Event{Kind: p.ev, At: p.o.At, Queue: p.job.Queue, Job: p.job, Err: p.err, Reason: p.reason, Duration: p.dur, Cause: cause})
 	}
 }
 

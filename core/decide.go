@@ -186,7 +186,7 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 			d.Event = EventJobContinued
 			return d
 		}
-		d.Err = fmt.Errorf("invalid continuation (kind %q, %d bytes of args): %s", ct.Kind, len(ct.Args), why)
+		d.Err = fmt.Errorf("%w (kind %q, %d bytes of args): %s", errInvalidContinue, ct.Kind, len(ct.Args), why)
 	}
 	// A failed attempt.
 	o.Error = errorEntry(job, now, d.Err)
@@ -222,12 +222,13 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 }
 
 // ErrorEntry is the error entry of attempt number attempt that failed at
-// at with err: its message is err.Error() ("<nil>" for nil), its trace
+// at with err: its message is err.Error() ("<nil>" for nil), its cause
+// CauseOf(err), its trace
 // what an `ErrorTrace() string` method found through wrapping returns (a
 // *PanicError's stack, a shell command's stderr), both bounded as
 // AttemptError.Bounded does. Remote workers report these two fields.
 func ErrorEntry(attempt int, at time.Time, err error) AttemptError {
-	ae := AttemptError{Attempt: attempt, At: UTC(at), Error: errString(err)}
+	ae := AttemptError{Attempt: attempt, At: UTC(at), Error: errString(err), Cause: CauseOf(err)}
 	var te interface{ ErrorTrace() string }
 	if errors.As(err, &te) {
 		ae.Trace = te.ErrorTrace()
@@ -282,4 +283,55 @@ func CallSafely(fn func() error) (err error) {
 		}
 	}()
 	return fn()
+}
+
+// errInvalidContinue is the error of an attempt whose handler asked for a
+// continuation the engine refuses.
+var errInvalidContinue = errors.New("invalid continuation")
+
+// TimeoutError is an attempt stopped because it ran longer than its kind's
+// timeout After; Err is what the handler returned once stopped. Its
+// message is "attempt timed out after <After>: <Err>".
+type TimeoutError struct {
+	After time.Duration
+	Err   error
+}
+
+// Error returns the message.
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("attempt timed out after %s: %s", e.After, errString(e.Err))
+}
+
+// Unwrap returns what the handler returned.
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// CauseOf returns the machine-readable cause of an attempt that failed
+// with err, one of the Cause* constants: CausePanic (a *PanicError),
+// CauseTimeout (a *TimeoutError), CauseDeadline (the job's deadline),
+// CauseUnknownKind (ErrUnknownKind), CauseDecrypt (ErrDecrypt),
+// CauseInvalidContinue, CauseShutdown (a hard stop), and otherwise
+// CauseHandlerError. Wrapping is followed (errors.Is and errors.As), in
+// that order, so a panic inside a timed-out attempt is a panic.
+func CauseOf(err error) string {
+	var (
+		pe *PanicError
+		te *TimeoutError
+	)
+	switch {
+	case errors.As(err, &pe):
+		return CausePanic
+	case errors.As(err, &te):
+		return CauseTimeout
+	case errors.Is(err, errDeadline):
+		return CauseDeadline
+	case errors.Is(err, ErrUnknownKind):
+		return CauseUnknownKind
+	case errors.Is(err, ErrDecrypt):
+		return CauseDecrypt
+	case errors.Is(err, errInvalidContinue):
+		return CauseInvalidContinue
+	case ErrShutdown(err):
+		return CauseShutdown
+	}
+	return CauseHandlerError
 }

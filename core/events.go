@@ -33,9 +33,11 @@ const (
 	ReasonWorkerLost = "worker_lost" // rescued with no attempts left
 )
 
-// Causes: why a job was handed back or an attempt ended without its
-// handler's own verdict. Carried in Event.Cause (EventJobsRescued,
-// EventJobSnoozed of hand-backs, EventLeaseLost) and in AttemptError.Cause.
+// Causes: why a job was handed back or an attempt failed. Carried in
+// AttemptError.Cause (every error entry the engine writes) and in
+// Event.Cause (EventJobsRescued, EventJobSnoozed of hand-backs,
+// EventLeaseLost, and the events of failed attempts: EventJobRetried,
+// EventJobDiscarded, EventJobCancelled, with their entry's cause).
 const (
 	CauseLeaseExpired = "lease_expired" // Store.Rescue: the job's lease ran out
 	CauseWorkerDead   = "worker_dead"   // Store.RescueWorkers: its worker was declared dead
@@ -50,6 +52,32 @@ const (
 	// worker but could not encode it into the answer (a stored value
 	// outside what JSON can carry); it handed the job back unrun.
 	CauseUndeliverable = "undeliverable"
+
+	// Causes of failed attempts (AttemptError.Cause), found by CauseOf in
+	// the error the attempt ended with. CauseDecrypt (encrypt.go) is one
+	// of them too.
+
+	// CauseHandlerError: the handler returned an error (Permanent and
+	// Cancel included: the outcome says which), a shell command exited
+	// non-zero, a remote worker reported a failure.
+	CauseHandlerError = "handler_error"
+	// CausePanic: the handler panicked (*PanicError; the trace holds the
+	// stack).
+	CausePanic = "panic"
+	// CauseTimeout: the attempt ran past its kind's timeout
+	// (*TimeoutError).
+	CauseTimeout = "timeout"
+	// CauseDeadline: the job's deadline passed before or during the
+	// attempt.
+	CauseDeadline = "deadline"
+	// CauseUnknownKind: no handler is registered for the job's kind on
+	// the worker that claimed it (ErrUnknownKind).
+	CauseUnknownKind = "unknown_kind"
+	// CauseInvalidContinue: the handler asked to continue with a step the
+	// engine refuses (see Continue).
+	CauseInvalidContinue = "invalid_continue"
+	// CauseShutdown: the worker's hard stop ended the attempt.
+	CauseShutdown = "shutdown"
 )
 
 // Event is one observation. Job is a snapshot as the event's node saw it;

@@ -116,7 +116,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 		err = CallSafely(func() error { return fn(runCtx, hjob) })
 		if err != nil && runCtx.Err() != nil {
 			if cause := context.Cause(runCtx); errors.Is(cause, errTimeout) {
-				err = fmt.Errorf("attempt timed out after %s: %w", timeout, err)
+				err = &TimeoutError{After: timeout, Err: err}
 			} else if errors.Is(cause, errDeadline) {
 				err = fmt.Errorf("%w: %w", errDeadline, err)
 			}

@@ -192,7 +192,7 @@ func New(st core.Store, opts Options) *Metrics {
 		submitted: counterVec("jobs_submitted_total", "Jobs inserted by this node (duplicates of unique keys excluded).", "queue", "kind"),
 		claimed:   counterVec("jobs_claimed_total", "Jobs claimed by this node and its remote workers.", "queue", "kind"),
 		completed: counterVec("jobs_completed_total", "Jobs completed.", "queue", "kind"),
-		failed:    counterVec("jobs_failed_total", "Attempts that failed (retried, or discarded as exhausted, deadline or permanent).", "queue", "kind"),
+		failed:    counterVec("jobs_failed_total", "Attempts that failed (retried, or discarded as exhausted, deadline or permanent), by cause (handler_error, panic, timeout, deadline, unknown_kind, decrypt_failed, invalid_continue, shutdown, unknown).", "queue", "kind", "cause"),
 		retried:   counterVec("jobs_retried_total", "Failed attempts scheduled for a retry.", "queue", "kind"),
 		snoozed:   counterVec("jobs_snoozed_total", "Jobs snoozed or handed back at a hard stop.", "queue", "kind"),
 		continued: counterVec("jobs_continued_total", "Jobs that moved on to a next step.", "queue", "kind"),
@@ -270,12 +270,29 @@ func rescueCause(e core.Event) string {
 	return causeUnknown
 }
 
+// failCause is the cause label of a failed attempt: Event.Cause, or the
+// Cause of the job's last error entry, among core's attempt causes;
+// anything else (entries written before causes were recorded) is
+// "unknown". Error text is never parsed.
+func failCause(e core.Event) string {
+	cause := e.Cause
+	if cause == "" && e.Job != nil && len(e.Job.Errors) > 0 {
+		cause = e.Job.Errors[len(e.Job.Errors)-1].Cause
+	}
+	switch cause {
+	case core.CauseHandlerError, core.CausePanic, core.CauseTimeout, core.CauseDeadline, core.CauseUnknownKind,
+		core.CauseDecrypt, core.CauseInvalidContinue, core.CauseShutdown:
+		return cause
+	}
+	return causeUnknown
+}
+
 // Observe implements core.Observer. Job events are labelled with the
 // job's queue (Event.Queue when Job is nil) and kind:
 //
 //   - job.inserted, job.claimed (also queue wait, Event.QueueWait),
 //     job.completed (also end-to-end, Event.At − Job.CreatedAt),
-//     job.retried (also failed), job.snoozed, job.continued,
+//     job.retried (also failed, under the attempt's cause), job.snoozed, job.continued,
 //     job.cancelled, job.lease_lost count one each;
 //   - job.discarded counts under its Reason, and as failed unless the
 //     reason is worker_lost;
@@ -310,13 +327,13 @@ func (m *Metrics) Observe(e core.Event) {
 			m.endToEnd.WithLabelValues(queue).Observe(max(e.At.Sub(e.Job.CreatedAt), 0).Seconds())
 		}
 	case core.EventJobRetried:
-		m.failed.WithLabelValues(queue, kind).Inc()
+		m.failed.WithLabelValues(queue, kind, failCause(e)).Inc()
 		m.retried.WithLabelValues(queue, kind).Inc()
 		ran()
 	case core.EventJobDiscarded:
 		reason := discardReason(e.Reason)
 		if reason != core.ReasonWorkerLost {
-			m.failed.WithLabelValues(queue, kind).Inc()
+			m.failed.WithLabelValues(queue, kind, failCause(e)).Inc()
 			ran()
 		}
 		m.discarded.WithLabelValues(queue, kind, reason).Inc()

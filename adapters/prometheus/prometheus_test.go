@@ -43,9 +43,11 @@ backlog_jobs_claimed_total{kind="k",queue="q"} 1
 # HELP backlog_jobs_completed_total Jobs completed.
 # TYPE backlog_jobs_completed_total counter
 backlog_jobs_completed_total{kind="k",queue="q"} 1
-# HELP backlog_jobs_failed_total Attempts that failed (retried, or discarded as exhausted, deadline or permanent).
+# HELP backlog_jobs_failed_total Attempts that failed (retried, or discarded as exhausted, deadline or permanent), by cause (handler_error, panic, timeout, deadline, unknown_kind, decrypt_failed, invalid_continue, shutdown, unknown).
 # TYPE backlog_jobs_failed_total counter
-backlog_jobs_failed_total{kind="k",queue="q"} 5
+backlog_jobs_failed_total{cause="deadline",kind="k",queue="q"} 1
+backlog_jobs_failed_total{cause="panic",kind="k",queue="q"} 1
+backlog_jobs_failed_total{cause="unknown",kind="k",queue="q"} 3
 # HELP backlog_jobs_retried_total Failed attempts scheduled for a retry.
 # TYPE backlog_jobs_retried_total counter
 backlog_jobs_retried_total{kind="k",queue="q"} 1
@@ -343,8 +345,8 @@ func TestMetricsFromARealRun(t *testing.T) {
 			{"backlog_jobs_submitted_total", []string{"queue", "q", "kind", "ok"}, 2},
 			{"backlog_jobs_claimed_total", []string{"queue", "q", "kind", "ok"}, 3},
 			{"backlog_jobs_completed_total", []string{"queue", "q", "kind", "ok"}, 3},
-			{"backlog_jobs_failed_total", []string{"queue", "q", "kind", "bad"}, 1},
-			{"backlog_jobs_failed_total", []string{"queue", "q", "kind", "flaky"}, 1},
+			{"backlog_jobs_failed_total", []string{"queue", "q", "kind", "bad", "cause", "handler_error"}, 1},
+			{"backlog_jobs_failed_total", []string{"queue", "q", "kind", "flaky", "cause", "handler_error"}, 1},
 			{"backlog_jobs_retried_total", []string{"queue", "q", "kind", "flaky"}, 1},
 			{"backlog_jobs_discarded_total", []string{"queue", "q", "kind", "bad", "reason", "exhausted"}, 1},
 			{"backlog_jobs_discarded_total", []string{"queue", "q", "kind", "perm", "reason", "permanent"}, 1},

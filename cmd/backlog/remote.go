@@ -160,7 +160,7 @@ func (rw *remoteWorker) handle(ctx context.Context, job *client.Job) (json.RawMe
 	out, err := rh.sh.run(runCtx, cj)
 	if err != nil {
 		if errors.Is(context.Cause(runCtx), errRemoteTimeout) {
-			err = fmt.Errorf("attempt timed out after %s: %w", rh.timeout, err)
+			err = &core.TimeoutError{After: rh.timeout, Err: err}
 		}
 		var (
 			se *core.SnoozeError
