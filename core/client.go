@@ -141,7 +141,10 @@ func NewInsertRaw(kind string, args []byte, opts *Options, now time.Time) (Inser
 
 // Enqueue inserts one typed job. A unique-key duplicate returns the live job
 // with Duplicate set, and no error. Invalid input returns an error wrapping
-// ErrInvalidJob and inserts nothing.
+// ErrInvalidJob and inserts nothing. A client that runs handlers (its
+// Config.Handlers holds at least one kind) refuses a kind it has no
+// handler for with an error wrapping ErrUnknownKind, unless
+// Config.AllowUnknownKinds is set.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts *Options) (InsertResult, error) {
 	if args == nil {
 		return InsertResult{}, invalid("args are nil")
@@ -169,7 +172,8 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, args []byte, opts 
 // EnqueueMany inserts many jobs in one store round trip and returns one
 // result per input, in order. Every input is validated first (defaults are
 // filled for zero fields); one invalid input fails the whole call, naming
-// its index, and inserts nothing. With Config.Encryption, args are sealed
+// its index, and inserts nothing; so does one job of a kind the client
+// refuses (ErrUnknownKind, see Enqueue). With Config.Encryption, args are sealed
 // after validation (a unique key stays in clear and works as before), and
 // the returned jobs hold the sealed args.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []InsertParams) ([]InsertResult, error) {
@@ -188,17 +192,18 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []InsertParams) ([]Insert
 // EnqueueTx inserts jobs inside tx, the caller's open transaction (the type
 // the store documents: *sql.Tx for the database/sql stores, pgx.Tx for
 // Postgres). The jobs become visible when the caller commits and vanish on
-// rollback. Returns ErrUnsupported when the store lacks TxInserter.
+// rollback. Returns ErrUnsupported when the store lacks TxInserter;
+// validation and unknown kinds fail as in EnqueueMany.
 // In-process workers are woken at once; other nodes see the jobs at their
 // next poll or notification after the commit.
 func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]InsertResult, error) {
-	ti, ok := c.store.(TxInserter)
-	if !ok {
-		return nil, fmt.Errorf("%w: transactional insert", ErrUnsupported)
-	}
 	ps, err := c.prepare(jobs)
 	if err != nil {
 		return nil, err
+	}
+	ti, ok := c.store.(TxInserter)
+	if !ok {
+		return nil, fmt.Errorf("%w: transactional insert", ErrUnsupported)
 	}
 	res, err := ti.InsertTx(ctx, tx, c.clock.Now(), ps)
 	if err != nil {
@@ -218,7 +223,30 @@ func (c *Client) keys() *Keyring {
 	return c.cfg.Encryption.Keys
 }
 
+// checkKinds refuses jobs of a kind this client has no handler for, when it
+// runs handlers and Config.AllowUnknownKinds is off.
+func (c *Client) checkKinds(jobs []InsertParams) error {
+	h := c.cfg.Handlers
+	if c.cfg.AllowUnknownKinds || h.count() == 0 {
+		return nil
+	}
+	for i, j := range jobs {
+		if h.Has(j.Kind) {
+			continue
+		}
+		err := fmt.Errorf("%w %q: this client runs handlers and has none for it (Config.AllowUnknownKinds lets it enqueue kinds other nodes handle)", ErrUnknownKind, j.Kind)
+		if len(jobs) == 1 {
+			return err
+		}
+		return fmt.Errorf("job %d: %w", i, err)
+	}
+	return nil
+}
+
 func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
+	if err := c.checkKinds(jobs); err != nil {
+		return nil, err
+	}
 	now := c.clock.Now()
 	out := make([]InsertParams, len(jobs))
 	for i, j := range jobs {
@@ -296,6 +324,55 @@ func (c *Client) CancelJob(ctx context.Context, id int64) (*Job, error) {
 	}
 	c.cancelLocal(id)
 	return j, nil
+}
+
+// GetJob returns the job with id as the store holds it: values sealed by
+// Config.Encryption stay sealed (Keyring.OpenJob opens them). A missing job
+// returns ErrNotFound.
+func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
+	return c.store.Get(ctx, id)
+}
+
+// ListJobs returns one page of the jobs matching p, ordered by id
+// (ascending, or descending when p.Desc), starting after p.AfterID when it
+// is non-zero: pass the last id of a page to get the next. p.Limit caps the
+// page (0 means 100); a page shorter than its limit is the last. Jobs are
+// returned as stored, sealed values sealed (see GetJob).
+func (c *Client) ListJobs(ctx context.Context, p ListParams) ([]*Job, error) {
+	return c.store.List(ctx, p)
+}
+
+// RetryJob makes a job that is not running available now (RunAt is the
+// client's clock time, FinishedAt cleared) and returns it as stored; a job
+// whose attempts are used up gets exactly one more. This node's producer of
+// the job's queue is woken at once, others by notification or at their
+// next poll. A running job returns ErrInvalidState, and so does a job
+// whose unique key is now held by another live job; a missing one
+// ErrNotFound.
+func (c *Client) RetryJob(ctx context.Context, id int64) (*Job, error) {
+	j, err := c.store.Retry(ctx, id, UTC(c.clock.Now()))
+	if err != nil {
+		return nil, err
+	}
+	if p := c.producers[j.Queue]; p != nil {
+		p.wake()
+	}
+	return j, nil
+}
+
+// DeleteJob removes a job that is not running, whatever its state. A
+// running job returns ErrInvalidState (cancel it first, see CancelJob); a
+// missing one ErrNotFound.
+func (c *Client) DeleteJob(ctx context.Context, id int64) error {
+	return c.store.Delete(ctx, id)
+}
+
+// ListWorkers returns every record of the worker registry (in-process
+// clients that work queues and registered remote workers), ordered by id;
+// judge each one's liveness with WorkerInfo.Liveness
+// and the client's WorkerStaleAfter and WorkerDeadAfter.
+func (c *Client) ListWorkers(ctx context.Context) ([]WorkerInfo, error) {
+	return c.store.Workers(ctx)
 }
 
 func (c *Client) cancelLocal(id int64) {

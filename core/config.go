@@ -36,6 +36,12 @@ type Config struct {
 	// attempt with ErrUnknownKind and is retried (another node may know the
 	// kind during a rolling deploy), then discarded when attempts run out.
 	Handlers *Handlers
+	// AllowUnknownKinds lets a client that runs handlers enqueue kinds it
+	// has no handler for (kinds other nodes handle). Off, such a client's
+	// Enqueue, EnqueueRaw, EnqueueMany and EnqueueTx refuse them with an
+	// error wrapping ErrUnknownKind and insert nothing. Clients without
+	// handlers enqueue any kind either way.
+	AllowUnknownKinds bool
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
 	// Observers receive engine events.

@@ -33,7 +33,10 @@ var (
 	ErrInvalidJob = errors.New("backlog: invalid job")
 
 	// ErrUnknownKind is recorded (wrapped) in a job's error history when no
-	// handler is registered for its kind on the node that claimed it.
+	// handler is registered for its kind on the node that claimed it. A
+	// client that runs handlers also returns it (wrapped, naming the kind)
+	// from an enqueue of a kind it has no handler for, unless
+	// Config.AllowUnknownKinds is set.
 	ErrUnknownKind = errors.New("backlog: no handler registered for kind")
 
 	// ErrClosed is returned by a client or store after it was stopped or

@@ -59,7 +59,8 @@ type Handlers struct {
 func NewHandlers() *Handlers { return &Handlers{m: map[string]*handlerEntry{}} }
 
 // HandleRaw registers fn for kind, receiving args as raw JSON in job.Args.
-// Registering a kind twice replaces the earlier handler.
+// Registering a kind that already has a handler panics, naming the kind
+// (as http.ServeMux does for a pattern registered twice).
 func (h *Handlers) HandleRaw(kind string, fn HandlerFunc, opts ...KindOption) {
 	e := &handlerEntry{fn: fn}
 	for _, o := range opts {
@@ -67,7 +68,23 @@ func (h *Handlers) HandleRaw(kind string, fn HandlerFunc, opts ...KindOption) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, dup := h.m[kind]; dup {
+		panic(fmt.Sprintf("backlog: kind %q registered twice: a kind has one handler", kind))
+	}
 	h.m[kind] = e
+}
+
+// Has reports whether kind has a handler; a nil registry has none.
+func (h *Handlers) Has(kind string) bool { return h.lookup(kind) != nil }
+
+// count returns how many kinds are registered; 0 for a nil registry.
+func (h *Handlers) count() int {
+	if h == nil {
+		return 0
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.m)
 }
 
 // Kinds returns the registered kinds, sorted.
@@ -93,7 +110,8 @@ func (h *Handlers) lookup(kind string) *handlerEntry {
 
 // Handle registers a typed handler for T's kind (the Kind of T's zero
 // value). Args are decoded from JSON before fn runs; args that don't decode
-// discard the job (retrying cannot fix them).
+// discard the job (retrying cannot fix them). It panics when T's kind
+// already has a handler (see HandleRaw).
 func Handle[T Args](h *Handlers, fn func(ctx context.Context, job *TypedJob[T]) error, opts ...KindOption) {
 	var zero T
 	h.HandleRaw(zero.Kind(), func(ctx context.Context, job *Job) error {
