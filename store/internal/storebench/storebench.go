@@ -66,7 +66,7 @@ func ClaimFinish(b *testing.B, s core.Store, now time.Time) {
 		}
 		outs = outs[:0]
 		for _, j := range jobs {
-			outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now})
+			outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now})
 		}
 		res, err := s.Finish(ctx, outs)
 		if err != nil {
