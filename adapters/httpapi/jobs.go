@@ -237,7 +237,12 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 }
 
 // enqueue inserts validated jobs and wakes long-polls when any is due.
-func (s *Server) enqueue(ctx context.Context, ps []core.InsertParams) ([]core.InsertResult, error) {
+// With Config.RejectUnknownKinds it first refuses a job of a kind nothing
+// handles (see checkKinds); batch says the jobs are the items of a batch.
+func (s *Server) enqueue(ctx context.Context, ps []core.InsertParams, batch bool) ([]core.InsertResult, error) {
+	if err := s.checkKinds(ctx, ps, batch); err != nil {
+		return nil, err
+	}
 	res, err := s.c.EnqueueMany(ctx, ps)
 	if err != nil {
 		return nil, err
@@ -261,7 +266,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.enqueue(r.Context(), []core.InsertParams{p})
+	res, err := s.enqueue(r.Context(), []core.InsertParams{p}, false)
 	if err != nil {
 		return err
 	}
@@ -290,7 +295,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) error {
 		}
 		ps[i] = p
 	}
-	res, err := s.enqueue(r.Context(), ps)
+	res, err := s.enqueue(r.Context(), ps, true)
 	if err != nil {
 		return err
 	}
@@ -386,7 +391,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		if n > 0 {
 			q.AfterID = last
 		}
-		jobs, err := s.st.List(ctx, q)
+		jobs, err := s.c.ListJobs(ctx, q)
 		if err != nil {
 			if n == 0 {
 				return err
@@ -454,7 +459,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.st.Get(r.Context(), id)
+	j, err := s.c.GetJob(r.Context(), id)
 	if err != nil {
 		return notFound(id, err)
 	}
@@ -483,7 +488,7 @@ func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.st.Retry(r.Context(), id, s.now())
+	j, err := s.c.RetryJob(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, core.ErrInvalidState) {
 			return newProblem(SlugInvalidState, fmt.Sprintf("job %d cannot be retried now (running, or its unique key is held by another live job): %v", id, err))
@@ -500,7 +505,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.st.Delete(r.Context(), id); err != nil {
+	if err := s.c.DeleteJob(r.Context(), id); err != nil {
 		if errors.Is(err, core.ErrInvalidState) {
 			return newProblem(SlugInvalidState, fmt.Sprintf("job %d is running; cancel it first", id))
 		}

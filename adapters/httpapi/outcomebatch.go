@@ -139,7 +139,7 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 	// it is gone or no longer held under e's token.
 	heldJob := func(e *batchEntry) (*core.Job, error) {
 		tok := e.tok
-		j, err := s.st.Get(ctx, tok.jobID)
+		j, err := s.c.GetJob(ctx, tok.jobID)
 		switch {
 		case errors.Is(err, core.ErrNotFound):
 			s.claims.take(tok.jobID, tok.claimSeq)

@@ -79,7 +79,7 @@ func (s *Server) held(ctx context.Context, r *http.Request, token string) (lease
 	if err := s.checkToken(ctx, tok); err != nil {
 		return leaseToken{}, nil, err
 	}
-	j, err := s.st.Get(ctx, id)
+	j, err := s.c.GetJob(ctx, id)
 	if errors.Is(err, core.ErrNotFound) {
 		s.claims.take(tok.jobID, tok.claimSeq)
 		return tok, nil, newProblem(SlugLeaseLost, fmt.Sprintf("job %d no longer exists", id))
@@ -128,7 +128,7 @@ func (s *Server) finish(ctx context.Context, j *core.Job, d core.Decision) (*cor
 	if o.Delete {
 		return nil, nil
 	}
-	after, err := s.st.Get(ctx, j.ID)
+	after, err := s.c.GetJob(ctx, j.ID)
 	if errors.Is(err, core.ErrNotFound) {
 		return nil, nil
 	}

@@ -26,6 +26,7 @@ const (
 	SlugInvalidJSON          = "invalid-json"
 	SlugInvalidRequest       = "invalid-request"
 	SlugInvalidJob           = "invalid-job"
+	SlugUnknownKind          = "unknown-kind"
 	SlugBodyTooLarge         = "body-too-large"
 	SlugUnsupportedMediaType = "unsupported-media-type"
 	SlugUnauthorized         = "unauthorized"
@@ -52,6 +53,7 @@ var problems = map[string]problemInfo{
 	SlugInvalidJSON:          {http.StatusBadRequest, "Request body is not valid JSON"},
 	SlugInvalidRequest:       {http.StatusBadRequest, "Invalid request"},
 	SlugInvalidJob:           {http.StatusUnprocessableEntity, "Invalid job"},
+	SlugUnknownKind:          {http.StatusUnprocessableEntity, "Unknown job kind"},
 	SlugBodyTooLarge:         {http.StatusRequestEntityTooLarge, "Request body too large"},
 	SlugUnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	SlugUnauthorized:         {http.StatusUnauthorized, "Unauthorized"},
@@ -116,6 +118,8 @@ func classify(err error) *problem {
 		return p
 	case errors.Is(err, core.ErrInvalidJob):
 		return &problem{slug: SlugInvalidJob, detail: trimInvalid(err.Error())}
+	case errors.Is(err, core.ErrUnknownKind):
+		return &problem{slug: SlugUnknownKind, detail: err.Error()}
 	case errors.Is(err, core.ErrNotFound):
 		return &problem{slug: SlugJobNotFound, detail: err.Error()}
 	case errors.Is(err, core.ErrInvalidState):

@@ -125,6 +125,14 @@ type Config struct {
 	// hold a slot only while they hold jobs. 0 means
 	// DefaultMaxHeavyRequests (4).
 	MaxHeavyRequests int
+	// RejectUnknownKinds makes POST /v1/jobs and POST /v1/jobs/batch
+	// refuse a job whose kind neither the server's client has a handler
+	// for (core.Config.Handlers) nor a live registered worker (one not
+	// yet declared dead) announced when it registered (RegisterRequest's
+	// kinds): 422 unknown-kind naming the kind, and nothing of the
+	// request is inserted. Registrations through other servers sharing
+	// the store are seen within a second. False accepts every kind.
+	RejectUnknownKinds bool
 }
 
 // Defaults of Config.
@@ -219,6 +227,7 @@ type Server struct {
 	claims  *claimMemory     // jobs this server handed out, for batched outcomes' events
 	heavy   heavySlots       // list pages and claims holding jobs in memory now
 	stats   *core.StatsCache // GET /v1/queues answers, shared for StatsCacheTTL
+	kinds   kindRegistry     // registry read by RejectUnknownKinds
 	waiting atomic.Int64     // long-polls waiting now (for tests)
 
 	ctx       context.Context // ended by Close: long-polls return, the listener stops
@@ -507,7 +516,7 @@ func (s *Server) now() time.Time { return core.UTC(s.clock.Now()) }
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := s.st.Get(ctx, 0); err != nil && !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.c.GetJob(ctx, 0); err != nil && !errors.Is(err, core.ErrNotFound) {
 		return &problem{slug: SlugUnavailable, detail: "the job store is unavailable", cause: err}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -18,10 +19,14 @@ import (
 // Liveness is judged at the server's now with the client's
 // WorkerStaleAfter and WorkerDeadAfter.
 type Worker struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name"` // stored as core.WorkerInfo.Host
-	Queues      []string          `json:"queues"`
-	Tags        []string          `json:"tags,omitempty"`
+	ID     string   `json:"id"`
+	Name   string   `json:"name"` // stored as core.WorkerInfo.Host
+	Queues []string `json:"queues"`
+	Tags   []string `json:"tags,omitempty"`
+	// Kinds are the kinds the worker announced when it registered,
+	// sorted (stored in its metadata under WorkerKindsKey, which Metadata
+	// does not show).
+	Kinds       []string          `json:"kinds,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	StartedAt   time.Time         `json:"started_at"`
 	HeartbeatAt time.Time         `json:"heartbeat_at"`
@@ -33,8 +38,16 @@ func (s *Server) toWorker(w core.WorkerInfo, now time.Time) Worker {
 	if qs == nil {
 		qs = []string{}
 	}
+	md := w.Metadata
+	if _, ok := md[WorkerKindsKey]; ok {
+		md = maps.Clone(md)
+		delete(md, WorkerKindsKey)
+		if len(md) == 0 {
+			md = nil
+		}
+	}
 	return Worker{
-		ID: w.ID, Name: w.Host, Queues: qs, Tags: w.Tags, Metadata: w.Metadata,
+		ID: w.ID, Name: w.Host, Queues: qs, Tags: w.Tags, Kinds: kindsOf(w), Metadata: md,
 		StartedAt: utc(w.StartedAt), HeartbeatAt: utc(w.HeartbeatAt),
 		Liveness: w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter),
 	}
@@ -42,9 +55,14 @@ func (s *Server) toWorker(w core.WorkerInfo, now time.Time) Worker {
 
 // RegisterRequest is the body of PUT /v1/workers/{id}.
 type RegisterRequest struct {
-	Name     string            `json:"name"`
-	Queues   []string          `json:"queues"` // required, at least one
-	Tags     []string          `json:"tags,omitempty"`
+	Name   string   `json:"name"`
+	Queues []string `json:"queues"` // required, at least one
+	Tags   []string `json:"tags,omitempty"`
+	// Kinds are the job kinds the worker handles (at most MaxWorkerKinds,
+	// each 1..255 bytes of UTF-8). A server with
+	// Config.RejectUnknownKinds accepts submissions of these kinds while
+	// the worker lives; they change nothing else.
+	Kinds    []string          `json:"kinds,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
@@ -255,6 +273,13 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := req.Metadata[WorkerCredentialKey]; ok {
 		return newProblem(SlugInvalidRequest, errReservedMetadata.Error())
 	}
+	if _, ok := req.Metadata[WorkerKindsKey]; ok {
+		return newProblem(SlugInvalidRequest, "metadata key "+WorkerKindsKey+" is reserved: the server sets it to the worker's kinds (send them as kinds)")
+	}
+	kinds, err := validKinds(req.Kinds)
+	if err != nil {
+		return err
+	}
 	now := s.now()
 	prev, existed, err := s.lookupWorker(r.Context(), id, now)
 	if err != nil {
@@ -283,10 +308,15 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
 	if existed {
 		info.StartedAt = prev.StartedAt
 	}
+	info = withKinds(info, kinds)
+	if err := validMetadata(info.Metadata); err != nil {
+		return err
+	}
 	if err := s.st.RegisterWorker(r.Context(), info); err != nil {
 		return err
 	}
 	s.workers.put(info, s.ccfg.WorkerDeadAfter)
+	s.kinds.forget()
 	if !existed {
 		s.c.Emit(core.Event{Kind: core.EventWorkerRegistered, At: now, Reason: id})
 		reqFrom(r.Context()).log.Info("backlog http: worker registered", "worker_id", id, "queues", info.Queues)
@@ -376,7 +406,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 // received. Each goes back without using an attempt and keeps its place
 // in the queue (core.HandBack, cause claim_lost).
 func (s *Server) handBackUnknown(ctx context.Context, id string, named map[core.Lease]bool, now time.Time) (int, error) {
-	jobs, err := s.st.List(ctx, core.ListParams{WorkerID: id, States: []core.State{core.StateRunning}, Limit: 1000})
+	jobs, err := s.c.ListJobs(ctx, core.ListParams{WorkerID: id, States: []core.State{core.StateRunning}, Limit: 1000})
 	if err != nil {
 		return 0, err
 	}
@@ -432,12 +462,13 @@ func (s *Server) deregisterWorker(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	s.workers.del(id)
+	s.kinds.forget()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) error {
-	ws, err := s.st.Workers(r.Context())
+	ws, err := s.c.ListWorkers(r.Context())
 	if err != nil {
 		return err
 	}

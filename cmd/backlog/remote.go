@@ -105,6 +105,7 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 		ID:              wc.workerID,
 		Queues:          wc.queueNames(),
 		Tags:            wc.tags,
+		Kinds:           slices.Sorted(maps.Keys(wc.handlers)),
 		Concurrency:     concurrency,
 		Handler:         rw.handle,
 		Logger:          a.log,

@@ -54,6 +54,7 @@ type serveFlags struct {
 	bodyTimeout, writeTimeout time.Duration
 	auth                      authFlags // lease secret, per-worker tokens
 	openSealedFor             string    // roles shown sealed values opened (with --keys-file)
+	rejectUnknownKinds        bool      // httpapi.Config.RejectUnknownKinds
 	// kindRetry is the API's retry policy per kind (httpapi.Config.KindRetry),
 	// from the config file (workConfig.kindRetry); not a flag.
 	kindRetry map[string]core.RetryPolicy
@@ -73,6 +74,7 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.bodyTimeout, "body-timeout", httpapi.DefaultBodyReadTimeout, "a request body must arrive within this, or the connection is closed")
 	fl.DurationVar(&f.writeTimeout, "write-timeout", httpapi.DefaultWriteTimeout, "handling a request and writing its answer must end within this (long-polling claims get their wait on top)")
 	fl.StringVar(&f.openSealedFor, "open-sealed-for", httpapi.DefaultOpenSealedFor, "with keys (--keys-file): the API roles that read sealed args, results and errors opened (comma-separated producer, worker, admin, or none); others read ciphertext")
+	fl.BoolVar(&f.rejectUnknownKinds, "reject-unknown-kinds", false, "refuse (422 unknown-kind) a submitted job whose kind neither this server's handlers nor a live registered remote worker handles")
 	f.auth.register(fl)
 }
 
@@ -184,6 +186,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
 		OpenSealedFor: h.flags.openSealedFor, KindRetry: h.flags.kindRetry,
+		RejectUnknownKinds: h.flags.rejectUnknownKinds,
 	}
 	h.flags.auth.apply(&acfg)
 	api, err := httpapi.New(c, acfg)

@@ -289,6 +289,9 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 	}
 	if s.serve != nil {
 		cfg.WorkerStaleAfter, cfg.WorkerDeadAfter = s.serve.workerStaleAfter, s.serve.workerDeadAt
+		// The API's submissions are for remote workers too; the API
+		// checks kinds itself when told to (--reject-unknown-kinds).
+		cfg.AllowUnknownKinds = true
 	}
 	for _, svc := range s.services {
 		if o, ok := svc.(interface{ observers() []core.Observer }); ok {

@@ -183,7 +183,7 @@ func (w *Worker) beat(ctx context.Context) bool {
 // registerOnce registers again (one request) and reports whether it
 // worked.
 func (w *Worker) registerOnce(ctx context.Context) bool {
-	req := RegisterRequest{Name: w.cfg.Name, Queues: w.cfg.Queues, Tags: w.cfg.Tags, Metadata: w.cfg.Metadata}
+	req := w.registerRequest()
 	sent := time.Now()
 	reg, err := w.c.RegisterWorker(ctx, w.cfg.ID, req)
 	if err != nil {

@@ -130,11 +130,15 @@ type WorkerInfo struct {
 
 // RegisterRequest registers a remote worker (PUT /v1/workers/{id}). Queues
 // is required (at least one); Tags are its capabilities (claims route jobs
-// by them).
+// by them); Kinds are the job kinds it handles (at most 1000, each 1..255
+// bytes of UTF-8), which a server run with --reject-unknown-kinds accepts
+// submissions of while the worker lives. Servers that predate Kinds refuse
+// a registration that sends them (400 invalid-request).
 type RegisterRequest struct {
 	Name     string            `json:"name,omitempty"`
 	Queues   []string          `json:"queues"`
 	Tags     []string          `json:"tags,omitempty"`
+	Kinds    []string          `json:"kinds,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 

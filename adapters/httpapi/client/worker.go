@@ -81,6 +81,10 @@ type WorkerConfig struct {
 	// Tags are the worker's capabilities: it gets jobs whose tags are all
 	// among them, and untagged jobs.
 	Tags []string
+	// Kinds are the job kinds Handler runs, announced at registration
+	// (RegisterRequest.Kinds): a server that rejects unknown kinds accepts
+	// submissions of them while this worker lives. Nil announces none.
+	Kinds []string
 	// Metadata is stored in the worker's registry record.
 	Metadata map[string]string
 	// Concurrency is how many handlers run at once; 0 means 10.
@@ -331,7 +335,7 @@ func (w *Worker) hardStop(cancelWork context.CancelCauseFunc, why string) {
 // until ctx ends. It returns an error for a refusal that retrying cannot
 // fix.
 func (w *Worker) register(ctx context.Context) (*Registration, error) {
-	req := RegisterRequest{Name: w.cfg.Name, Queues: w.cfg.Queues, Tags: w.cfg.Tags, Metadata: w.cfg.Metadata}
+	req := w.registerRequest()
 	for failures := 1; ; failures++ {
 		sent := time.Now()
 		reg, err := w.c.RegisterWorker(ctx, w.cfg.ID, req)
@@ -761,4 +765,9 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 			return
 		}
 	}
+}
+
+// registerRequest is the worker's registration.
+func (w *Worker) registerRequest() RegisterRequest {
+	return RegisterRequest{Name: w.cfg.Name, Queues: w.cfg.Queues, Tags: w.cfg.Tags, Kinds: w.cfg.Kinds, Metadata: w.cfg.Metadata}
 }
