@@ -80,6 +80,22 @@ const (
 	CauseShutdown = "shutdown"
 )
 
+// KnownCause reports whether cause is one of the Cause* constants: a
+// hand-back or rescue cause (CauseLeaseExpired, CauseWorkerDead,
+// CauseClaimLost, CauseLeaseUnrenewed, CauseUndeliverable) or a cause of
+// a failed attempt (the values CauseOf returns, CauseDecrypt included).
+// Readers of stored entries and of reports from outside the process
+// (a remote worker's) use it to refuse a cause the engine never writes.
+func KnownCause(cause string) bool {
+	switch cause {
+	case CauseLeaseExpired, CauseWorkerDead, CauseClaimLost, CauseLeaseUnrenewed, CauseUndeliverable,
+		CauseHandlerError, CausePanic, CauseTimeout, CauseDeadline, CauseUnknownKind, CauseDecrypt,
+		CauseInvalidContinue, CauseShutdown:
+		return true
+	}
+	return false
+}
+
 // Event is one observation. Job is a snapshot as the event's node saw it;
 // fields that don't apply to a kind are zero.
 type Event struct {

@@ -28,7 +28,7 @@ type OutcomesRequest struct {
 // OutcomeItem is one outcome of a batch: the job, its lease token, the
 // type ("complete", "fail", "snooze" or "continue") and the fields of the
 // single endpoint of that type (result; error, trace, action,
-// retry_in_seconds; delay_seconds; kind, args, run_at). A field of
+// retry_in_seconds, cause; delay_seconds; kind, args, run_at). A field of
 // another type is an item problem.
 type OutcomeItem struct {
 	JobID          int64           `json:"job_id"`
@@ -39,6 +39,7 @@ type OutcomeItem struct {
 	Trace          string          `json:"trace,omitempty"`            // fail
 	Action         string          `json:"action,omitempty"`           // fail: retry (default), discard, cancel
 	RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"` // fail, action retry: overrides the policy
+	Cause          string          `json:"cause,omitempty"`            // fail: see WorkerCauses; absent means handler_error
 	DelaySeconds   *float64        `json:"delay_seconds,omitempty"`    // snooze: default 0
 	Kind           string          `json:"kind,omitempty"`             // continue: the next step's kind
 	Args           json.RawMessage `json:"args,omitempty"`             // continue: the next step's args
@@ -248,13 +249,13 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 	misplaced := func(field string) error {
 		return newProblem(SlugInvalidRequest, fmt.Sprintf("%s does not apply to an outcome of type %s", field, it.Type))
 	}
-	hasFail := it.Error != "" || it.Trace != "" || it.Action != "" || it.RetryInSeconds != nil
+	hasFail := it.Error != "" || it.Trace != "" || it.Action != "" || it.RetryInSeconds != nil || it.Cause != ""
 	hasContinue := it.Kind != "" || len(it.Args) > 0 || it.RunAt != nil
 	switch it.Type {
 	case OutcomeTypeComplete:
 		switch {
 		case hasFail:
-			return nil, misplaced("error, trace, action and retry_in_seconds")
+			return nil, misplaced("error, trace, action, retry_in_seconds and cause")
 		case it.DelaySeconds != nil:
 			return nil, misplaced("delay_seconds")
 		case hasContinue:
@@ -274,15 +275,15 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 		case hasContinue:
 			return nil, misplaced("kind, args and run_at")
 		}
-		over, err := checkFail(it.Error, it.Action, it.RetryInSeconds)
+		over, err := checkFail(it.Error, it.Action, it.Cause, it.RetryInSeconds)
 		if err != nil {
 			return nil, err
 		}
-		e.v = failVerdict(it.Error, it.Trace, it.Action, over)
+		e.v = failVerdict(it.Error, it.Trace, it.Cause, it.Action, over)
 	case OutcomeTypeSnooze:
 		switch {
 		case hasFail:
-			return nil, misplaced("error, trace, action and retry_in_seconds")
+			return nil, misplaced("error, trace, action, retry_in_seconds and cause")
 		case len(it.Result) > 0:
 			return nil, misplaced("result")
 		case hasContinue:
@@ -296,7 +297,7 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 	case OutcomeTypeContinue:
 		switch {
 		case hasFail:
-			return nil, misplaced("error, trace, action and retry_in_seconds")
+			return nil, misplaced("error, trace, action, retry_in_seconds and cause")
 		case len(it.Result) > 0:
 			return nil, misplaced("result")
 		case it.DelaySeconds != nil:

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -25,6 +27,7 @@ type FailRequest struct {
 	Trace          string   `json:"trace,omitempty"`
 	Action         string   `json:"action,omitempty"`           // retry (default), discard, cancel
 	RetryInSeconds *float64 `json:"retry_in_seconds,omitempty"` // overrides the retry policy's delay
+	Cause          string   `json:"cause,omitempty"`            // the attempt's cause (see WorkerCause); absent means handler_error
 }
 
 // SnoozeRequest is the body of POST /v1/jobs/{id}/snooze.
@@ -148,13 +151,19 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *core.Job, d c
 }
 
 // emitApplied reports an applied outcome of j's execution; its duration
-// runs from the claim (j.AttemptedAt, when known) to the outcome.
+// runs from the claim (j.AttemptedAt, when known) to the outcome, and a
+// failed attempt's event carries the cause of its error entry, as the
+// engine's own do.
 func (s *Server) emitApplied(j *core.Job, d core.Decision) {
 	var dur time.Duration
 	if !j.AttemptedAt.IsZero() {
 		dur = max(d.Outcome.At.Sub(j.AttemptedAt), 0)
 	}
-	s.c.Emit(core.Event{Kind: d.Event, At: d.Outcome.At, Queue: j.Queue, Job: j, Err: d.Err, Reason: d.Reason, Duration: dur})
+	var cause string
+	if d.Outcome.Error != nil {
+		cause = d.Outcome.Error.Cause
+	}
+	s.c.Emit(core.Event{Kind: d.Event, At: d.Outcome.At, Queue: j.Queue, Job: j, Err: d.Err, Reason: d.Reason, Duration: dur, Cause: cause})
 }
 
 // wakes reports whether an applied outcome makes its job due at once
@@ -192,7 +201,7 @@ func (s *Server) resultBytes(raw json.RawMessage) ([]byte, error) {
 
 // checkFail checks a failure's fields and returns the retry delay that
 // overrides the policy (nil for none).
-func checkFail(msg, action string, retryIn *float64) (*time.Duration, error) {
+func checkFail(msg, action, cause string, retryIn *float64) (*time.Duration, error) {
 	if msg == "" {
 		return nil, newProblem(SlugInvalidRequest, "error is required: the failure's message")
 	}
@@ -200,6 +209,9 @@ func checkFail(msg, action string, retryIn *float64) (*time.Duration, error) {
 	case "", "retry", "discard", "cancel":
 	default:
 		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("action must be retry, discard or cancel, not %q", action))
+	}
+	if err := checkCause(cause); err != nil {
+		return nil, err
 	}
 	if retryIn == nil {
 		return nil, nil
@@ -214,11 +226,43 @@ func checkFail(msg, action string, retryIn *float64) (*time.Duration, error) {
 	return &d, nil
 }
 
+// WorkerCauses are the causes a remote worker may report with a failure
+// (the cause field of POST /v1/jobs/{id}/fail and of a fail item of POST
+// /v1/workers/{id}/outcomes): what core.CauseOf finds in a handler's
+// error where the handler ran. Absent means core.CauseHandlerError.
+//
+// The other causes core knows (core.KnownCause) are the server's to
+// assign and are refused from a worker: the rescue and hand-back causes
+// (lease_expired, worker_dead, claim_lost, lease_unrenewed,
+// undeliverable), which never describe a failed attempt, and
+// invalid_continue, which the server decides when it refuses a
+// continuation (POST /v1/jobs/{id}/continue).
+var WorkerCauses = []string{
+	core.CauseHandlerError, core.CausePanic, core.CauseTimeout, core.CauseDeadline,
+	core.CauseUnknownKind, core.CauseDecrypt, core.CauseShutdown,
+}
+
+// checkCause checks the cause a worker reported ("" for none).
+func checkCause(cause string) error {
+	if cause == "" || slices.Contains(WorkerCauses, cause) {
+		return nil
+	}
+	allowed := strings.Join(WorkerCauses, ", ")
+	if core.KnownCause(cause) {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("cause %q is assigned by the server, never reported by a worker; a worker reports one of %s", cause, allowed))
+	}
+	return newProblem(SlugInvalidRequest, fmt.Sprintf("cause %q is not a known cause; a worker reports one of %s (absent means %s)", cause, allowed, core.CauseHandlerError))
+}
+
 // decide is the engine's decision (core.Decide) on an attempt of j that
 // a remote worker reported as v, at now. The delay before a retry is, in
 // order: the one the worker sent (retry_in_seconds, v.RetryIn), the
 // policy of j's kind (Config.KindRetry), the client's default policy
-// (core.Config.Retry). The caller seals the outcome (sealOutcome).
+// (core.Config.Retry). A failure the worker reported (failVerdict) keeps
+// the cause it reported in its error entry; with cause deadline the job
+// is discarded for its deadline, as the engine does when an attempt ends
+// by the job's deadline, whatever this server's clock says. The caller
+// seals the outcome (sealOutcome).
 func (s *Server) decide(j *core.Job, now time.Time, v core.Verdict) core.Decision {
 	maxArgs := s.ccfg.MaxArgsBytes
 	if v.Next != nil && core.IsSealed(v.Next.Args) && maxArgs > 0 {
@@ -229,23 +273,43 @@ func (s *Server) decide(j *core.Job, now time.Time, v core.Verdict) core.Decisio
 	if p := s.cfg.KindRetry[j.Kind]; p != nil {
 		policy = p
 	}
-	return core.Decide(j, v, core.DecidePolicy{
+	var re *reportedError
+	reported := errors.As(v.Err, &re)
+	if reported && re.cause == core.CauseDeadline && v.Kind == core.OutcomeRetry {
+		// Decide discards an attempt whose deadline has passed.
+		dj := *j
+		if dj.Deadline.IsZero() || dj.Deadline.After(now) {
+			dj.Deadline = now
+		}
+		j = &dj
+	}
+	d := core.Decide(j, v, core.DecidePolicy{
 		Now: now, Retry: policy, MaxArgsBytes: maxArgs, DeleteCompleted: s.ccfg.Retention.Completed == 0,
 	})
+	if reported && d.Outcome.Error != nil {
+		d.Outcome.Error.Cause = re.cause
+	}
+	return d
 }
 
 // reportedError is a failure as a remote worker reported it: its message
-// and trace become the attempt's error entry as they are (bounded).
-type reportedError struct{ msg, trace string }
+// and trace become the attempt's error entry as they are (bounded), with
+// the cause the worker reported (core.CauseHandlerError when it sent
+// none).
+type reportedError struct{ msg, trace, cause string }
 
 func (e *reportedError) Error() string      { return e.msg }
 func (e *reportedError) ErrorTrace() string { return e.trace }
 
 // failVerdict is the verdict of a failure a remote worker reported: its
-// message and trace, its action (retry, the default; discard; cancel)
-// and the delay it asked for (nil for the policy's).
-func failVerdict(msg, trace, action string, retryIn *time.Duration) core.Verdict {
-	v := core.Verdict{Kind: core.OutcomeRetry, Err: &reportedError{msg: msg, trace: trace}, RetryIn: retryIn}
+// message, trace and cause ("" for core.CauseHandlerError), its action
+// (retry, the default; discard; cancel) and the delay it asked for (nil
+// for the policy's).
+func failVerdict(msg, trace, cause, action string, retryIn *time.Duration) core.Verdict {
+	if cause == "" {
+		cause = core.CauseHandlerError
+	}
+	v := core.Verdict{Kind: core.OutcomeRetry, Err: &reportedError{msg: msg, trace: trace, cause: cause}, RetryIn: retryIn}
 	switch action {
 	case "discard":
 		v.Kind = core.OutcomeDiscard
@@ -294,7 +358,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	override, err := checkFail(req.Error, req.Action, req.RetryInSeconds)
+	override, err := checkFail(req.Error, req.Action, req.Cause, req.RetryInSeconds)
 	if err != nil {
 		return err
 	}
@@ -302,7 +366,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answer(w, r, j, s.decide(j, s.now(), failVerdict(req.Error, req.Trace, req.Action, override)))
+	return s.answer(w, r, j, s.decide(j, s.now(), failVerdict(req.Error, req.Trace, req.Cause, req.Action, override)))
 }
 
 func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
