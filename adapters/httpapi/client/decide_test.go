@@ -43,7 +43,8 @@ func (e *eventsByJob) get(id int64) (core.Event, bool) {
 // TestSameDecisionInProcessAndRemote runs the same handler results through
 // the in-process executor and through a remote worker and the HTTP API,
 // on one store, and requires the same outcome: state, kind, attempts,
-// error entries, backoff and event (with its discard reason). The retry
+// error entries (with their causes), backoff and event (with its discard
+// reason and cause). The retry
 // policies are the same on both sides: a default DelayList{1h} and, for
 // kind "exp", an exact ExponentialBackoff (the engine's per-kind policy
 // in process, Config.KindRetry on the server).
@@ -205,8 +206,8 @@ func TestSameDecisionInProcessAndRemote(t *testing.T) {
 					re.State, re.Kind, re.Args, re.Attempt, len(re.Errors), re.Result)
 				continue
 			}
-			if inEv.Kind != reEv.Kind || inEv.Reason != reEv.Reason {
-				t.Errorf("%s: events in process %s %q, remote %s %q", sc.kind, inEv.Kind, inEv.Reason, reEv.Kind, reEv.Reason)
+			if inEv.Kind != reEv.Kind || inEv.Reason != reEv.Reason || inEv.Cause != reEv.Cause {
+				t.Errorf("%s: events in process %s %q cause %q, remote %s %q cause %q", sc.kind, inEv.Kind, inEv.Reason, inEv.Cause, reEv.Kind, reEv.Reason, reEv.Cause)
 			}
 			if in.State == core.StateRetryable || in.State == core.StateScheduled {
 				if wi, wr := wait(in), wait(re); wi != wr {
@@ -215,10 +216,7 @@ func TestSameDecisionInProcessAndRemote(t *testing.T) {
 			}
 			for i := range in.Errors {
 				ie, rr := in.Errors[i], re.Errors[i]
-				// The outcome endpoints carry no cause yet: what the
-				// worker found (a panic, a timeout) is stored as
-				// handler_error; what the server decides keeps its own.
-				if ie.Error != rr.Error || ie.Attempt != rr.Attempt || (ie.Cause != rr.Cause && rr.Cause != core.CauseHandlerError) {
+				if ie.Error != rr.Error || ie.Attempt != rr.Attempt || ie.Cause != rr.Cause {
 					t.Errorf("%s: error entry in process %+v, remote %+v", sc.kind, ie, rr)
 				}
 				if sc.kind == "panic" {

@@ -102,8 +102,9 @@ func (p *Problem) Error() string {
 
 // Is maps problem types to sentinels: job-not-found → core.ErrNotFound,
 // lease-lost → core.ErrLeaseLost, invalid-job → core.ErrInvalidJob,
-// invalid-state → core.ErrInvalidState, and the others to this package's
-// Err… variables. A response that was no problem+json matches by status:
+// invalid-state → core.ErrInvalidState, unknown-kind (422, a kind no
+// handler or registered worker handles) → core.ErrUnknownKind, and the
+// others to this package's Err… variables. A response that was no problem+json matches by status:
 // 401 ErrUnauthorized, 403 ErrForbidden, 502/503/504 ErrUnavailable.
 func (p *Problem) Is(target error) bool {
 	if target == nil {
@@ -125,6 +126,8 @@ func (p *Problem) sentinel() error {
 		return core.ErrInvalidJob
 	case "invalid-state":
 		return core.ErrInvalidState
+	case "unknown-kind":
+		return core.ErrUnknownKind
 	case "unauthorized":
 		return ErrUnauthorized
 	case "forbidden":

@@ -37,8 +37,12 @@ func TestWorkerAnnouncesKinds(t *testing.T) {
 
 	_, err = cl.Submit(ctx, client.SubmitRequest{Kind: "resize"})
 	var p *client.Problem
-	if !errors.As(err, &p) || p.Slug() != "unknown-kind" {
+	if !errors.As(err, &p) || p.Slug() != "unknown-kind" || p.Status != 422 {
 		t.Fatalf("submit before any worker: err %v, want the unknown-kind problem", err)
+	}
+	if !errors.Is(err, core.ErrUnknownKind) || errors.Is(err, core.ErrInvalidJob) || errors.Is(err, client.ErrInvalidRequest) {
+		t.Fatalf("the unknown-kind problem matches core.ErrUnknownKind %v, core.ErrInvalidJob %v, ErrInvalidRequest %v; want only the first",
+			errors.Is(err, core.ErrUnknownKind), errors.Is(err, core.ErrInvalidJob), errors.Is(err, client.ErrInvalidRequest))
 	}
 
 	registered := make(chan *client.Registration, 4)

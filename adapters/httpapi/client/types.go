@@ -196,12 +196,18 @@ type CompleteRequest struct {
 
 // FailRequest records a failed attempt. Error is required. RetryIn, when
 // set, overrides the server's retry policy for action retry (the job is due
-// again after that long).
+// again after that long). Cause is the attempt's machine-readable cause,
+// core.CauseOf of the handler's error ("" means core.CauseHandlerError);
+// the server records it in the error entry and refuses the causes only it
+// assigns (rescues, hand-backs, refused continuations) with
+// ErrInvalidRequest. Cause core.CauseDeadline discards the job for its
+// deadline.
 type FailRequest struct {
 	LeaseToken string         `json:"lease_token"`
 	Error      string         `json:"error"`
 	Trace      string         `json:"trace,omitempty"`
 	Action     FailAction     `json:"action,omitempty"` // "" = FailRetry
+	Cause      string         `json:"cause,omitempty"`  // "" = core.CauseHandlerError
 	RetryIn    *time.Duration `json:"-"`                // sent as retry_in_seconds
 }
 
@@ -292,7 +298,7 @@ const (
 // OutcomeRequest is one outcome of a batch (POST
 // /v1/workers/{id}/outcomes): the job, its lease token, the type and the
 // fields of that type, as in CompleteRequest (Result), FailRequest (Error,
-// required; Trace, Action, RetryIn), SnoozeRequest (Delay) and
+// required; Trace, Action, Cause, RetryIn), SnoozeRequest (Delay) and
 // ContinueRequest (NextKind, NextArgs, RunAt). Fields of another type must
 // be left zero (the server refuses the item otherwise). CompleteOutcome,
 // FailOutcome, SnoozeOutcome and ContinueOutcome build one from the single
@@ -305,6 +311,7 @@ type OutcomeRequest struct {
 	Error      string          // fail: the message (required)
 	Trace      string          // fail
 	Action     FailAction      // fail: "" = FailRetry
+	Cause      string          // fail: the attempt's cause, "" = core.CauseHandlerError
 	RetryIn    *time.Duration  // fail, FailRetry: overrides the server's retry delay
 	Delay      time.Duration   // snooze: due again after this long (no attempt used)
 	NextKind   string          // continue: the next step's kind
@@ -319,7 +326,7 @@ func CompleteOutcome(jobID int64, r CompleteRequest) OutcomeRequest {
 
 // FailOutcome is the batch item of Fail(ctx, jobID, r).
 func FailOutcome(jobID int64, r FailRequest) OutcomeRequest {
-	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeFail, Error: r.Error, Trace: r.Trace, Action: r.Action, RetryIn: r.RetryIn}
+	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeFail, Error: r.Error, Trace: r.Trace, Action: r.Action, Cause: r.Cause, RetryIn: r.RetryIn}
 }
 
 // SnoozeOutcome is the batch item of Snooze(ctx, jobID, r).
@@ -349,11 +356,12 @@ func (r OutcomeRequest) MarshalJSON() ([]byte, error) {
 		Trace          string          `json:"trace,omitempty"`
 		Action         FailAction      `json:"action,omitempty"`
 		RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"`
+		Cause          string          `json:"cause,omitempty"`
 		DelaySeconds   *float64        `json:"delay_seconds,omitempty"`
 		Kind           string          `json:"kind,omitempty"`
 		Args           json.RawMessage `json:"args,omitempty"`
 		RunAt          time.Time       `json:"run_at,omitzero"`
-	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, seconds(r.Delay), r.NextKind, r.NextArgs, r.RunAt})
+	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, r.Cause, seconds(r.Delay), r.NextKind, r.NextArgs, r.RunAt})
 }
 
 // OutcomeResult is the fate of one item of Client.Outcomes. Applied items

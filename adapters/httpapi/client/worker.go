@@ -694,15 +694,36 @@ func (w *Worker) decide(ctx context.Context, job *Job, res json.RawMessage, err 
 }
 
 // failOutcome is the failure of job's attempt with err: its error entry
-// (core.ErrorEntry: message and trace, bounded), action and retry delay.
+// (core.ErrorEntry: message, trace and cause, bounded), action and retry
+// delay. The cause is sent only when it is not handler_error, which is
+// what a failure without one means.
 func failOutcome(job *Job, action FailAction, err error, retryIn *time.Duration) outcome {
 	ae := core.ErrorEntry(job.Attempt, time.Now(), err)
 	if ae.Error == "" {
 		ae.Error = "error"
 	}
+	cause := attemptCause(err)
+	if cause == core.CauseHandlerError {
+		cause = ""
+	}
 	return outcome{kind: "fail", fail: FailRequest{
-		LeaseToken: job.LeaseToken, Action: action, RetryIn: retryIn, Error: ae.Error, Trace: ae.Trace,
+		LeaseToken: job.LeaseToken, Action: action, RetryIn: retryIn, Error: ae.Error, Trace: ae.Trace, Cause: cause,
 	}}
+}
+
+// attemptCause is the cause of an attempt that failed with err, as the
+// engine finds it (core.CauseOf), with the job's deadline this worker
+// runs handlers under (errJobDeadline) read as the engine reads its own:
+// after a panic or a timeout, before the rest.
+func attemptCause(err error) string {
+	switch c := core.CauseOf(err); {
+	case c == core.CausePanic || c == core.CauseTimeout:
+		return c
+	case errors.Is(err, errJobDeadline):
+		return core.CauseDeadline
+	default:
+		return c
+	}
 }
 
 // deliver reports an outcome with its single endpoint, retrying until it
@@ -747,6 +768,12 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 				detail = p.Detail
 			}
 			o = failOutcome(job, FailRetry, fmt.Errorf("completion refused by the server: %s", detail), nil)
+			continue
+		case o.kind == "fail" && o.fail.Cause != "" && errors.Is(err, ErrInvalidRequest):
+			// A server older than failure causes refuses the field: the
+			// failure is reported without it (recorded as handler_error).
+			log.Warn("backlog worker: the server refused the failure's cause; reporting the failure without it", "cause", o.fail.Cause, "err", err)
+			o.fail.Cause = ""
 			continue
 		case ctx.Err() != nil:
 			log.Error("backlog worker: outcome not delivered before shutdown; the job comes back when its lease ends", "err", err)
