@@ -3,23 +3,41 @@ package core
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // producer is one queue's fetch loop: it claims as many due jobs as it has
 // free slots, never more, and starts an execution for each.
+//
+// With Config.ClaimAhead, a node also holds up to that many claimed jobs
+// per queue waiting for a slot, and runs two claims at once: slots freed
+// while a claim is committing are refilled from the waiting jobs instead
+// of waiting for that claim. Without it a queue's slots turn over at most
+// once per claim round trip (MaxWorkers / claim latency jobs per second).
 type producer struct {
-	c      *Client
-	queue  string
-	max    int
-	active atomic.Int64
-	more   atomic.Bool // the last claim filled its limit: the queue likely has more
-	wakeCh chan struct{}
+	c        *Client
+	queue    string
+	max      int         // executions at once
+	ahead    int         // claimed jobs that may wait for a slot
+	inFlight int         // claims at once
+	more     atomic.Bool // the last claim filled its limit: the queue likely has more
+	wakeCh   chan struct{}
+
+	mu       sync.Mutex
+	active   int          // executions started and not returned
+	reserved int          // jobs asked for by claims in flight
+	waiting  []*execution // claimed, waiting for a slot (oldest first)
+	stopped  bool         // the loop ended: nothing more starts from waiting
 }
 
 func newProducer(c *Client, queue string, maxWorkers int) *producer {
-	return &producer{c: c, queue: queue, max: maxWorkers, wakeCh: make(chan struct{}, 1)}
+	p := &producer{c: c, queue: queue, max: maxWorkers, ahead: c.cfg.ClaimAhead, inFlight: 1, wakeCh: make(chan struct{}, 1)}
+	if p.ahead > 0 {
+		p.inFlight = 2
+	}
+	return p
 }
 
 // wake asks the loop to claim now (coalescing: many wakes make one claim).
@@ -30,73 +48,140 @@ func (p *producer) wake() {
 	}
 }
 
-// jobDone frees a slot; under load (the last claim was full) it wakes the
-// loop so the slot is refilled without waiting for a poll.
+// jobDone frees a slot: a waiting job takes it at once; otherwise, under
+// load (the last claim was full), it wakes the loop so the slot is
+// refilled without waiting for a poll.
 func (p *producer) jobDone() {
-	p.active.Add(-1)
+	p.mu.Lock()
+	if len(p.waiting) > 0 && !p.stopped {
+		e := p.waiting[0]
+		p.waiting[0] = nil
+		p.waiting = p.waiting[1:]
+		p.mu.Unlock()
+		p.c.execs.Add(1)
+		go p.c.execute(p, e)
+		if p.more.Load() {
+			p.wake()
+		}
+		return
+	}
+	p.active--
+	p.mu.Unlock()
 	if p.more.Load() {
 		p.wake()
 	}
+}
+
+// free is the number of jobs a claim may ask for now: slots and waiting
+// room not taken by running, waiting or requested jobs.
+func (p *producer) free() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.max + p.ahead - p.active - len(p.waiting) - p.reserved
+}
+
+// claimResult is what one claim in flight reports back to the loop.
+type claimResult struct {
+	limit, n int
+	err      error
 }
 
 func (p *producer) run(ctx context.Context) {
 	c := p.c
 	poll := time.NewTicker(c.cfg.PollInterval)
 	defer poll.Stop()
-	var lastClaim time.Time
-	failures := 0
+	results := make(chan claimResult, p.inFlight)
+	var claims sync.WaitGroup
+	// Claims in flight when the loop stops still track their jobs; wait
+	// for them, then hand back the jobs that never started.
+	defer p.handBackWaiting()
+	defer claims.Wait()
+	var lastClaim, notBefore time.Time
+	inFlight, failures := 0, 0
+	drained := false // the last claim found fewer jobs than it asked for
 	for {
-		free := p.max - int(p.active.Load())
-		if free > 0 {
+		var timer *time.Timer
+		var timeout <-chan time.Time
+		if free := p.free(); free > 0 && inFlight < p.inFlight && !drained {
+			now := time.Now()
 			// Under load, slots free one by one. Claim at once when a good
 			// share of them is free; otherwise wait out the cooldown (or
-			// more freed slots) so one claim gathers many jobs.
-			if wait := c.cfg.FetchCooldown - time.Since(lastClaim); wait > 0 && free < p.batchThreshold() {
-				t := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-p.wakeCh:
-				case <-t.C:
-				}
-				t.Stop()
+			// more freed slots) so one claim gathers many jobs. After a
+			// failed claim, wait out its retry delay.
+			wait := c.cfg.FetchCooldown - now.Sub(lastClaim)
+			if free >= p.batchThreshold() {
+				wait = 0
+			}
+			wait = max(wait, notBefore.Sub(now))
+			if wait <= 0 {
+				lastClaim = now
+				limit := min(free, c.cfg.MaxClaim)
+				p.mu.Lock()
+				p.reserved += limit
+				p.mu.Unlock()
+				inFlight++
+				claims.Add(1)
+				go func() {
+					defer claims.Done()
+					n, err := p.claim(ctx, limit)
+					results <- claimResult{limit: limit, n: n, err: err}
+				}()
 				continue
 			}
-			lastClaim = time.Now()
-			n, err := p.claim(ctx, min(free, c.cfg.MaxClaim))
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				failures++
-				if unreachable(err) {
-					// The outage is logged once, by the reachability tracker.
-					c.log.Debug("backlog: claim failed", "queue", p.queue, "err", err, "failures", failures)
-				} else {
-					c.log.Error("backlog: claim failed", "queue", p.queue, "err", err, "failures", failures)
-				}
-				c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Queue: p.queue, Err: err})
-				if !sleepCtx(ctx, retryDelay(failures, c.cfg.PollInterval)) {
-					return
-				}
-				continue
-			default:
-				failures = 0
-			}
-			// A full claim that still left slots free (MaxClaim < free)
-			// goes round again at once.
-			if n == c.cfg.MaxClaim && n < free {
-				continue
-			}
+			timer = time.NewTimer(wait)
+			timeout = timer.C
 		}
 		select {
 		case <-ctx.Done():
+			stopTimer(timer)
 			return
+		case r := <-results:
+			inFlight--
+			if ctx.Err() != nil {
+				stopTimer(timer)
+				return
+			}
+			switch {
+			case r.err != nil:
+				failures++
+				p.claimFailed(r.err, failures)
+				notBefore = time.Now().Add(retryDelay(failures, c.cfg.PollInterval))
+			case r.n < r.limit:
+				// The queue had no more due jobs (or is paused): wait for
+				// a wake-up or the poll. A full claim goes round again at
+				// once while slots are free.
+				failures = 0
+				drained = true
+			default:
+				failures = 0
+			}
 		case <-p.wakeCh:
+			drained = false
 		case <-poll.C:
+			drained = false
+		case <-timeout:
 		}
+		stopTimer(timer)
 	}
+}
+
+// stopTimer stops t if there is one.
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// claimFailed logs and reports a failed claim: the n-th in a row.
+func (p *producer) claimFailed(err error, n int) {
+	c := p.c
+	if unreachable(err) {
+		// The outage is logged once, by the reachability tracker.
+		c.log.Debug("backlog: claim failed", "queue", p.queue, "err", err, "failures", n)
+	} else {
+		c.log.Error("backlog: claim failed", "queue", p.queue, "err", err, "failures", n)
+	}
+	c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Queue: p.queue, Err: err})
 }
 
 // batchThreshold is the number of free slots worth a claim before the
@@ -105,10 +190,12 @@ func (p *producer) batchThreshold() int {
 	return max(1, min(p.max/2, p.c.cfg.MaxClaim))
 }
 
-// claim takes up to limit jobs and starts them, returning how many.
-// Claims hold the claim gate shared until their jobs are tracked, so the
-// heartbeat's orphan check (which holds it exclusively) sees every job a
-// finished claim returned.
+// claim takes up to limit jobs, starts as many as there are free slots
+// and keeps the rest waiting, returning how many it took. The caller
+// reserved limit jobs; the reservation ends here, as the jobs are
+// counted. Claims hold the claim gate shared until their jobs are
+// tracked, so the heartbeat's orphan check (which holds it exclusively)
+// sees every job a finished claim returned.
 func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	c := p.c
 	c.claimGate.RLock()
@@ -121,19 +208,49 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	})
 	c.reach.observe(c, err)
 	if errors.Is(err, ErrQueuePaused) {
-		p.more.Store(false)
-		return 0, nil
+		err = nil
 	}
-	if err != nil {
+	if err != nil || len(jobs) == 0 {
+		p.mu.Lock()
+		p.reserved -= limit
+		p.mu.Unlock()
+		p.more.Store(false)
 		return 0, err
 	}
 	p.more.Store(len(jobs) == limit)
-	for _, j := range jobs {
-		p.active.Add(1)
-		c.execs.Add(1)
-		go c.execute(p, c.track(j, lease))
+	execs := make([]*execution, len(jobs))
+	for i, j := range jobs {
+		execs[i] = c.track(j, lease)
+	}
+	p.mu.Lock()
+	p.reserved -= limit
+	start := min(len(execs), max(p.max-p.active, 0))
+	p.active += start
+	p.waiting = append(p.waiting, execs[start:]...)
+	c.execs.Add(start)
+	p.mu.Unlock()
+	for _, e := range execs[:start] {
+		go c.execute(p, e)
 	}
 	return len(jobs), nil
+}
+
+// handBackWaiting runs when the loop has ended: claimed jobs still waiting
+// for a slot are handed back unrun (available again, no attempt used, no
+// error entry) through the completer, so a stopping node keeps none.
+func (p *producer) handBackWaiting() {
+	p.mu.Lock()
+	p.stopped = true
+	waiting := p.waiting
+	p.waiting = nil
+	p.mu.Unlock()
+	c := p.c
+	now := c.clock.Now()
+	for _, e := range waiting {
+		o := HandBack(e.job, CauseShutdown, now)
+		o.Error = nil
+		c.completer.add(pendingOutcome{job: e.job, exec: e, ev: EventJobSnoozed, cause: CauseShutdown, o: o})
+	}
 }
 
 // wakeAt wakes queue's producer on this node when runAt comes, if that is

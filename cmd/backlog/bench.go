@@ -40,7 +40,8 @@ type privatePG struct {
 func (a *app) newBenchCmd() *cobra.Command {
 	var (
 		jobs, latencyJobs, growthJobs                     int // --jobs of burndown, latency, growth
-		workers, maxClaim, producers, batch, rounds       int
+		workers, maxClaim, claimAhead, producers, batch   int
+		rounds                                            int
 		backlogCap, rate                                  int
 		reopen, analyzeEmpty                              bool
 		duration, interval, poll, retention, maint, pause time.Duration
@@ -53,6 +54,7 @@ func (a *app) newBenchCmd() *cobra.Command {
 		if poll > 0 {
 			c.PollInterval = poll
 		}
+		c.ClaimAhead = claimAhead
 	}
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -83,6 +85,7 @@ machines are in docs/benchmarks.md.`,
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&workers, "workers", 100, "MaxWorkers of the benchmark queue")
 	pf.IntVar(&maxClaim, "max-claim", 0, "jobs per claim at most (0 = the engine default)")
+	pf.IntVar(&claimAhead, "claim-ahead", 0, "claimed jobs the benchmark queue may hold waiting for a slot (core.Config.ClaimAhead; 0 = none)")
 	pf.DurationVar(&poll, "poll-interval", 0, "idle queues' poll interval (0 = the engine default, 1s)")
 	pf.BoolVar(&ppg.on, "private-postgres", false, "run on a private PostgreSQL cluster made for the run (initdb; needs PostgreSQL's server programs) instead of --db")
 	pf.StringArrayVar(&ppg.settings, "pg-set", nil, "server setting name=value of the private PostgreSQL (repeatable), e.g. autovacuum=off or fsync=on")

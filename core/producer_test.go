@@ -1,0 +1,176 @@
+package core_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/memory"
+)
+
+// countingStore counts the claims that reach the store.
+type countingStore struct {
+	core.Store
+	claims atomic.Int64
+}
+
+func (s *countingStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+	s.claims.Add(1)
+	return s.Store.Claim(ctx, p)
+}
+
+func enqueueN(t *testing.T, c *core.Client, kind, queue string, n int) []core.InsertResult {
+	t.Helper()
+	var ps []core.InsertParams
+	for range n {
+		p, err := core.NewInsertRaw(kind, nil, &core.Options{Queue: queue}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	res, err := c.EnqueueMany(context.Background(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// With ClaimAhead a node holds claimed jobs beyond its slots, but never
+// runs more than MaxWorkers at once, and every job completes.
+func TestClaimAheadHoldsJobsButRunsAtMostMaxWorkers(t *testing.T) {
+	var cur, peak atomic.Int32
+	release := make(chan struct{})
+	h := core.NewHandlers()
+	h.HandleRaw("work", func(ctx context.Context, j *core.Job) error {
+		n := cur.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-release
+		cur.Add(-1)
+		return nil
+	})
+	c, st := newClient(t, h, func(c *core.Config) {
+		c.Queues = map[string]core.QueueConfig{"q": {MaxWorkers: 2}}
+		c.ClaimAhead = 3
+		c.Retention = &core.Retention{Completed: time.Hour}
+	})
+	res := enqueueN(t, c, "work", "q", 20)
+	_ = c.Start(context.Background())
+	ctx := context.Background()
+	// Two run, three wait claimed: five running in the store.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		held, err := st.List(ctx, core.ListParams{Queue: "q", States: []core.State{core.StateRunning}, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) == 5 {
+			break
+		}
+		if len(held) > 5 || time.Now().After(deadline) {
+			t.Fatalf("want 5 jobs held (2 running, 3 waiting), have %d", len(held))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(release)
+	for _, r := range res {
+		waitState(t, st, r.Job.ID, core.StateCompleted)
+	}
+	if peak.Load() != 2 {
+		t.Fatalf("ran %d jobs at once with MaxWorkers 2", peak.Load())
+	}
+}
+
+// A stopping node hands back the jobs it holds waiting for a slot: unrun,
+// available again, no attempt used, no error entry.
+func TestStopHandsBackJobsClaimedAhead(t *testing.T) {
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	h := core.NewHandlers()
+	h.HandleRaw("work", func(ctx context.Context, j *core.Job) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	c, st := newClient(t, h, func(c *core.Config) {
+		c.Queues = map[string]core.QueueConfig{"q": {MaxWorkers: 1}}
+		c.ClaimAhead = 4
+		c.Retention = &core.Retention{Completed: time.Hour}
+	})
+	res := enqueueN(t, c, "work", "q", 5)
+	ctx := context.Background()
+	_ = c.Start(ctx)
+	<-started
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		held, _ := st.List(ctx, core.ListParams{Queue: "q", States: []core.State{core.StateRunning}, Limit: 100})
+		if len(held) == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want all 5 jobs held, have %d", len(held))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(ctx) }()
+	// The soft stop waits for the running job; the waiting ones are
+	// handed back meanwhile, not started.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for _, r := range res {
+		j, err := st.Get(ctx, r.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case j.State == core.StateCompleted:
+			completed++
+		case j.State == core.StateAvailable && j.Attempt == 0 && len(j.Errors) == 0:
+		default:
+			t.Fatalf("job %d after stop: state %s attempt %d errors %v", j.ID, j.State, j.Attempt, j.Errors)
+		}
+	}
+	if completed != 1 {
+		t.Fatalf("%d jobs ran, want only the one started before the stop", completed)
+	}
+}
+
+// A claim that finds the queue empty waits for a wake-up or the poll: an
+// idle queue does not claim in a loop.
+func TestIdleQueueDoesNotSpin(t *testing.T) {
+	for _, ahead := range []int{0, 10} {
+		h := core.NewHandlers()
+		h.HandleRaw("work", func(ctx context.Context, j *core.Job) error { return nil })
+		cs := &countingStore{Store: memory.New()}
+		c2, err := core.NewClient(cs, core.Config{
+			Queues:       map[string]core.QueueConfig{"q": {MaxWorkers: 10}},
+			Handlers:     h,
+			Logger:       quietLogger(),
+			PollInterval: time.Hour, MaintenanceInterval: -1, ClaimAhead: ahead,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_ = c2.Start(ctx)
+		res := enqueueN(t, c2, "work", "q", 3)
+		for _, r := range res {
+			waitState(t, cs, r.Job.ID, core.StateCompleted)
+		}
+		time.Sleep(100 * time.Millisecond)
+		before := cs.claims.Load()
+		time.Sleep(200 * time.Millisecond)
+		if n := cs.claims.Load() - before; n > 2 {
+			t.Fatalf("claim ahead %d: an idle queue claimed %d times in 200 ms", ahead, n)
+		}
+		_ = c2.Stop(ctx)
+	}
+}
