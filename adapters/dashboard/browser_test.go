@@ -240,6 +240,9 @@ func TestBrowserRetryDiscardedJob(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(detail)))
 	waitJS(t, ctx, "the detail shows the discarded state and the error",
 		fmt.Sprintf(`document.querySelector(%s)?.dataset.state === "discarded" && document.querySelector('[data-testid="job-errors"]').textContent.includes("not fixed yet")`, js(detail)))
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid="job-error-cause"]')?.textContent ?? "(none)"`); got != core.CauseHandlerError {
+		t.Errorf("the error's cause shows %q, want %q", got, core.CauseHandlerError)
+	}
 
 	s.fixed.Store(true)
 	step(t, ctx, "press Retry and confirm",
@@ -271,6 +274,69 @@ func TestBrowserRetryDiscardedJob(t *testing.T) {
 		t.Errorf("action error shows %q", got)
 	}
 
+	watch.check(t)
+}
+
+// TestBrowserErrorCauses: the job detail shows each error entry's cause,
+// here a panic a remote worker reported through the API, newest first,
+// with what the cause means as its title.
+func TestBrowserErrorCauses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	s := newStack(t, httpapi.Tokens{})
+	ctx := browser(t)
+	watch := watchPage(ctx)
+
+	// Queue "remote" is not worked here: a remote worker claims the job
+	// and reports two failures, a plain one and a panic.
+	id := s.submit(t, `{"kind":"remote-kind","queue":"remote","max_attempts":5}`)
+	if status, b := s.request(t, "PUT", "/v1/workers/remote-1", `{"queues":["remote"]}`); status != http.StatusOK {
+		t.Fatalf("register: %d %s", status, b)
+	}
+	for _, fail := range []string{`"error":"boom","retry_in_seconds":0`, `"error":"handler panicked: kaboom","trace":"goroutine 7 [running]","cause":"panic"`} {
+		var claimed struct {
+			Jobs []struct {
+				ID         int64  `json:"id"`
+				LeaseToken string `json:"lease_token"`
+			} `json:"jobs"`
+		}
+		var status int
+		var b []byte
+		deadline := time.Now().Add(30 * time.Second)
+		for len(claimed.Jobs) == 0 && time.Now().Before(deadline) {
+			status, b = s.request(t, "POST", "/v1/workers/remote-1/claim", `{"limit":1,"wait_seconds":1}`)
+			if status != http.StatusOK {
+				t.Fatalf("claim: %d %s", status, b)
+			}
+			if err := json.Unmarshal(b, &claimed); err != nil {
+				t.Fatalf("claim answer %s: %v", b, err)
+			}
+		}
+		if len(claimed.Jobs) != 1 || claimed.Jobs[0].ID != id {
+			t.Fatalf("claim: %s", b)
+		}
+		body := fmt.Sprintf(`{"lease_token":%s,%s}`, js(claimed.Jobs[0].LeaseToken), fail)
+		if status, b := s.request(t, "POST", fmt.Sprintf("/v1/jobs/%d/fail", id), body); status != http.StatusOK {
+			t.Fatalf("fail %s: %d %s", body, status, b)
+		}
+	}
+
+	detail := fmt.Sprintf(`[data-testid="job-detail"][data-job-id="%d"]`, id)
+	step(t, ctx, "open the job",
+		chromedp.Navigate(fmt.Sprintf("%s/dashboard/#/jobs/%d", s.url, id)),
+		chromedp.WaitVisible(chromedp.CSS(detail)))
+	waitJS(t, ctx, "both errors are shown", `document.querySelectorAll('[data-testid="job-error"]').length === 2`)
+	causes := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('[data-testid="job-error-cause"]'), (e) => e.textContent)`)
+	if len(causes) != 2 || causes[0] != core.CausePanic || causes[1] != core.CauseHandlerError {
+		t.Fatalf("causes shown %q, want [panic handler_error] (newest first)", causes)
+	}
+	if title := eval[string](t, ctx, `document.querySelector('[data-testid="job-error-cause"]').title`); !strings.Contains(title, "panicked") {
+		t.Errorf("the panic's cause is titled %q", title)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid="job-error"]').textContent`); !strings.Contains(got, "kaboom") || !strings.Contains(got, "goroutine 7") {
+		t.Errorf("the newest error shows %q", got)
+	}
 	watch.check(t)
 }
 

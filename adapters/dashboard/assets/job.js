@@ -1,11 +1,30 @@
-// Job detail: args, metadata, tags, every attempt's error with its trace,
-// the result, a timeline, and the admin actions retry, cancel and delete
-// (each confirmed first; a refusal shows the API's problem detail).
+// Job detail: args, metadata, tags, every attempt's error with its cause
+// and trace, the result, a timeline, and the admin actions retry, cancel
+// and delete (each confirmed first; a refusal shows the API's problem
+// detail).
 
 import { ApiError } from './api.js';
 import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtTime, prettyJSON } from './dom.js';
 
 const FINAL = ['completed', 'cancelled', 'discarded'];
+
+// What each error entry's cause means (core's Cause* constants); a cause
+// not listed is shown as it is.
+const CAUSES = {
+  handler_error: 'the handler returned an error',
+  panic: 'the handler panicked',
+  timeout: 'the attempt ran past its timeout',
+  deadline: "the job's deadline ended the attempt",
+  unknown_kind: 'no handler for this kind on the worker that claimed it',
+  decrypt_failed: "the job's sealed args could not be opened",
+  invalid_continue: 'the handler asked for a continuation the engine refused',
+  shutdown: "the worker's hard stop ended the attempt",
+  lease_expired: 'rescued: its lease ran out',
+  worker_dead: 'rescued: its worker was declared dead',
+  claim_lost: 'handed back: the worker never received the claim',
+  lease_unrenewed: 'handed back: the worker could not renew the lease',
+  undeliverable: 'handed back: the job server could not deliver it to its worker',
+};
 
 export function mountJob(ctx) {
   const { api, root, route } = ctx;
@@ -157,6 +176,9 @@ export function mountJob(ctx) {
         h('summary', {},
           h('span', { class: 'attempt', text: `Attempt ${e.attempt}` }),
           h('span', { class: 'at', text: fmtTime(e.at), title: e.at }),
+          typeof e.cause === 'string' && e.cause
+            ? h('span', { class: 'cause', testid: 'job-error-cause', text: e.cause, title: CAUSES[e.cause] || 'cause' })
+            : null,
           h('span', { class: 'first', testid: 'job-error-message', text: first })),
         h('pre', { class: 'error', testid: 'job-error-text', text }),
         e.trace ? h('details', { class: 'trace' },
