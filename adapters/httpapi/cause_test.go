@@ -104,6 +104,16 @@ func TestFailCause(t *testing.T) {
 				if stored := h.get(j.ID); len(stored.Errors) != 1 || stored.Errors[0].Cause != want {
 					t.Fatalf("cause %q: stored %+v", cause, stored.Errors)
 				}
+				// The job's JSON names it.
+				var raw struct {
+					Job struct {
+						Errors []map[string]any `json:"errors"`
+					} `json:"job"`
+				}
+				h.must(http.StatusOK, "GET", "/v1/jobs/"+itoa(j.ID), nil, &raw)
+				if len(raw.Job.Errors) != 1 || raw.Job.Errors[0]["cause"] != want {
+					t.Fatalf("cause %q: the job's JSON has errors %v", cause, raw.Job.Errors)
+				}
 				evs := eventsOf(h, wantEvent)
 				if len(evs) != 1 || evs[0].Cause != want || evs[0].Err == nil || evs[0].Err.Error() != "boom" {
 					t.Fatalf("cause %q: events %+v", cause, evs)
