@@ -71,7 +71,7 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 		running:   map[int64]*execution{},
 	}
 	for name, q := range c.Queues {
-		cl.producers[name] = newProducer(cl, name, q.MaxWorkers)
+		cl.producers[name] = newProducer(cl, name, q)
 	}
 	return cl, nil
 }

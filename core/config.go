@@ -11,6 +11,17 @@ type QueueConfig struct {
 	// MaxWorkers is how many jobs of the queue run at once on this node.
 	// 0 means 50.
 	MaxWorkers int
+	// ClaimAhead is how many claimed jobs of the queue this node may hold
+	// waiting for a free slot; with it the queue runs two claims at once.
+	// 0 (the default) claims only what can start at once. A queue's slots
+	// otherwise turn over at most once per claim round trip, so on a
+	// database whose claim takes milliseconds to commit (MySQL/MariaDB
+	// with durable commits: about 10 ms) short jobs finish faster with
+	// ClaimAhead about MaxWorkers. Waiting jobs are running in the store
+	// (leased, extended by heartbeats, rescued if the node dies) but not
+	// yet started, so other nodes cannot take them: keep it at 0 for long
+	// jobs. A stopping node hands its waiting jobs back unrun.
+	ClaimAhead int
 }
 
 // Retention says how long finished jobs are kept before maintenance prunes
@@ -68,17 +79,6 @@ type Config struct {
 	FetchCooldown time.Duration
 	// MaxClaim caps the jobs one claim takes. 0 means 200.
 	MaxClaim int
-	// ClaimAhead is how many claimed jobs per queue a node may hold
-	// waiting for a free slot; with it a queue runs two claims at once.
-	// 0 (the default) claims only what can start at once. A queue's slots
-	// otherwise turn over at most once per claim round trip, so on a
-	// database whose claim takes milliseconds to commit (MySQL/MariaDB
-	// with durable commits: about 10 ms) short jobs finish faster with
-	// ClaimAhead about MaxWorkers. Waiting jobs are running in the store
-	// (leased, extended by heartbeats, rescued if the node dies) but not
-	// yet started, so other nodes cannot take them: keep it at 0 for long
-	// jobs. A stopping node hands its waiting jobs back unrun.
-	ClaimAhead int
 	// LeaseDuration is how long a claim (and each heartbeat) holds a job
 	// before another node may rescue it. 0 means 30 s. A node that cannot
 	// renew a lease stops the job's handler one HeartbeatInterval before
@@ -180,9 +180,6 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.WorkerDeadAfter <= out.HeartbeatInterval || out.WorkerStaleAfter > out.WorkerDeadAfter {
 		return out, fmt.Errorf("backlog: worker dead-after %s must exceed the heartbeat interval %s and the stale-after %s", out.WorkerDeadAfter, out.HeartbeatInterval, out.WorkerStaleAfter)
 	}
-	if out.ClaimAhead < 0 {
-		return out, fmt.Errorf("backlog: claim ahead %d is negative", out.ClaimAhead)
-	}
 	qs := make(map[string]QueueConfig, len(out.Queues))
 	for name, q := range out.Queues {
 		if err := ValidateQueueName(name); err != nil {
@@ -190,6 +187,9 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 		if q.MaxWorkers <= 0 {
 			q.MaxWorkers = 50
+		}
+		if q.ClaimAhead < 0 {
+			return out, fmt.Errorf("backlog: queue %q: claim ahead %d is negative", name, q.ClaimAhead)
 		}
 		qs[name] = q
 	}

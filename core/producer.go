@@ -11,7 +11,7 @@ import (
 // producer is one queue's fetch loop: it claims as many due jobs as it has
 // free slots, never more, and starts an execution for each.
 //
-// With Config.ClaimAhead, a node also holds up to that many claimed jobs
+// With QueueConfig.ClaimAhead, a node also holds up to that many claimed jobs
 // per queue waiting for a slot, and runs two claims at once: slots freed
 // while a claim is committing are refilled from the waiting jobs instead
 // of waiting for that claim. Without it a queue's slots turn over at most
@@ -32,8 +32,8 @@ type producer struct {
 	stopped  bool         // the loop ended: nothing more starts from waiting
 }
 
-func newProducer(c *Client, queue string, maxWorkers int) *producer {
-	p := &producer{c: c, queue: queue, max: maxWorkers, ahead: c.cfg.ClaimAhead, inFlight: 1, wakeCh: make(chan struct{}, 1)}
+func newProducer(c *Client, queue string, q QueueConfig) *producer {
+	p := &producer{c: c, queue: queue, max: q.MaxWorkers, ahead: q.ClaimAhead, inFlight: 1, wakeCh: make(chan struct{}, 1)}
 	if p.ahead > 0 {
 		p.inFlight = 2
 	}

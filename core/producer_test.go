@@ -53,8 +53,7 @@ func TestClaimAheadHoldsJobsButRunsAtMostMaxWorkers(t *testing.T) {
 		return nil
 	})
 	c, st := newClient(t, h, func(c *core.Config) {
-		c.Queues = map[string]core.QueueConfig{"q": {MaxWorkers: 2}}
-		c.ClaimAhead = 3
+		c.Queues = map[string]core.QueueConfig{"q": {MaxWorkers: 2, ClaimAhead: 3}}
 		c.Retention = &core.Retention{Completed: time.Hour}
 	})
 	res := enqueueN(t, c, "work", "q", 20)
@@ -96,8 +95,7 @@ func TestStopHandsBackJobsClaimedAhead(t *testing.T) {
 		return nil
 	})
 	c, st := newClient(t, h, func(c *core.Config) {
-		c.Queues = map[string]core.QueueConfig{"q": {MaxWorkers: 1}}
-		c.ClaimAhead = 4
+		c.Queues = map[string]core.QueueConfig{"q": {MaxWorkers: 1, ClaimAhead: 4}}
 		c.Retention = &core.Retention{Completed: time.Hour}
 	})
 	res := enqueueN(t, c, "work", "q", 5)
@@ -151,10 +149,10 @@ func TestIdleQueueDoesNotSpin(t *testing.T) {
 		h.HandleRaw("work", func(ctx context.Context, j *core.Job) error { return nil })
 		cs := &countingStore{Store: memory.New()}
 		c2, err := core.NewClient(cs, core.Config{
-			Queues:       map[string]core.QueueConfig{"q": {MaxWorkers: 10}},
+			Queues:       map[string]core.QueueConfig{"q": {MaxWorkers: 10, ClaimAhead: ahead}},
 			Handlers:     h,
 			Logger:       quietLogger(),
-			PollInterval: time.Hour, MaintenanceInterval: -1, ClaimAhead: ahead,
+			PollInterval: time.Hour, MaintenanceInterval: -1,
 		})
 		if err != nil {
 			t.Fatal(err)
