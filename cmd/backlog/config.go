@@ -39,6 +39,7 @@ type fileConfig struct {
 
 type fileQueue struct {
 	MaxWorkers int `json:"max_workers"`
+	ClaimAhead int `json:"claim_ahead"`
 }
 
 type fileHandler struct {
@@ -185,9 +186,11 @@ type workConfig struct {
 	db       string
 	workerID string
 	queues   map[string]int // name → max workers
-	handlers map[string]*handlerConfig
-	timeout  time.Duration
-	retry    core.RetryPolicy // nil = exponential backoff
+	// claimAhead is the file's queues.*.claim_ahead (core.QueueConfig.ClaimAhead).
+	claimAhead map[string]int
+	handlers   map[string]*handlerConfig
+	timeout    time.Duration
+	retry      core.RetryPolicy // nil = exponential backoff
 	// retryByKind is the file's retry_by_kind: serve's HTTP API applies
 	// it to remote workers' failures (see kindRetry).
 	retryByKind     map[string]core.RetryPolicy
@@ -291,11 +294,20 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 			if q.MaxWorkers < 0 {
 				return nil, usagef("config: queue %q: max_workers %d is negative", name, q.MaxWorkers)
 			}
+			if q.ClaimAhead < 0 {
+				return nil, usagef("config: queue %q: claim_ahead %d is negative", name, q.ClaimAhead)
+			}
 			n := q.MaxWorkers
 			if n == 0 {
 				n = defaultMaxWorkers
 			}
 			wc.queues[name] = n
+			if q.ClaimAhead > 0 {
+				if wc.claimAhead == nil {
+					wc.claimAhead = map[string]int{}
+				}
+				wc.claimAhead[name] = q.ClaimAhead
+			}
 		}
 		for kind, h := range fc.Handlers {
 			if len(h.Command) == 0 {
@@ -344,6 +356,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	}
 	if len(f.queues) > 0 {
 		wc.queues = map[string]int{}
+		wc.claimAhead = nil // the file's queues are replaced
 		for _, q := range f.queues {
 			name, n, err := parseQueueFlag(q)
 			if err != nil {

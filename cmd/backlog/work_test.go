@@ -237,7 +237,7 @@ func TestWorkConfigResolve(t *testing.T) {
 	cfg := writeFile(t, dir, "c.json", `{
 	  "db": "sqlite:from-file.db",
 	  "worker_id": "file-worker",
-	  "queues": {"a": {"max_workers": 3}, "b": {}},
+	  "queues": {"a": {"max_workers": 3, "claim_ahead": 5}, "b": {}},
 	  "handlers": {
 	    "x": {"command": "echo x", "timeout": "2s", "retry": ["10s", "20s", "30s"], "snooze": "1m", "env": {"K": "V"}},
 	    "y": {"command": ["/bin/echo", "y"]}
@@ -258,7 +258,7 @@ func TestWorkConfigResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := wc.handlers["x"]
-	if wc.db != "sqlite:from-file.db" || wc.workerID != "file-worker" || wc.queues["a"] != 3 || wc.queues["b"] != defaultMaxWorkers ||
+	if wc.db != "sqlite:from-file.db" || wc.workerID != "file-worker" || wc.queues["a"] != 3 || wc.queues["b"] != defaultMaxWorkers || wc.claimAhead["a"] != 5 || wc.claimAhead["b"] != 0 ||
 		strings.Join(x.argv, " ") != "sh -c echo x" || x.timeout != 2*time.Second || fmt.Sprint(x.retry) != "[10s 20s 30s]" ||
 		x.snooze != time.Minute || x.env["K"] != "V" || strings.Join(wc.handlers["y"].argv, " ") != "/bin/echo y" ||
 		wc.timeout != time.Minute || fmt.Sprint(wc.retry) != "[5s]" || wc.completedTTL != 0 || wc.lease != 20*time.Second ||
@@ -272,7 +272,7 @@ func TestWorkConfigResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(wc.queues) != 1 || wc.queues["c"] != 7 || strings.Join(wc.handlers["x"].argv, " ") != "sh -c echo flag" ||
+	if len(wc.queues) != 1 || wc.queues["c"] != 7 || len(wc.claimAhead) != 0 || strings.Join(wc.handlers["x"].argv, " ") != "sh -c echo flag" ||
 		wc.handlers["x"].timeout != 2*time.Second || wc.handlers["z"] == nil || wc.timeout != 3*time.Second ||
 		wc.completedTTL != time.Hour || wc.lease != 9*time.Second || wc.pollInterval != 50*time.Millisecond ||
 		wc.shutdownTimeout != time.Second || wc.workerID != "w2" {
@@ -294,6 +294,7 @@ func TestWorkConfigResolve(t *testing.T) {
 		`{"handlers": {"x": {}}}`:                                         `handler "x" has no command`,
 		"{\n  \"queues\": {\"a\": {\"max_workers\": 1},}\n}":              ":2:",
 		`{"queues": {"a b": {}}, "handlers": {"x": {"command": "true"}}}`: "queue name",
+		`{"queues": {"a": {"claim_ahead": -1}}}`:                          "claim_ahead -1 is negative",
 		`{"handlers": {"x": {"command": "true"}}, "lease": "100ms"}`:      "--lease must be at least 1s",
 	} {
 		p := writeFile(t, dir, "bad.json", content)
