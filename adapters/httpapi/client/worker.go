@@ -32,7 +32,12 @@ import (
 //	                              when attempts or the deadline run out
 //
 // An error with an `ErrorTrace() string` method (through wrapping) has its
-// trace recorded; a panic is recovered and recorded with its stack. The
+// trace recorded; a panic is recovered and recorded with its stack. A
+// failure is reported with its cause, as the engine records it in process
+// (core.CauseOf: panic, a *core.TimeoutError's timeout,
+// core.ErrUnknownKind's unknown_kind, …; deadline when the job's deadline
+// stopped the handler), so the server's error entry and metrics tell a
+// remote panic from a returned error. The
 // context is cancelled when the job's lease is lost (cause wraps
 // core.ErrLeaseLost; no outcome is reported), when the worker could not
 // renew the lease before it would run out (cause ErrLeaseUnrenewed, which
