@@ -22,6 +22,7 @@ type Client struct {
 	clock Clock
 
 	producers map[string]*producer // by queue; fixed after NewClient
+	periodic  []*periodicEntry     // Config.Periodic, validated; fixed after NewClient
 
 	mu       sync.Mutex
 	started  bool
@@ -72,6 +73,14 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	}
 	for name, q := range c.Queues {
 		cl.producers[name] = newProducer(cl, name, q)
+	}
+	if cl.periodic, err = validatePeriodic(c.Periodic, cl.limits()); err != nil {
+		return nil, err
+	}
+	for _, e := range cl.periodic {
+		if err := cl.checkKinds([]InsertParams{{Kind: e.job.Kind}}); err != nil {
+			return nil, fmt.Errorf("backlog: periodic job %q: %w", e.job.Name, err)
+		}
 	}
 	return cl, nil
 }
@@ -252,7 +261,8 @@ func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
 	for i, j := range jobs {
 		opts := &Options{
 			Queue: j.Queue, Priority: j.Priority, RunAt: j.RunAt, MaxAttempts: j.MaxAttempts,
-			UniqueKey: j.UniqueKey, Tags: j.Tags, Metadata: j.Metadata, Deadline: j.Deadline,
+			UniqueKey: j.UniqueKey, UniqueScope: j.UniqueScope, UniqueFor: j.UniqueFor,
+			Tags: j.Tags, Metadata: j.Metadata, Deadline: j.Deadline,
 		}
 		p, err := buildInsert(j.Kind, j.Args, opts, now, c.limits())
 		if err != nil {
@@ -439,6 +449,10 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.cfg.MaintenanceInterval > 0 {
 		c.loops.Add(1)
 		go func() { defer c.loops.Done(); c.maintenanceLoop(loopCtx) }()
+	}
+	if len(c.periodic) > 0 {
+		c.loops.Add(1)
+		go func() { defer c.loops.Done(); c.periodicLoop(loopCtx) }()
 	}
 	c.log.Info("backlog client started", "queues", len(c.producers))
 	return nil

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -184,13 +185,87 @@ type InsertParams struct {
 	MaxAttempts int
 	RunAt       time.Time
 	Deadline    time.Time // zero = none
-	UniqueKey   string    // "" = none; unique among jobs not in a final state
-	Tags        []string
-	Metadata    map[string]string
+	UniqueKey   string    // "" = none; see UniqueScope and UniqueFor
+	// UniqueScope is where UniqueKey must be unique: among all jobs
+	// (UniqueGlobal, the zero value), within Queue, or within Kind.
+	// Ignored without a UniqueKey.
+	UniqueScope UniqueScope
+	// UniqueFor is how long the key stays held after the job reaches a
+	// final state (completed, cancelled, discarded), counted from its
+	// FinishedAt, whether or not its row is still there; 0 frees the key
+	// at the final state. 0 ≤ UniqueFor ≤ MaxUniqueFor, kept to the
+	// microsecond. Ignored without a UniqueKey.
+	UniqueFor time.Duration
+	Tags      []string
+	Metadata  map[string]string
 }
 
-// InsertResult reports one inserted job. When the unique key collided with a
-// live job, Job is that existing job and Duplicate is true.
+// UniqueScope says among which jobs a unique key must be unique.
+type UniqueScope uint8
+
+// The unique-key scopes.
+const (
+	// UniqueGlobal: one holder of the key among all jobs, whatever their
+	// queue and kind (the zero value).
+	UniqueGlobal UniqueScope = iota
+	// UniqueQueue: one holder of the key per queue; the same key in two
+	// queues gives two jobs.
+	UniqueQueue
+	// UniqueKind: one holder of the key per kind; the same key for two
+	// kinds gives two jobs.
+	UniqueKind
+)
+
+// String returns "global", "queue" or "kind".
+func (s UniqueScope) String() string {
+	switch s {
+	case UniqueGlobal:
+		return "global"
+	case UniqueQueue:
+		return "queue"
+	case UniqueKind:
+		return "kind"
+	}
+	return fmt.Sprintf("UniqueScope(%d)", uint8(s))
+}
+
+// Valid reports whether s is one of the three scopes.
+func (s UniqueScope) Valid() bool { return s <= UniqueKind }
+
+// MaxUniqueFor bounds InsertParams.UniqueFor and Options.UniqueFor.
+const MaxUniqueFor = 366 * 24 * time.Hour
+
+// MaxScopedUniqueKeyLen is the most bytes ScopedUniqueKey returns for
+// valid params: a scope letter, a length of up to three digits, two
+// separators, a kind (the longest of queue and kind) and the key.
+const MaxScopedUniqueKeyLen = 1 + 3 + 2 + MaxKindLen + MaxUniqueKeyLen
+
+// ScopedUniqueKey returns the key under which a store holds p's unique
+// key: the scope and, for the queue and kind scopes, the queue or kind
+// are part of it, so keys of two scopes, queues or kinds never collide.
+// The form is "g:" + key (global), "q<n>:" + queue + ":" + key (queue)
+// and "k<n>:" + kind + ":" + key (kind), where <n> is the byte length
+// of the queue or kind in decimal, which makes the form unambiguous
+// whatever bytes the queue, kind and key hold. It returns "" when p has
+// no unique key. Stores compare scoped keys byte for byte.
+func ScopedUniqueKey(p *InsertParams) string {
+	if p.UniqueKey == "" {
+		return ""
+	}
+	switch p.UniqueScope {
+	case UniqueQueue:
+		return "q" + strconv.Itoa(len(p.Queue)) + ":" + p.Queue + ":" + p.UniqueKey
+	case UniqueKind:
+		return "k" + strconv.Itoa(len(p.Kind)) + ":" + p.Kind + ":" + p.UniqueKey
+	}
+	return "g:" + p.UniqueKey
+}
+
+// InsertResult reports one inserted job. When the unique key is held
+// (see Store.Insert), Duplicate is true and Job is the job holding it, as
+// it is now. When that job's row is gone (deleted or pruned inside its
+// UniqueFor window), Job carries only what the hold keeps: ID, Queue,
+// Kind and UniqueKey, with an empty State.
 type InsertResult struct {
 	Job       *Job
 	Duplicate bool
@@ -204,7 +279,9 @@ type Options struct {
 	RunAt       time.Time         // due time; zero = now (or now+Delay)
 	Delay       time.Duration     // used when RunAt is zero
 	MaxAttempts int               // 0 = DefaultMaxAttempts
-	UniqueKey   string            // duplicate while a live job holds it returns that job
+	UniqueKey   string            // duplicate while a job holds it returns that job
+	UniqueScope UniqueScope       // where UniqueKey is unique: global (zero), per queue or per kind
+	UniqueFor   time.Duration     // key held this long after the job is final (0 = freed then; ≤ MaxUniqueFor)
 	Tags        []string          // capabilities a worker needs to run it (routing: see Store.Claim); none = any worker
 	Metadata    map[string]string // free-form key/values (correlation ids, …)
 	Deadline    time.Time         // discard if not finished by then; zero = none
@@ -236,6 +313,8 @@ func buildInsert(kind string, args []byte, opts *Options, now time.Time, lim lim
 		RunAt:       o.RunAt,
 		Deadline:    o.Deadline,
 		UniqueKey:   o.UniqueKey,
+		UniqueScope: o.UniqueScope,
+		UniqueFor:   o.UniqueFor,
 		Tags:        o.Tags,
 		Metadata:    o.Metadata,
 	}
@@ -301,6 +380,12 @@ func validateInsert(p *InsertParams, lim limits) error {
 	}
 	if !utf8.ValidString(p.UniqueKey) {
 		return invalid("kind %q: unique key is not valid UTF-8", p.Kind)
+	}
+	if !p.UniqueScope.Valid() {
+		return invalid("kind %q: unknown unique scope %d", p.Kind, uint8(p.UniqueScope))
+	}
+	if p.UniqueFor < 0 || p.UniqueFor > MaxUniqueFor {
+		return invalid("kind %q: unique for %s is outside 0..%s", p.Kind, p.UniqueFor, MaxUniqueFor)
 	}
 	if len(p.Tags) > MaxTags {
 		return invalid("kind %q: %d tags, over the limit of %d", p.Kind, len(p.Tags), MaxTags)

@@ -78,11 +78,30 @@ type Store interface {
 	// input, in input order. The state is scheduled when RunAt is after now,
 	// otherwise available; CreatedAt is now; Attempt is 0.
 	//
-	// A job whose UniqueKey equals that of a job not in a final state is
-	// not inserted: its result holds the existing job and Duplicate=true.
-	// Uniqueness is enforced by the database (a unique index), so concurrent
-	// inserts of one key yield exactly one job. Two inputs of one batch with
-	// the same key yield one job; the second result is marked Duplicate.
+	// # Unique keys
+	//
+	// A job with a UniqueKey takes a hold on its scoped key
+	// (ScopedUniqueKey: the key within its UniqueScope). While another job
+	// holds the same scoped key, the input is not inserted: its result
+	// holds that job as it now is and Duplicate=true. A job holds its key
+	//   - while it is not in a final state;
+	//   - once final, while now < FinishedAt + UniqueFor (the holder's
+	//     UniqueFor, from its insert), whether or not its row still
+	//     exists: deleting the row (Finish with Delete, Prune, Delete) does
+	//     not end the hold, so the store keeps the hold apart from the row
+	//     (the SQL stores: a unique-keys table) and returns, for a holder
+	//     whose row is gone, a Job with only ID, Queue, Kind and UniqueKey
+	//     set (see InsertResult).
+	//
+	// Otherwise (the holder is final and its window over, or its row
+	// was deleted before it was final) the new job takes the hold over.
+	// The database enforces it (a primary or unique key on the scoped key,
+	// never "select, then insert"), so concurrent inserts of one scoped
+	// key, from any goroutine or process, yield exactly one job. Two
+	// inputs of one batch with the same scoped key yield one job; the
+	// second result is marked Duplicate. Inputs without a UniqueKey cost
+	// no more than before keys had holds: no statement of their insert
+	// touches the holds.
 	Insert(ctx context.Context, now time.Time, jobs []InsertParams) ([]InsertResult, error)
 
 	// Claim moves up to p.Limit due jobs of p.Queue to running for
@@ -142,6 +161,11 @@ type Store interface {
 	// Prune deletes up to limit jobs in final state `state` whose
 	// FinishedAt is before `before`, and returns how many. Callers loop
 	// while the count equals limit, so no call holds locks for long.
+	//
+	// A pruned job's unique key stays held until FinishedAt + UniqueFor
+	// (see Insert): pruning inside the window does not free it. Prune
+	// also forgets up to limit holds that ended before `before` (they no
+	// longer hold anything; they are not counted).
 	Prune(ctx context.Context, state State, before time.Time, limit int) (int, error)
 
 	// Get returns one job, or ErrNotFound.
@@ -166,12 +190,16 @@ type Store interface {
 	// Retry makes a job available now (RunAt=now, FinishedAt cleared) and
 	// returns it. When its attempts are used up, MaxAttempts becomes
 	// Attempt+1 so it gets exactly one more. Running jobs return
-	// ErrInvalidState, and so does a job whose UniqueKey is now held by
-	// another job not in a final state.
+	// ErrInvalidState, and so does a job with a UniqueKey whose hold has
+	// passed to another job (inserted with the key after this one's
+	// hold ended; see Insert): the key now names that job.
 	Retry(ctx context.Context, id int64, now time.Time) (*Job, error)
 
 	// Delete removes a job that is not running. Running jobs return
-	// ErrInvalidState (cancel them first).
+	// ErrInvalidState (cancel them first). A final job's unique key stays
+	// held until FinishedAt + UniqueFor (see Insert); the key of a job
+	// deleted before it reached a final state is freed (it never started
+	// its window: cancel it first to keep the key held).
 	Delete(ctx context.Context, id int64) error
 
 	// PauseQueue persists a pause of the named queue (creating its record
@@ -245,7 +273,9 @@ type OutcomeKind string
 // under Outcome.WorkerID at Outcome.ClaimSeq.
 const (
 	// OutcomeComplete: state completed, FinishedAt=At, Result stored. With
-	// Delete set the row is deleted instead (completed retention of zero).
+	// Delete set the row is deleted instead (completed retention of zero);
+	// its unique key stays held until At + UniqueFor all the same (see
+	// Store.Insert).
 	OutcomeComplete OutcomeKind = "complete"
 	// OutcomeRetry: state retryable, RunAt set, Error appended.
 	OutcomeRetry OutcomeKind = "retry"

@@ -20,9 +20,12 @@
 //     change stored state by mutating a result.
 //   - One sync.Mutex serialises every method. That is what makes claims
 //     exclusive (a SQL store uses SKIP LOCKED or a version column instead) and
-//     unique keys race-free (a SQL store uses a unique index).
-//   - The unique index is a map from unique key to the id of the live job
-//     (not in a final state) that holds it.
+//     unique keys race-free (a SQL store uses a primary key on its holds).
+//   - Unique keys are held apart from the jobs, in a map from scoped key
+//     (core.ScopedUniqueKey) to a hold: the holder's id, queue, kind, key,
+//     UniqueFor and, once its row is gone, until when the key stays held.
+//     A SQL store keeps the same in a table whose primary key is the
+//     scoped key, so a hold outlives the row it was taken for.
 //   - Pending jobs (scheduled, available, retryable) are also indexed per
 //     queue and priority in run_at, id order (see pendingIndex), so a claim
 //     reads only the jobs it takes, never the rest of the backlog. A SQL
@@ -71,9 +74,12 @@ type Store struct {
 	// available or retryable: the only ones a claim may take.
 	pending map[string]*pendingIndex
 
-	// unique maps a unique key to the id of the job not in a final state
-	// that holds it: the in-memory equivalent of a partial unique index.
-	unique map[string]int64
+	// holds maps a scoped unique key to its hold: the in-memory
+	// equivalent of a unique-keys table whose primary key is the scoped
+	// key. holdOf maps the id of a job holding a key to that scoped key
+	// (the table's index on job_id).
+	holds  map[string]*hold
+	holdOf map[int64]string
 
 	// paused is the set of paused queues (the persisted queue records).
 	paused map[string]bool
@@ -100,12 +106,43 @@ func New() *Store {
 	return &Store{
 		jobs:      make(map[int64]*core.Job),
 		pending:   make(map[string]*pendingIndex),
-		unique:    make(map[string]int64),
+		holds:     make(map[string]*hold),
+		holdOf:    make(map[int64]string),
 		paused:    make(map[string]bool),
 		workers:   make(map[string]core.WorkerInfo),
 		settings:  make(map[string][]byte),
 		listeners: make(map[chan core.Notification]struct{}),
 	}
+}
+
+// hold is one held scoped unique key.
+type hold struct {
+	jobID            int64
+	queue, kind, key string
+	uniqueFor        time.Duration
+	// heldUntil is zero while the holder's row exists (its state and
+	// FinishedAt decide then), and FinishedAt+uniqueFor once it is gone.
+	heldUntil time.Time
+}
+
+// held reports whether h still holds its key at now: its job is not
+// final, or final with now before FinishedAt+UniqueFor, or gone with now
+// before heldUntil.
+func (s *Store) held(h *hold, now time.Time) bool {
+	if j, ok := s.jobs[h.jobID]; ok {
+		return !j.State.Final() || now.Before(j.FinishedAt.Add(h.uniqueFor))
+	}
+	return now.Before(h.heldUntil)
+}
+
+// holderJob returns the job holding h: a copy of its row, or, when the
+// row is gone, a job with only what the hold keeps (ID, Queue, Kind,
+// UniqueKey).
+func (s *Store) holderJob(h *hold) *core.Job {
+	if j, ok := s.jobs[h.jobID]; ok {
+		return clone(j)
+	}
+	return &core.Job{ID: h.jobID, Queue: h.queue, Kind: h.kind, UniqueKey: h.key}
 }
 
 // lock takes the mutex and reports core.ErrClosed after Close. Callers that
@@ -123,10 +160,12 @@ func (s *Store) lock(ctx context.Context) error {
 }
 
 // Insert implements core.Store. Each input becomes a new job, scheduled when
-// its RunAt is after now and available otherwise, unless its unique key is
-// held by a live job (including one inserted earlier in the same batch): then
-// the result holds that job and Duplicate is true. Inserting a due job sends
-// one NotifyInsert per queue.
+// its RunAt is after now and available otherwise, unless its scoped unique
+// key is held (by a job not final, by a final one inside its UniqueFor
+// window, or by one deleted inside it; including a job inserted earlier in
+// the same batch): then the result holds that job and Duplicate is true.
+// Otherwise the new job takes the hold. Inserting a due job sends one
+// NotifyInsert per queue.
 func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -137,11 +176,19 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 	results := make([]core.InsertResult, len(jobs))
 	var dueQueues []string
 	for i, p := range jobs {
-		if id, ok := s.unique[p.UniqueKey]; p.UniqueKey != "" && ok {
-			results[i] = core.InsertResult{Job: clone(s.jobs[id]), Duplicate: true}
-			continue
+		sk := core.ScopedUniqueKey(&p)
+		if h, ok := s.holds[sk]; sk != "" && ok {
+			if s.held(h, now) {
+				results[i] = core.InsertResult{Job: s.holderJob(h), Duplicate: true}
+				continue
+			}
+			delete(s.holdOf, h.jobID) // the hold passes to the new job
 		}
 		s.nextID++
+		if sk != "" {
+			s.holds[sk] = &hold{jobID: s.nextID, queue: p.Queue, kind: p.Kind, key: p.UniqueKey, uniqueFor: p.UniqueFor.Truncate(time.Microsecond)}
+			s.holdOf[s.nextID] = sk
+		}
 		j := &core.Job{
 			ID:          s.nextID,
 			Queue:       p.Queue,
@@ -258,7 +305,7 @@ func (s *Store) finish(o core.Outcome) bool {
 	switch o.Kind {
 	case core.OutcomeComplete:
 		if o.Delete {
-			s.remove(j)
+			s.remove(j, at)
 			return true
 		}
 		j.State = core.StateCompleted
@@ -427,8 +474,10 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 }
 
 // Prune implements core.Store: it deletes up to limit jobs (oldest id first)
-// in the final state `state` whose FinishedAt is before `before`. A state
-// that is not final is an error wrapping core.ErrInvalidState.
+// in the final state `state` whose FinishedAt is before `before`, keeping
+// their unique keys held until FinishedAt+UniqueFor, and forgets up to
+// limit holds that ended before `before`. A state that is not final is an
+// error wrapping core.ErrInvalidState.
 func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
 	if !state.Final() {
 		return 0, fmt.Errorf("memory: prune of state %q: %w (only completed, cancelled and discarded jobs are pruned)", state, core.ErrInvalidState)
@@ -443,7 +492,18 @@ func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, l
 		return j.State == state && j.FinishedAt.Before(before)
 	})
 	for _, j := range old {
-		s.remove(j)
+		s.remove(j, j.FinishedAt)
+	}
+	// Forget holds that ended before `before` (their rows are gone).
+	n := 0
+	for sk, h := range s.holds {
+		if n == limit {
+			break
+		}
+		if _, ok := s.jobs[h.jobID]; !ok && h.heldUntil.Before(before) {
+			delete(s.holds, sk)
+			n++
+		}
 	}
 	return len(old), nil
 }
@@ -555,9 +615,8 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 
 // Retry implements core.Store: a job that is not running becomes available
 // now, with FinishedAt cleared; a job whose attempts are used up gets exactly
-// one more. Retrying a final job whose unique key has meanwhile been taken by
-// another live job returns core.ErrInvalidState, as a unique index would
-// refuse it.
+// one more. Retrying a job whose unique key hold has passed to another job
+// returns core.ErrInvalidState: the key now names that job.
 func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -571,8 +630,8 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, 
 	if j.State == core.StateRunning {
 		return nil, fmt.Errorf("memory: retry job %d: it is running: %w", id, core.ErrInvalidState)
 	}
-	if holder, ok := s.unique[j.UniqueKey]; ok && j.UniqueKey != "" && holder != j.ID {
-		return nil, fmt.Errorf("memory: retry job %d: unique key %q is held by live job %d: %w", id, j.UniqueKey, holder, core.ErrInvalidState)
+	if _, ok := s.holdOf[j.ID]; j.UniqueKey != "" && !ok {
+		return nil, fmt.Errorf("memory: retry job %d: unique key %q has passed to another job: %w", id, j.UniqueKey, core.ErrInvalidState)
 	}
 	old := j.State
 	now = core.UTC(now)
@@ -587,7 +646,9 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, 
 	return clone(j), nil
 }
 
-// Delete implements core.Store: it removes a job that is not running.
+// Delete implements core.Store: it removes a job that is not running. A
+// final job's unique key stays held until FinishedAt+UniqueFor; the key of
+// a job not yet final is freed.
 func (s *Store) Delete(ctx context.Context, id int64) error {
 	if err := s.lock(ctx); err != nil {
 		return err
@@ -601,7 +662,7 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	if j.State == core.StateRunning {
 		return fmt.Errorf("memory: delete job %d: it is running (cancel it first): %w", id, core.ErrInvalidState)
 	}
-	s.remove(j)
+	s.remove(j, j.FinishedAt)
 	return nil
 }
 
@@ -876,7 +937,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// reindex brings the pending and unique indexes in line with j's current
+// reindex brings the pending index in line with j's current
 // state after a change from state old ("" for a new job). Every state change
 // goes through it.
 func (s *Store) reindex(j *core.Job, old core.State) {
@@ -893,25 +954,24 @@ func (s *Store) reindex(j *core.Job, old core.State) {
 		}
 		x.add(j)
 	}
-	if j.UniqueKey != "" {
-		if j.State.Final() {
-			if s.unique[j.UniqueKey] == j.ID {
-				delete(s.unique, j.UniqueKey)
-			}
-		} else {
-			s.unique[j.UniqueKey] = j.ID
-		}
-	}
 }
 
-// remove deletes j and its index entries.
-func (s *Store) remove(j *core.Job) {
+// remove deletes j and its index entries. A hold j has on a unique key
+// outlives it until finishedAt+UniqueFor; with a zero UniqueFor, or a
+// zero finishedAt (j never reached a final state), the hold goes with it.
+func (s *Store) remove(j *core.Job, finishedAt time.Time) {
 	delete(s.jobs, j.ID)
 	if x, ok := s.pending[j.Queue]; ok {
 		x.remove(j.ID)
 	}
-	if j.UniqueKey != "" && s.unique[j.UniqueKey] == j.ID {
-		delete(s.unique, j.UniqueKey)
+	if sk, ok := s.holdOf[j.ID]; ok {
+		delete(s.holdOf, j.ID)
+		h := s.holds[sk]
+		if h.uniqueFor == 0 || finishedAt.IsZero() {
+			delete(s.holds, sk)
+		} else {
+			h.heldUntil = finishedAt.Add(h.uniqueFor)
+		}
 	}
 }
 

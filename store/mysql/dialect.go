@@ -107,6 +107,27 @@ func (dialect) DeleteLimit(table, where, order, limit string) string {
 	return "DELETE FROM " + table + " WHERE " + where + " ORDER BY " + order + " LIMIT " + limit
 }
 
+// DeleteLimitBy renders DELETE … WHERE … ORDER BY … LIMIT ?; key is not
+// needed.
+func (dialect) DeleteLimitBy(table, _, where, order, limit string) string {
+	return "DELETE FROM " + table + " WHERE " + where + " ORDER BY " + order + " LIMIT " + limit
+}
+
+// InsertOrLock returns ON DUPLICATE KEY UPDATE key = key, which changes
+// nothing but takes the existing row's exclusive lock.
+func (dialect) InsertOrLock(key string) (string, string) {
+	return "INSERT INTO", " ON DUPLICATE KEY UPDATE " + key + " = " + key
+}
+
+// CurrentRead returns " LOCK IN SHARE MODE": a locking read sees the
+// latest committed row, whatever the transaction's snapshot.
+func (dialect) CurrentRead() string { return " LOCK IN SHARE MODE" }
+
+// AddMicros adds us microseconds to the DATETIME(6) t.
+func (dialect) AddMicros(t, us string) string {
+	return "DATE_ADD(CAST(" + t + " AS DATETIME(6)), INTERVAL " + us + " MICROSECOND)"
+}
+
 // LockSuffix returns " FOR UPDATE SKIP LOCKED" when asked and the server
 // has it, else " FOR UPDATE".
 func (d dialect) LockSuffix(skipLocked bool) string {

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -51,17 +52,26 @@ WHERE id IN (%[1]s) AND state = 'running'
   AND worker_id = CASE id %[2]s END
   AND claim_seq = CASE id %[2]s END`
 
-// finishDeleteSQL deletes the fenced completions and returns their ids, on
-// MariaDB.
+// finishDeleteSQL deletes the fenced completions and returns their ids
+// and unique keys, on MariaDB.
 const finishDeleteSQL = `
 DELETE FROM {jobs}
 {fence}
+RETURNING id, unique_key`
+
+// finishDeletePlainSQL is finishDeleteSQL for jobs without a unique key
+// only, run alone in autocommit: a job with a key is left for a
+// transaction that also releases its hold.
+const finishDeletePlainSQL = `
+DELETE FROM {jobs}
+{fence}
+  AND unique_key IS NULL
 RETURNING id`
 
-// finishLockSQL reads and locks the fenced completions, on MySQL (no
-// DELETE … RETURNING); deleteIDsSQL then deletes them.
+// finishLockSQL reads and locks the fenced completions and their unique
+// keys, on MySQL (no DELETE … RETURNING); deleteIDsSQL then deletes them.
 const finishLockSQL = `
-SELECT id FROM {jobs}
+SELECT id, unique_key FROM {jobs}
 {fence}
 FOR UPDATE`
 
@@ -74,9 +84,12 @@ const finishChunk = 500
 // Finish applies a batch of fenced outcomes and returns one result per
 // outcome in input order. Updates run as one finishUpdateSQL per 500
 // outcomes; completions with Delete as one finishDeleteSQL per 500 on
-// MariaDB, a finishLockSQL and a deleteIDsSQL on MySQL. A batch of
-// deletions alone on MariaDB is one autocommit statement; anything else
-// runs in one transaction. An outcome whose fence fails (job not running
+// MariaDB, a finishLockSQL and a deleteIDsSQL on MySQL; the holds of
+// deleted jobs with a unique key are released in the same transaction
+// (sqlq.ReleaseHolds). A batch of deletions alone on MariaDB is one
+// autocommit finishDeletePlainSQL, which deletes only key-less jobs; the
+// outcomes it did not apply (a job with a key, or a failed fence) then run
+// in a transaction. Anything else runs in one transaction. An outcome whose fence fails (job not running
 // under its worker id and claim_seq) reports Applied=false and changes
 // nothing; an unknown outcome kind fails the whole call. Deadlocks and lock
 // wait timeouts are retried inside.
@@ -86,17 +99,67 @@ func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.Fin
 	}
 	var out []core.FinishResult
 	if s.d.Returning(sqlq.StmtDelete) && len(outcomes) <= finishChunk && allDeletes(outcomes) {
-		err := s.retry(ctx, func() (err error) {
-			out, err = s.FinishOn(ctx, s.sdb, outcomes)
-			return err
-		})
-		return out, err
+		return s.finishPlainDeletes(ctx, outcomes)
 	}
 	err := s.inTx(ctx, func(c sqlq.Conn) (err error) {
 		out, err = s.FinishOn(ctx, c, outcomes)
 		return err
 	})
 	return out, err
+}
+
+// finishPlainDeletes applies completions with Delete of distinct jobs
+// (allDeletes) on MariaDB: one autocommit finishDeletePlainSQL for the
+// key-less ones, then a transaction (FinishOn) for the outcomes it did not
+// apply.
+func (s *Store) finishPlainDeletes(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+	args := make([]any, 0, 5*len(outcomes))
+	for i := range outcomes {
+		args = append(args, outcomes[i].JobID)
+	}
+	for i := range outcomes {
+		args = append(args, outcomes[i].JobID, outcomes[i].WorkerID)
+	}
+	for i := range outcomes {
+		args = append(args, outcomes[i].JobID, outcomes[i].ClaimSeq)
+	}
+	q := fmt.Sprintf(s.q.finishDeletePlain, marks(len(outcomes)), whens(len(outcomes)))
+	var ids []int64
+	err := s.retry(ctx, func() (err error) {
+		ids, err = sqlq.ScanIDs(s.sdb.Query(ctx, q, args...))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		done[id] = true
+	}
+	out := make([]core.FinishResult, len(outcomes))
+	var rest []core.Outcome
+	var restIdx []int
+	for i := range outcomes {
+		out[i] = core.FinishResult{JobID: outcomes[i].JobID, Applied: done[outcomes[i].JobID]}
+		if !out[i].Applied {
+			rest, restIdx = append(rest, outcomes[i]), append(restIdx, i)
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	var more []core.FinishResult
+	err = s.inTx(ctx, func(c sqlq.Conn) (err error) {
+		more, err = s.FinishOn(ctx, c, rest)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range restIdx {
+		out[i] = more[k]
+	}
+	return out, nil
 }
 
 // allDeletes reports whether every outcome is a completion with Delete, for
@@ -145,7 +208,9 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 
 // finishDelete deletes the fenced completions chs[part] (distinct ids)
 // and returns the ids deleted: one finishDeleteSQL on MariaDB; on MySQL a
-// finishLockSQL, then a deleteIDsSQL of the rows it locked.
+// finishLockSQL, then a deleteIDsSQL of the rows it locked. The holds of
+// those with a unique key are then released (sqlq.ReleaseHolds) on c,
+// which must be a transaction when any has one.
 func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
 	args := make([]any, 0, 5*len(part))
 	for _, i := range part {
@@ -159,15 +224,15 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	}
 	in, cases := marks(len(part)), whens(len(part))
 	out := make(map[int64]bool, len(part))
-	var ids []int64
+	var ids, keyed []int64
 	var err error
 	if s.d.Returning(sqlq.StmtDelete) {
-		ids, err = sqlq.ScanIDs(c.Query(ctx, fmt.Sprintf(s.q.finishDelete, in, cases), args...))
+		ids, keyed, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishDelete, in, cases), args...))
 		if err != nil {
 			return nil, err
 		}
 	} else {
-		ids, err = sqlq.ScanIDs(c.Query(ctx, fmt.Sprintf(s.q.finishLock, in, cases), args...))
+		ids, keyed, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishLock, in, cases), args...))
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +249,41 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	for _, id := range ids {
 		out[id] = true
 	}
-	return out, nil
+	if len(keyed) == 0 {
+		return out, nil
+	}
+	at := make(map[int64]time.Time, len(part))
+	for _, i := range part {
+		at[chs[i].ID] = chs[i].FinishedAt
+	}
+	rel := make([]sqlq.Release, len(keyed))
+	for k, id := range keyed {
+		rel[k] = sqlq.Release{JobID: id, FinishedAt: at[id]}
+	}
+	return out, s.ReleaseHolds(ctx, c, rel)
+}
+
+// scanKeyed reads (id, unique_key) rows: every id, and the ids with a key.
+func scanKeyed(rows sqlq.Rows, err error) (ids, keyed []int64, _ error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var key sql.NullString
+		if err := rows.Scan(&id, &key); err != nil {
+			return nil, nil, err
+		}
+		ids = append(ids, id)
+		if key.Valid {
+			keyed = append(keyed, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	return ids, keyed, rows.Close()
 }
 
 // extendLeasesSQL sets a new lease on the named executions: by primary key

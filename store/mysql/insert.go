@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,11 +13,11 @@ import (
 )
 
 // insertSQL adds jobs, one insertRowSQL per job in its VALUES list (%s);
-// the columns it leaves out take their defaults. IGNORE skips a row whose
-// unique_live collides in unique_idx with a live job's (or with an earlier
-// row of the statement) instead of failing the statement. On MariaDB it
-// ends in RETURNING id, unique_key; on MySQL the rows are read back with
-// insertedSQL.
+// the columns it leaves out take their defaults. Unique keys are held in
+// <prefix>unique_keys (sqlq.InsertKeyed), so every row sent is inserted;
+// IGNORE keeps what it always did for values a column cannot hold (a
+// warning and the column's nearest value, not an error). On MariaDB it
+// ends in RETURNING id; on MySQL the rows are read back with insertedSQL.
 const insertSQL = `
 INSERT IGNORE INTO {jobs}
     (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at)
@@ -31,13 +30,7 @@ const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?)"
 // from LAST_INSERT_ID() on, a primary-key range.
 //
 // Arguments: the first id, the number of rows inserted.
-const insertedSQL = `SELECT id, unique_key FROM {jobs} WHERE id >= ? ORDER BY id LIMIT ?`
-
-// liveByKeysSQL reads the live jobs holding the unique keys (%s) through
-// unique_idx, with a current read (LOCK IN SHARE MODE), so it sees the row
-// an insert collided with even when that row committed after this
-// transaction's first read.
-const liveByKeysSQL = `SELECT {columns} FROM {jobs} WHERE unique_live IN (%s) LOCK IN SHARE MODE`
+const insertedSQL = `SELECT id FROM {jobs} WHERE id >= ? ORDER BY id LIMIT ?`
 
 // Statement size bounds of a batch insert: rows and bytes of payload per
 // INSERT (well under the 16 MiB default max_allowed_packet of MariaDB;
@@ -49,9 +42,11 @@ const (
 
 // Insert stores jobs in one transaction, one multi-row INSERT IGNORE per
 // chunk of up to 1000 rows, and returns one result per input in input
-// order. Unique keys are enforced by the unique index on unique_live: a key
-// held by a live job yields that job with Duplicate=true, and a key
-// repeated inside the batch yields one job, later inputs marked Duplicate.
+// order. Unique keys are held in <prefix>unique_keys under its primary
+// key (sqlq.InsertKeyed): a held scoped key yields its holder with
+// Duplicate=true, and a scoped key repeated inside the batch yields one
+// job, later inputs marked Duplicate. A key-less batch runs insertSQL
+// alone.
 // Deadlocks and lock wait timeouts are retried inside.
 func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	if len(jobs) == 0 {
@@ -70,10 +65,8 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	now = core.UTC(now)
 	res := make([]core.InsertResult, len(jobs))
-	err := sqlq.InsertRounds("mysql", jobs, res, func(send []int) ([]int, error) {
+	err := s.InsertKeyed(ctx, c, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, c, now, jobs, send, res)
-	}, func(keys []string) ([]*core.Job, error) {
-		return s.liveByKeys(ctx, c, keys)
 	})
 	if err != nil {
 		return nil, err
@@ -82,9 +75,8 @@ func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs [
 }
 
 // insertRows inserts the send rows, chunked, and fills res with the jobs
-// inserted; it returns the indexes whose unique key conflicted.
-func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) ([]int, error) {
-	var missing []int
+// inserted.
+func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) error {
 	for start := 0; start < len(send); {
 		end, size := start, 0
 		for end < len(send) && end-start < insertMaxRows && (end == start || size < insertMaxBytes) {
@@ -92,14 +84,12 @@ func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs
 			size += len(p.Args) + len(p.UniqueKey) + 256
 			end++
 		}
-		m, err := s.insertChunk(ctx, c, now, jobs, send[start:end], res)
-		if err != nil {
-			return nil, err
+		if err := s.insertChunk(ctx, c, now, jobs, send[start:end], res); err != nil {
+			return err
 		}
-		missing = append(missing, m...)
 		start = end
 	}
-	return missing, nil
+	return nil
 }
 
 // insertChunk runs one insertSQL. On MariaDB it returns the inserted ids
@@ -108,30 +98,26 @@ func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs
 // known number of rows gets its ids as one block under every
 // innodb_autoinc_lock_mode, and the rows read are checked against the
 // inputs).
-func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, part []int, res []core.InsertResult) ([]int, error) {
+func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, part []int, res []core.InsertResult) error {
 	args := make([]any, 0, 12*len(part))
 	for _, i := range part {
 		var err error
 		if args, err = sqlq.AppendInsertRow(args, s.d, &jobs[i], now); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	type row struct {
-		id  int64
-		key sql.NullString
-	}
-	var got []row
+	var got []int64
 	scan := func(rows sqlq.Rows, err error) error {
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.id, &r.key); err != nil {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
 				return err
 			}
-			got = append(got, r)
+			got = append(got, id)
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -141,61 +127,36 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 	values := strings.Repeat(insertRowSQL+",", len(part)-1) + insertRowSQL
 	if s.d.Returning(sqlq.StmtInsert) {
 		if err := scan(c.Query(ctx, fmt.Sprintf(s.q.insertReturning, values), args...)); err != nil {
-			return nil, err
+			return err
 		}
 	} else {
 		r, err := c.Exec(ctx, fmt.Sprintf(s.q.insert, values), args...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		n, err := r.RowsAffected()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n > 0 {
 			first, err := r.LastInsertId()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if err := scan(c.Query(ctx, s.q.inserted, first, n)); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	// Keyed rows are matched by key (unique among the rows sent), key-less
-	// rows by id order, which is insert order.
-	byKey := make(map[string]int64)
-	var plain []int64
-	for _, r := range got {
-		if r.key.Valid {
-			byKey[r.key.String] = r.id
-		} else {
-			plain = append(plain, r.id)
-		}
+	// Rows are matched by id order, which is insert order.
+	if len(got) != len(part) {
+		return fmt.Errorf("mysql: insert: %d rows read back after inserting %d (is innodb_autoinc_lock_mode giving one statement non-consecutive ids?)", len(got), len(part))
 	}
-	slices.Sort(plain)
-	var missing []int
-	for _, i := range part {
-		p := &jobs[i]
-		if p.UniqueKey != "" {
-			if id, ok := byKey[p.UniqueKey]; ok {
-				res[i] = core.InsertResult{Job: insertedJob(id, p, now)}
-				delete(byKey, p.UniqueKey)
-			} else {
-				missing = append(missing, i)
-			}
-			continue
-		}
-		if len(plain) == 0 {
-			return nil, fmt.Errorf("mysql: insert: the server reported fewer inserted rows than were sent without a unique key")
-		}
-		res[i] = core.InsertResult{Job: insertedJob(plain[0], p, now)}
-		plain = plain[1:]
+	slices.Sort(got)
+	for k, i := range part {
+		res[i] = core.InsertResult{Job: insertedJob(got[k], &jobs[i], now)}
 	}
-	if len(plain) > 0 || len(byKey) > 0 {
-		return nil, fmt.Errorf("mysql: insert: rows read back after the insert do not match the rows sent (is innodb_autoinc_lock_mode giving one statement non-consecutive ids?)")
-	}
-	return missing, nil
+	return nil
 }
 
 // insertedJob is the job a fresh insert of p with id stored, as Get would
@@ -216,13 +177,4 @@ func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
 		Metadata:    maps.Clone(p.Metadata),
 		CreatedAt:   now,
 	}
-}
-
-// liveByKeys reads the live jobs holding keys (liveByKeysSQL).
-func (s *Store) liveByKeys(ctx context.Context, c sqlq.Conn, keys []string) ([]*core.Job, error) {
-	args := make([]any, len(keys))
-	for k, key := range keys {
-		args[k] = key
-	}
-	return sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.q.liveByKeys, marks(len(keys))), args...))
 }

@@ -37,15 +37,16 @@
 // # Schema
 //
 // Tables <prefix>jobs, <prefix>queues, <prefix>workers, <prefix>settings,
-// <prefix>notifications (default prefix "backlog_") in utf8mb4_bin, so names compare byte for byte. Times are
+// <prefix>notifications, <prefix>unique_keys (default prefix "backlog_")
+// in utf8mb4_bin, so names compare byte for byte (the scoped keys of
+// unique_keys are VARBINARY: no trailing-space padding either). Times are
 // DATETIME(6) holding UTC; args, tags, metadata and the errors history are
 // JSON columns (on MariaDB LONGTEXT with a JSON_VALID check; on MySQL the
 // binary JSON type, so args come back normalised but with the same
-// meaning). Two stored generated columns stand in for the partial indexes
+// meaning). A stored generated column stands in for the partial index
 // MySQL lacks: pending (1 for scheduled, available and retryable jobs),
-// leading the claim index (queue, pending, priority, run_at, id), and
-// unique_live (the unique key while the job is live, NULL once final),
-// under a unique index.
+// leading the claim index (queue, pending, priority, run_at, id). Unique
+// keys are held in unique_keys, under its primary key (sqlq.InsertKeyed).
 //
 // # Errors
 //

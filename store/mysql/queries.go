@@ -27,12 +27,12 @@ type queries struct {
 	insert          string // insertSQL; %s: insertRowSQL per job
 	insertReturning string // insertSQL … RETURNING (MariaDB)
 	inserted        string // insertedSQL
-	liveByKeys      string // liveByKeysSQL; %s: marks
 
-	finishUpdate string // finishUpdateSQL; %s: finishRowsSQL rows
-	finishDelete string // finishDeleteSQL (MariaDB); %[1]s: marks, %[2]s: whens
-	finishLock   string // finishLockSQL (MySQL); %[1]s: marks, %[2]s: whens
-	deleteIDs    string // deleteIDsSQL; %s: marks
+	finishUpdate      string // finishUpdateSQL; %s: finishRowsSQL rows
+	finishDelete      string // finishDeleteSQL (MariaDB); %[1]s: marks, %[2]s: whens
+	finishDeletePlain string // finishDeletePlainSQL (MariaDB); %[1]s: marks, %[2]s: whens
+	finishLock        string // finishLockSQL (MySQL); %[1]s: marks, %[2]s: whens
+	deleteIDs         string // deleteIDsSQL; %s: marks
 
 	extendLeases string // extendLeasesSQL; %[1]s: marks, %[2]s: whens
 }
@@ -58,14 +58,14 @@ func buildQueries(t sqlq.Tables) queries {
 		stamped:         stmt(stampedSQL),
 
 		insert:          insert,
-		insertReturning: insert + "\nRETURNING id, unique_key",
+		insertReturning: insert + "\nRETURNING id",
 		inserted:        stmt(insertedSQL),
-		liveByKeys:      stmt(liveByKeysSQL),
 
-		finishUpdate: stmt(finishUpdateSQL),
-		finishDelete: stmt(finishDeleteSQL),
-		finishLock:   stmt(finishLockSQL),
-		deleteIDs:    stmt(deleteIDsSQL),
+		finishUpdate:      stmt(finishUpdateSQL),
+		finishDelete:      stmt(finishDeleteSQL),
+		finishDeletePlain: stmt(finishDeletePlainSQL),
+		finishLock:        stmt(finishLockSQL),
+		deleteIDs:         stmt(deleteIDsSQL),
 
 		extendLeases: stmt(extendLeasesSQL),
 	}

@@ -47,6 +47,11 @@ func (dialect) LockSuffix(skipLocked bool) string {
 	return " FOR UPDATE"
 }
 
+// AddMicros adds us microseconds to the timestamptz t.
+func (dialect) AddMicros(t, us string) string {
+	return "(" + t + " + (" + us + ") * interval '1 microsecond')"
+}
+
 // MaxParams is the protocol's limit of 65535 bind parameters.
 func (dialect) MaxParams() int { return 65535 }
 

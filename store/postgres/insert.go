@@ -11,13 +11,14 @@ import (
 )
 
 // Insert stores jobs with one statement (INSERT … SELECT FROM unnest …
-// ON CONFLICT DO NOTHING RETURNING) and returns one result per input in
-// input order. The same statement notifies each queue that received due
-// jobs. A key-less batch of copyMin jobs or more is written with COPY in one
-// transaction instead (about 1.4× faster at 1000 jobs). A batch with unique keys runs in one transaction: a key held by a
-// live job yields that job with Duplicate=true (read back after the insert),
-// and a key repeated inside the batch yields one job, later inputs marked
-// Duplicate.
+// RETURNING) and returns one result per input in input order. The same
+// statement notifies each queue that received due jobs. A key-less batch
+// of copyMin jobs or more is written with COPY in one transaction instead
+// (about 1.4× faster at 1000 jobs). A batch with unique keys runs in one
+// transaction with the holds protocol (sqlq.InsertKeyed, on the
+// unique_keys table): a held scoped key yields its holder with
+// Duplicate=true, and a scoped key repeated inside the batch yields one
+// job, later inputs marked Duplicate.
 func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	if len(jobs) == 0 {
 		return []core.InsertResult{}, nil
@@ -50,10 +51,8 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 func (s *Store) insertOn(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	now = core.UTC(now)
 	res := make([]core.InsertResult, len(jobs))
-	err := sqlq.InsertRounds("postgres", jobs, res, func(send []int) ([]int, error) {
+	err := s.InsertKeyed(ctx, q, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, q, now, jobs, send, res)
-	}, func(keys []string) ([]*core.Job, error) {
-		return scanJobs(q.Query(ctx, s.q.duplicatesByKey, keys))
 	})
 	if err != nil {
 		return nil, err
@@ -61,9 +60,8 @@ func (s *Store) insertOn(ctx context.Context, q sqlq.Conn, now time.Time, jobs [
 	return res, nil
 }
 
-// insertRows inserts jobs[send] in one statement and fills res; it returns
-// the indexes whose unique key conflicted.
-func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) ([]int, error) {
+// insertRows inserts jobs[send] in one statement and fills res.
+func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) error {
 	n := len(send)
 	var (
 		queue, kind, args, state = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -90,10 +88,10 @@ func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs
 		}
 		var err error
 		if tags[k], err = jsonText(encodeTags(p.Tags)); err != nil {
-			return nil, err
+			return err
 		}
 		if meta[k], err = jsonText(encodeMetadata(p.Metadata)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	params := []any{queue, kind, args, prio, state, maxAtt, runAt, deadline, key, tags, meta, now}
@@ -105,7 +103,7 @@ func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs
 	rows, err := q.Query(ctx, query, params...)
 	got, err := scanJobsExtra(rows, err, extra)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	return sqlq.MatchInserted("postgres", jobs, send, got, res)
 }

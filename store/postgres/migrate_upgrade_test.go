@@ -25,6 +25,13 @@ func TestMigrateUpgradeFromVersion2(t *testing.T) {
 	upgradetest.RunFromVersion2(t, upgradeBackend(t))
 }
 
+// TestMigrateUpgradeUniqueKeys runs upgradetest.RunUniqueKeys from schema
+// version 5: the keys of live jobs stay held after the partial unique
+// index gives way to the holds table.
+func TestMigrateUpgradeUniqueKeys(t *testing.T) {
+	upgradetest.RunUniqueKeys(t, upgradeBackend(t), 6)
+}
+
 // upgradeBackend opens an unmigrated store on a fresh schema.
 func upgradeBackend(t *testing.T) upgradetest.Backend {
 	ctx := context.Background()

@@ -24,7 +24,6 @@ type queries struct {
 	notifyQueues      string
 	reserveIDs        string
 	extendLeases      string
-	duplicatesByKey   string
 	jobColsAliased    string
 	insertReturnCount int
 }
@@ -68,7 +67,12 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" worker_id = $2, attempted_at = $1, lease_until = $3 FROM c WHERE j.id = c.id RETURNING " + jcols
 
 	// Finish: one row per outcome in parallel arrays; del rows are deleted
-	// instead of updated. Both are fenced by worker id and claim_seq.
+	// instead of updated. Both are fenced by worker id and claim_seq. The
+	// holds of deleted rows with a unique key are released in the same
+	// statement (hu, hd): held until the completion time plus their
+	// unique_for, or dropped when unique_for is 0. Key-less rows never
+	// reach the holds table (d.uk IS NULL), so a batch without keys pays
+	// for two empty joins, not for another statement.
 	// The state is compared with a parameter ($14 = 'running'), not a
 	// literal: a generic plan then cannot prove the lease index's predicate
 	// (state = 'running') and so never scans every running job to join
@@ -82,7 +86,10 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" errors = CASE WHEN v.er IS NULL THEN j.errors ELSE j.errors || jsonb_build_array(v.er::jsonb) END," +
 		" result = CASE WHEN v.sr THEN v.rs ELSE j.result END, kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag::jsonb, j.args)" +
 		" FROM v WHERE NOT v.del AND " + fence + " RETURNING j.id)," +
-		" d AS (DELETE FROM " + t.Jobs + " j USING v WHERE v.del AND " + fence + " RETURNING j.id)" +
+		" d AS (DELETE FROM " + t.Jobs + " j USING v WHERE v.del AND " + fence + " RETURNING j.id, j.unique_key AS uk, v.fi)," +
+		" hu AS (UPDATE " + t.Holds + " h SET held_until = d.fi + h.unique_for * interval '1 microsecond'" +
+		" FROM d WHERE d.uk IS NOT NULL AND h.job_id = d.id AND h.unique_for > 0)," +
+		" hd AS (DELETE FROM " + t.Holds + " h USING d WHERE d.uk IS NOT NULL AND h.job_id = d.id AND h.unique_for = 0)" +
 		" SELECT id FROM u UNION ALL SELECT id FROM d"
 
 	// Insert: $1..$11 arrays, $12 created_at, $13 notify channel.
@@ -90,7 +97,7 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" SELECT q, k, a::jsonb, p, st, ma, ra, dl, uk, tg::jsonb, md::jsonb, $12" +
 		" FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::int[], $7::timestamptz[], $8::timestamptz[]," +
 		" $9::text[], $10::text[], $11::text[]) WITH ORDINALITY AS t(q, k, a, p, st, ma, ra, dl, uk, tg, md, ord)" +
-		" ORDER BY ord ON CONFLICT DO NOTHING RETURNING " + jcols
+		" ORDER BY ord RETURNING " + jcols
 	q.insert = ins
 	q.insertReturnCount = 21
 	// The notifications ride in the inserting statement: pg_notify is
@@ -109,6 +116,5 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 	q.extendLeases = "WITH c AS (SELECT t.id FROM unnest($3::bigint[], $4::bigint[]) AS c(id, seq)" +
 		" CROSS JOIN LATERAL (SELECT t.id FROM " + t.Jobs + " t WHERE t.id = c.id AND t.claim_seq = c.seq AND t.state = 'running' AND t.worker_id = $1 FOR UPDATE SKIP LOCKED) t)" +
 		" UPDATE " + t.Jobs + " j SET lease_until = $2, version = j.version + 1 FROM c WHERE j.id = c.id"
-	q.duplicatesByKey = "SELECT " + sqlq.JobColumns + " FROM " + t.Jobs + " WHERE unique_key = ANY($1::text[]) AND state NOT IN ('completed','cancelled','discarded')"
 	return q
 }

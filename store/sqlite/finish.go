@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/backlogq/backlog/core"
@@ -35,7 +36,7 @@ RETURNING id`
 const finishRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?)"
 
 // finishDeleteSQL deletes the completions with Delete whose fence holds
-// and returns their ids: by primary key (%[1]s), each job still running
+// and returns their ids and unique keys: by primary key (%[1]s), each job still running
 // under the outcome's worker at its claim, matched as row values against a
 // VALUES list (%[2]s), which SQLite turns into one indexed temporary list
 // (a CASE per column would compare every row with every listed id,
@@ -48,7 +49,7 @@ const finishDeleteSQL = `
 DELETE FROM {jobs}
 WHERE id IN (%[1]s) AND state = 'running'
   AND (id, worker_id, claim_seq) IN (VALUES %[2]s)
-RETURNING id`
+RETURNING id, unique_key`
 
 // finishChunk is the most outcomes one finishUpdateSQL or finishDeleteSQL
 // applies.
@@ -85,7 +86,10 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 }
 
 // finishDelete deletes the fenced completions chs[part] (distinct ids)
-// with one finishDeleteSQL and returns the ids it deleted.
+// with one finishDeleteSQL and returns the ids it deleted. When some of
+// them had a unique key, their holds are released (sqlq.ReleaseHolds: held
+// until the completion time plus their UniqueFor) in the same transaction;
+// key-less completions need nothing more.
 func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
 	args := make([]any, 0, 4*len(part))
 	for _, i := range part {
@@ -95,8 +99,49 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 		args = append(args, chs[i].ID, chs[i].Worker, chs[i].ClaimSeq)
 	}
 	q := fmt.Sprintf(s.sql.finishDelete, marks(len(part)), rows("(?,?,?)", len(part)))
-	ids, err := sqlq.ScanIDs(c.Query(ctx, q, args...))
-	return idSet(ids), err
+	r, err := c.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return s.deleted(ctx, c, chs, part, r)
+}
+
+// deleted reads the (id, unique_key) rows of a finishDeleteSQL, releases
+// the holds of the keyed ones, and returns the ids.
+func (s *Store) deleted(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int, r sqlq.Rows) (map[int64]bool, error) {
+	set := make(map[int64]bool, len(part))
+	var keyed []int64
+	for r.Next() {
+		var id int64
+		var key sql.NullString
+		if err := r.Scan(&id, &key); err != nil {
+			r.Close()
+			return nil, err
+		}
+		set[id] = true
+		if key.Valid {
+			keyed = append(keyed, id)
+		}
+	}
+	if err := r.Err(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	if err := r.Close(); err != nil {
+		return nil, err
+	}
+	if len(keyed) == 0 {
+		return set, nil
+	}
+	at := make(map[int64]sqlq.Release, len(part))
+	for _, i := range part {
+		at[chs[i].ID] = sqlq.Release{JobID: chs[i].ID, FinishedAt: chs[i].FinishedAt}
+	}
+	rel := make([]sqlq.Release, len(keyed))
+	for k, id := range keyed {
+		rel[k] = at[id]
+	}
+	return set, s.ReleaseHolds(ctx, c, rel)
 }
 
 // idSet returns ids as a set.

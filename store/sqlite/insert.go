@@ -11,14 +11,12 @@ import (
 
 // insertSQL adds jobs, one insertRowSQL per job in its VALUES list (%s),
 // and returns the rows it added; the columns it leaves out take their
-// defaults. ON CONFLICT DO NOTHING skips a row whose unique key a live job
-// (or an earlier row of the statement) holds in the partial unique index
-// <prefix>jobs_unique_key instead of failing the statement.
+// defaults. Unique keys are held in <prefix>unique_keys
+// (sqlq.InsertKeyed), so every row sent is inserted.
 const insertSQL = `
 INSERT INTO {jobs}
     (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at)
 VALUES %s
-ON CONFLICT DO NOTHING
 RETURNING {columns}`
 
 // insertRowSQL is one job's row of insertSQL.
@@ -28,17 +26,12 @@ const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?)"
 // well under SQLite's 32766).
 const insertChunk = 1000
 
-// liveByKeysSQL reads the live jobs holding the unique keys (%s), through
-// <prefix>jobs_unique_key.
-const liveByKeysSQL = `
-SELECT {columns} FROM {jobs}
-WHERE unique_key IN (%s) AND state NOT IN ('completed','cancelled','discarded')`
-
 // Insert stores jobs in one write transaction, one insertSQL per 1000, and
-// returns one result per input in input order. Unique keys are enforced by
-// the database: a key held by a live job yields that job with
-// Duplicate=true, and a key repeated inside the batch yields one job, later
-// inputs marked Duplicate.
+// returns one result per input in input order. Unique keys are held in
+// <prefix>unique_keys under its primary key (sqlq.InsertKeyed): a held key
+// yields its holder with Duplicate=true, and a scoped key repeated inside
+// the batch yields one job, later inputs marked Duplicate. A key-less
+// batch runs insertSQL alone.
 func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	if len(jobs) == 0 {
 		return []core.InsertResult{}, nil
@@ -50,14 +43,8 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 // no retries (InsertTx uses it with the caller's transaction).
 func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	res := make([]core.InsertResult, len(jobs))
-	err := sqlq.InsertRounds("sqlite", jobs, res, func(send []int) ([]int, error) {
+	err := s.InsertKeyed(ctx, c, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, c, now, jobs, send, res)
-	}, func(keys []string) ([]*core.Job, error) {
-		args := make([]any, len(keys))
-		for k, key := range keys {
-			args[k] = key
-		}
-		return sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.sql.liveByKeys, marks(len(keys))), args...))
 	})
 	if err != nil {
 		return nil, err
@@ -65,28 +52,24 @@ func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs [
 	return res, nil
 }
 
-// insertRows inserts jobs[send] with insertSQL and fills res for the rows
-// it added; it returns the indexes whose unique key conflicted.
-func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) ([]int, error) {
-	var missing []int
+// insertRows inserts jobs[send] with insertSQL and fills res.
+func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) error {
 	for start := 0; start < len(send); start += insertChunk {
 		part := send[start:min(len(send), start+insertChunk)]
 		args := make([]any, 0, 12*len(part))
 		for _, i := range part {
 			var err error
 			if args, err = sqlq.AppendInsertRow(args, dialect{}, &jobs[i], now); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		got, err := sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.sql.insert, rows(insertRowSQL, len(part))), args...))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		m, err := sqlq.MatchInserted("sqlite", jobs, part, got, res)
-		if err != nil {
-			return nil, err
+		if err := sqlq.MatchInserted("sqlite", jobs, part, got, res); err != nil {
+			return err
 		}
-		missing = append(missing, m...)
 	}
-	return missing, nil
+	return nil
 }

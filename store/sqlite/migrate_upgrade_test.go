@@ -25,6 +25,13 @@ func TestMigrateUpgradeFromVersion2(t *testing.T) {
 	upgradetest.RunFromVersion2(t, upgradeBackend(t))
 }
 
+// TestMigrateUpgradeUniqueKeys runs upgradetest.RunUniqueKeys from schema
+// version 4: the keys of live jobs stay held after the unique index gives
+// way to the holds table.
+func TestMigrateUpgradeUniqueKeys(t *testing.T) {
+	upgradetest.RunUniqueKeys(t, upgradeBackend(t), 5)
+}
+
 // upgradeBackend opens an unmigrated store on a file of its own.
 func upgradeBackend(t *testing.T) upgradetest.Backend {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "upgrade.db"), WithPrefix("up_"), WithMigrate(false))

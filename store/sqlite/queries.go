@@ -19,8 +19,7 @@ import (
 type statements struct {
 	claim string // claimSQL
 
-	insert     string // insertSQL; %s: rows of insertRowSQL
-	liveByKeys string // liveByKeysSQL; %s: marks
+	insert string // insertSQL; %s: rows of insertRowSQL
 
 	finishUpdate string // finishUpdateSQL; %s: rows of finishRowSQL
 	finishDelete string // finishDeleteSQL; %[1]s: marks, %[2]s: rows of "(?,?,?)"
@@ -36,7 +35,6 @@ func newStatements(t sqlq.Tables) statements {
 	return statements{
 		claim:        stmt(claimSQL),
 		insert:       stmt(insertSQL),
-		liveByKeys:   stmt(liveByKeysSQL),
 		finishUpdate: stmt(finishUpdateSQL),
 		finishDelete: stmt(finishDeleteSQL),
 		extendLeases: stmt(extendLeasesSQL),

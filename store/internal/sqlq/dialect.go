@@ -84,6 +84,32 @@ type Dialect interface {
 	// MySQL "DELETE FROM t WHERE … ORDER BY … LIMIT ?".
 	DeleteLimit(table, where, order, limit string) string
 
+	// DeleteLimitBy is DeleteLimit for a table whose key column is key
+	// (DeleteLimit is DeleteLimitBy with key "id").
+	DeleteLimitBy(table, key, where, order, limit string) string
+
+	// InsertOrLock returns the verb and suffix of an INSERT that, for a
+	// row whose key column key conflicts with an existing row, inserts
+	// nothing and fails nothing: ("INSERT INTO", " ON CONFLICT DO
+	// NOTHING"), or on MySQL ("INSERT INTO", " ON DUPLICATE KEY UPDATE
+	// key = key"), which also takes the existing row's exclusive lock
+	// (INSERT IGNORE would take a shared one, and two inserters
+	// upgrading theirs deadlock).
+	InsertOrLock(key string) (verb, suffix string)
+
+	// CurrentRead returns the clause appended to a SELECT so that it
+	// reads the latest committed rows even inside a transaction holding
+	// an older snapshot: " LOCK IN SHARE MODE" on MySQL (REPEATABLE READ),
+	// "" where each statement reads the latest committed rows already
+	// (PostgreSQL at READ COMMITTED; SQLite, whose write transaction
+	// excludes every other writer).
+	CurrentRead() string
+
+	// AddMicros returns an expression adding us microseconds (an integer
+	// expression) to the time expression t, in the store's time encoding
+	// (SQLite: t + us on unix microseconds).
+	AddMicros(t, us string) string
+
 	// LockSuffix returns the clause appended to a SELECT to lock the rows it
 	// reads: " FOR UPDATE", or " FOR UPDATE SKIP LOCKED" when skipLocked.
 	// It returns "" when the database has no row locks (SQLite, where every
@@ -173,9 +199,25 @@ func (Standard) UpdateFrom(table, alias string, cols []string, rows [][]string, 
 }
 
 // DeleteLimit renders DELETE … WHERE id IN (SELECT id … ORDER BY … LIMIT ?).
-func (Standard) DeleteLimit(table, where, order, limit string) string {
-	return "DELETE FROM " + table + " WHERE id IN (SELECT id FROM " + table + " WHERE " + where + " ORDER BY " + order + " LIMIT " + limit + ")"
+func (d Standard) DeleteLimit(table, where, order, limit string) string {
+	return d.DeleteLimitBy(table, "id", where, order, limit)
 }
+
+// DeleteLimitBy renders DELETE … WHERE key IN (SELECT key … ORDER BY … LIMIT ?).
+func (Standard) DeleteLimitBy(table, key, where, order, limit string) string {
+	return "DELETE FROM " + table + " WHERE " + key + " IN (SELECT " + key + " FROM " + table + " WHERE " + where + " ORDER BY " + order + " LIMIT " + limit + ")"
+}
+
+// InsertOrLock returns ON CONFLICT DO NOTHING.
+func (Standard) InsertOrLock(string) (string, string) {
+	return "INSERT INTO", " ON CONFLICT DO NOTHING"
+}
+
+// CurrentRead returns "".
+func (Standard) CurrentRead() string { return "" }
+
+// AddMicros returns (t + us): times as unix microseconds.
+func (Standard) AddMicros(t, us string) string { return "(" + t + " + " + us + ")" }
 
 // LockSuffix returns "" (no row locks).
 func (Standard) LockSuffix(bool) string { return "" }
@@ -201,13 +243,16 @@ type Tables struct {
 	// Settings is the core.Settings table, e.g. "backlog_settings"; ""
 	// means none (the settings methods return core.ErrUnsupported).
 	Settings string
+	// Holds is the unique-key holds table (see InsertKeyed), e.g.
+	// "backlog_unique_keys".
+	Holds string
 }
 
 // PrefixTables returns Tables named prefix+"jobs", prefix+"queues",
-// prefix+"workers" and prefix+"settings". prefix must be a valid
-// identifier part (see ValidPrefix).
+// prefix+"workers", prefix+"settings" and prefix+"unique_keys". prefix
+// must be a valid identifier part (see ValidPrefix).
 func PrefixTables(prefix string) Tables {
-	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings"}
+	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings", Holds: prefix + "unique_keys"}
 }
 
 // ValidPrefix reports an error unless prefix is at most 48 bytes of ASCII

@@ -2,6 +2,7 @@ package sqlq
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -18,17 +19,79 @@ func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, l
 	if limit <= 0 {
 		return 0, nil
 	}
-	var n int64
+	var n int
 	err := s.tx(ctx, func(c Conn) error {
+		var gone []Release
 		b := newBuilder(s.d, 3)
 		where := "state = " + b.arg(string(state)) + " AND finished_at < " + b.arg(s.d.Time(before))
-		q := s.d.DeleteLimit(s.t.Jobs, where, "finished_at, id", b.arg(limit))
-		res, err := c.Exec(ctx, q, b.args...)
-		if err != nil {
+		if s.d.Returning(StmtDelete) {
+			// One statement; the rows with a unique key come back.
+			q := s.d.DeleteLimit(s.t.Jobs, where, "finished_at, id", b.arg(limit)) + " RETURNING id, unique_key, finished_at"
+			rows, err := scanPruned(c.Query(ctx, q, b.args...))
+			if err != nil {
+				return err
+			}
+			n, gone = len(rows), rows
+		} else {
+			// Select and lock the batch, then delete it by id.
+			q := "SELECT id, unique_key, finished_at FROM " + s.t.Jobs + " WHERE " + where + " ORDER BY finished_at, id LIMIT " + b.arg(limit) + s.d.LockSuffix(false)
+			rows, err := scanPruned(c.Query(ctx, q, b.args...))
+			if err != nil || len(rows) == 0 {
+				return err
+			}
+			d := newBuilder(s.d, len(rows))
+			d.w("DELETE FROM ", s.t.Jobs, " WHERE id IN (")
+			for i, r := range rows {
+				if i > 0 {
+					d.w(",")
+				}
+				d.w(d.arg(r.JobID))
+			}
+			d.w(")")
+			if _, err := c.Exec(ctx, d.String(), d.args...); err != nil {
+				return err
+			}
+			n, gone = len(rows), rows
+		}
+		keyed := gone[:0]
+		for _, r := range gone {
+			if !r.FinishedAt.IsZero() {
+				keyed = append(keyed, r)
+			}
+		}
+		if err := s.ReleaseHolds(ctx, c, keyed); err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
-		return err
+		return s.forgetHolds(ctx, c, before, limit)
 	})
-	return int(n), err
+	return n, err
+}
+
+// scanPruned reads (id, unique_key, finished_at) rows of pruned jobs as
+// Releases: FinishedAt is left zero for a job without a unique key (it
+// has no hold to release).
+func scanPruned(rows Rows, err error) ([]Release, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Release
+	for rows.Next() {
+		var (
+			r   Release
+			key sql.NullString
+			fin time.Time
+		)
+		if err := rows.Scan(&r.JobID, &key, TimeDest(&fin)); err != nil {
+			return nil, err
+		}
+		if key.Valid && key.String != "" {
+			r.FinishedAt = fin
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
 }

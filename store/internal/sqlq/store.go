@@ -39,8 +39,8 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Dialect == nil || cfg.DB == nil {
 		return nil, errors.New("sqlq: Config needs a Dialect and a DB")
 	}
-	if cfg.Tables.Jobs == "" || cfg.Tables.Queues == "" || cfg.Tables.Workers == "" {
-		return nil, errors.New("sqlq: Config needs all three table names")
+	if cfg.Tables.Jobs == "" || cfg.Tables.Queues == "" || cfg.Tables.Workers == "" || cfg.Tables.Holds == "" {
+		return nil, errors.New("sqlq: Config needs the jobs, queues, workers and holds table names")
 	}
 	s := &Store{
 		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy,
@@ -185,20 +185,31 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 // Retry makes a job that is not running available now (RunAt=now,
 // FinishedAt and lease cleared; MaxAttempts raised to Attempt+1 when its
 // attempts are used up) and returns it. Running jobs return
-// ErrInvalidState, as does a final job whose unique key is now held by
-// another live job.
+// ErrInvalidState, as does a job with a unique key whose hold has passed
+// to another job. The job's hold is locked first, so no insert takes it
+// over while the job becomes live again.
 func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
 	var out *core.Job
 	err := s.tx(ctx, func(c Conn) error {
+		owned, err := s.holdOwned(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		if !owned {
+			cur, err := s.getOn(ctx, c, id)
+			if err != nil {
+				return err
+			}
+			if cur.UniqueKey != "" && cur.State != core.StateRunning {
+				return fmt.Errorf("retry job %d: its unique key %q has passed to another job: %w", id, cur.UniqueKey, core.ErrInvalidState)
+			}
+		}
 		b := newBuilder(s.d, 2)
 		b.w("UPDATE ", s.t.Jobs, " SET state = 'available', run_at = ", b.arg(s.d.Time(now)),
 			", finished_at = NULL, lease_until = NULL, max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END",
 			", version = version + 1 WHERE id = ", b.arg(id), " AND state <> 'running'")
 		j, err := s.updateOne(ctx, c, id, b)
 		if err != nil {
-			if s.d.UniqueViolation(err) {
-				return fmt.Errorf("retry job %d: its unique key is held by another live job: %w", id, core.ErrInvalidState)
-			}
 			return err
 		}
 		if j == nil {
@@ -215,22 +226,41 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, 
 }
 
 // Delete removes a job that is not running; ErrInvalidState for a running
-// job, ErrNotFound for a missing one.
+// job, ErrNotFound for a missing one. A final job's unique key stays held
+// until FinishedAt + UniqueFor (ReleaseHolds, in the same transaction);
+// the key of a job not yet final is freed.
 func (s *Store) Delete(ctx context.Context, id int64) error {
 	return s.tx(ctx, func(c Conn) error {
-		b := newBuilder(s.d, 1)
-		b.w("DELETE FROM ", s.t.Jobs, " WHERE id = ", b.arg(id), " AND state <> 'running'")
-		res, err := c.Exec(ctx, b.String(), b.args...)
+		owned, err := s.holdOwned(ctx, c, id)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
+		b := newBuilder(s.d, 1)
+		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id = ", b.arg(id), s.d.LockSuffix(false))
+		jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
+		if err != nil {
 			return err
 		}
-		if _, err := s.getOn(ctx, c, id); err != nil {
+		if len(jobs) == 0 {
+			return fmt.Errorf("job %d: %w", id, core.ErrNotFound)
+		}
+		j := jobs[0]
+		if j.State == core.StateRunning {
+			return fmt.Errorf("delete job %d: it is running (cancel it first): %w", id, core.ErrInvalidState)
+		}
+		b = newBuilder(s.d, 1)
+		b.w("DELETE FROM ", s.t.Jobs, " WHERE id = ", b.arg(id))
+		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
 			return err
 		}
-		return fmt.Errorf("delete job %d: it is running (cancel it first): %w", id, core.ErrInvalidState)
+		if !owned {
+			return nil
+		}
+		var fin time.Time
+		if j.State.Final() {
+			fin = j.FinishedAt
+		}
+		return s.ReleaseHolds(ctx, c, []Release{{JobID: id, FinishedAt: fin}})
 	})
 }
 

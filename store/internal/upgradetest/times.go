@@ -57,7 +57,7 @@ func RunTimeRepair(t *testing.T, b Backend, zeroDates bool) {
 	params := []core.InsertParams{
 		{Queue: "repair", Kind: "far", Args: json.RawMessage(`{"n":1}`), Priority: 5, MaxAttempts: 3, RunAt: y10k, Deadline: y10k, Tags: []string{"t"}},
 		{Queue: "repair", Kind: "past", Args: json.RawMessage(`{"n":2}`), Priority: 5, MaxAttempts: 3, RunAt: past, Deadline: past.Add(24 * time.Hour)},
-		{Queue: "repair", Kind: "fine", Args: json.RawMessage(`{"n":3}`), Priority: 5, MaxAttempts: 3, RunAt: fine, Deadline: fine.Add(time.Hour), UniqueKey: "fine"},
+		{Queue: "repair", Kind: "fine", Args: json.RawMessage(`{"n":3}`), Priority: 5, MaxAttempts: 3, RunAt: fine, Deadline: fine.Add(time.Hour)},
 	}
 	res, err := ins.Insert(ctx, now, params)
 	if err != nil {

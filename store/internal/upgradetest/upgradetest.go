@@ -376,12 +376,19 @@ func hasClaimSeq(t *testing.T, b Backend) bool {
 	return n == 1
 }
 
-// snapshot reads the version-1 columns of every job, as stored.
+// snapshot reads the version-1 columns of every job, as stored: three
+// jobs.
 func snapshot(t *testing.T, b Backend) [][]any {
 	t.Helper()
+	return snapshotN(t, b, 3)
+}
+
+// snapshotN is snapshot of n jobs.
+func snapshotN(t *testing.T, b Backend, n int) [][]any {
+	t.Helper()
 	out := b.Rows(t, "SELECT "+V1Columns+" FROM "+b.Jobs+" ORDER BY id")
-	if len(out) != 3 {
-		t.Fatalf("%d jobs stored; want 3", len(out))
+	if len(out) != n {
+		t.Fatalf("%d jobs stored; want %d", len(out), n)
 	}
 	cols := strings.Count(V1Columns, ",") + 1
 	for i, r := range out {
