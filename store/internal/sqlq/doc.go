@@ -17,9 +17,10 @@
 //   - Rounds (rounds.go), which splits a batch naming a job or a unique key
 //     more than once into rounds of distinct keys, and Chunks, which splits
 //     a batch by statement size;
-//   - the protocols around the stores' own statements: InsertRounds and
-//     MatchInserted (insert.go), the unique-key protocol of every Insert,
-//     with InsertState and AppendInsertRow, a job's row as the database/sql
+//   - the protocols around the stores' own statements: InsertKeyed and
+//     ReleaseHolds (unique.go), the unique-key holds every Insert takes and
+//     every deletion of job rows releases; MatchInserted (insert.go), with
+//     InsertState and AppendInsertRow, a job's row as the database/sql
 //     stores (SQLite, MySQL/MariaDB) bind it; and Change, OutcomeChange,
 //     FinishRounds and Change.AppendRow (finish.go), the outcome protocol
 //     of their Finish;
@@ -57,11 +58,12 @@
 //	workers(id PK, host, pid, queues JSON, tags JSON NULL, metadata JSON
 //	        NULL, started_at, heartbeat_at)
 //	settings(name PK, value bytes NOT NULL)
+//	unique_keys(ukey PK, job_id, queue, kind, unique_key, unique_for µs,
+//	            held_until NULL)
 //
-// with a unique index on jobs(unique_key) restricted to rows whose
-// unique_key is not NULL and whose state is not final (partial index on
-// SQLite/Postgres, a generated column on MySQL), and a claim index on
-// (queue, priority, run_at, id) for the pending states.
+// with an index on unique_keys(job_id) and on unique_keys(held_until),
+// and a claim index on (queue, priority, run_at, id) for the pending
+// states.
 //
 // # Time
 //
