@@ -53,6 +53,11 @@ type Config struct {
 	// error wrapping ErrUnknownKind and insert nothing. Clients without
 	// handlers enqueue any kind either way.
 	AllowUnknownKinds bool
+	// Periodic jobs this client enqueues on their schedules (see
+	// PeriodicJob): every client listing one takes part, with or without
+	// queues of its own. NewClient returns an error for an invalid one,
+	// or for a kind this client could not enqueue (ErrUnknownKind).
+	Periodic []PeriodicJob
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
 	// Observers receive engine events.
