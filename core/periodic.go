@@ -574,15 +574,3 @@ func (c *Client) periodicLoop(ctx context.Context) {
 		}
 	}
 }
-
-// MutableSettings is the optional capability of settings that change:
-// schedules' pause state and last run are kept with it. Keys and values
-// are bounded as for Settings (CheckSetting). A store that has it keeps
-// both kinds of keys in one key space.
-type MutableSettings interface {
-	Settings
-	// PutSetting stores value under key, replacing any value there.
-	PutSetting(ctx context.Context, key string, value []byte) error
-	// DeleteSetting removes key; a missing key is not an error.
-	DeleteSetting(ctx context.Context, key string) error
-}

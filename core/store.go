@@ -443,6 +443,20 @@ type Settings interface {
 	Setting(ctx context.Context, key string) ([]byte, error)
 }
 
+// MutableSettings is the optional capability of settings that change,
+// such as a periodic job's pause and last run. It shares the key space and
+// bounds of Settings (CheckSetting); callers keep keys they change apart
+// from keys they get-or-create, whose values must not change.
+type MutableSettings interface {
+	Settings
+	// PutSetting stores value under key, replacing any value there. Of
+	// callers racing on one key, the value left is one of theirs, whole;
+	// none fails for the race.
+	PutSetting(ctx context.Context, key string, value []byte) error
+	// DeleteSetting removes key; a missing key is not an error.
+	DeleteSetting(ctx context.Context, key string) error
+}
+
 // Bounds of a Settings key and value, in bytes.
 const (
 	MaxSettingKeyBytes   = 255

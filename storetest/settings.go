@@ -14,6 +14,93 @@ var settingsTests = []test{
 	{"settings/round-trip", testSettingsRoundTrip},
 	{"settings/get-or-create-is-atomic", testSettingsAtomic},
 	{"settings/bounds-are-checked", testSettingsBounds},
+	{"settings/put-replaces-and-delete-removes", testSettingsPutDelete},
+	{"settings/concurrent-puts-leave-one-value", testSettingsPutRace},
+}
+
+// mutable returns the store's core.MutableSettings, skipping when it has
+// none.
+func (e *env) mutable(s core.Store) core.MutableSettings {
+	e.Helper()
+	st, ok := s.(core.MutableSettings)
+	if !ok {
+		e.Skip("the store does not implement core.MutableSettings")
+	}
+	return st
+}
+
+func testSettingsPutDelete(e *env) {
+	st := e.mutable(e.s)
+	for i, v := range [][]byte{[]byte("first"), []byte("second, longer than the first"), {}, {0x00, 0xff}, []byte("second, longer than the first")} {
+		if err := st.PutSetting(e.ctx, "mutable", v); err != nil {
+			e.Fatalf("PutSetting #%d: unexpected error: %v", i, err)
+		}
+		got, err := st.Setting(e.ctx, "mutable")
+		if err != nil || !bytes.Equal(got, v) {
+			e.Fatalf("Setting after PutSetting #%d of %q returned %q, %v; want the value put", i, v, got, err)
+		}
+	}
+	if err := st.PutSetting(e.ctx, "mutable", []byte("same")); err != nil {
+		e.Fatal(err)
+	}
+	if err := st.PutSetting(e.ctx, "mutable", []byte("same")); err != nil {
+		e.Fatalf("PutSetting of the value already stored: unexpected error: %v", err)
+	}
+	if err := st.DeleteSetting(e.ctx, "mutable"); err != nil {
+		e.Fatalf("DeleteSetting: unexpected error: %v", err)
+	}
+	if _, err := st.Setting(e.ctx, "mutable"); !errors.Is(err, core.ErrNotFound) {
+		e.Fatalf("Setting after DeleteSetting returned %v; want an error wrapping core.ErrNotFound", err)
+	}
+	if err := st.DeleteSetting(e.ctx, "mutable"); err != nil {
+		e.Fatalf("DeleteSetting of a missing key: %v; want nil", err)
+	}
+	if err := st.PutSetting(e.ctx, "", []byte("x")); err == nil {
+		e.Fatal("PutSetting of an empty key: no error; want the bound named")
+	}
+	if err := st.PutSetting(e.ctx, "big", make([]byte, core.MaxSettingValueBytes+1)); err == nil {
+		e.Fatal("PutSetting of a value over MaxSettingValueBytes: no error")
+	}
+}
+
+func testSettingsPutRace(e *env) {
+	handles := []core.MutableSettings{e.mutable(e.s)}
+	if e.f.Reopen != nil {
+		handles = append(handles, e.mutable(e.f.Reopen(e.T, e.s)))
+	}
+	const rounds, callers = 10, 8
+	for r := range rounds {
+		key := fmt.Sprintf("put-race-%d", r)
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				errs[i] = handles[i%len(handles)].PutSetting(e.ctx, key, fmt.Appendf(nil, "value of caller %d", i))
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				e.Fatalf("round %d: PutSetting of caller %d on a new key raced by %d others: %v; want no error", r, i, callers-1, err)
+			}
+		}
+		got, err := handles[0].Setting(e.ctx, key)
+		if err != nil {
+			e.Fatal(err)
+		}
+		ok := false
+		for i := range callers {
+			ok = ok || bytes.Equal(got, fmt.Appendf(nil, "value of caller %d", i))
+		}
+		if !ok {
+			e.Fatalf("round %d: after concurrent PutSetting calls the key holds %q; want one caller's value, whole", r, got)
+		}
+	}
 }
 
 // settings returns the store's core.Settings, skipping when it has none.

@@ -95,10 +95,11 @@ type Store struct {
 
 // Compile-time checks of the interfaces Store implements.
 var (
-	_ core.Store          = (*Store)(nil)
-	_ core.Notifier       = (*Store)(nil)
-	_ core.Settings       = (*Store)(nil)
-	_ core.SealedRewriter = (*Store)(nil)
+	_ core.Store           = (*Store)(nil)
+	_ core.Notifier        = (*Store)(nil)
+	_ core.Settings        = (*Store)(nil)
+	_ core.MutableSettings = (*Store)(nil)
+	_ core.SealedRewriter  = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -778,6 +779,29 @@ func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("memory: setting %q: %w", key, core.ErrNotFound)
 	}
 	return slices.Clone(v), nil
+}
+
+// PutSetting implements core.MutableSettings.
+func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error {
+	if err := core.CheckSetting(key, value); err != nil {
+		return err
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	s.settings[key] = slices.Clone(value)
+	return nil
+}
+
+// DeleteSetting implements core.MutableSettings.
+func (s *Store) DeleteSetting(ctx context.Context, key string) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	delete(s.settings, key)
+	return nil
 }
 
 // RewriteSealed implements core.SealedRewriter. It reads the batch under

@@ -138,13 +138,14 @@ type Store struct {
 }
 
 var (
-	_ core.Store       = (*Store)(nil)
-	_ core.Migrator    = (*Store)(nil)
-	_ core.Notifier    = (*Store)(nil)
-	_ core.TxInserter  = (*Store)(nil)
-	_ core.TxCompleter = (*Store)(nil)
-	_ core.Settings    = (*Store)(nil)
-	_ core.Vacuumer    = (*Store)(nil)
+	_ core.Store           = (*Store)(nil)
+	_ core.Migrator        = (*Store)(nil)
+	_ core.Notifier        = (*Store)(nil)
+	_ core.TxInserter      = (*Store)(nil)
+	_ core.TxCompleter     = (*Store)(nil)
+	_ core.Settings        = (*Store)(nil)
+	_ core.MutableSettings = (*Store)(nil)
+	_ core.Vacuumer        = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {

@@ -16,7 +16,8 @@ var errNoSettingsTable = fmt.Errorf("sqlq: no settings table configured: %w", co
 // when the key exists (the primary key decides between racing callers,
 // in this process or another), then a read of whatever is stored. A value
 // is never updated or deleted by the store, so the read after the insert
-// always sees the winner's value.
+// always sees the winner's value (keys of MutableSettings are kept apart
+// by their callers).
 func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
 	if err := core.CheckSetting(key, value); err != nil {
 		return nil, false, err
@@ -88,4 +89,61 @@ func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 		v = []byte{}
 	}
 	return v, nil
+}
+
+// PutSetting implements core.MutableSettings: an update, and when no row
+// was there an insert that does nothing on conflict, then the update
+// again (a concurrent caller inserted first). MySQL counts only changed
+// rows in an update, so a zero count may mean "same value": the insert
+// then does nothing and the second update is harmless.
+func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error {
+	if err := core.CheckSetting(key, value); err != nil {
+		return err
+	}
+	if s.t.Settings == "" {
+		return errNoSettingsTable
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	return s.tx(ctx, func(c Conn) error {
+		update := func() (int64, error) {
+			b := newBuilder(s.d, 2)
+			b.w("UPDATE ", s.t.Settings, " SET value = ", b.argT(value, TypeBytes), " WHERE name = ", b.arg(key))
+			res, err := c.Exec(ctx, b.String(), b.args...)
+			if err != nil {
+				return 0, err
+			}
+			return res.RowsAffected()
+		}
+		n, err := update()
+		if err != nil || n > 0 {
+			return err
+		}
+		verb, suffix := s.d.InsertIgnore()
+		b := newBuilder(s.d, 2)
+		b.w(verb, " ", s.t.Settings, " (name, value) VALUES (", b.arg(key), ", ", b.argT(value, TypeBytes), ")", suffix)
+		res, err := c.Exec(ctx, b.String(), b.args...)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		_, err = update()
+		return err
+	})
+}
+
+// DeleteSetting implements core.MutableSettings.
+func (s *Store) DeleteSetting(ctx context.Context, key string) error {
+	if s.t.Settings == "" {
+		return errNoSettingsTable
+	}
+	return s.tx(ctx, func(c Conn) error {
+		b := newBuilder(s.d, 1)
+		b.w("DELETE FROM ", s.t.Settings, " WHERE name = ", b.arg(key))
+		_, err := c.Exec(ctx, b.String(), b.args...)
+		return err
+	})
 }
