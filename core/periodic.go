@@ -53,8 +53,12 @@ type PeriodicJob struct {
 // MissedPolicy is what a node does with occurrences that are more than
 // PeriodicGrace in the past when it looks (every node was down, or the
 // store was out of reach). Occurrences less late than that are never
-// missed: they are enqueued, late. Occurrences older than half the
-// schedule's hold (PeriodicHold) are never looked at.
+// missed: they are enqueued, late. A node looks at the occurrences after
+// the last run recorded in the store (MutableSettings; a schedule never
+// run starts with its first occurrence from now on, and one resumed with
+// its first occurrence after the resume), and never further back than
+// half the schedule's hold (PeriodicHold): on a store without
+// MutableSettings that half hold is all it has.
 type MissedPolicy string
 
 // The missed-occurrence policies.
@@ -381,6 +385,35 @@ func (c *Client) periodicState(ctx context.Context, ms MutableSettings, name str
 	return st, nil
 }
 
+// periodicRunRecord reads the latest recorded run of name (zero when none).
+func (c *Client) periodicRunRecord(ctx context.Context, ms MutableSettings, name string) (periodicRun, error) {
+	var r periodicRun
+	b, err := ms.Setting(ctx, periodicRunKey(name))
+	if errors.Is(err, ErrNotFound) {
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return periodicRun{}, fmt.Errorf("backlog: periodic job %q: stored last run %q: %w", name, b, err)
+	}
+	r.At = UTC(r.At)
+	return r, nil
+}
+
+func (c *Client) lastPeriodicRun(ctx context.Context, ms MutableSettings, name string) (time.Time, error) {
+	r, err := c.periodicRunRecord(ctx, ms, name)
+	return r.At, err
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // PeriodicJobs lists this client's periodic jobs in name order, with
 // their stored state (paused, last run) when the store keeps it.
 func (c *Client) PeriodicJobs(ctx context.Context) ([]PeriodicStatus, error) {
@@ -404,17 +437,11 @@ func (c *Client) PeriodicJobs(ctx context.Context) ([]PeriodicStatus, error) {
 				return nil, err
 			}
 			s.Paused = st.Paused
-			b, err := ms.Setting(ctx, periodicRunKey(e.job.Name))
-			switch {
-			case errors.Is(err, ErrNotFound):
-			case err != nil:
+			r, err := c.periodicRunRecord(ctx, ms, e.job.Name)
+			if err != nil {
 				return nil, err
-			default:
-				var r periodicRun
-				if json.Unmarshal(b, &r) == nil {
-					s.LastRunAt, s.LastJobID = UTC(r.At), r.JobID
-				}
 			}
+			s.LastRunAt, s.LastJobID = r.At, r.JobID
 		}
 		if !s.Paused {
 			s.NextRunAt = e.sched.next(now)
@@ -499,6 +526,19 @@ func (c *Client) EnqueuePeriodic(ctx context.Context) (int, error) {
 				continue
 			}
 			since = st.Since
+			// Occurrences after the last recorded run only; a schedule
+			// never run starts now (it does not catch up on a past it
+			// never had).
+			last, err := c.lastPeriodicRun(ctx, ms, e.job.Name)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+				continue
+			case last.IsZero():
+				since = maxTime(since, now)
+			default:
+				since = maxTime(since, last.Add(time.Nanosecond))
+			}
 		}
 		at := e.sched.occurrences(e.job.Missed, now, since)
 		if len(at) == 0 {
@@ -525,7 +565,7 @@ func (c *Client) EnqueuePeriodic(ctx context.Context) (int, error) {
 				last = r.Job
 			}
 		}
-		if last != nil && ms != nil {
+		if last != nil && ms != nil && !last.RunAt.Before(since) {
 			b, _ := json.Marshal(periodicRun{At: last.RunAt, JobID: last.ID})
 			if err := ms.PutSetting(ctx, periodicRunKey(e.job.Name), b); err != nil {
 				errs = append(errs, err)

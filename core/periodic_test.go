@@ -28,7 +28,9 @@ func periodicClient(t *testing.T, st core.Store, clock core.Clock, pj core.Perio
 // row was deleted) does not enqueue it twice.
 func TestPeriodicOneJobPerOccurrence(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New()
+	// A store without MutableSettings: nodes look back half the hold, and
+	// only the unique keys' holds keep occurrences from running twice.
+	st := plainStore{memory.New()}
 	clock := core.NewManualClock(time.Date(2026, 3, 1, 10, 0, 0, 500_000_000, time.UTC))
 	pj := core.PeriodicJob{Name: "tick", Schedule: "@every 1s", Kind: "tick"}
 	nodes := []*core.Client{periodicClient(t, st, clock, pj), periodicClient(t, st, clock, pj), periodicClient(t, st, clock, pj)}
@@ -86,6 +88,9 @@ func TestPeriodicOneJobPerOccurrence(t *testing.T) {
 	}
 }
 
+// plainStore hides a store's optional capabilities.
+type plainStore struct{ core.Store }
+
 func mustTime(t *testing.T, s string) time.Time {
 	t.Helper()
 	at, err := time.Parse(time.RFC3339, s)
@@ -133,5 +138,50 @@ func TestPeriodicUnknownName(t *testing.T) {
 	r, err := c.RunPeriodicNow(context.Background(), "a")
 	if err != nil || r.Job.Metadata[core.PeriodicMetadataName] != "a" || r.Job.UniqueKey != "" {
 		t.Fatalf("run now: %+v %v", r.Job, err)
+	}
+}
+
+// A pause stops every node from enqueueing; a resume runs the next
+// occurrence, not those that fell during the pause. The last run is
+// recorded in the store.
+func TestPeriodicPauseResumeAndLastRun(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	clock := core.NewManualClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	pj := core.PeriodicJob{Name: "m", Schedule: "* * * * *", Kind: "k", Missed: core.MissedRunEach}
+	a, b := periodicClient(t, st, clock, pj), periodicClient(t, st, clock, pj)
+	if n, err := a.EnqueuePeriodic(ctx); err != nil || n != 1 {
+		t.Fatalf("first round: %d, %v", n, err)
+	}
+	list, err := b.PeriodicJobs(ctx)
+	if err != nil || len(list) != 1 {
+		t.Fatal(list, err)
+	}
+	if p := list[0]; p.Paused || !p.LastRunAt.Equal(clock.Now()) || p.LastJobID == 0 || !p.NextRunAt.Equal(clock.Now().Add(time.Minute)) {
+		t.Fatalf("status: %+v", p)
+	}
+	if err := a.PausePeriodic(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(10 * time.Minute)
+	if n, err := b.EnqueuePeriodic(ctx); err != nil || n != 0 {
+		t.Fatalf("paused: enqueued %d, %v", n, err)
+	}
+	if list, _ := b.PeriodicJobs(ctx); !list[0].Paused || !list[0].NextRunAt.IsZero() {
+		t.Fatalf("paused status: %+v", list[0])
+	}
+	clock.Add(30 * time.Second)
+	if err := b.ResumePeriodic(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.EnqueuePeriodic(ctx); err != nil || n != 0 {
+		t.Fatalf("just resumed (the 10:10 occurrence fell during the pause): enqueued %d, %v", n, err)
+	}
+	clock.Add(30 * time.Second)
+	if n, err := a.EnqueuePeriodic(ctx); err != nil || n != 1 {
+		t.Fatalf("next occurrence after the resume: enqueued %d, %v", n, err)
+	}
+	if list, _ := b.PeriodicJobs(ctx); !list[0].LastRunAt.Equal(clock.Now()) {
+		t.Fatalf("last run after the resume: %+v", list[0])
 	}
 }
