@@ -92,8 +92,8 @@ const (
 
 // schedule is a parsed PeriodicJob.Schedule.
 type schedule struct {
-	spec  cron.Schedule // nil for @every
-	every time.Duration // @every interval, whole seconds
+	spec  cron.Schedule  // nil for @every
+	every time.Duration  // @every interval, whole seconds
 	loc   *time.Location // the spec's time zone (CRON_TZ; UTC by default)
 }
 
