@@ -78,6 +78,7 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	for _, e := range cl.periodic {
+		e.since = cl.clock.Now()
 		if err := cl.checkKinds([]InsertParams{{Kind: e.job.Kind}}); err != nil {
 			return nil, fmt.Errorf("backlog: periodic job %q: %w", e.job.Name, err)
 		}

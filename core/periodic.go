@@ -233,6 +233,9 @@ func (s schedule) occurrences(policy MissedPolicy, now, since time.Time) []time.
 type periodicEntry struct {
 	job   PeriodicJob
 	sched schedule
+	// since is when this client was made: a schedule with no recorded
+	// run starts with its first occurrence from then on.
+	since time.Time
 }
 
 // validatePeriodic checks the configured periodic jobs: names unique and
@@ -527,15 +530,15 @@ func (c *Client) EnqueuePeriodic(ctx context.Context) (int, error) {
 			}
 			since = st.Since
 			// Occurrences after the last recorded run only; a schedule
-			// never run starts now (it does not catch up on a past it
-			// never had).
+			// never run starts when this client was made (it does not
+			// catch up on a past it never had).
 			last, err := c.lastPeriodicRun(ctx, ms, e.job.Name)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
 				continue
 			case last.IsZero():
-				since = maxTime(since, now)
+				since = maxTime(since, e.since)
 			default:
 				since = maxTime(since, last.Add(time.Nanosecond))
 			}

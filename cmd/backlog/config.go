@@ -35,6 +35,41 @@ type fileConfig struct {
 	Lease           *duration               `json:"lease"`
 	PollInterval    *duration               `json:"poll_interval"`
 	ShutdownTimeout *duration               `json:"shutdown_timeout"`
+	// Periodic is name → periodic job (core.PeriodicJob).
+	Periodic map[string]filePeriodic `json:"periodic"`
+}
+
+// filePeriodic is one periodic job of the config file.
+type filePeriodic struct {
+	Schedule    string            `json:"schedule"`
+	Kind        string            `json:"kind"`
+	Args        json.RawMessage   `json:"args"`
+	Queue       string            `json:"queue"`
+	Priority    int               `json:"priority"`
+	MaxAttempts int               `json:"max_attempts"`
+	Tags        []string          `json:"tags"`
+	Metadata    map[string]string `json:"metadata"`
+	Missed      string            `json:"missed"`
+}
+
+// periodicJobs converts the file's periodic jobs, in name order.
+func (fc *fileConfig) periodicJobs() []core.PeriodicJob {
+	names := slices.Sorted(maps.Keys(fc.Periodic))
+	out := make([]core.PeriodicJob, 0, len(names))
+	for _, name := range names {
+		p := fc.Periodic[name]
+		if len(p.Args) > 0 {
+			var b bytes.Buffer
+			if json.Compact(&b, p.Args) == nil {
+				p.Args = b.Bytes()
+			}
+		}
+		out = append(out, core.PeriodicJob{
+			Name: name, Schedule: p.Schedule, Kind: p.Kind, Args: p.Args, Missed: core.MissedPolicy(p.Missed),
+			Options: core.Options{Queue: p.Queue, Priority: p.Priority, MaxAttempts: p.MaxAttempts, Tags: p.Tags, Metadata: p.Metadata},
+		})
+	}
+	return out
 }
 
 type fileQueue struct {
@@ -188,9 +223,11 @@ type workConfig struct {
 	queues   map[string]int // name → max workers
 	// claimAhead is the file's queues.*.claim_ahead (core.QueueConfig.ClaimAhead).
 	claimAhead map[string]int
-	handlers   map[string]*handlerConfig
-	timeout    time.Duration
-	retry      core.RetryPolicy // nil = exponential backoff
+	// periodic is the file's periodic jobs (core.Config.Periodic).
+	periodic []core.PeriodicJob
+	handlers map[string]*handlerConfig
+	timeout  time.Duration
+	retry    core.RetryPolicy // nil = exponential backoff
 	// retryByKind is the file's retry_by_kind: serve's HTTP API applies
 	// it to remote workers' failures (see kindRetry).
 	retryByKind     map[string]core.RetryPolicy
@@ -290,6 +327,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 			wc.db = fc.DB
 		}
 		wc.workerID = fc.WorkerID
+		wc.periodic = fc.periodicJobs()
 		for name, q := range fc.Queues {
 			if q.MaxWorkers < 0 {
 				return nil, usagef("config: queue %q: max_workers %d is negative", name, q.MaxWorkers)

@@ -286,6 +286,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		Retention:         &ret,
 		WorkerTags:        wc.tags,
 		Encryption:        wc.encryption,
+		Periodic:          wc.periodic,
 	}
 	if s.serve != nil {
 		cfg.WorkerStaleAfter, cfg.WorkerDeadAfter = s.serve.workerStaleAfter, s.serve.workerDeadAt
