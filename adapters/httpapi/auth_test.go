@@ -12,7 +12,7 @@ import (
 
 func TestAuthRoles(t *testing.T) {
 	teststores.Run(t, func(t *testing.T, st core.Store) {
-		h := newHarness(t, st, core.Config{}, Config{Tokens: Tokens{Producer: "prod-token", Worker: "work-token", Admin: "admin-token"}})
+		h := newHarness(t, st, periodicConfig(nil), Config{Tokens: Tokens{Producer: "prod-token", Worker: "work-token", Admin: "admin-token"}})
 		h.token = "admin-token"
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		running := h.claimOne("w", map[string]any{"kind": "k"})
@@ -37,6 +37,10 @@ func TestAuthRoles(t *testing.T) {
 			{"POST", "/v1/jobs/" + id + "/cancel", "", 0},
 			{"POST", "/v1/queues/paused/pause", "", 0},
 			{"POST", "/v1/queues/paused/resume", "", 0},
+			{"GET", "/v1/periodic", "", roleProducer},
+			{"POST", "/v1/periodic/hourly/pause", "", 0},
+			{"POST", "/v1/periodic/hourly/resume", "", 0},
+			{"POST", "/v1/periodic/hourly/run", "", 0},
 			{"GET", "/v1/workers", "", 0},
 			{"PUT", "/v1/workers/w", `{"queues":["default"]}`, roleWorker},
 			{"POST", "/v1/workers/w/heartbeat", `{"leases":["` + running.LeaseToken + `"]}`, roleWorker},

@@ -34,6 +34,7 @@ const (
 	SlugNotFound             = "not-found"
 	SlugJobNotFound          = "job-not-found"
 	SlugWorkerNotRegistered  = "worker-not-registered"
+	SlugPeriodicNotFound     = "periodic-not-found"
 	SlugMethodNotAllowed     = "method-not-allowed"
 	SlugInvalidState         = "invalid-state"
 	SlugLeaseLost            = "lease-lost"
@@ -61,6 +62,7 @@ var problems = map[string]problemInfo{
 	SlugNotFound:             {http.StatusNotFound, "Not found"},
 	SlugJobNotFound:          {http.StatusNotFound, "Job not found"},
 	SlugWorkerNotRegistered:  {http.StatusNotFound, "Worker not registered"},
+	SlugPeriodicNotFound:     {http.StatusNotFound, "Periodic job not found"},
 	SlugMethodNotAllowed:     {http.StatusMethodNotAllowed, "Method not allowed"},
 	SlugInvalidState:         {http.StatusConflict, "Job state does not permit this"},
 	SlugLeaseLost:            {http.StatusConflict, "Lease lost"},

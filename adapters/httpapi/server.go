@@ -21,9 +21,9 @@ import (
 // its role; when all three are empty the API is open (no authentication).
 // The admin token may call every route.
 type Tokens struct {
-	Producer string // submit, list and get jobs, list queues
+	Producer string // submit, list and get jobs, list queues and periodic jobs
 	Worker   string // register, heartbeat, claim, deregister, outcomes, get a job
-	Admin    string // everything, including cancel, retry, delete, pause, resume, list workers
+	Admin    string // everything, including cancel, retry, delete, pause, resume, run periodic jobs now, list workers
 }
 
 // Config configures a Server. The zero value is an open API with default
@@ -196,6 +196,11 @@ var routes = []route{
 	{"GET", "/v1/queues", roleProducer, (*Server).listQueues},
 	{"POST", "/v1/queues/{name}/pause", roleAdmin, (*Server).pauseQueue},
 	{"POST", "/v1/queues/{name}/resume", roleAdmin, (*Server).resumeQueue},
+
+	{"GET", "/v1/periodic", roleProducer, (*Server).listPeriodic},
+	{"POST", "/v1/periodic/{name}/pause", roleAdmin, (*Server).pausePeriodic},
+	{"POST", "/v1/periodic/{name}/resume", roleAdmin, (*Server).resumePeriodic},
+	{"POST", "/v1/periodic/{name}/run", roleAdmin, (*Server).runPeriodic},
 
 	{"GET", "/v1/workers", roleAdmin, (*Server).listWorkers},
 	{"PUT", "/v1/workers/{id}", roleWorker, (*Server).registerWorker},

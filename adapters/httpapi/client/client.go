@@ -20,7 +20,8 @@
 // requests, which promise nothing was done) is retried for every method, with jittered exponential
 // backoff. Other transient failures (a reset connection, a timeout, a
 // proxy's 502/504) are retried only for calls that are safe to repeat:
-// reads, registration, heartbeats, deregistration, pause and resume,
+// reads, registration, heartbeats, deregistration, pause and resume (of
+// queues and periodic jobs),
 // submissions whose every job has a unique key, and outcomes, single or
 // batched (an outcome replayed after the server applied it yields
 // lease-lost, which the client then reports as success of unknown result,
@@ -577,6 +578,61 @@ func (c *Client) queueAction(ctx context.Context, queue, action string) (*QueueI
 		return nil, err
 	}
 	return out.Queue, nil
+}
+
+// PeriodicJobs lists the periodic jobs the server's configuration holds,
+// by name, with their pause flag, last and next run (GET /v1/periodic;
+// producer role).
+func (c *Client) PeriodicJobs(ctx context.Context) ([]core.PeriodicStatus, error) {
+	var out struct {
+		Periodic []core.PeriodicStatus `json:"periodic"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/periodic", out: &out, mode: retryIdempotent}); err != nil {
+		return nil, err
+	}
+	return out.Periodic, nil
+}
+
+// PausePeriodic stops every node from enqueuing the named periodic job's
+// occurrences until ResumePeriodic (POST /v1/periodic/{name}/pause; admin
+// role) and returns its status. A name the server does not list returns a
+// *Problem matching core.ErrUnknownPeriodic. Idempotent.
+func (c *Client) PausePeriodic(ctx context.Context, name string) (*core.PeriodicStatus, error) {
+	return c.periodicAction(ctx, name, "pause")
+}
+
+// ResumePeriodic lifts a periodic job's pause (POST
+// /v1/periodic/{name}/resume; admin role) and returns its status:
+// occurrences that fell while it was paused are not run. Errors as
+// PausePeriodic. Idempotent.
+func (c *Client) ResumePeriodic(ctx context.Context, name string) (*core.PeriodicStatus, error) {
+	return c.periodicAction(ctx, name, "resume")
+}
+
+func (c *Client) periodicAction(ctx context.Context, name, action string) (*core.PeriodicStatus, error) {
+	var out struct {
+		PeriodicJob *core.PeriodicStatus `json:"periodic_job"`
+	}
+	path := "/periodic/" + url.PathEscape(name) + "/" + action
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: path, body: struct{}{}, out: &out, mode: retryIdempotent}); err != nil {
+		return nil, err
+	}
+	return out.PeriodicJob, nil
+}
+
+// RunPeriodicNow enqueues one job of the named periodic job now, outside
+// its schedule (POST /v1/periodic/{name}/run; admin role), and returns it;
+// its metadata (core.PeriodicMetadataName) names the schedule. A name the
+// server does not list returns a *Problem matching
+// core.ErrUnknownPeriodic. Each call enqueues a job, so it is not retried
+// after an ambiguous failure.
+func (c *Client) RunPeriodicNow(ctx context.Context, name string) (*SubmitResult, error) {
+	var out SubmitResult
+	path := "/periodic/" + url.PathEscape(name) + "/run"
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: path, body: struct{}{}, out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Workers lists the worker registry by id, with liveness judged by the

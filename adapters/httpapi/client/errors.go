@@ -103,7 +103,8 @@ func (p *Problem) Error() string {
 // Is maps problem types to sentinels: job-not-found → core.ErrNotFound,
 // lease-lost → core.ErrLeaseLost, invalid-job → core.ErrInvalidJob,
 // invalid-state → core.ErrInvalidState, unknown-kind (422, a kind no
-// handler or registered worker handles) → core.ErrUnknownKind, and the
+// handler or registered worker handles) → core.ErrUnknownKind,
+// periodic-not-found → core.ErrUnknownPeriodic, and the
 // others to this package's Err… variables. A response that was no problem+json matches by status:
 // 401 ErrUnauthorized, 403 ErrForbidden, 502/503/504 ErrUnavailable.
 func (p *Problem) Is(target error) bool {
@@ -128,6 +129,8 @@ func (p *Problem) sentinel() error {
 		return core.ErrInvalidState
 	case "unknown-kind":
 		return core.ErrUnknownKind
+	case "periodic-not-found":
+		return core.ErrUnknownPeriodic
 	case "unauthorized":
 		return ErrUnauthorized
 	case "forbidden":
