@@ -21,7 +21,7 @@ const (
 	EventJobsExpired      EventKind = "jobs.expired"      // maintenance discarded Count jobs past deadline
 	EventWorkersPruned    EventKind = "workers.pruned"    // maintenance removed Count dead workers (their jobs handed back first)
 	EventWorkerRegistered EventKind = "worker.registered" // a worker registered for the first time (Reason = worker id)
-	EventStoreVacuumed    EventKind = "store.vacuumed"    // maintenance had the store reclaim Count dead rows (Vacuumer)
+	EventStoreVacuumed    EventKind = "store.vacuumed"    // maintenance had the store reclaim Count dead rows (Vacuumer) in Duration
 	EventStoreError       EventKind = "store.error"       // a store call failed; Err set (it will be retried)
 )
 

@@ -87,10 +87,12 @@ func (c *Client) Maintain(ctx context.Context) {
 		})
 	}
 	if v, ok := c.store.(Vacuumer); ok {
+		began := time.Now()
 		n, err := v.Vacuum(ctx)
 		if !c.maintErr(ctx, "vacuum", err) && n > 0 {
-			c.log.Debug("backlog: store vacuumed", "dead_rows", n)
-			c.emit(Event{Kind: EventStoreVacuumed, At: now, Count: int(n)})
+			took := time.Since(began)
+			c.log.Debug("backlog: store vacuumed", "dead_rows", n, "duration", took)
+			c.emit(Event{Kind: EventStoreVacuumed, At: now, Count: int(n), Duration: took})
 		}
 	}
 	c.buryDeadWorkers(ctx, now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -69,6 +70,7 @@ type TableStats struct {
 	HotUpdates       int64      `json:"hot_updates"`        // n_tup_hot_upd, cumulative
 	Deletes          int64      `json:"deletes"`            // n_tup_del, cumulative
 	Autovacuums      int64      `json:"autovacuums"`        // autovacuum_count, cumulative
+	Vacuums          int64      `json:"vacuums"`            // vacuum_count (the store's own VACUUM), cumulative
 	Autoanalyzes     int64      `json:"autoanalyzes"`       // autoanalyze_count, cumulative
 	LastAutovacuum   *time.Time `json:"last_autovacuum"`    //
 	LastAutoanalyze  *time.Time `json:"last_autoanalyze"`   //
@@ -83,7 +85,7 @@ type TableStats struct {
 // unknownStats is a TableStats with every optional counter unknown.
 func unknownStats(rows int64) TableStats {
 	return TableStats{Rows: rows, LiveTuples: -1, DeadTuples: -1, Updates: -1, HotUpdates: -1, Deletes: -1,
-		Autovacuums: -1, Autoanalyzes: -1, TableBytes: -1, IndexBytes: -1, ClaimIndexBytes: -1,
+		Autovacuums: -1, Vacuums: -1, Autoanalyzes: -1, TableBytes: -1, IndexBytes: -1, ClaimIndexBytes: -1,
 		ClaimIndexScans: -1, ClaimIndexReads: -1, ClaimIndexFetchs: -1}
 }
 
@@ -124,7 +126,7 @@ func PostgresProbe(db Querier, schema, table, claimIndex string) Probe {
 	}
 	q := `SELECT (SELECT count(*) FROM ` + qt + `),
 		s.n_live_tup, s.n_dead_tup, s.n_tup_upd, s.n_tup_hot_upd, s.n_tup_del,
-		s.autovacuum_count, s.autoanalyze_count, s.last_autovacuum, s.last_autoanalyze,
+		s.autovacuum_count, s.vacuum_count, s.autoanalyze_count, s.last_autovacuum, s.last_autoanalyze,
 		pg_table_size(s.relid), pg_indexes_size(s.relid),
 		COALESCE(pg_relation_size(i.indexrelid), -1), COALESCE(i.idx_scan, -1),
 		COALESCE(i.idx_tup_read, -1), COALESCE(i.idx_tup_fetch, -1)
@@ -134,7 +136,7 @@ func PostgresProbe(db Querier, schema, table, claimIndex string) Probe {
 	return ProbeFunc(func(ctx context.Context) (TableStats, error) {
 		var t TableStats
 		err := db.QueryRow(ctx, q).Scan(&t.Rows, &t.LiveTuples, &t.DeadTuples, &t.Updates, &t.HotUpdates, &t.Deletes,
-			&t.Autovacuums, &t.Autoanalyzes, &t.LastAutovacuum, &t.LastAutoanalyze,
+			&t.Autovacuums, &t.Vacuums, &t.Autoanalyzes, &t.LastAutovacuum, &t.LastAutoanalyze,
 			&t.TableBytes, &t.IndexBytes, &t.ClaimIndexBytes, &t.ClaimIndexScans, &t.ClaimIndexReads, &t.ClaimIndexFetchs)
 		if err != nil {
 			return TableStats{}, fmt.Errorf("sample %s: %w", qt, err)
@@ -165,9 +167,13 @@ type GrowthRound struct {
 	Result
 	Table TableStats `json:"table"` // sampled after the round (and the pause)
 	// Changes since the previous sample (-1 where unknown).
-	Autovacuums  int64   `json:"round_autovacuums"`  // autovacuum runs on the table
-	Autoanalyzes int64   `json:"round_autoanalyzes"` // auto-analyze runs on the table
-	HotPercent   float64 `json:"round_hot_pct"`      // HOT updates / updates
+	Autovacuums int64 `json:"round_autovacuums"` // autovacuum runs on the table
+	Vacuums     int64 `json:"round_vacuums"`     // the store's own VACUUM runs (core.Vacuumer)
+	// VacuumTime is the time the store's own vacuums took during the
+	// round (store.vacuumed events of the benchmark's clients).
+	VacuumTime   time.Duration `json:"round_vacuum_time"`
+	Autoanalyzes int64         `json:"round_autoanalyzes"` // auto-analyze runs on the table
+	HotPercent   float64       `json:"round_hot_pct"`      // HOT updates / updates
 	// ClaimIndexReadsPerScan is index entries read per scan of the claim
 	// index: dead and completed entries the claims step over show here.
 	ClaimIndexReadsPerScan float64 `json:"round_claim_index_reads_per_scan"`
@@ -180,7 +186,7 @@ type GrowthResult struct {
 }
 
 // GrowthHeader names the columns of GrowthRound.Line.
-const GrowthHeader = "round\tjobs/s\tinsert/s\trows\tlive\tdead\tdead%\thot%\tclaim idx reads/scan\ttable+idx MB\tclaim idx MB\tautovacuum (round, last)\tautoanalyze (round, last)"
+const GrowthHeader = "round\tjobs/s\tinsert/s\trows\tlive\tdead\tdead%\thot%\tclaim idx reads/scan\ttable+idx MB\tclaim idx MB\tautovacuum (round, last)\tautoanalyze (round, last)\tstore vacuums (round, s)"
 
 // Line is the round as tab-separated columns (GrowthHeader).
 func (r GrowthRound) Line() string {
@@ -202,8 +208,16 @@ func (r GrowthRound) Line() string {
 		ratio(r.ClaimIndexReadsPerScan),
 		mb(t.TableBytes, t.IndexBytes), mb(t.ClaimIndexBytes),
 		event(r.Autovacuums, t.LastAutovacuum), event(r.Autoanalyzes, t.LastAutoanalyze),
+		vacuums(r.Vacuums, r.VacuumTime),
 	}
 	return strings.Join(cols, "\t")
+}
+
+func vacuums(n int64, took time.Duration) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("+%d, %.1f", n, took.Seconds())
 }
 
 func count(n int64) string {
@@ -276,10 +290,16 @@ func Growth(ctx context.Context, st core.Store, cfg GrowthConfig, each func(Grow
 	}
 	bc := cfg.Config
 	tune := bc.Tune
+	var vacuumNanos atomic.Int64 // store.vacuumed durations of the current round
 	bc.Tune = func(c *core.Config) {
 		r := ret
 		c.Retention = &r
 		c.MaintenanceInterval = cfg.MaintenanceInterval
+		c.Observers = append(c.Observers, core.ObserverFunc(func(e core.Event) {
+			if e.Kind == core.EventStoreVacuumed {
+				vacuumNanos.Add(int64(e.Duration))
+			}
+		}))
 		if tune != nil {
 			tune(c)
 		}
@@ -292,6 +312,7 @@ func Growth(ctx context.Context, st core.Store, cfg GrowthConfig, each func(Grow
 	res.Before = prev
 	for i := 1; i <= cfg.Rounds; i++ {
 		start := time.Now()
+		vacuumNanos.Store(0)
 		r, err := growthRound(ctx, st, cfg.Reopen, bc)
 		if err != nil {
 			return res, fmt.Errorf("round %d: %w", i, err)
@@ -305,6 +326,7 @@ func Growth(ctx context.Context, st core.Store, cfg GrowthConfig, each func(Grow
 		}
 		gr := GrowthRound{Round: i, Started: start, Result: r, Table: t,
 			Autovacuums: delta(prev.Autovacuums, t.Autovacuums), Autoanalyzes: delta(prev.Autoanalyzes, t.Autoanalyzes),
+			Vacuums: delta(prev.Vacuums, t.Vacuums), VacuumTime: time.Duration(vacuumNanos.Load()),
 			HotPercent: -1, ClaimIndexReadsPerScan: -1}
 		if upd, hot := delta(prev.Updates, t.Updates), delta(prev.HotUpdates, t.HotUpdates); upd > 0 && hot >= 0 {
 			gr.HotPercent = 100 * float64(hot) / float64(upd)
