@@ -76,3 +76,17 @@ func TestScopedUniqueKey(t *testing.T) {
 		seen[sk] = string(c[0]) + "/" + c[1] + "/" + c[2] + "/" + c[3]
 	}
 }
+
+func TestParseUniqueScope(t *testing.T) {
+	for _, s := range []core.UniqueScope{core.UniqueGlobal, core.UniqueQueue, core.UniqueKind} {
+		if got, err := core.ParseUniqueScope(s.String()); err != nil || got != s {
+			t.Errorf("ParseUniqueScope(%q) = %v, %v", s.String(), got, err)
+		}
+	}
+	if got, err := core.ParseUniqueScope(""); err != nil || got != core.UniqueGlobal {
+		t.Errorf(`ParseUniqueScope("") = %v, %v`, got, err)
+	}
+	if _, err := core.ParseUniqueScope("tenant"); err == nil {
+		t.Error(`ParseUniqueScope("tenant"): no error`)
+	}
+}

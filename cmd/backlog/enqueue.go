@@ -26,6 +26,8 @@ type enqueueFlags struct {
 	runAt       string
 	in          time.Duration
 	uniqueKey   string
+	uniqueScope string
+	uniqueFor   time.Duration
 	maxAttempts int
 	tags        []string
 	meta        []string
@@ -44,13 +46,15 @@ func (a *app) newEnqueueCmd() *cobra.Command {
 		Use:   "enqueue KIND [JSON|-]",
 		Short: "Add a job (or many, from a JSON Lines file)",
 		Long: `enqueue adds one job of KIND with JSON args (default {}; "-" reads them
-from stdin) and prints it. When the unique key is held by a live job, nothing
-is inserted and that job is printed as the duplicate.
+from stdin) and prints it. When the unique key is held (by a live job, or by
+one that finished less than its --unique-for ago), nothing is inserted and
+the holder is printed as the duplicate.
 
 With --from FILE.jsonl (or --from - for stdin) it adds one job per line, in
 batches: each line is a full job object
   {"kind":…, "args":{…}, "queue":…, "priority":…, "run_at":…, "deadline":…,
-   "unique_key":…, "max_attempts":…, "tags":[…], "metadata":{…}}
+   "unique_key":…, "unique_scope":…, "unique_for":…, "max_attempts":…,
+   "tags":[…], "metadata":{…}}
 or, when KIND is given on the command line, the args object itself. The
 flags give the defaults for every line. A bad line stops the run: nothing of
 its batch is inserted, earlier batches stay inserted, and the error says how
@@ -73,6 +77,8 @@ many jobs that was.`,
 	fl.StringVar(&f.runAt, "run-at", "", "due time, RFC 3339 (e.g. 2024-06-01T12:00:00Z)")
 	fl.DurationVar(&f.in, "in", 0, "due after this duration (e.g. 90s, 2h); excludes --run-at")
 	fl.StringVar(&f.uniqueKey, "unique-key", "", "unique key: a live job with the same key makes this a duplicate")
+	fl.StringVar(&f.uniqueScope, "unique-scope", "global", "where the unique key is unique: global, queue or kind")
+	fl.DurationVar(&f.uniqueFor, "unique-for", 0, "keep the unique key held this long after the job finishes (e.g. 24h; at most 366 days)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, fmt.Sprintf("attempts before the job is discarded (default %d)", core.DefaultMaxAttempts))
 	fl.StringArrayVar(&f.tags, "tag", nil, "tag (repeatable)")
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata key=value (repeatable)")
@@ -93,9 +99,21 @@ func (f *enqueueFlags) options(cmd *cobra.Command, now time.Time) (*core.Options
 		Priority:    f.priority,
 		MaxAttempts: f.maxAttempts,
 		UniqueKey:   f.uniqueKey,
+		UniqueFor:   f.uniqueFor,
 		Tags:        f.tags,
 	}
 	fl := cmd.Flags()
+	scope, err := core.ParseUniqueScope(f.uniqueScope)
+	if err != nil {
+		return nil, usagef("--unique-scope: %v", err)
+	}
+	o.UniqueScope = scope
+	if (fl.Changed("unique-scope") || fl.Changed("unique-for")) && f.uniqueKey == "" && f.from == "" {
+		return nil, usagef("--unique-scope and --unique-for need --unique-key")
+	}
+	if f.uniqueFor < 0 || f.uniqueFor > core.MaxUniqueFor {
+		return nil, usagef("--unique-for %s is outside 0..%s", f.uniqueFor, core.MaxUniqueFor)
+	}
 	if fl.Changed("priority") && (f.priority < core.PriorityHighest || f.priority > core.PriorityLowest) {
 		return nil, usagef("--priority %d is outside %d..%d", f.priority, core.PriorityHighest, core.PriorityLowest)
 	}
@@ -268,6 +286,8 @@ type bulkLine struct {
 	RunAt       time.Time         `json:"run_at"`
 	Deadline    time.Time         `json:"deadline"`
 	UniqueKey   string            `json:"unique_key"`
+	UniqueScope string            `json:"unique_scope"` // global, queue or kind
+	UniqueFor   string            `json:"unique_for"`   // a Go duration, e.g. "24h"
 	MaxAttempts *int              `json:"max_attempts"`
 	Tags        []string          `json:"tags"`
 	Metadata    map[string]string `json:"metadata"`
@@ -548,6 +568,20 @@ func parseBulkLine(line []byte, kind string, defaults *core.Options) (core.Inser
 	}
 	if l.UniqueKey != "" {
 		opts.UniqueKey = l.UniqueKey
+	}
+	if l.UniqueScope != "" {
+		s, err := core.ParseUniqueScope(l.UniqueScope)
+		if err != nil {
+			return core.InsertParams{}, err
+		}
+		opts.UniqueScope = s
+	}
+	if l.UniqueFor != "" {
+		d, err := time.ParseDuration(l.UniqueFor)
+		if err != nil {
+			return core.InsertParams{}, fmt.Errorf("unique_for %q is not a duration like \"24h\"", l.UniqueFor)
+		}
+		opts.UniqueFor = d
 	}
 	if l.MaxAttempts != nil {
 		if *l.MaxAttempts < 1 {
