@@ -172,6 +172,11 @@ func (c *Client) EnqueueRaw(ctx context.Context, kind string, args []byte, opts 
 	if err != nil {
 		return InsertResult{}, err
 	}
+	return c.enqueueOne(ctx, p)
+}
+
+// enqueueOne inserts one built job through EnqueueMany.
+func (c *Client) enqueueOne(ctx context.Context, p InsertParams) (InsertResult, error) {
 	res, err := c.EnqueueMany(ctx, []InsertParams{p})
 	if err != nil {
 		return InsertResult{}, err

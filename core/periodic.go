@@ -375,31 +375,31 @@ func (c *Client) mutableSettings() (MutableSettings, error) {
 
 func (c *Client) periodicState(ctx context.Context, ms MutableSettings, name string) (periodicState, error) {
 	var st periodicState
-	b, err := ms.Setting(ctx, periodicStateKey(name))
+	err := readJSONSetting(ctx, ms, periodicStateKey(name), &st)
+	return st, err
+}
+
+// readJSONSetting decodes the JSON value stored under key into v,
+// leaving v as it is when there is none.
+func readJSONSetting(ctx context.Context, ms MutableSettings, key string, v any) error {
+	b, err := ms.Setting(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return st, nil
+		return nil
 	}
 	if err != nil {
-		return st, err
+		return err
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("backlog: periodic job %q: stored state %q: %w", name, b, err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("backlog: setting %q holds %q: %w", key, b, err)
 	}
-	return st, nil
+	return nil
 }
 
 // periodicRunRecord reads the latest recorded run of name (zero when none).
 func (c *Client) periodicRunRecord(ctx context.Context, ms MutableSettings, name string) (periodicRun, error) {
 	var r periodicRun
-	b, err := ms.Setting(ctx, periodicRunKey(name))
-	if errors.Is(err, ErrNotFound) {
-		return r, nil
-	}
-	if err != nil {
-		return r, err
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return periodicRun{}, fmt.Errorf("backlog: periodic job %q: stored last run %q: %w", name, b, err)
+	if err := readJSONSetting(ctx, ms, periodicRunKey(name), &r); err != nil {
+		return periodicRun{}, err
 	}
 	r.At = UTC(r.At)
 	return r, nil
@@ -499,11 +499,7 @@ func (c *Client) RunPeriodicNow(ctx context.Context, name string) (InsertResult,
 	if err != nil {
 		return InsertResult{}, err
 	}
-	res, err := c.EnqueueMany(ctx, []InsertParams{p})
-	if err != nil {
-		return InsertResult{}, err
-	}
-	return res[0], nil
+	return c.enqueueOne(ctx, p)
 }
 
 // EnqueuePeriodic runs one scheduling round now: for every periodic job

@@ -30,14 +30,7 @@ func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte
 	}
 	created := false
 	err := s.tx(ctx, func(c Conn) error {
-		verb, suffix := s.d.InsertIgnore()
-		b := newBuilder(s.d, 2)
-		b.w(verb, " ", s.t.Settings, " (name, value) VALUES (", b.arg(key), ", ", b.argT(value, TypeBytes), ")", suffix)
-		res, err := c.Exec(ctx, b.String(), b.args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+		n, err := s.insertSetting(ctx, c, key, value)
 		created = n > 0
 		return err
 	})
@@ -46,7 +39,8 @@ func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte
 	}
 	v, err := s.Setting(ctx, key)
 	if errors.Is(err, core.ErrNotFound) {
-		// Nothing deletes settings; a missing row here is a broken table.
+		// Get-or-create keys are never deleted (MutableSettings keys are
+		// kept apart by their callers); a missing row is a broken table.
 		return nil, false, fmt.Errorf("sqlq: setting %q vanished after its insert: %w", key, err)
 	}
 	return v, created, err
@@ -120,14 +114,7 @@ func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error 
 		if err != nil || n > 0 {
 			return err
 		}
-		verb, suffix := s.d.InsertIgnore()
-		b := newBuilder(s.d, 2)
-		b.w(verb, " ", s.t.Settings, " (name, value) VALUES (", b.arg(key), ", ", b.argT(value, TypeBytes), ")", suffix)
-		res, err := c.Exec(ctx, b.String(), b.args...)
-		if err != nil {
-			return err
-		}
-		if n, err = res.RowsAffected(); err != nil || n > 0 {
+		if n, err = s.insertSetting(ctx, c, key, value); err != nil || n > 0 {
 			return err
 		}
 		_, err = update()
@@ -146,4 +133,17 @@ func (s *Store) DeleteSetting(ctx context.Context, key string) error {
 		_, err := c.Exec(ctx, b.String(), b.args...)
 		return err
 	})
+}
+
+// insertSetting inserts key unless it exists (the insert does nothing on
+// conflict) and returns the rows inserted: 1, or 0 when the key was there.
+func (s *Store) insertSetting(ctx context.Context, c Conn, key string, value []byte) (int64, error) {
+	verb, suffix := s.d.InsertIgnore()
+	b := newBuilder(s.d, 2)
+	b.w(verb, " ", s.t.Settings, " (name, value) VALUES (", b.arg(key), ", ", b.argT(value, TypeBytes), ")", suffix)
+	res, err := c.Exec(ctx, b.String(), b.args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
