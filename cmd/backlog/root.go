@@ -82,7 +82,10 @@ sqlite:backlog.db or sqlite:/var/lib/backlog/jobs.db?prefix=app_.`,
 		a.newWorkCmd("work"),
 		a.newWorkCmd("serve"),
 		a.newBenchCmd(),
+		a.newVersionCmd(),
 	)
+	root.Version = readBuildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 
