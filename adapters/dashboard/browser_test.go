@@ -33,7 +33,7 @@ func browser(t *testing.T) context.Context { return browsertest.Start(t) }
 
 // stack is the API and the dashboard on one loopback server, over a client
 // that works queue "default" with a "flaky" kind that fails permanently
-// until fixed is set.
+// until fixed is set, and runs the periodic jobs given.
 type stack struct {
 	url      string
 	fixed    *atomic.Bool
@@ -41,7 +41,7 @@ type stack struct {
 	token    string // sent by submit and apiGet
 }
 
-func newStack(t *testing.T, tokens httpapi.Tokens) *stack {
+func newStack(t *testing.T, tokens httpapi.Tokens, periodic ...core.PeriodicJob) *stack {
 	t.Helper()
 	st := teststores.SQLite(t)
 	fixed := new(atomic.Bool)
@@ -61,6 +61,7 @@ func newStack(t *testing.T, tokens httpapi.Tokens) *stack {
 		// The page submits jobs of kinds no handler here runs (held in
 		// their queue), as a job server for remote workers does.
 		AllowUnknownKinds: true,
+		Periodic:          periodic,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,11 @@
 //	mux.Handle("/v1/", api)
 //	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{})))
 //
-// The page has four screens (overview of queues, jobs, job detail, workers),
-// polls the API every PollInterval while its tab is visible, and asks for a
-// bearer token when the API answers 401; it keeps the token in the browser's
-// sessionStorage and sends it in the Authorization header, never in a URL.
+// The page has five screens (overview of queues, jobs, job detail, periodic
+// jobs, workers), polls the API every PollInterval while its tab is
+// visible, and asks for a bearer token when the API answers 401; it keeps
+// the token in the browser's sessionStorage and sends it in the
+// Authorization header, never in a URL.
 //
 // Every response carries a Content-Security-Policy that allows scripts,
 // styles, images and connections from the page's own origin only, plus

@@ -8,6 +8,7 @@ import { mountOverview } from './overview.js';
 import { mountJobs } from './jobs.js';
 import { mountJob } from './job.js';
 import { mountWorkers } from './workers.js';
+import { mountPeriodic } from './periodic.js';
 
 function meta(name, fallback) {
   const el = document.querySelector(`meta[name="${name}"]`);
@@ -109,7 +110,7 @@ function showBanner(text) {
 
 // ---- routing -------------------------------------------------------------
 
-// parseRoute reads location.hash: #/ (overview), #/jobs?…, #/jobs/<id>, #/workers.
+// parseRoute reads location.hash: #/ (overview), #/jobs?…, #/jobs/<id>, #/periodic, #/workers.
 function parseRoute() {
   const raw = location.hash.replace(/^#/, '') || '/';
   const qi = raw.indexOf('?');
@@ -121,6 +122,7 @@ function parseRoute() {
   if (parts[0] === 'jobs' && parts.length === 2 && /^[0-9]{1,18}$/.test(parts[1])) {
     return { name: 'job', id: Number(parts[1]), params };
   }
+  if (parts[0] === 'periodic' && parts.length === 1) return { name: 'periodic', params };
   if (parts[0] === 'workers' && parts.length === 1) return { name: 'workers', params };
   return { name: 'missing', params };
 }
@@ -129,6 +131,7 @@ const mounts = {
   overview: mountOverview,
   jobs: mountJobs,
   job: mountJob,
+  periodic: mountPeriodic,
   workers: mountWorkers,
   missing: (ctx) => {
     ctx.root.append(Object.assign(document.createElement('p'), { textContent: 'No such screen.' }));
