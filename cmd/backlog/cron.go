@@ -30,7 +30,7 @@ config file's db when --db and BACKLOG_DB are not set. See docs/scheduling.md.`,
 		Args: argsRange(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+				return unknownCommand(cmd, args[0])
 			}
 			return a.withPeriodicClient(cmd, config, func(ctx context.Context, c *core.Client) error {
 				list, err := c.PeriodicJobs(ctx)

@@ -24,7 +24,7 @@ is paused and how many jobs it has in each state.`,
 		Args: argsRange(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+				return unknownCommand(cmd, args[0])
 			}
 			return a.withStore(cmd.Context(), func(st core.Store) error {
 				stats, err := st.Stats(cmd.Context())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -207,15 +208,29 @@ func redactURL(u string) string {
 // noArgs rejects positional arguments as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+		return unknownCommand(cmd, args[0])
 	}
 	return nil
+}
+
+// unknownCommand is the usage error of a word that names no subcommand of
+// cmd, with cobra's "Did you mean this?" suggestions (names within two
+// edits, or starting with the word) when there are any.
+func unknownCommand(cmd *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", word, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only on its own path
+	}
+	if s := cmd.SuggestionsFor(word); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n  " + strings.Join(s, "\n  ")
+	}
+	return usageError{errors.New(msg)}
 }
 
 // helpOrUnknown is the RunE of commands that only group subcommands.
 func helpOrUnknown(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+		return unknownCommand(cmd, args[0])
 	}
 	return cmd.Help()
 }
