@@ -165,7 +165,8 @@ func TestPeriodicNotFound(t *testing.T) {
 }
 
 // TestPeriodicWithoutSettings: on a store that keeps no settings the list
-// still answers (without stored state) and pause says why it cannot.
+// still answers (without stored state) and pause says why it cannot, with
+// 501 not-supported, not a server error.
 func TestPeriodicWithoutSettings(t *testing.T) {
 	h := newHarness(t, noSettings{teststores.Memory(t)}, periodicConfig(nil), Config{})
 	var list PeriodicList
@@ -173,7 +174,7 @@ func TestPeriodicWithoutSettings(t *testing.T) {
 	if len(list.Periodic) != 2 {
 		t.Fatalf("list %+v", list.Periodic)
 	}
-	p := wantProblem(t, h.do("POST", "/v1/periodic/hourly/pause", nil), SlugInternal)
+	p := wantProblem(t, h.do("POST", "/v1/periodic/hourly/pause", nil), SlugNotSupported)
 	if !strings.Contains(p.Detail, "settings") {
 		t.Errorf("detail %q does not say the store keeps no settings", p.Detail)
 	}

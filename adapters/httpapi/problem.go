@@ -42,6 +42,7 @@ const (
 	SlugUnavailable          = "unavailable"
 	SlugTooManyRequests      = "too-many-requests"
 	SlugInternal             = "internal"
+	SlugNotSupported         = "not-supported"
 )
 
 // problemInfo is a slug's status and title.
@@ -70,6 +71,7 @@ var problems = map[string]problemInfo{
 	SlugUnavailable:          {http.StatusServiceUnavailable, "Store unavailable"},
 	SlugTooManyRequests:      {http.StatusTooManyRequests, "Too many requests"},
 	SlugInternal:             {http.StatusInternalServerError, "Internal server error"},
+	SlugNotSupported:         {http.StatusNotImplemented, "Not supported by this server's store"},
 }
 
 // problem is an error that carries the problem a handler answers with.
@@ -128,6 +130,8 @@ func classify(err error) *problem {
 		return &problem{slug: SlugInvalidState, detail: err.Error()}
 	case errors.Is(err, core.ErrLeaseLost):
 		return &problem{slug: SlugLeaseLost, detail: err.Error()}
+	case errors.Is(err, core.ErrUnsupported):
+		return &problem{slug: SlugNotSupported, detail: err.Error()}
 	case unavailable(err):
 		return &problem{slug: SlugUnavailable, detail: "the job store is unavailable; nothing was done, retry later", cause: err}
 	}

@@ -104,7 +104,8 @@ func (p *Problem) Error() string {
 // lease-lost → core.ErrLeaseLost, invalid-job → core.ErrInvalidJob,
 // invalid-state → core.ErrInvalidState, unknown-kind (422, a kind no
 // handler or registered worker handles) → core.ErrUnknownKind,
-// periodic-not-found → core.ErrUnknownPeriodic, and the
+// periodic-not-found → core.ErrUnknownPeriodic, not-supported (501, the
+// server's store lacks the capability) → core.ErrUnsupported, and the
 // others to this package's Err… variables. A response that was no problem+json matches by status:
 // 401 ErrUnauthorized, 403 ErrForbidden, 502/503/504 ErrUnavailable.
 func (p *Problem) Is(target error) bool {
@@ -131,6 +132,8 @@ func (p *Problem) sentinel() error {
 		return core.ErrUnknownKind
 	case "periodic-not-found":
 		return core.ErrUnknownPeriodic
+	case "not-supported":
+		return core.ErrUnsupported
 	case "unauthorized":
 		return ErrUnauthorized
 	case "forbidden":
