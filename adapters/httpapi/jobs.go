@@ -95,18 +95,31 @@ func utc(t time.Time) time.Time {
 // SubmitRequest is the body of POST /v1/jobs and one item of a batch.
 // RunAt and DelaySeconds are exclusive; nil pointers mean the default.
 type SubmitRequest struct {
-	Kind         string            `json:"kind"`
-	Args         json.RawMessage   `json:"args,omitempty"` // any JSON; absent or null means {}
-	Queue        string            `json:"queue,omitempty"`
-	Priority     *int              `json:"priority,omitempty"`      // 1..10, default 5
-	RunAt        *time.Time        `json:"run_at,omitempty"`        // RFC 3339
-	DelaySeconds *float64          `json:"delay_seconds,omitempty"` // ≥ 0
-	MaxAttempts  *int              `json:"max_attempts,omitempty"`  // ≥ 1, default 20
-	UniqueKey    string            `json:"unique_key,omitempty"`
-	Tags         []string          `json:"tags,omitempty"`
-	Deadline     *time.Time        `json:"deadline,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
+	Kind         string          `json:"kind"`
+	Args         json.RawMessage `json:"args,omitempty"` // any JSON; absent or null means {}
+	Queue        string          `json:"queue,omitempty"`
+	Priority     *int            `json:"priority,omitempty"`      // 1..10, default 5
+	RunAt        *time.Time      `json:"run_at,omitempty"`        // RFC 3339
+	DelaySeconds *float64        `json:"delay_seconds,omitempty"` // ≥ 0
+	MaxAttempts  *int            `json:"max_attempts,omitempty"`  // ≥ 1, default 20
+	UniqueKey    string          `json:"unique_key,omitempty"`
+	// UniqueScope is where unique_key is unique: global (default), queue
+	// or kind (core.UniqueScope).
+	UniqueScope string `json:"unique_scope,omitempty"`
+	// UniqueForSeconds keeps the key held this long after the job
+	// finishes (core.Options.UniqueFor); 0..366 days, default 0 (or
+	// IdempotencyWindow with an Idempotency-Key header).
+	UniqueForSeconds *float64          `json:"unique_for_seconds,omitempty"`
+	Tags             []string          `json:"tags,omitempty"`
+	Deadline         *time.Time        `json:"deadline,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
 }
+
+// IdempotencyWindow is how long the key of a submission made with an
+// Idempotency-Key header stays held after its job finishes, unless the
+// body sets unique_for_seconds: a retried submission within it returns
+// the original job.
+const IdempotencyWindow = 24 * time.Hour
 
 // SubmitResponse answers POST /v1/jobs and is one result of a batch.
 type SubmitResponse struct {
@@ -156,6 +169,18 @@ func seconds(field string, v float64) (time.Duration, error) {
 // names the item in messages ("" or "jobs[3]: ").
 func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, prefix string) (core.InsertParams, error) {
 	opts := core.Options{Queue: req.Queue, UniqueKey: req.UniqueKey, Tags: req.Tags}
+	scope, err := core.ParseUniqueScope(req.UniqueScope)
+	if err != nil {
+		return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.Error())
+	}
+	opts.UniqueScope = scope
+	if req.UniqueForSeconds != nil {
+		d, err := seconds("unique_for_seconds", *req.UniqueForSeconds)
+		if err != nil {
+			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.(*problem).detail)
+		}
+		opts.UniqueFor = d
+	}
 	if req.Priority != nil {
 		if *req.Priority < core.PriorityHighest || *req.Priority > core.PriorityLowest {
 			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%spriority %d is outside %d..%d", prefix, *req.Priority, core.PriorityHighest, core.PriorityLowest))
@@ -262,6 +287,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
+	if err := idempotencyKey(r, &req); err != nil {
+		return err
+	}
 	p, err := s.insertParams(&req, s.now(), CorrelationID(r.Context()), "")
 	if err != nil {
 		return err
@@ -278,7 +306,38 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// idempotencyKey applies an Idempotency-Key header to a submission: it
+// becomes the job's unique key (held IdempotencyWindow after the job
+// finishes unless unique_for_seconds says otherwise), so a retried
+// submission returns the original job. A body whose unique_key differs
+// from the header is refused.
+func idempotencyKey(r *http.Request, req *SubmitRequest) error {
+	keys := r.Header.Values("Idempotency-Key")
+	if len(keys) == 0 {
+		return nil
+	}
+	if len(keys) > 1 {
+		return newProblem(SlugInvalidRequest, "Idempotency-Key is given more than once")
+	}
+	key := keys[0]
+	if key == "" {
+		return newProblem(SlugInvalidRequest, "Idempotency-Key is empty")
+	}
+	if req.UniqueKey != "" && req.UniqueKey != key {
+		return newProblem(SlugInvalidRequest, "Idempotency-Key and unique_key differ: give one, or the same in both")
+	}
+	req.UniqueKey = key
+	if req.UniqueForSeconds == nil {
+		w := IdempotencyWindow.Seconds()
+		req.UniqueForSeconds = &w
+	}
+	return nil
+}
+
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) error {
+	if r.Header.Get("Idempotency-Key") != "" {
+		return newProblem(SlugInvalidRequest, "Idempotency-Key applies to POST /v1/jobs; give each batch item its own unique_key (and unique_for_seconds)")
+	}
 	var req BatchRequest
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
