@@ -52,7 +52,7 @@ func TestUsageAndStoreErrors(t *testing.T) {
 		{"unknown scheme", "nosuch://x/y", []string{"queues"}, exitRuntime, "unknown URL scheme"},
 		{"password hidden", "nosuch://bob:hunter2@host/db", []string{"queues"}, exitRuntime, "bob:xxxxx@host"},
 		{"empty db", "", []string{"--db", "", "queues"}, exitUsage, "--db is empty"},
-		{"unwritable dir", "sqlite:" + filepath.Join(t.TempDir(), "missing", "dir", "x.db"), []string{"queues"}, exitRuntime, "open store"},
+		{"unwritable dir", "sqlite:" + filepath.Join(t.TempDir(), "missing", "dir", "x.db"), []string{"migrate"}, exitRuntime, "open store"},
 		{"bad queue name", db, []string{"queues", "pause", "no spaces"}, exitUsage, "queue name"},
 		{"work without handlers", db, []string{"work"}, exitUsage, "no handlers"},
 		{"work bad queue flag", db, []string{"work", "--handler", "a=true", "--queue", "q=zero"}, exitUsage, "MAXWORKERS"},

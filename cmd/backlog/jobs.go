@@ -63,7 +63,7 @@ the newest error message, truncated; "jobs get ID" shows everything.`,
 			if p.AfterID < 0 {
 				return usagef("--after must not be negative")
 			}
-			return a.withStore(cmd.Context(), func(st core.Store) error {
+			return a.withReadStore(cmd.Context(), func(st core.Store) error {
 				jobs, err := st.List(cmd.Context(), p)
 				if err != nil {
 					return fmt.Errorf("list jobs: %w", err)
@@ -116,7 +116,7 @@ func (a *app) newJobsGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(st core.Store) error {
+			return a.withReadStore(cmd.Context(), func(st core.Store) error {
 				j, err := st.Get(cmd.Context(), ids[0])
 				if err != nil {
 					return fmt.Errorf("job %d: %w", ids[0], describe(err))
@@ -147,12 +147,22 @@ func parseIDs(args []string) ([]int64, error) {
 func describe(err error) error {
 	switch {
 	case errors.Is(err, core.ErrNotFound):
-		return errors.New("not found")
+		return described{"not found", err}
 	case errors.Is(err, core.ErrInvalidState):
-		return errors.New("not allowed in the job's current state")
+		return described{"not allowed in the job's current state", err}
 	}
 	return err
 }
+
+// described is an error shown by a short message that still matches the
+// error it describes with errors.Is.
+type described struct {
+	msg string
+	err error
+}
+
+func (d described) Error() string { return d.msg }
+func (d described) Unwrap() error { return d.err }
 
 // actionResult is one id's outcome of cancel, retry or delete in JSON output.
 type actionResult struct {

@@ -26,7 +26,7 @@ is paused and how many jobs it has in each state.`,
 			if len(args) > 0 {
 				return unknownCommand(cmd, args[0])
 			}
-			return a.withStore(cmd.Context(), func(st core.Store) error {
+			return a.withReadStore(cmd.Context(), func(st core.Store) error {
 				stats, err := st.Stats(cmd.Context())
 				if err != nil {
 					return fmt.Errorf("queue stats: %w", err)
@@ -129,7 +129,7 @@ without one for 2 minutes are removed by maintenance.`,
 		Example: "  backlog workers\n  backlog workers -o json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withStore(cmd.Context(), func(st core.Store) error {
+			return a.withReadStore(cmd.Context(), func(st core.Store) error {
 				ws, err := st.Workers(cmd.Context())
 				if err != nil {
 					return fmt.Errorf("list workers: %w", err)

@@ -153,6 +153,56 @@ func openStoreURL(ctx context.Context, rawURL string) (core.Store, error) {
 	return st, nil
 }
 
+// withReadStore is withStore for commands that only read: the store is
+// opened without migrating its schema, and a SQLite file that does not
+// exist is an error instead of a new, empty database.
+func (a *app) withReadStore(ctx context.Context, fn func(core.Store) error) error {
+	st, err := openStoreURL(ctx, readOnlyURL(a.dbURL))
+	if errors.Is(err, core.ErrNotFound) {
+		return fmt.Errorf("no database at %s: the file does not exist (backlog migrate creates it)", redactURL(a.dbURL))
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := fn(st); err != nil && !errors.Is(err, core.ErrNotFound) && !errors.Is(err, core.ErrInvalidState) {
+		// Read commands do not migrate: a schema older than this binary
+		// fails its reads.
+		return fmt.Errorf("%w (if the database's schema predates this backlog, run backlog migrate)", err)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// readOnlyURL adds migrate=false (and, for SQLite, create=false) to a
+// store URL of a SQL store, unless the URL sets them.
+func readOnlyURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw // openStoreURL reports it
+	}
+	q := u.Query()
+	switch strings.ToLower(u.Scheme) {
+	case "sqlite":
+		if u.Opaque == ":memory:" {
+			return raw
+		}
+		if !q.Has("create") {
+			q.Set("create", "false")
+		}
+		fallthrough
+	case "postgres", "postgresql", "mysql":
+		if !q.Has("migrate") {
+			q.Set("migrate", "false")
+		}
+	default:
+		return raw
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // withStore opens the store, runs fn, and closes the store.
 func (a *app) withStore(ctx context.Context, fn func(core.Store) error) error {
 	st, err := a.openStore(ctx)

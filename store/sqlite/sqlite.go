@@ -41,6 +41,7 @@
 //	prefix=backlog_       table prefix (ASCII letters, digits, '_')
 //	strategy=optimistic   claim strategy; the only one SQLite supports
 //	migrate=false         do not migrate on open
+//	create=false          open an existing file only: a missing one is an error (core.ErrNotFound)
 //	busy_timeout=5s       SQLite busy timeout (a Go duration)
 //	notify_interval=20ms  how often Listen checks for other writers' commits (0 = no notifications)
 //

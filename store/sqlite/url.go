@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -17,17 +19,24 @@ func init() {
 	store.Register("sqlite", openURL)
 }
 
-// openURL opens a store from a "sqlite:" URL (see the package doc).
+// openURL opens a store from a "sqlite:" URL (see the package doc). With
+// create=false a missing database file is an error wrapping
+// core.ErrNotFound instead of a new, empty database.
 func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 	path, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
+	if create, _ := strconv.ParseBool(u.Query().Get("create")); u.Query().Has("create") && !create && path != ":memory:" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("sqlite: database file %s does not exist: %w", path, core.ErrNotFound)
+		}
+	}
 	return Open(ctx, path, opts...)
 }
 
 // urlParams are the query parameters of a "sqlite:" URL.
-var urlParams = []string{"prefix", "strategy", "migrate", "busy_timeout", "notify_interval"}
+var urlParams = []string{"prefix", "strategy", "migrate", "busy_timeout", "notify_interval", "create"}
 
 // parseURL splits a "sqlite:" URL into a path and options. A query that
 // does not parse (a ';' between parameters, a bad %-escape), an unknown
@@ -64,6 +73,10 @@ func parseURL(u *url.URL) (string, []Option, error) {
 				return "", nil, fmt.Errorf("sqlite: migrate=%q: want true or false", v)
 			}
 			opts = append(opts, WithMigrate(b))
+		case "create":
+			if _, err := strconv.ParseBool(v); err != nil {
+				return "", nil, fmt.Errorf("sqlite: create=%q: want true or false", v)
+			}
 		case "busy_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -77,7 +90,7 @@ func parseURL(u *url.URL) (string, []Option, error) {
 			}
 			opts = append(opts, WithNotifyInterval(d))
 		default:
-			return "", nil, fmt.Errorf("sqlite: unknown URL parameter %q (known: prefix, strategy, migrate, busy_timeout, notify_interval)", k)
+			return "", nil, fmt.Errorf("sqlite: unknown URL parameter %q (known: prefix, strategy, migrate, busy_timeout, notify_interval, create)", k)
 		}
 	}
 	if strings.ContainsRune(path, '?') {
