@@ -393,19 +393,30 @@ func TestQueuesAndWorkers(t *testing.T) {
 	}
 	now := core.UTC(time.Now())
 	err := st.RegisterWorker(context.Background(), core.WorkerInfo{
-		ID: "host-1-abc", Host: "host", PID: 1, Queues: []string{"alpha", "beta"},
+		ID: "host-1-abc", Host: "host", PID: 1, Queues: []string{"alpha", "beta"}, Tags: []string{"gpu", "eu"},
 		StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-3 * time.Second),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	err = st.RegisterWorker(context.Background(), core.WorkerInfo{
+		ID: "host-2-def", Host: "host", PID: 2, Queues: []string{"alpha"},
+		StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-45 * time.Second),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r = mustCLI(t, db, "workers")
-	if !strings.Contains(r.stdout, "host-1-abc  host  1    alpha,beta") || !strings.Contains(r.stdout, "LAST HEARTBEAT") {
+	if !strings.Contains(r.stdout, "host-1-abc  active  host  1    alpha,beta  eu,gpu") && !strings.Contains(r.stdout, "host-1-abc  active  host  1    alpha,beta  gpu,eu") ||
+		!strings.Contains(r.stdout, "host-2-def  stale   host  2    alpha       -") || !strings.Contains(r.stdout, "LAST HEARTBEAT") {
 		t.Fatalf("workers:\n%s", r.stdout)
 	}
 	ws := decodeJSON[[]workerView](t, mustCLI(t, db, "workers", "-o", "json").stdout)
-	if len(ws) != 1 || ws[0].HeartbeatAgeSeconds < 2 || ws[0].HeartbeatAgeSeconds > 60 {
+	if len(ws) != 2 || ws[0].HeartbeatAgeSeconds < 2 || ws[0].HeartbeatAgeSeconds > 60 || ws[0].Liveness != core.LivenessActive || ws[1].Liveness != core.LivenessStale {
 		t.Fatalf("workers json: %+v", ws)
+	}
+	if r := mustCLI(t, db, "-o", "json", "workers", "--stale-after", "10s", "--dead-after", "40s"); !strings.Contains(r.stdout, `"liveness": "dead"`) {
+		t.Fatalf("workers with --dead-after 40s: %s", r.stdout)
 	}
 }
 

@@ -115,20 +115,27 @@ func (a *app) newQueuePauseCmd(pause bool) *cobra.Command {
 // last heartbeat.
 type workerView struct {
 	core.WorkerInfo
-	HeartbeatAgeSeconds float64 `json:"heartbeat_age_seconds"`
+	HeartbeatAgeSeconds float64       `json:"heartbeat_age_seconds"`
+	Liveness            core.Liveness `json:"liveness"` // active, stale or dead (WorkerInfo.Liveness)
 }
 
 func (a *app) newWorkersCmd() *cobra.Command {
-	return &cobra.Command{
+	var staleAfter, deadAfter time.Duration
+	cmd := &cobra.Command{
 		Use:   "workers",
-		Short: "List worker processes registered in the store",
-		Long: `workers lists the worker processes that registered in the store, with their
-host, pid, queues, start time and last heartbeat. AGE is the time since the
-last heartbeat: a live worker heartbeats every 10 s, and records left
-without one for 2 minutes are removed by maintenance.`,
+		Short: "List worker processes registered in the store, with liveness and tags",
+		Long: `workers lists the worker processes that registered in the store (in-process
+workers and remote workers of backlog serve), with their liveness, host, pid,
+queues, tags, start time and last heartbeat. AGE is the time since the last
+heartbeat: a live worker heartbeats every 10 s. STATE is active, stale (no
+heartbeat for --stale-after) or dead (none for --dead-after: maintenance hands
+its jobs back and removes the record); the defaults are the engine's.`,
 		Example: "  backlog workers\n  backlog workers -o json",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if staleAfter <= 0 || deadAfter <= staleAfter {
+				return usagef("--stale-after must be positive and below --dead-after")
+			}
 			return a.withReadStore(cmd.Context(), func(st core.Store) error {
 				ws, err := st.Workers(cmd.Context())
 				if err != nil {
@@ -138,17 +145,24 @@ without one for 2 minutes are removed by maintenance.`,
 				if a.jsonOutput() {
 					out := make([]workerView, 0, len(ws))
 					for _, w := range ws {
-						out = append(out, workerView{WorkerInfo: w, HeartbeatAgeSeconds: now.Sub(w.HeartbeatAt).Seconds()})
+						out = append(out, workerView{WorkerInfo: w, HeartbeatAgeSeconds: now.Sub(w.HeartbeatAt).Seconds(), Liveness: w.Liveness(now, staleAfter, deadAfter)})
 					}
 					return writeJSON(a.env.stdout, out)
 				}
-				t := newTable(a.env.stdout, "ID", "HOST", "PID", "QUEUES", "STARTED", "LAST HEARTBEAT", "AGE")
+				t := newTable(a.env.stdout, "ID", "STATE", "HOST", "PID", "QUEUES", "TAGS", "STARTED", "LAST HEARTBEAT", "AGE")
 				for _, w := range ws {
-					t.row(w.ID, w.Host, strconv.Itoa(w.PID), strings.Join(w.Queues, ","),
+					tags := strings.Join(w.Tags, ",")
+					if tags == "" {
+						tags = "-"
+					}
+					t.row(w.ID, string(w.Liveness(now, staleAfter, deadAfter)), w.Host, strconv.Itoa(w.PID), strings.Join(w.Queues, ","), tags,
 						fmtTime(w.StartedAt), fmtTime(w.HeartbeatAt), fmtAge(now, w.HeartbeatAt))
 				}
 				return t.flush()
 			})
 		},
 	}
+	cmd.Flags().DurationVar(&staleAfter, "stale-after", 30*time.Second, "a worker without a heartbeat for this long is stale (core.Config.WorkerStaleAfter)")
+	cmd.Flags().DurationVar(&deadAfter, "dead-after", 2*time.Minute, "a worker without a heartbeat for this long is dead (core.Config.WorkerDeadAfter)")
+	return cmd
 }
