@@ -88,6 +88,11 @@ func (c *Client) execute(p *producer, exec *execution) {
 	entry := c.cfg.Handlers.lookup(job.Kind)
 	var err error
 	switch {
+	case ctx.Err() != nil:
+		// Stopped before it started (a job claimed ahead, cancelled or
+		// whose lease could not be renewed while it waited): the handler
+		// does not run; the cause decides below.
+		err = context.Cause(ctx)
 	case !job.Deadline.IsZero() && !start.Before(job.Deadline):
 		err = errDeadline
 	case openErr != nil:

@@ -172,3 +172,43 @@ func TestIdleQueueDoesNotSpin(t *testing.T) {
 		_ = c2.Stop(ctx)
 	}
 }
+
+// A job claimed ahead and cancelled while it waits for a slot never
+// reaches its handler.
+func TestClaimedAheadJobCancelledWhileWaitingDoesNotRun(t *testing.T) {
+	release := make(chan struct{})
+	ran := make(chan int64, 10)
+	h := core.NewHandlers()
+	h.HandleRaw("work", func(ctx context.Context, j *core.Job) error {
+		ran <- j.ID
+		<-release
+		return nil
+	})
+	c, st := newClient(t, h, func(c *core.Config) {
+		c.Queues = map[string]core.QueueConfig{"q": {MaxWorkers: 1, ClaimAhead: 1}}
+		c.Retention = &core.Retention{Completed: time.Hour}
+	})
+	res := enqueueN(t, c, "work", "q", 2)
+	ctx := context.Background()
+	_ = c.Start(ctx)
+	first := <-ran
+	waiting := res[0].Job.ID
+	if waiting == first {
+		waiting = res[1].Job.ID
+	}
+	waitState(t, st, waiting, core.StateRunning) // claimed ahead
+	if _, err := c.CancelJob(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitState(t, st, first, core.StateCompleted)
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case id := <-ran:
+		t.Fatalf("job %d ran after it was cancelled while waiting", id)
+	default:
+	}
+	if j := waitState(t, st, waiting, core.StateCancelled); j.Attempt != 1 {
+		t.Fatalf("cancelled job: %+v", j)
+	}
+}
