@@ -268,7 +268,7 @@ func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
 		opts := &Options{
 			Queue: j.Queue, Priority: j.Priority, RunAt: j.RunAt, MaxAttempts: j.MaxAttempts,
 			UniqueKey: j.UniqueKey, UniqueScope: j.UniqueScope, UniqueFor: j.UniqueFor,
-			Tags: j.Tags, Metadata: j.Metadata, Deadline: j.Deadline,
+			PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata, Deadline: j.Deadline,
 		}
 		p, err := buildInsert(j.Kind, j.Args, opts, now, c.limits())
 		if err != nil {
@@ -326,6 +326,57 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 	}
 	if p := c.producers[queue]; p != nil {
 		p.wake()
+	}
+	return nil
+}
+
+// SetQueueLimits stores the concurrency limits of queue in the store,
+// where every node's claims obey them (see QueueLimiter); zero limits
+// lift them. It returns an error wrapping ErrUnsupported when the store
+// is not a QueueLimiter, and one wrapping ErrInvalidJob for an invalid
+// queue name or limits.
+func (c *Client) SetQueueLimits(ctx context.Context, queue string, limits QueueLimits) error {
+	if err := ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if err := limits.Validate(); err != nil {
+		return err
+	}
+	ql, ok := c.store.(QueueLimiter)
+	if !ok {
+		return fmt.Errorf("backlog: queue limits: %w", ErrUnsupported)
+	}
+	return ql.SetQueueLimits(ctx, queue, limits.Normalized(), c.clock.Now())
+}
+
+// QueueLimits returns the concurrency limits of queue stored in the store
+// (zero when none were set). It returns an error wrapping ErrUnsupported
+// when the store is not a QueueLimiter.
+func (c *Client) QueueLimits(ctx context.Context, queue string) (QueueLimits, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return QueueLimits{}, err
+	}
+	ql, ok := c.store.(QueueLimiter)
+	if !ok {
+		return QueueLimits{}, fmt.Errorf("backlog: queue limits: %w", ErrUnsupported)
+	}
+	return ql.QueueLimits(ctx, queue)
+}
+
+// seedLimits stores the configured limits of the queues whose limits the
+// store has never had (QueueConfig.Limits: the database wins).
+func (c *Client) seedLimits(ctx context.Context) error {
+	for name, q := range c.cfg.Queues {
+		if q.Limits == nil {
+			continue
+		}
+		ql, ok := c.store.(QueueLimiter)
+		if !ok {
+			return fmt.Errorf("backlog: queue %q has limits: %w", name, ErrUnsupported)
+		}
+		if _, _, err := ql.InitQueueLimits(ctx, name, q.Limits.Normalized(), c.clock.Now()); err != nil {
+			return fmt.Errorf("backlog: queue %q: store its limits: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -422,6 +473,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.mu.Unlock()
 
 	c.startedAt = c.clock.Now()
+	if err := c.seedLimits(ctx); err != nil {
+		return err
+	}
 	if len(c.producers) > 0 {
 		if err := c.store.RegisterWorker(ctx, c.workerInfo()); err != nil {
 			return fmt.Errorf("backlog: register worker: %w", err)

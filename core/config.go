@@ -22,6 +22,13 @@ type QueueConfig struct {
 	// yet started, so other nodes cannot take them: keep it at 0 for long
 	// jobs. A stopping node hands its waiting jobs back unrun.
 	ClaimAhead int
+	// Limits, when set, are the queue's concurrency limits (QueueLimits)
+	// to store at Start if the queue's limits were never set in the
+	// store. Limits already in the store win: they are shared by every
+	// node and changed with Client.SetQueueLimits (or the operator's
+	// tools), never by a node's configuration. Start fails on a store
+	// that is not a QueueLimiter. Nil leaves the store's limits alone.
+	Limits *QueueLimits
 }
 
 // Retention says how long finished jobs are kept before maintenance prunes
@@ -195,6 +202,11 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 		if q.ClaimAhead < 0 {
 			return out, fmt.Errorf("backlog: queue %q: claim ahead %d is negative", name, q.ClaimAhead)
+		}
+		if q.Limits != nil {
+			if err := q.Limits.Validate(); err != nil {
+				return out, fmt.Errorf("backlog: queue %q: %w", name, err)
+			}
 		}
 		qs[name] = q
 	}

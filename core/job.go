@@ -77,6 +77,7 @@ const (
 	MaxQueueLen           = 128      // bytes in a queue name
 	MaxKindLen            = 255      // bytes in a kind
 	MaxUniqueKeyLen       = 255      // bytes in a unique key
+	MaxPartitionKeyLen    = 255      // bytes in a partition key
 	MaxTags               = 32       // tags per job
 	MaxTagLen             = 128      // bytes per tag
 	MaxMetadataBytes      = 64 << 10 // bytes of metadata keys and values together
@@ -157,20 +158,23 @@ type Job struct {
 	// nothing else changes it, so it names one execution and is the
 	// fencing value of everything written on that execution's behalf
 	// (Outcome.ClaimSeq, Lease.ClaimSeq). 0 before the first claim.
-	ClaimSeq    int64             `json:"claim_seq,omitempty"`
-	MaxAttempts int               `json:"max_attempts"`
-	RunAt       time.Time         `json:"run_at"`               // when it becomes (or became) due
-	Deadline    time.Time         `json:"deadline,omitzero"`    // discarded if not finished by then; zero = none
-	UniqueKey   string            `json:"unique_key,omitempty"` // "" = none
-	Tags        []string          `json:"tags,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	Errors      []AttemptError    `json:"errors,omitempty"` // oldest first
-	Result      []byte            `json:"result,omitempty"` // set on completion, at most MaxResultBytes
-	CreatedAt   time.Time         `json:"created_at"`
-	AttemptedAt time.Time         `json:"attempted_at,omitzero"` // start of the latest attempt
-	FinishedAt  time.Time         `json:"finished_at,omitzero"`  // when it reached a final state
-	WorkerID    string            `json:"worker_id,omitempty"`   // holder while running (kept after, for inspection)
-	LeaseUntil  time.Time         `json:"lease_until,omitzero"`  // lease deadline while running
+	ClaimSeq    int64     `json:"claim_seq,omitempty"`
+	MaxAttempts int       `json:"max_attempts"`
+	RunAt       time.Time `json:"run_at"`               // when it becomes (or became) due
+	Deadline    time.Time `json:"deadline,omitzero"`    // discarded if not finished by then; zero = none
+	UniqueKey   string    `json:"unique_key,omitempty"` // "" = none
+	// PartitionKey groups jobs for QueueLimits.MaxRunningPerPartition
+	// (a tenant or customer id); "" = none.
+	PartitionKey string            `json:"partition_key,omitempty"`
+	Tags         []string          `json:"tags,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	Errors       []AttemptError    `json:"errors,omitempty"` // oldest first
+	Result       []byte            `json:"result,omitempty"` // set on completion, at most MaxResultBytes
+	CreatedAt    time.Time         `json:"created_at"`
+	AttemptedAt  time.Time         `json:"attempted_at,omitzero"` // start of the latest attempt
+	FinishedAt   time.Time         `json:"finished_at,omitzero"`  // when it reached a final state
+	WorkerID     string            `json:"worker_id,omitempty"`   // holder while running (kept after, for inspection)
+	LeaseUntil   time.Time         `json:"lease_until,omitzero"`  // lease deadline while running
 }
 
 // InsertParams is one job to insert. The client validates and fills defaults
@@ -196,8 +200,12 @@ type InsertParams struct {
 	// at the final state. 0 ≤ UniqueFor ≤ MaxUniqueFor, kept to the
 	// microsecond. Ignored without a UniqueKey.
 	UniqueFor time.Duration
-	Tags      []string
-	Metadata  map[string]string
+	// PartitionKey puts the job in a partition of its queue (a tenant or
+	// customer id, ≤ MaxPartitionKeyLen bytes of UTF-8; "" = none) that
+	// QueueLimits.MaxRunningPerPartition bounds.
+	PartitionKey string
+	Tags         []string
+	Metadata     map[string]string
 }
 
 // UniqueScope says among which jobs a unique key must be unique.
@@ -274,17 +282,21 @@ type InsertResult struct {
 // Options are the per-job settings of an enqueue. The zero value means
 // queue "default", priority 5, 20 attempts, due now.
 type Options struct {
-	Queue       string            // "" = DefaultQueue
-	Priority    int               // 1 (first) … 10 (last); 0 = PriorityDefault
-	RunAt       time.Time         // due time; zero = now (or now+Delay)
-	Delay       time.Duration     // used when RunAt is zero
-	MaxAttempts int               // 0 = DefaultMaxAttempts
-	UniqueKey   string            // duplicate while a job holds it returns that job
-	UniqueScope UniqueScope       // where UniqueKey is unique: global (zero), per queue or per kind
-	UniqueFor   time.Duration     // key held this long after the job is final (0 = freed then; ≤ MaxUniqueFor)
-	Tags        []string          // capabilities a worker needs to run it (routing: see Store.Claim); none = any worker
-	Metadata    map[string]string // free-form key/values (correlation ids, …)
-	Deadline    time.Time         // discard if not finished by then; zero = none
+	Queue       string        // "" = DefaultQueue
+	Priority    int           // 1 (first) … 10 (last); 0 = PriorityDefault
+	RunAt       time.Time     // due time; zero = now (or now+Delay)
+	Delay       time.Duration // used when RunAt is zero
+	MaxAttempts int           // 0 = DefaultMaxAttempts
+	UniqueKey   string        // duplicate while a job holds it returns that job
+	UniqueScope UniqueScope   // where UniqueKey is unique: global (zero), per queue or per kind
+	UniqueFor   time.Duration // key held this long after the job is final (0 = freed then; ≤ MaxUniqueFor)
+	// PartitionKey puts the job in a partition of its queue, such as a
+	// tenant or customer id, which QueueLimits.MaxRunningPerPartition
+	// bounds ("" = none; ≤ MaxPartitionKeyLen bytes of UTF-8).
+	PartitionKey string
+	Tags         []string          // capabilities a worker needs to run it (routing: see Store.Claim); none = any worker
+	Metadata     map[string]string // free-form key/values (correlation ids, …)
+	Deadline     time.Time         // discard if not finished by then; zero = none
 }
 
 // Args is implemented by typed job arguments. Kind names the handler, and
@@ -305,18 +317,19 @@ func buildInsert(kind string, args []byte, opts *Options, now time.Time, lim lim
 		o = *opts
 	}
 	p := InsertParams{
-		Queue:       o.Queue,
-		Kind:        kind,
-		Args:        args,
-		Priority:    o.Priority,
-		MaxAttempts: o.MaxAttempts,
-		RunAt:       o.RunAt,
-		Deadline:    o.Deadline,
-		UniqueKey:   o.UniqueKey,
-		UniqueScope: o.UniqueScope,
-		UniqueFor:   o.UniqueFor,
-		Tags:        o.Tags,
-		Metadata:    o.Metadata,
+		Queue:        o.Queue,
+		Kind:         kind,
+		Args:         args,
+		Priority:     o.Priority,
+		MaxAttempts:  o.MaxAttempts,
+		RunAt:        o.RunAt,
+		Deadline:     o.Deadline,
+		UniqueKey:    o.UniqueKey,
+		UniqueScope:  o.UniqueScope,
+		UniqueFor:    o.UniqueFor,
+		PartitionKey: o.PartitionKey,
+		Tags:         o.Tags,
+		Metadata:     o.Metadata,
 	}
 	if p.Queue == "" {
 		p.Queue = DefaultQueue
@@ -380,6 +393,12 @@ func validateInsert(p *InsertParams, lim limits) error {
 	}
 	if !utf8.ValidString(p.UniqueKey) {
 		return invalid("kind %q: unique key is not valid UTF-8", p.Kind)
+	}
+	if len(p.PartitionKey) > MaxPartitionKeyLen {
+		return invalid("kind %q: partition key is %d bytes, over the limit of %d", p.Kind, len(p.PartitionKey), MaxPartitionKeyLen)
+	}
+	if !utf8.ValidString(p.PartitionKey) {
+		return invalid("kind %q: partition key is not valid UTF-8", p.Kind)
 	}
 	if !p.UniqueScope.Valid() {
 		return invalid("kind %q: unknown unique scope %d", p.Kind, uint8(p.UniqueScope))

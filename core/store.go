@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -14,7 +16,7 @@ import (
 //
 // The model follows database/sql/driver: a required interface (this one),
 // optional capability interfaces discovered by type assertion (TxInserter,
-// Notifier, TxCompleter, Migrator, Settings, SealedRewriter), and sentinel errors compared with
+// Notifier, TxCompleter, Migrator, Settings, SealedRewriter, QueueLimiter), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
 // ErrInvalidState).
 //
@@ -115,6 +117,11 @@ type Store interface {
 	// p.Tags include every one of them; a job without tags goes to any
 	// claim. Jobs a claim may not take are skipped, not waited for: they
 	// never hold back due jobs behind them in claim order.
+	//
+	// Concurrency limits: on a store that is a QueueLimiter, a claim from
+	// a queue with limits takes only as many jobs as leave the queue's
+	// running jobs within them (see QueueLimiter); jobs held back are
+	// skipped like the jobs a claim may not take.
 	Claim(ctx context.Context, p ClaimParams) ([]*Job, error)
 
 	// Finish applies a batch of outcomes, each fenced by its job id, worker
@@ -565,3 +572,207 @@ const (
 	// a compare-and-set on a version column.
 	StrategyOptimistic ClaimStrategy = "optimistic"
 )
+
+// QueueLimits bounds how many jobs of one queue may be running at once,
+// across every node and store handle sharing the database. Running means
+// in the running state: a claim takes a slot, and any change out of
+// running (a finish of any kind, a rescue, a cancel) frees it at once. A
+// limit of 0 (or a kind absent from MaxRunningPerKind) means no limit.
+// A claim skips the jobs a limit holds back and takes the due jobs behind
+// them; it never waits for a slot.
+type QueueLimits struct {
+	// MaxRunning bounds the running jobs of the queue.
+	MaxRunning int `json:"max_running,omitempty"`
+	// MaxRunningPerKind bounds the running jobs of the queue of each kind
+	// named: kind → limit. Kinds not named are bounded by MaxRunning only.
+	MaxRunningPerKind map[string]int `json:"max_running_per_kind,omitempty"`
+	// MaxRunningPerPartition bounds the running jobs of the queue with
+	// one partition key, for every partition key (jobs without one are
+	// bounded by the other limits only): "at most 2 running per
+	// customer".
+	MaxRunningPerPartition int `json:"max_running_per_partition,omitempty"`
+}
+
+// MaxLimitedKinds is the most kinds QueueLimits.MaxRunningPerKind may
+// name.
+const MaxLimitedKinds = 256
+
+// IsZero reports whether l sets no limit at all.
+func (l QueueLimits) IsZero() bool {
+	if l.MaxRunning > 0 || l.MaxRunningPerPartition > 0 {
+		return false
+	}
+	for _, n := range l.MaxRunningPerKind {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Normalized returns l without per-kind entries of 0 (no limit) and with
+// a nil MaxRunningPerKind when none is left: the form stores keep and
+// return.
+func (l QueueLimits) Normalized() QueueLimits {
+	var kinds map[string]int
+	for k, n := range l.MaxRunningPerKind {
+		if n > 0 {
+			if kinds == nil {
+				kinds = make(map[string]int, len(l.MaxRunningPerKind))
+			}
+			kinds[k] = n
+		}
+	}
+	l.MaxRunningPerKind = kinds
+	return l
+}
+
+// Validate returns an error wrapping ErrInvalidJob when a limit is
+// negative, a kind of MaxRunningPerKind is not a valid kind (1..MaxKindLen
+// bytes of UTF-8), or it names more than MaxLimitedKinds kinds.
+func (l QueueLimits) Validate() error {
+	if l.MaxRunning < 0 || l.MaxRunningPerPartition < 0 {
+		return invalid("queue limits must not be negative")
+	}
+	if len(l.MaxRunningPerKind) > MaxLimitedKinds {
+		return invalid("queue limits name %d kinds, over the limit of %d", len(l.MaxRunningPerKind), MaxLimitedKinds)
+	}
+	for k, n := range l.MaxRunningPerKind {
+		if k == "" || len(k) > MaxKindLen || !utf8.ValidString(k) {
+			return invalid("queue limits: kind %q must be 1..%d bytes of UTF-8", k, MaxKindLen)
+		}
+		if n < 0 {
+			return invalid("queue limits: kind %q: limit %d is negative", k, n)
+		}
+	}
+	return nil
+}
+
+// QueueLimiter is the capability of stores that enforce QueueLimits in
+// the claim. Every built-in store implements it; Client.SetQueueLimits
+// returns ErrUnsupported on a store that does not.
+//
+// The limits of a queue live in the store, in the queue's persisted
+// record (the one PauseQueue writes), so every node obeys the same
+// limits whatever its configuration says. Claim enforces them atomically
+// with the claim: once SetQueueLimits has returned, no claim that starts
+// afterwards, from any goroutine, handle or process, makes the running
+// jobs of the queue exceed a limit at any instant. (Jobs already running
+// when limits are lowered keep running; claims skip the groups that are
+// over until enough of them finish.) Within its room a limited claim
+// still takes due jobs in claim order, skipping those whose kind or
+// partition is full; it never waits for a slot.
+//
+// A queue without limits must cost its claims nothing: stores take the
+// claim path they take for every queue, and consult the limits only
+// when that path claims nothing.
+type QueueLimiter interface {
+	// SetQueueLimits stores the limits of queue (creating its record if
+	// needed, without changing its pause), replacing any it had; zero
+	// limits lift every limit. It returns an error wrapping ErrInvalidJob
+	// for limits Validate refuses, and stores nothing then.
+	SetQueueLimits(ctx context.Context, queue string, limits QueueLimits, now time.Time) error
+
+	// InitQueueLimits stores limits as SetQueueLimits does, but only when
+	// the limits of queue were never set (by either method; a pause alone
+	// does not count). It returns the limits in force afterwards and
+	// whether it stored them. Of callers racing on one queue at most one
+	// stores; the others get its limits.
+	InitQueueLimits(ctx context.Context, queue string, limits QueueLimits, now time.Time) (QueueLimits, bool, error)
+
+	// QueueLimits returns the limits of queue, normalized (see
+	// QueueLimits.Normalized); zero limits when none were set.
+	QueueLimits(ctx context.Context, queue string) (QueueLimits, error)
+}
+
+// ClaimRoom counts the room a claim of a queue with QueueLimits has left:
+// a store that enforces limits fills it with the queue's running jobs
+// (AddRunning), then asks Take for each due job in claim order, under
+// whatever makes its claims of the queue one at a time (a lock on the
+// queue's record). It is not safe for concurrent use.
+type ClaimRoom struct {
+	limits QueueLimits
+	total  int            // running jobs of the queue
+	kinds  map[string]int // running jobs per limited kind
+	parts  map[string]int // running jobs per partition key
+}
+
+// NewClaimRoom returns the room of a queue with limits l and no running
+// jobs yet.
+func NewClaimRoom(l QueueLimits) *ClaimRoom {
+	return &ClaimRoom{limits: l.Normalized(), kinds: map[string]int{}, parts: map[string]int{}}
+}
+
+// AddRunning counts n running jobs of kind with partition key partition
+// ("" = none).
+func (r *ClaimRoom) AddRunning(kind, partition string, n int) {
+	r.total += n
+	if _, ok := r.limits.MaxRunningPerKind[kind]; ok {
+		r.kinds[kind] += n
+	}
+	if partition != "" && r.limits.MaxRunningPerPartition > 0 {
+		r.parts[partition] += n
+	}
+}
+
+// Fits reports whether one more running job of kind and partition stays
+// within every limit.
+func (r *ClaimRoom) Fits(kind, partition string) bool {
+	if r.limits.MaxRunning > 0 && r.total >= r.limits.MaxRunning {
+		return false
+	}
+	if n, ok := r.limits.MaxRunningPerKind[kind]; ok && r.kinds[kind] >= n {
+		return false
+	}
+	if partition != "" && r.limits.MaxRunningPerPartition > 0 && r.parts[partition] >= r.limits.MaxRunningPerPartition {
+		return false
+	}
+	return true
+}
+
+// Take counts one more running job of kind and partition and reports
+// true when it fits (Fits); otherwise it counts nothing and reports false.
+func (r *ClaimRoom) Take(kind, partition string) bool {
+	if !r.Fits(kind, partition) {
+		return false
+	}
+	r.AddRunning(kind, partition, 1)
+	return true
+}
+
+// Left returns how many more jobs the queue-wide limit allows, or
+// math.MaxInt when MaxRunning is 0.
+func (r *ClaimRoom) Left() int {
+	if r.limits.MaxRunning <= 0 {
+		return math.MaxInt
+	}
+	return max(0, r.limits.MaxRunning-r.total)
+}
+
+// FullKinds returns the limited kinds with no room left, sorted: a claim
+// may leave their jobs out of its candidate read.
+func (r *ClaimRoom) FullKinds() []string {
+	var out []string
+	for k, n := range r.limits.MaxRunningPerKind {
+		if r.kinds[k] >= n {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// FullPartitions returns the partition keys with no room left, sorted.
+func (r *ClaimRoom) FullPartitions() []string {
+	var out []string
+	if r.limits.MaxRunningPerPartition <= 0 {
+		return nil
+	}
+	for p, n := range r.parts {
+		if n >= r.limits.MaxRunningPerPartition {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -49,6 +49,9 @@ func diffJob(got, want *core.Job) []string {
 	if got.UniqueKey != want.UniqueKey {
 		add("UniqueKey", fmt.Sprintf("%q", got.UniqueKey), fmt.Sprintf("%q", want.UniqueKey))
 	}
+	if got.PartitionKey != want.PartitionKey {
+		add("PartitionKey", fmt.Sprintf("%q", got.PartitionKey), fmt.Sprintf("%q", want.PartitionKey))
+	}
 	if !(len(got.Tags) == 0 && len(want.Tags) == 0) && !slices.Equal(got.Tags, want.Tags) {
 		add("Tags", fmt.Sprintf("%q", got.Tags), fmt.Sprintf("%q", want.Tags))
 	}

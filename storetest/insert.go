@@ -25,16 +25,17 @@ func testInsertRoundTrip(e *env) {
 	runAt := time.Date(2999, 12, 31, 22, 58, 57, 999999000, time.UTC)
 	deadline := runAt.Add(time.Hour)
 	p := core.InsertParams{
-		Queue:       "Q_1-a.b:c",
-		Kind:        "résumé.send/✉ 日本語",
-		Args:        json.RawMessage(`{ "b": [1, 2.5, "ü ✓ 😀", true],   "a": {"nested": null, "n": -7} }`),
-		Priority:    3,
-		MaxAttempts: 7,
-		RunAt:       runAt.In(zone),
-		Deadline:    deadline.In(zone),
-		UniqueKey:   "ключ-🔑-Ünique",
-		Tags:        []string{"tag-ä", "标签", "emoji-🚀"},
-		Metadata:    map[string]string{"correlation-id": "abc-123", "ключ": "значение ✓", "empty": ""},
+		Queue:        "Q_1-a.b:c",
+		Kind:         "résumé.send/✉ 日本語",
+		Args:         json.RawMessage(`{ "b": [1, 2.5, "ü ✓ 😀", true],   "a": {"nested": null, "n": -7} }`),
+		Priority:     3,
+		MaxAttempts:  7,
+		RunAt:        runAt.In(zone),
+		Deadline:     deadline.In(zone),
+		UniqueKey:    "ключ-🔑-Ünique",
+		PartitionKey: "tenant-🏢-Ä",
+		Tags:         []string{"tag-ä", "标签", "emoji-🚀"},
+		Metadata:     map[string]string{"correlation-id": "abc-123", "ключ": "значение ✓", "empty": ""},
 	}
 	res, err := e.s.Insert(e.ctx, e.now.In(zone), []core.InsertParams{p})
 	if err != nil {
@@ -47,19 +48,20 @@ func testInsertRoundTrip(e *env) {
 		e.Fatalf("Insert returned job id %d; ids are assigned by the store and positive", res[0].Job.ID)
 	}
 	want := &core.Job{
-		ID:          res[0].Job.ID,
-		Queue:       p.Queue,
-		Kind:        p.Kind,
-		Args:        p.Args,
-		Priority:    p.Priority,
-		State:       core.StateScheduled,
-		MaxAttempts: p.MaxAttempts,
-		RunAt:       runAt,
-		Deadline:    deadline,
-		UniqueKey:   p.UniqueKey,
-		Tags:        p.Tags,
-		Metadata:    p.Metadata,
-		CreatedAt:   e.now,
+		ID:           res[0].Job.ID,
+		Queue:        p.Queue,
+		Kind:         p.Kind,
+		Args:         p.Args,
+		Priority:     p.Priority,
+		State:        core.StateScheduled,
+		MaxAttempts:  p.MaxAttempts,
+		RunAt:        runAt,
+		Deadline:     deadline,
+		UniqueKey:    p.UniqueKey,
+		PartitionKey: p.PartitionKey,
+		Tags:         p.Tags,
+		Metadata:     p.Metadata,
+		CreatedAt:    e.now,
 	}
 	if d := diffJob(res[0].Job, want); len(d) > 0 {
 		e.Errorf("the job returned by Insert differs from what was inserted (times handed in at UTC+05:30 must come back as the same instant in UTC):\n%s", lines(d))

@@ -85,6 +85,7 @@ func allTests() []test {
 		rewriteTests,
 		vacuumTests,
 		routingTests,
+		limitsTests,
 		deadWorkerTests,
 		notifyTests,
 		semanticsTests,

@@ -84,6 +84,10 @@ type Store struct {
 	// paused is the set of paused queues (the persisted queue records).
 	paused map[string]bool
 
+	// limits holds the concurrency limits of the queues whose limits were
+	// set (core.QueueLimiter), normalized; zero limits stay as a record.
+	limits map[string]core.QueueLimits
+
 	workers map[string]core.WorkerInfo
 
 	// settings holds the values of core.Settings.
@@ -100,6 +104,7 @@ var (
 	_ core.Settings        = (*Store)(nil)
 	_ core.MutableSettings = (*Store)(nil)
 	_ core.SealedRewriter  = (*Store)(nil)
+	_ core.QueueLimiter    = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -110,6 +115,7 @@ func New() *Store {
 		holds:     make(map[string]*hold),
 		holdOf:    make(map[int64]string),
 		paused:    make(map[string]bool),
+		limits:    make(map[string]core.QueueLimits),
 		workers:   make(map[string]core.WorkerInfo),
 		settings:  make(map[string][]byte),
 		listeners: make(map[chan core.Notification]struct{}),
@@ -191,19 +197,20 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 			s.holdOf[s.nextID] = sk
 		}
 		j := &core.Job{
-			ID:          s.nextID,
-			Queue:       p.Queue,
-			Kind:        p.Kind,
-			Args:        slices.Clone(p.Args),
-			Priority:    p.Priority,
-			State:       core.StateAvailable,
-			MaxAttempts: p.MaxAttempts,
-			RunAt:       core.UTC(p.RunAt),
-			Deadline:    core.UTC(p.Deadline),
-			UniqueKey:   p.UniqueKey,
-			Tags:        slices.Clone(p.Tags),
-			Metadata:    maps.Clone(p.Metadata),
-			CreatedAt:   now,
+			ID:           s.nextID,
+			Queue:        p.Queue,
+			Kind:         p.Kind,
+			Args:         slices.Clone(p.Args),
+			Priority:     p.Priority,
+			State:        core.StateAvailable,
+			MaxAttempts:  p.MaxAttempts,
+			RunAt:        core.UTC(p.RunAt),
+			Deadline:     core.UTC(p.Deadline),
+			UniqueKey:    p.UniqueKey,
+			PartitionKey: p.PartitionKey,
+			Tags:         slices.Clone(p.Tags),
+			Metadata:     maps.Clone(p.Metadata),
+			CreatedAt:    now,
 		}
 		if j.RunAt.After(now) {
 			j.State = core.StateScheduled
@@ -241,7 +248,15 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 
 	var picked []*core.Job
 	if x, ok := s.pending[p.Queue]; ok {
-		picked = x.popDue(now, p.Limit, func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) })
+		limit, take := p.Limit, func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) }
+		if lim, ok := s.limits[p.Queue]; ok && !lim.IsZero() {
+			room := s.room(p.Queue, lim)
+			limit = min(limit, room.Left())
+			take = func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) && room.Take(j.Kind, j.PartitionKey) }
+		}
+		if limit > 0 {
+			picked = x.popDue(now, limit, take)
+		}
 	}
 
 	leaseUntil := core.UTC(p.LeaseUntil)
@@ -680,6 +695,64 @@ func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) err
 		s.notify(core.Notification{Kind: core.NotifyPause, Queue: queue})
 	}
 	return nil
+}
+
+// room returns the claim room of queue under lim: its running jobs
+// counted by kind and partition key. Holding the mutex makes claims one at
+// a time, so the count stays true until the claim has taken its jobs.
+func (s *Store) room(queue string, lim core.QueueLimits) *core.ClaimRoom {
+	r := core.NewClaimRoom(lim)
+	for _, j := range s.jobs {
+		if j.Queue == queue && j.State == core.StateRunning {
+			r.AddRunning(j.Kind, j.PartitionKey, 1)
+		}
+	}
+	return r
+}
+
+// SetQueueLimits implements core.QueueLimiter.
+func (s *Store) SetQueueLimits(ctx context.Context, queue string, limits core.QueueLimits, now time.Time) error {
+	if err := limits.Validate(); err != nil {
+		return err
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	s.limits[queue] = limits.Normalized()
+	return nil
+}
+
+// InitQueueLimits implements core.QueueLimiter: it stores limits unless
+// the queue's limits were set before.
+func (s *Store) InitQueueLimits(ctx context.Context, queue string, limits core.QueueLimits, now time.Time) (core.QueueLimits, bool, error) {
+	if err := limits.Validate(); err != nil {
+		return core.QueueLimits{}, false, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return core.QueueLimits{}, false, err
+	}
+	defer s.mu.Unlock()
+	if cur, ok := s.limits[queue]; ok {
+		return cloneLimits(cur), false, nil
+	}
+	s.limits[queue] = limits.Normalized()
+	return cloneLimits(s.limits[queue]), true, nil
+}
+
+// QueueLimits implements core.QueueLimiter.
+func (s *Store) QueueLimits(ctx context.Context, queue string) (core.QueueLimits, error) {
+	if err := s.lock(ctx); err != nil {
+		return core.QueueLimits{}, err
+	}
+	defer s.mu.Unlock()
+	return cloneLimits(s.limits[queue]), nil
+}
+
+// cloneLimits copies l so callers never share the stored map.
+func cloneLimits(l core.QueueLimits) core.QueueLimits {
+	l.MaxRunningPerKind = maps.Clone(l.MaxRunningPerKind)
+	return l
 }
 
 // ResumeQueue implements core.Store. Resuming a paused queue sends a

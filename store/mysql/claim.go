@@ -14,16 +14,16 @@ import (
 // run_at, id). Equality on queue and pending makes index order claim order,
 // so the read stops after LIMIT rows. A job is due when its run_at has come
 // and it is untagged or every one of its tags is among the worker's (the
-// JSON array bound third), unless the queue is paused; the paused
-// subquery reads queues by primary key and takes no lock, even under FOR
-// UPDATE.
+// JSON array bound third), unless the queue is paused or has concurrency
+// limits (those take claimLimited); the subquery reads queues by primary
+// key and takes no lock, even under FOR UPDATE.
 //
 // Arguments: queue, now, worker tags (JSON array), queue, limit.
 const claimDueSQL = `
 FROM {jobs} FORCE INDEX (claim_idx)
 WHERE queue = ? AND pending = 1 AND run_at <= ?
   AND (tags IS NULL OR JSON_CONTAINS(?, tags))
-  AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = ? AND paused = TRUE)
+  AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = ? AND (paused = TRUE OR limited = TRUE))
 ORDER BY priority, run_at, id
 LIMIT ?`
 
@@ -76,6 +76,23 @@ WHERE id IN (%[1]s)
 // Arguments: token, then the ids (%s).
 const stampedSQL = `SELECT id FROM {jobs} WHERE version = ? AND id IN (%s)`
 
+// limitedCandidatesSQL reads, under the queue's lock, the due jobs a
+// claim of a queue with limits may take, in claim order, leaving out the
+// kinds and partition keys whose limit is reached ({full}: "AND kind NOT
+// IN (…)" and "AND (partition_key IS NULL OR partition_key NOT IN (…))"
+// when there are any), and locks them ({lock}: FOR UPDATE SKIP LOCKED, or
+// FOR UPDATE on servers without SKIP LOCKED).
+//
+// Arguments: queue, now, worker tags (JSON array), the full kinds, the
+// full partition keys, limit.
+const limitedCandidatesSQL = `
+SELECT {columns}
+FROM {jobs} FORCE INDEX (claim_idx)
+WHERE queue = ? AND pending = 1 AND run_at <= ?
+  AND (tags IS NULL OR JSON_CONTAINS(?, tags)) %s
+ORDER BY priority, run_at, id
+LIMIT ?%s`
+
 // claimArgs are the arguments of claimDueSQL.
 func (s *Store) claimArgs(p core.ClaimParams, limit int) []any {
 	return []any{p.Queue, s.d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, limit}
@@ -94,17 +111,105 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 		if s.strategy == core.StrategySkipLocked {
 			err = s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
 				out, err = s.claimSkipLocked(ctx, c, p)
+				if err != nil || len(out) > 0 {
+					return err
+				}
+				// Nothing claimed: the queue may have limits, which
+				// claimDueSQL leaves to claimLimited.
+				if limited, err := s.QueueLimited(ctx, c, p.Queue); err != nil || !limited {
+					return err
+				}
+				out, err = s.claimLimited(ctx, c, p)
 				return err
 			})
-		} else {
-			out, err = s.claimOptimistic(ctx, p)
+			return err
 		}
-		return err
+		out, err = s.claimOptimistic(ctx, p)
+		if err != nil || len(out) > 0 {
+			return err
+		}
+		if limited, err := s.QueueLimited(ctx, s.sdb, p.Queue); err != nil || !limited {
+			return err
+		}
+		return s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
+			out, err = s.claimLimited(ctx, c, p)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// claimLimited is the claim of a queue with concurrency limits, in the
+// READ COMMITTED transaction c, for both strategies: it locks the queue's
+// record (SELECT … FOR UPDATE), so the limited claims of one queue, from
+// every process, run one at a time; counts the queue's running jobs per
+// kind and partition key (running_idx); and takes due jobs in claim order
+// within the room left (limitedCandidatesSQL, then claimLockedSQL by
+// primary key), leaving out kinds and partitions that are full. Under the
+// queue's lock no other claim of the queue competes for its rows, so the
+// optimistic strategy, for servers without SKIP LOCKED, locks its
+// candidates with a plain FOR UPDATE. The commit releases the record.
+func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
+	room, err := s.LockClaimRoom(ctx, c, p.Queue)
+	if err != nil || room == nil {
+		return nil, err
+	}
+	lock := " FOR UPDATE"
+	if s.strategy == core.StrategySkipLocked {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	read := func(fullKinds, fullParts []string, n int) ([]sqlq.LimitCandidate, error) {
+		args := []any{p.Queue, s.d.Time(p.Now), sqlq.TagsArg(p.Tags)}
+		full := ""
+		if len(fullKinds) > 0 {
+			full += " AND kind NOT IN (" + marks(len(fullKinds)) + ")"
+			for _, k := range fullKinds {
+				args = append(args, k)
+			}
+		}
+		if len(fullParts) > 0 {
+			full += " AND (partition_key IS NULL OR partition_key NOT IN (" + marks(len(fullParts)) + "))"
+			for _, k := range fullParts {
+				args = append(args, k)
+			}
+		}
+		args = append(args, n)
+		jobs, err := sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.q.limitedCandidates, full, lock), args...))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]sqlq.LimitCandidate, len(jobs))
+		for i, j := range jobs {
+			out[i] = sqlq.LimitCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Job: j}
+		}
+		return out, nil
+	}
+	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
+		args := make([]any, 0, 3+len(cands))
+		args = append(args, p.WorkerID, s.d.Time(p.Now), s.d.Time(p.LeaseUntil))
+		for _, lc := range cands {
+			args = append(args, lc.ID)
+		}
+		res, err := c.Exec(ctx, fmt.Sprintf(s.q.claimLocked, marks(len(cands))), args...)
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, err
+		} else if int(n) != len(cands) {
+			return nil, fmt.Errorf("mysql: limited claim updated %d of %d locked rows", n, len(cands))
+		}
+		out := make([]*core.Job, len(cands))
+		for i, lc := range cands {
+			claimed(lc.Job, p)
+			out[i] = lc.Job
+		}
+		return out, nil
+	}
+	return sqlq.ClaimLimited(p.Limit, room, read, take)
 }
 
 // claimSkipLocked reads and locks up to p.Limit due jobs

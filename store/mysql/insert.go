@@ -20,11 +20,11 @@ import (
 // ends in RETURNING id; on MySQL the rows are read back with insertedSQL.
 const insertSQL = `
 INSERT IGNORE INTO {jobs}
-    (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at)
+    (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at, partition_key)
 VALUES %s`
 
 // insertRowSQL is one job's row of insertSQL.
-const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 // insertedSQL reads back the rows one insertSQL added, on MySQL: the ids
 // from LAST_INSERT_ID() on, a primary-key range.
@@ -99,7 +99,7 @@ func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs
 // innodb_autoinc_lock_mode, and the rows read are checked against the
 // inputs).
 func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, part []int, res []core.InsertResult) error {
-	args := make([]any, 0, 12*len(part))
+	args := make([]any, 0, 13*len(part))
 	for _, i := range part {
 		var err error
 		if args, err = sqlq.AppendInsertRow(args, s.d, &jobs[i], now); err != nil {
@@ -163,18 +163,19 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 // return it.
 func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
 	return &core.Job{
-		ID:          id,
-		Queue:       p.Queue,
-		Kind:        p.Kind,
-		Args:        slices.Clone(p.Args),
-		Priority:    p.Priority,
-		State:       sqlq.InsertState(p, now),
-		MaxAttempts: p.MaxAttempts,
-		RunAt:       core.UTC(p.RunAt),
-		Deadline:    core.UTC(p.Deadline),
-		UniqueKey:   p.UniqueKey,
-		Tags:        slices.Clone(p.Tags),
-		Metadata:    maps.Clone(p.Metadata),
-		CreatedAt:   now,
+		ID:           id,
+		Queue:        p.Queue,
+		Kind:         p.Kind,
+		Args:         slices.Clone(p.Args),
+		Priority:     p.Priority,
+		State:        sqlq.InsertState(p, now),
+		MaxAttempts:  p.MaxAttempts,
+		RunAt:        core.UTC(p.RunAt),
+		Deadline:     core.UTC(p.Deadline),
+		UniqueKey:    p.UniqueKey,
+		PartitionKey: p.PartitionKey,
+		Tags:         slices.Clone(p.Tags),
+		Metadata:     maps.Clone(p.Metadata),
+		CreatedAt:    now,
 	}
 }

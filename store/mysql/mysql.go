@@ -153,6 +153,7 @@ var (
 	_ core.TxInserter      = (*Store)(nil)
 	_ core.TxCompleter     = (*Store)(nil)
 	_ core.Settings        = (*Store)(nil)
+	_ core.QueueLimiter    = (*Store)(nil)
 	_ core.MutableSettings = (*Store)(nil)
 	_ core.Notifier        = (*Store)(nil)
 )

@@ -24,6 +24,8 @@ type queries struct {
 	claimCAS        string // claimCASSQL; %[1]s: marks, %[2]s: whens
 	stamped         string // stampedSQL; %s: marks
 
+	limitedCandidates string // limitedCandidatesSQL; %s: full kinds and partitions, %s: lock
+
 	insert          string // insertSQL; %s: insertRowSQL per job
 	insertReturning string // insertSQL … RETURNING (MariaDB)
 	inserted        string // insertedSQL
@@ -56,6 +58,8 @@ func buildQueries(t sqlq.Tables) queries {
 		claimCandidates: stmt(claimCandidatesSQL),
 		claimCAS:        stmt(claimCASSQL),
 		stamped:         stmt(stampedSQL),
+
+		limitedCandidates: stmt(limitedCandidatesSQL),
 
 		insert:          insert,
 		insertReturning: insert + "\nRETURNING id",

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
@@ -28,6 +30,11 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(out) == 0 {
+		// Both claim reads pass over queues with limits: those take
+		// claimLimited, asked for only when nothing was claimed.
+		return s.claimIfLimited(ctx, p)
 	}
 	sqlq.SortClaimOrder(out)
 	return out, nil
@@ -164,4 +171,80 @@ func claimedSoFar(out []*core.Job, err error) ([]*core.Job, error) {
 		return out, nil
 	}
 	return nil, err
+}
+
+// claimIfLimited claims from p.Queue under its concurrency limits when its
+// record says it has some (and is not paused); otherwise it returns nothing.
+func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+	var limited bool
+	err := s.retry(ctx, func() (err error) {
+		limited, err = s.QueueLimited(ctx, s.db, p.Queue)
+		return err
+	})
+	if err != nil || !limited {
+		return nil, err
+	}
+	var out []*core.Job
+	err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		out, err = s.claimLimited(ctx, pgConn{tx}, p)
+		return err
+	})
+	return out, err
+}
+
+// claimLimited is the claim of a queue with concurrency limits, in the
+// transaction c: it locks the queue's record (SELECT … FOR UPDATE), so
+// the limited claims of one queue, from every process, run one at a
+// time; counts the queue's running jobs per kind and partition key
+// (index jobs_running); and takes due jobs in claim order within the room
+// left (limitedCandidates, locked with SKIP LOCKED, then limitedClaim),
+// leaving out kinds and partitions that are full. Both strategies take
+// it: under the queue's lock no other claim of the queue competes, and
+// SKIP LOCKED passes over the rare pending row another writer (a cancel,
+// a retry) holds. The commit that ends the claim releases the record.
+func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
+	room, err := s.LockClaimRoom(ctx, c, p.Queue)
+	if err != nil || room == nil {
+		return nil, err
+	}
+	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+	read := func(fullKinds, fullParts []string, n int) ([]sqlq.LimitCandidate, error) {
+		if fullKinds == nil {
+			fullKinds = []string{}
+		}
+		if fullParts == nil {
+			fullParts = []string{}
+		}
+		rows, err := c.Query(ctx, s.q.limitedCandidates, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []sqlq.LimitCandidate
+		for rows.Next() {
+			var (
+				lc   sqlq.LimitCandidate
+				part *string
+			)
+			if err := rows.Scan(&lc.ID, &lc.Kind, &part); err != nil {
+				return nil, err
+			}
+			if part != nil {
+				lc.Partition = *part
+			}
+			out = append(out, lc)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return out, rows.Close()
+	}
+	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
+		ids := make([]int64, len(cands))
+		for i, lc := range cands {
+			ids[i] = lc.ID
+		}
+		return scanJobs(c.Query(ctx, s.q.limitedClaim, now, p.WorkerID, lease, ids))
+	}
+	return sqlq.ClaimLimited(p.Limit, room, read, take)
 }

@@ -41,7 +41,7 @@ func (s *Store) copyInsert(ctx context.Context, tx pgx.Tx, now time.Time, jobs [
 		p := &jobs[i]
 		j := &core.Job{ID: ids[i], Queue: p.Queue, Kind: p.Kind, Args: append([]byte(nil), p.Args...), Priority: p.Priority,
 			State: core.StateAvailable, MaxAttempts: p.MaxAttempts, RunAt: core.UTC(p.RunAt), Deadline: core.UTC(p.Deadline),
-			Tags: p.Tags, Metadata: p.Metadata, CreatedAt: now}
+			Tags: p.Tags, Metadata: p.Metadata, CreatedAt: now, PartitionKey: p.PartitionKey}
 		if j.RunAt.After(now) {
 			j.State = core.StateScheduled
 		} else if !slices.Contains(due, p.Queue) {
@@ -59,7 +59,11 @@ func (s *Store) copyInsert(ctx context.Context, tx pgx.Tx, now time.Time, jobs [
 		if !j.Deadline.IsZero() {
 			deadline = &j.Deadline
 		}
-		src[i] = []any{j.ID, j.Queue, j.Kind, string(p.Args), int16(j.Priority), string(j.State), int32(j.MaxAttempts), j.RunAt, deadline, tags, meta, now}
+		var part *string
+		if p.PartitionKey != "" {
+			part = &p.PartitionKey
+		}
+		src[i] = []any{j.ID, j.Queue, j.Kind, string(p.Args), int16(j.Priority), string(j.State), int32(j.MaxAttempts), j.RunAt, deadline, tags, meta, now, part}
 		res[i] = core.InsertResult{Job: j}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyCols, pgx.CopyFromRows(src)); err != nil {
@@ -74,4 +78,4 @@ func (s *Store) copyInsert(ctx context.Context, tx pgx.Tx, now time.Time, jobs [
 }
 
 // copyCols are the columns copyInsert writes; the rest take their defaults.
-var copyCols = []string{"id", "queue", "kind", "args", "priority", "state", "max_attempts", "run_at", "deadline", "tags", "metadata", "created_at"}
+var copyCols = []string{"id", "queue", "kind", "args", "priority", "state", "max_attempts", "run_at", "deadline", "tags", "metadata", "created_at", "partition_key"}

@@ -69,6 +69,7 @@ func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs
 		runAt                    = make([]time.Time, n)
 		deadline                 = make([]*time.Time, n)
 		key, tags, meta          = make([]*string, n), make([]*string, n), make([]*string, n)
+		part                     = make([]*string, n)
 	)
 	for k, i := range send {
 		p := &jobs[i]
@@ -86,6 +87,9 @@ func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs
 		if p.UniqueKey != "" {
 			key[k] = &p.UniqueKey
 		}
+		if p.PartitionKey != "" {
+			part[k] = &p.PartitionKey
+		}
 		var err error
 		if tags[k], err = jsonText(encodeTags(p.Tags)); err != nil {
 			return err
@@ -94,7 +98,7 @@ func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs
 			return err
 		}
 	}
-	params := []any{queue, kind, args, prio, state, maxAtt, runAt, deadline, key, tags, meta, now}
+	params := []any{queue, kind, args, prio, state, maxAtt, runAt, deadline, key, tags, meta, now, part}
 	query, extra := s.q.insert, 0
 	if s.notify {
 		query, extra = s.q.insertNotify, 1

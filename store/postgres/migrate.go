@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -103,9 +104,12 @@ func (s *Store) createSchema(ctx context.Context) error {
 }
 
 // advisoryLocker is a session-level advisory lock keyed by the schema name.
-// pg_advisory_lock blocks until granted or the context ends, so a waiting
-// migrator starts the moment the holder finishes (goose's own Postgres
-// locker polls every 5 s).
+// A waiting migrator polls pg_try_advisory_lock every 50 ms instead of
+// blocking in pg_advisory_lock: a statement blocked there keeps its
+// snapshot, and CREATE INDEX CONCURRENTLY (schema version 7) waits for
+// every transaction with an older snapshot to end, so the holder would
+// wait for the waiter that waits for it, a deadlock PostgreSQL does not
+// detect. (goose's own Postgres locker polls every 5 s.)
 type advisoryLocker struct{ schema string }
 
 // lockKey is the advisory lock key of a schema's migrations.
@@ -115,12 +119,22 @@ func lockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-// SessionLock waits for the lock on conn.
+// SessionLock waits for the lock on conn, polling every 50 ms.
 func (l *advisoryLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
-	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", lockKey(l.schema)); err != nil {
-		return fmt.Errorf("take migration lock: %w", err)
+	for {
+		var got bool
+		if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", lockKey(l.schema)).Scan(&got); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if got {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("take migration lock: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // SessionUnlock releases the lock.

@@ -17,6 +17,8 @@ type queries struct {
 	claimSkipLocked   string
 	claimCandidates   string
 	claimCAS          string
+	limitedCandidates string
+	limitedClaim      string
 	finish            string
 	insert            string
 	insertNotify      string
@@ -66,6 +68,17 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
 		" worker_id = $2, attempted_at = $1, lease_until = $3 FROM c WHERE j.id = c.id RETURNING " + jcols
 
+	// The limited claim (claim.go, claimLimited), under the queue's lock:
+	// due candidates in claim order without the full kinds ($4) and
+	// partition keys ($5), $1 queue, $2 now, $3 tags, $6 limit; then the
+	// claim of those taken ($4 ids; $1 now, $2 worker, $3 lease until).
+	q.limitedCandidates = "SELECT p.id, p.kind, p.partition_key FROM " + t.Jobs + " p WHERE p.queue = $1 AND p.state IN " + pendingIn +
+		" AND p.run_at <= $2 AND (p.tags IS NULL OR p.tags <@ $3::jsonb) AND p.kind <> ALL($4::text[])" +
+		" AND (p.partition_key IS NULL OR p.partition_key <> ALL($5::text[]))" +
+		" ORDER BY p.priority, p.run_at, p.id LIMIT $6 FOR UPDATE SKIP LOCKED"
+	q.limitedClaim = "UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
+		" worker_id = $2, attempted_at = $1, lease_until = $3 WHERE j.id = ANY($4::bigint[]) AND j.state IN " + pendingIn + " RETURNING " + jcols
+
 	// Finish: one row per outcome in parallel arrays; del rows are deleted
 	// instead of updated. Both are fenced by worker id and claim_seq. The
 	// holds of deleted rows with a unique key are released in the same
@@ -92,19 +105,20 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" hd AS (DELETE FROM " + t.Holds + " h USING d WHERE d.uk IS NOT NULL AND h.job_id = d.id AND h.unique_for = 0)" +
 		" SELECT id FROM u UNION ALL SELECT id FROM d"
 
-	// Insert: $1..$11 arrays, $12 created_at, $13 notify channel.
-	ins := "INSERT INTO " + t.Jobs + " AS j (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at)" +
-		" SELECT q, k, a::jsonb, p, st, ma, ra, dl, uk, tg::jsonb, md::jsonb, $12" +
+	// Insert: $1..$11 arrays, $12 created_at, $13 partition keys
+	// (array), $14 notify channel.
+	ins := "INSERT INTO " + t.Jobs + " AS j (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at, partition_key)" +
+		" SELECT q, k, a::jsonb, p, st, ma, ra, dl, uk, tg::jsonb, md::jsonb, $12, pk" +
 		" FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[], $6::int[], $7::timestamptz[], $8::timestamptz[]," +
-		" $9::text[], $10::text[], $11::text[]) WITH ORDINALITY AS t(q, k, a, p, st, ma, ra, dl, uk, tg, md, ord)" +
+		" $9::text[], $10::text[], $11::text[], $13::text[]) WITH ORDINALITY AS t(q, k, a, p, st, ma, ra, dl, uk, tg, md, pk, ord)" +
 		" ORDER BY ord RETURNING " + jcols
 	q.insert = ins
-	q.insertReturnCount = 21
+	q.insertReturnCount = 22
 	// The notifications ride in the inserting statement: pg_notify is
 	// queued in its transaction, so a rolled-back insert wakes nobody, and
 	// only queues that received due jobs are notified.
 	q.insertNotify = "WITH ins AS (" + ins + ")," +
-		" n AS (SELECT count(pg_notify($13, 'insert ' || d.queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE state = 'available') d)" +
+		" n AS (SELECT count(pg_notify($14, 'insert ' || d.queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE state = 'available') d)" +
 		" SELECT ins.*, (SELECT n FROM n) FROM ins"
 	q.notify = "SELECT pg_notify($1, $2)"
 	q.notifyQueues = "SELECT count(pg_notify($1, 'insert ' || q)) FROM unnest($2::text[]) AS q"

@@ -28,10 +28,10 @@ func scanJobPgx(r pgx.Rows, extra int) (*core.Job, error) {
 		priority                             int16
 		attempt, maxAtt                      int32
 		deadline, attempted, finished, lease *time.Time
-		uniqueKey, workerID                  *string
+		uniqueKey, workerID, part            *string
 	)
 	dest := []any{&j.ID, &j.Queue, &j.Kind, &args, &priority, &state, &attempt, &maxAtt,
-		&j.RunAt, &deadline, &uniqueKey, &tags, &meta, &errs, &j.Result, &j.CreatedAt, &attempted, &finished, &workerID, &lease, &j.ClaimSeq}
+		&j.RunAt, &deadline, &uniqueKey, &tags, &meta, &errs, &j.Result, &j.CreatedAt, &attempted, &finished, &workerID, &lease, &j.ClaimSeq, &part}
 	var sink any
 	for range extra {
 		dest = append(dest, &sink)
@@ -49,6 +49,9 @@ func scanJobPgx(r pgx.Rows, extra int) (*core.Job, error) {
 	}
 	if workerID != nil {
 		j.WorkerID = *workerID
+	}
+	if part != nil {
+		j.PartitionKey = *part
 	}
 	if tags != nil {
 		if err := json.Unmarshal(tags, &j.Tags); err != nil {

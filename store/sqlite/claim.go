@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -12,12 +14,13 @@ import (
 // claim are one statement no other writer can interleave with: it needs
 // no version check and never loses a race. Due: the queue's pending jobs
 // whose run_at has come, untagged or with every tag among the worker's
-// (the JSON array bound sixth), unless the queue is paused. The inner
+// (the JSON array bound sixth), unless the queue is paused or has
+// concurrency limits (those take claimLimited's path). The inner
 // SELECT reads them in claim order from the partial claim index
 // <prefix>jobs_claim (queue, priority, run_at, id) of pending jobs.
 //
 // Arguments: worker_id, attempted_at, lease_until, queue, now, worker tags
-// (JSON array), queue, true, limit.
+// (JSON array), queue, true, true, limit.
 const claimSQL = `
 UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
@@ -28,9 +31,39 @@ WHERE id IN (
       AND (tags IS NULL OR NOT EXISTS (
           SELECT 1 FROM json_each(tags) AS jt
           WHERE jt.value NOT IN (SELECT wt.value FROM json_each(?) AS wt)))
-      AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = ? AND paused = ?)
+      AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = ? AND (paused = ? OR limited = ?))
     ORDER BY priority, run_at, id
     LIMIT ?)
+RETURNING {columns}`
+
+// limitedCandidatesSQL reads the due jobs a claim of a queue with limits
+// may take, in claim order, leaving out the kinds and partition keys
+// whose limit is reached (JSON arrays bound fourth and fifth). It runs
+// in the claim's write transaction, which no other writer interleaves
+// with, after the running jobs were counted.
+//
+// Arguments: queue, now, worker tags (JSON array), full kinds (JSON
+// array), full partition keys (JSON array), limit.
+const limitedCandidatesSQL = `
+SELECT id, kind, partition_key FROM {jobs}
+WHERE queue = ? AND state IN ('scheduled','available','retryable') AND run_at <= ?
+  AND (tags IS NULL OR NOT EXISTS (
+      SELECT 1 FROM json_each(tags) AS jt
+      WHERE jt.value NOT IN (SELECT wt.value FROM json_each(?) AS wt)))
+  AND kind NOT IN (SELECT value FROM json_each(?))
+  AND (partition_key IS NULL OR partition_key NOT IN (SELECT value FROM json_each(?)))
+ORDER BY priority, run_at, id
+LIMIT ?`
+
+// limitedClaimSQL moves the candidates a limited claim took (%s: their
+// ids) to running.
+//
+// Arguments: worker_id, attempted_at, lease_until, then the ids.
+const limitedClaimSQL = `
+UPDATE {jobs}
+SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
+    worker_id = ?, attempted_at = ?, lease_until = ?
+WHERE id IN (%s) AND state IN ('scheduled','available','retryable')
 RETURNING {columns}`
 
 // Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
@@ -42,12 +75,67 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	}
 	d := dialect{}
 	out, err := inTx(ctx, s, func(c sqlq.Conn) ([]*core.Job, error) {
-		return sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
-			p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, p.Limit))
+		out, err := sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
+			p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, true, p.Limit))
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		// Nothing claimed: the queue may have limits, which claimSQL
+		// leaves to claimLimited.
+		if limited, err := s.QueueLimited(ctx, c, p.Queue); err != nil || !limited {
+			return nil, err
+		}
+		return s.claimLimited(ctx, c, p)
 	})
 	if err != nil {
 		return nil, err
 	}
 	sqlq.SortClaimOrder(out)
 	return out, nil
+}
+
+// claimLimited claims from a queue with concurrency limits on c, the
+// claim's write transaction: SQLite runs one writer at a time, so the
+// count of running jobs (sqlq.Store.LockClaimRoom), the candidate reads
+// (limitedCandidatesSQL) and the claim (limitedClaimSQL) see no other
+// claim in between.
+func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
+	room, err := s.LockClaimRoom(ctx, c, p.Queue)
+	if err != nil || room == nil {
+		return nil, err
+	}
+	d := dialect{}
+	read := func(fullKinds, fullParts []string, n int) ([]sqlq.LimitCandidate, error) {
+		rows, err := c.Query(ctx, s.sql.limitedCands, p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags),
+			sqlq.TagsArg(fullKinds), sqlq.TagsArg(fullParts), n)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []sqlq.LimitCandidate
+		for rows.Next() {
+			var (
+				lc   sqlq.LimitCandidate
+				part sql.NullString
+			)
+			if err := rows.Scan(&lc.ID, &lc.Kind, &part); err != nil {
+				return nil, err
+			}
+			lc.Partition = part.String
+			out = append(out, lc)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return out, rows.Close()
+	}
+	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
+		args := make([]any, 0, 3+len(cands))
+		args = append(args, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil))
+		for _, lc := range cands {
+			args = append(args, lc.ID)
+		}
+		return sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.sql.limitedClaim, marks(len(cands))), args...))
+	}
+	return sqlq.ClaimLimited(p.Limit, room, read, take)
 }

@@ -15,14 +15,14 @@ import (
 // (sqlq.InsertKeyed), so every row sent is inserted.
 const insertSQL = `
 INSERT INTO {jobs}
-    (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at)
+    (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at, partition_key)
 VALUES %s
 RETURNING {columns}`
 
 // insertRowSQL is one job's row of insertSQL.
-const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
-// insertChunk is the most rows one insertSQL carries (12 parameters each,
+// insertChunk is the most rows one insertSQL carries (13 parameters each,
 // well under SQLite's 32766).
 const insertChunk = 1000
 
@@ -56,7 +56,7 @@ func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs [
 func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) error {
 	for start := 0; start < len(send); start += insertChunk {
 		part := send[start:min(len(send), start+insertChunk)]
-		args := make([]any, 0, 12*len(part))
+		args := make([]any, 0, 13*len(part))
 		for _, i := range part {
 			var err error
 			if args, err = sqlq.AppendInsertRow(args, dialect{}, &jobs[i], now); err != nil {

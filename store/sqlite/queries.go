@@ -17,7 +17,9 @@ import (
 // (the arms of a CASE id … END) or rows (a VALUES list). Everything else in
 // the text is fixed.
 type statements struct {
-	claim string // claimSQL
+	claim        string // claimSQL
+	limitedCands string // limitedCandidatesSQL
+	limitedClaim string // limitedClaimSQL; %s: marks
 
 	insert string // insertSQL; %s: rows of insertRowSQL
 
@@ -34,6 +36,8 @@ func newStatements(t sqlq.Tables) statements {
 	stmt := func(q string) string { return strings.TrimSpace(r.Replace(q)) }
 	return statements{
 		claim:        stmt(claimSQL),
+		limitedCands: stmt(limitedCandidatesSQL),
+		limitedClaim: stmt(limitedClaimSQL),
 		insert:       stmt(insertSQL),
 		finishUpdate: stmt(finishUpdateSQL),
 		finishDelete: stmt(finishDeleteSQL),

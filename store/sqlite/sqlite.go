@@ -149,6 +149,7 @@ var (
 	_ core.Notifier        = (*Store)(nil)
 	_ core.Settings        = (*Store)(nil)
 	_ core.MutableSettings = (*Store)(nil)
+	_ core.QueueLimiter    = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {

@@ -38,7 +38,7 @@ func InsertState(p *core.InsertParams, now time.Time) core.State {
 // binds for p, one row of its VALUES list, in the order queue, kind, args,
 // priority, state (InsertState), max_attempts, run_at, deadline, unique_key
 // (NULL when empty), tags, metadata (JSON, NULL when nil), created_at
-// (now); d encodes the times.
+// (now), partition_key (NULL when empty); d encodes the times.
 func AppendInsertRow(args []any, d Dialect, p *core.InsertParams, now time.Time) ([]any, error) {
 	tags, err := EncodeTags(p.Tags)
 	if err != nil {
@@ -52,6 +52,10 @@ func AppendInsertRow(args []any, d Dialect, p *core.InsertParams, now time.Time)
 	if p.UniqueKey != "" {
 		key = p.UniqueKey
 	}
+	var part any
+	if p.PartitionKey != "" {
+		part = p.PartitionKey
+	}
 	return append(args, p.Queue, p.Kind, string(p.Args), int64(p.Priority), string(InsertState(p, now)), int64(p.MaxAttempts),
-		d.Time(p.RunAt), d.Time(p.Deadline), key, tags, meta, d.Time(now)), nil
+		d.Time(p.RunAt), d.Time(p.Deadline), key, tags, meta, d.Time(now), part), nil
 }

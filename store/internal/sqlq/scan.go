@@ -13,7 +13,7 @@ import (
 
 // JobColumns is the column list every job SELECT and RETURNING uses, in the
 // order ScanJob expects.
-const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq"
+const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq, partition_key"
 
 // Scanner is one row of a result: *sql.Rows, *sql.Row and pgx.Rows all
 // implement it.
@@ -85,13 +85,13 @@ func ScanJob(s Scanner) (*core.Job, error) {
 		args, tags, meta, errs     []byte
 		result                     []byte
 		state                      string
-		uniqueKey, workerID        sql.NullString
+		uniqueKey, workerID, part  sql.NullString
 		priority, attempt, maxAtts int64
 	)
 	err := s.Scan(&j.ID, &j.Queue, &j.Kind, bytesDest{&args}, &priority, &state, &attempt, &maxAtts,
 		timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
 		bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.AttemptedAt}, timeDest{&j.FinishedAt}, &workerID,
-		timeDest{&j.LeaseUntil}, &j.ClaimSeq)
+		timeDest{&j.LeaseUntil}, &j.ClaimSeq, &part)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +100,7 @@ func ScanJob(s Scanner) (*core.Job, error) {
 	j.State = core.State(state)
 	j.UniqueKey = uniqueKey.String
 	j.WorkerID = workerID.String
+	j.PartitionKey = part.String
 	j.Result = result
 	if tags != nil {
 		if err := json.Unmarshal(tags, &j.Tags); err != nil {
