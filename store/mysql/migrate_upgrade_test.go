@@ -39,6 +39,14 @@ func TestMigrateUpgradeUniqueKeys(t *testing.T) {
 	upgradetest.RunUniqueKeys(t, upgradeBackend(t), 6)
 }
 
+// TestMigrateUpgradeQueueLimits runs upgradetest.RunQueueLimits from
+// schema version 6: jobs and pauses are kept, partition keys and
+// limits arrive empty, and limits set afterwards count the jobs running
+// across the upgrade.
+func TestMigrateUpgradeQueueLimits(t *testing.T) {
+	upgradetest.RunQueueLimits(t, upgradeBackend(t), 7)
+}
+
 // upgradeBackend opens an unmigrated store on a database of its own.
 func upgradeBackend(t *testing.T) upgradetest.Backend {
 	s, err := Open(context.Background(), dbtest.MySQLDSN(t), WithPrefix("up_"), WithMigrate(false), WithMaxOpenConns(4))

@@ -32,6 +32,14 @@ func TestMigrateUpgradeUniqueKeys(t *testing.T) {
 	upgradetest.RunUniqueKeys(t, upgradeBackend(t), 6)
 }
 
+// TestMigrateUpgradeQueueLimits runs upgradetest.RunQueueLimits from
+// schema version 6: jobs and pauses are kept, partition keys and
+// limits arrive empty, and limits set afterwards count the jobs running
+// across the upgrade.
+func TestMigrateUpgradeQueueLimits(t *testing.T) {
+	upgradetest.RunQueueLimits(t, upgradeBackend(t), 7)
+}
+
 // upgradeBackend opens an unmigrated store on a fresh schema.
 func upgradeBackend(t *testing.T) upgradetest.Backend {
 	ctx := context.Background()

@@ -32,6 +32,14 @@ func TestMigrateUpgradeUniqueKeys(t *testing.T) {
 	upgradetest.RunUniqueKeys(t, upgradeBackend(t), 5)
 }
 
+// TestMigrateUpgradeQueueLimits runs upgradetest.RunQueueLimits from
+// schema version 5: jobs and pauses are kept, partition keys and
+// limits arrive empty, and limits set afterwards count the jobs running
+// across the upgrade.
+func TestMigrateUpgradeQueueLimits(t *testing.T) {
+	upgradetest.RunQueueLimits(t, upgradeBackend(t), 6)
+}
+
 // upgradeBackend opens an unmigrated store on a file of its own.
 func upgradeBackend(t *testing.T) upgradetest.Backend {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "upgrade.db"), WithPrefix("up_"), WithMigrate(false))

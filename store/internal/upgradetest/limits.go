@@ -1,0 +1,110 @@
+package upgradetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/internal/sqlq"
+)
+
+// limitsStore is what RunQueueLimits needs of the store besides Store.
+type limitsStore interface {
+	core.QueueLimiter
+	PauseQueue(ctx context.Context, queue string, now time.Time) error
+	Stats(ctx context.Context) ([]core.QueueStats, error)
+}
+
+// RunQueueLimits migrates b's store to the version before version (the
+// migration that adds partition keys and queue limits), writes there with
+// raw SQL a pending, a running and a completed job of queue "upgrade" and
+// pauses queue "paused-before", runs Migrate, and checks that the rows read
+// back unchanged with no partition key, that the pause is kept and the
+// queue has no limits (so InitQueueLimits stores its limits), that the
+// job running across the upgrade counts against a limit set afterwards
+// (MaxRunning 1 lets no claim through, 2 lets the pending job through),
+// and that Migrate is then a no-op.
+func RunQueueLimits(t *testing.T, b Backend, version int64) {
+	ctx := context.Background()
+	ls, ok := b.Store.(limitsStore)
+	if !ok {
+		t.Fatalf("%T is no core.QueueLimiter with PauseQueue and Stats", b.Store)
+	}
+	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newest < version {
+		t.Fatalf("newest migration is %d; want at least %d (queue limits)", newest, version)
+	}
+	if err := sqlq.Migrate(ctx, b.DB, b.Dialect, upTo(t, full, version-1), b.Versions); err != nil {
+		t.Fatalf("migrate to version %d: %v", version-1, err)
+	}
+	pending, running, completed := Jobs()
+	b.InsertV1(t, pending, 4)
+	b.InsertV1(t, running, 5)
+	b.InsertV1(t, completed, 7)
+	now := pending.RunAt.Add(time.Minute)
+	if err := ls.PauseQueue(ctx, "paused-before", now); err != nil {
+		t.Fatalf("pause at version %d: %v", version-1, err)
+	}
+	before := snapshotN(t, b, 3)
+
+	if err := b.Store.Migrate(ctx); err != nil {
+		t.Fatalf("migrate from version %d: %v", version-1, err)
+	}
+	if v := schemaVersion(t, b); v != newest {
+		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
+	}
+	sameRows(t, "the migration", before, snapshotN(t, b, 3))
+	for _, want := range []*core.Job{pending, running, completed} {
+		checkGet(t, b.Store, want)
+	}
+	st, err := ls.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := false
+	for _, q := range st {
+		paused = paused || (q.Queue == "paused-before" && q.Paused)
+	}
+	if !paused {
+		t.Fatalf("queue paused-before lost its pause in the upgrade: Stats %+v", st)
+	}
+	if l, err := ls.QueueLimits(ctx, "paused-before"); err != nil || !l.IsZero() {
+		t.Fatalf("QueueLimits of a queue from before the upgrade: %+v, %v; want none", l, err)
+	}
+	if _, created, err := ls.InitQueueLimits(ctx, "paused-before", core.QueueLimits{MaxRunning: 3}, now); err != nil || !created {
+		t.Fatalf("InitQueueLimits of a queue from before the upgrade: created %v, %v; want its limits stored", created, err)
+	}
+
+	claim := func() []*core.Job {
+		t.Helper()
+		got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
+		if err != nil {
+			t.Fatalf("claim after the upgrade: %v", err)
+		}
+		return got
+	}
+	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 1}, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("claim under MaxRunning 1 returned %d jobs; the job running across the upgrade holds the one slot", len(got))
+	}
+	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 2}, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(); len(got) != 1 || got[0].ID != pending.ID {
+		t.Fatalf("claim under MaxRunning 2 returned %d jobs; want the pending job %d", len(got), pending.ID)
+	}
+
+	applied := versionRows(t, b)
+	if err := b.Store.Migrate(ctx); err != nil {
+		t.Fatalf("second migrate: %v", err)
+	}
+	if again := versionRows(t, b); again != applied || schemaVersion(t, b) != newest {
+		t.Fatalf("second migrate wrote versions: %d rows, then %d", applied, again)
+	}
+}
