@@ -83,6 +83,10 @@ function confirmAction(title, text, okLabel) {
     setText(document.getElementById('confirm-ok'), okLabel || 'Confirm');
     confirmDialog.returnValue = '';
     const done = () => {
+      // The close event of a previous confirmation is queued, not run at
+      // once: it may arrive after this one opened. Only this dialog's own
+      // close (the dialog is closed now) answers.
+      if (confirmDialog.open) return;
       confirmDialog.removeEventListener('close', done);
       resolve(confirmDialog.returnValue === 'ok');
     };
