@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,24 @@ func BenchmarkClaimFinish(b *testing.B) {
 	defer s.Close()
 	storebench.Insert(b, s, t0, b.N, job(storebench.Queue, "k"))
 	storebench.ClaimFinish(b, s, t0)
+}
+
+// BenchmarkClaimLimits is BenchmarkClaimFinish on jobs spread over 50
+// partition keys, without limits and with storebench.BenchLimits (the
+// limited claim path); b.N is jobs.
+//
+//	go test -run '^$' -bench ClaimLimits -benchtime 20000x ./store/sqlite/
+func BenchmarkClaimLimits(b *testing.B) {
+	for _, limited := range []bool{false, true} {
+		b.Run(fmt.Sprintf("limited=%v", limited), func(b *testing.B) {
+			s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storebench.ClaimLimits(b, s, t0, limited)
+		})
+	}
 }
 
 // BenchmarkBareSQL is the floor BenchmarkClaimFinish is measured against:

@@ -75,15 +75,28 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	}
 	d := dialect{}
 	out, err := inTx(ctx, s, func(c sqlq.Conn) ([]*core.Job, error) {
-		out, err := sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
-			p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, true, p.Limit))
-		if err != nil || len(out) > 0 {
-			return out, err
+		hint := s.LimitedHint(p.Queue)
+		if !hint {
+			out, err := sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
+				p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, true, p.Limit))
+			if err != nil || len(out) > 0 {
+				return out, err
+			}
 		}
-		// Nothing claimed: the queue may have limits, which claimSQL
-		// leaves to claimLimited.
-		if limited, err := s.QueueLimited(ctx, c, p.Queue); err != nil || !limited {
+		// Nothing claimed (or the queue had limits at the last claim):
+		// the queue may have limits, which claimSQL leaves to
+		// claimLimited.
+		limited, err := s.QueueLimited(ctx, c, p.Queue)
+		if err != nil {
 			return nil, err
+		}
+		s.SetLimitedHint(p.Queue, limited)
+		if !limited {
+			if hint { // limits lifted since: the path of unlimited queues
+				return sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
+					p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, true, p.Limit))
+			}
+			return nil, nil
 		}
 		return s.claimLimited(ctx, c, p)
 	})

@@ -332,3 +332,22 @@ func ClaimLimited(limit int, room *core.ClaimRoom,
 	SortClaimOrder(out)
 	return out, nil
 }
+
+// LimitedHint reports whether this process last found queue limited: a
+// claim then asks QueueLimited first instead of running the claim path of
+// unlimited queues, which passes over a limited queue only after reading
+// its due jobs (SQLite checks the queue's record for every due row it
+// reads; a queue with a long backlog would pay for all of it).
+func (s *Store) LimitedHint(queue string) bool {
+	_, ok := s.limitedSeen.Load(queue)
+	return ok
+}
+
+// SetLimitedHint records whether queue was found limited.
+func (s *Store) SetLimitedHint(queue string, limited bool) {
+	if limited {
+		s.limitedSeen.Store(queue, struct{}{})
+	} else {
+		s.limitedSeen.Delete(queue)
+	}
+}

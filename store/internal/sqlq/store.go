@@ -2,6 +2,7 @@ package sqlq
 
 import (
 	"context"
+	"sync"
 	"errors"
 	"fmt"
 	"time"
@@ -31,6 +32,13 @@ type Store struct {
 	t        Tables
 	strategy core.ClaimStrategy
 	retrier  Retrier // classifies errors with the dialect's Transient
+
+	// limitedSeen holds the queues this process last found limited
+	// (queue name → struct{}): a hint of which claim path to try first
+	// (LimitedHint). Claims stay correct without it: the path of
+	// unlimited queues passes over limited ones, and the limited path
+	// reads the limits under its lock.
+	limitedSeen sync.Map
 }
 
 // New checks cfg and returns a Store. It returns an error wrapping

@@ -107,3 +107,37 @@ func EnvInt(name string, def int) int {
 	}
 	return def
 }
+
+// BenchLimits are the concurrency limits BenchmarkClaimLimits sets on
+// Queue: wide enough that every claim of 100 gets 100 jobs, so the
+// benchmark measures the limited claim path (lock the queue's record,
+// count the running jobs, walk the candidates) rather than waiting.
+var BenchLimits = core.QueueLimits{MaxRunning: 1000, MaxRunningPerKind: map[string]int{"k": 1000}, MaxRunningPerPartition: 100}
+
+// ClaimLimits is the timed part of the stores' BenchmarkClaimLimits:
+// b.N jobs of Queue spread over 50 partition keys are inserted, the
+// queue gets BenchLimits when limited (else no limits), and ClaimFinish
+// drains them. Compare the jobs/s of the two.
+func ClaimLimits(b *testing.B, s core.Store, now time.Time, limited bool) {
+	b.Helper()
+	ctx := context.Background()
+	for done := 0; done < b.N; done += 1000 {
+		ps := Jobs(min(1000, b.N-done), now)
+		for i := range ps {
+			ps[i].PartitionKey = "tenant-" + strconv.Itoa((done+i)%50)
+		}
+		if _, err := s.Insert(ctx, now, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if limited {
+		ql, ok := s.(core.QueueLimiter)
+		if !ok {
+			b.Fatalf("%T is no core.QueueLimiter", s)
+		}
+		if err := ql.SetQueueLimits(ctx, Queue, BenchLimits, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ClaimFinish(b, s, now)
+}
