@@ -2,9 +2,9 @@ package sqlq
 
 import (
 	"context"
-	"sync"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/backlogq/backlog/core"
