@@ -665,7 +665,8 @@ func (l QueueLimits) Validate() error {
 //
 // A queue without limits must cost its claims nothing: stores take the
 // claim path they take for every queue, and consult the limits only
-// when that path claims nothing.
+// when that path claims nothing (or first, for a queue the process found
+// limited at its last claim).
 type QueueLimiter interface {
 	// SetQueueLimits stores the limits of queue (creating its record if
 	// needed, without changing its pause), replacing any it had; zero

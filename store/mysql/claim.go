@@ -110,25 +110,47 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	err := s.retry(ctx, func() (err error) {
 		if s.strategy == core.StrategySkipLocked {
 			err = s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
-				out, err = s.claimSkipLocked(ctx, c, p)
-				if err != nil || len(out) > 0 {
+				hint := s.LimitedHint(p.Queue)
+				if !hint {
+					out, err = s.claimSkipLocked(ctx, c, p)
+					if err != nil || len(out) > 0 {
+						return err
+					}
+				}
+				// Nothing claimed (or the queue had limits at the last
+				// claim): the queue may have limits, which claimDueSQL
+				// leaves to claimLimited.
+				limited, err := s.QueueLimited(ctx, c, p.Queue)
+				if err != nil {
 					return err
 				}
-				// Nothing claimed: the queue may have limits, which
-				// claimDueSQL leaves to claimLimited.
-				if limited, err := s.QueueLimited(ctx, c, p.Queue); err != nil || !limited {
-					return err
+				s.SetLimitedHint(p.Queue, limited)
+				switch {
+				case limited:
+					out, err = s.claimLimited(ctx, c, p)
+				case hint: // limits lifted since
+					out, err = s.claimSkipLocked(ctx, c, p)
 				}
-				out, err = s.claimLimited(ctx, c, p)
 				return err
 			})
 			return err
 		}
-		out, err = s.claimOptimistic(ctx, p)
-		if err != nil || len(out) > 0 {
+		hint := s.LimitedHint(p.Queue)
+		if !hint {
+			out, err = s.claimOptimistic(ctx, p)
+			if err != nil || len(out) > 0 {
+				return err
+			}
+		}
+		limited, err := s.QueueLimited(ctx, s.sdb, p.Queue)
+		if err != nil {
 			return err
 		}
-		if limited, err := s.QueueLimited(ctx, s.sdb, p.Queue); err != nil || !limited {
+		s.SetLimitedHint(p.Queue, limited)
+		if !limited {
+			if hint { // limits lifted since
+				out, err = s.claimOptimistic(ctx, p)
+			}
 			return err
 		}
 		return s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {

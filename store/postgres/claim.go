@@ -19,6 +19,14 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 		return nil, nil
 	}
 	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+	hint := s.LimitedHint(p.Queue)
+	if hint {
+		// Limited at the last claim: ask the record first.
+		out, limited, err := s.claimIfLimited(ctx, p)
+		if err != nil || limited {
+			return out, err
+		}
+	}
 	var out []*core.Job
 	err := s.retry(ctx, func() (err error) {
 		if s.Strategy() == core.StrategySkipLocked {
@@ -31,10 +39,11 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	if err != nil {
 		return nil, err
 	}
-	if len(out) == 0 {
+	if len(out) == 0 && !hint {
 		// Both claim reads pass over queues with limits: those take
 		// claimLimited, asked for only when nothing was claimed.
-		return s.claimIfLimited(ctx, p)
+		out, _, err := s.claimIfLimited(ctx, p)
+		return out, err
 	}
 	sqlq.SortClaimOrder(out)
 	return out, nil
@@ -174,22 +183,28 @@ func claimedSoFar(out []*core.Job, err error) ([]*core.Job, error) {
 }
 
 // claimIfLimited claims from p.Queue under its concurrency limits when its
-// record says it has some (and is not paused); otherwise it returns nothing.
-func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+// record says it has some (and is not paused), and reports whether it
+// did; otherwise it returns nothing. It records what it found as the
+// queue's LimitedHint, so the next claim of a limited queue asks first.
+func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams) ([]*core.Job, bool, error) {
 	var limited bool
 	err := s.retry(ctx, func() (err error) {
 		limited, err = s.QueueLimited(ctx, s.db, p.Queue)
 		return err
 	})
-	if err != nil || !limited {
-		return nil, err
+	if err != nil {
+		return nil, false, err
+	}
+	s.SetLimitedHint(p.Queue, limited)
+	if !limited {
+		return nil, false, nil
 	}
 	var out []*core.Job
 	err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
 		out, err = s.claimLimited(ctx, pgConn{tx}, p)
 		return err
 	})
-	return out, err
+	return out, true, err
 }
 
 // claimLimited is the claim of a queue with concurrency limits, in the
