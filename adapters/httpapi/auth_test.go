@@ -37,6 +37,8 @@ func TestAuthRoles(t *testing.T) {
 			{"POST", "/v1/jobs/" + id + "/cancel", "", 0},
 			{"POST", "/v1/queues/paused/pause", "", 0},
 			{"POST", "/v1/queues/paused/resume", "", 0},
+			{"GET", "/v1/queues/limited/limits", "", roleProducer},
+			{"PUT", "/v1/queues/limited/limits", `{"max_running":3}`, 0},
 			{"GET", "/v1/periodic", "", roleProducer},
 			{"POST", "/v1/periodic/hourly/pause", "", 0},
 			{"POST", "/v1/periodic/hourly/resume", "", 0},

@@ -20,26 +20,28 @@ import (
 // Times are UTC; unset optional fields are omitted. Result is the stored
 // result when it is valid JSON, else a JSON string of its bytes.
 type Job struct {
-	ID          int64               `json:"id"`
-	Queue       string              `json:"queue"`
-	Kind        string              `json:"kind"`
-	Args        json.RawMessage     `json:"args"`
-	Priority    int                 `json:"priority"`
-	State       core.State          `json:"state"`
-	Attempt     int                 `json:"attempt"`
-	MaxAttempts int                 `json:"max_attempts"`
-	RunAt       time.Time           `json:"run_at"`
-	Deadline    time.Time           `json:"deadline,omitzero"`
-	UniqueKey   string              `json:"unique_key,omitempty"`
-	Tags        []string            `json:"tags,omitempty"`
-	Metadata    map[string]string   `json:"metadata,omitempty"`
-	Errors      []core.AttemptError `json:"errors,omitempty"`
-	Result      json.RawMessage     `json:"result,omitempty"`
-	CreatedAt   time.Time           `json:"created_at"`
-	AttemptedAt time.Time           `json:"attempted_at,omitzero"`
-	FinishedAt  time.Time           `json:"finished_at,omitzero"`
-	WorkerID    string              `json:"worker_id,omitempty"`
-	LeaseUntil  time.Time           `json:"lease_until,omitzero"`
+	ID          int64           `json:"id"`
+	Queue       string          `json:"queue"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	Priority    int             `json:"priority"`
+	State       core.State      `json:"state"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	RunAt       time.Time       `json:"run_at"`
+	Deadline    time.Time       `json:"deadline,omitzero"`
+	UniqueKey   string          `json:"unique_key,omitempty"`
+	// PartitionKey groups the job for its queue's per-partition limit.
+	PartitionKey string              `json:"partition_key,omitempty"`
+	Tags         []string            `json:"tags,omitempty"`
+	Metadata     map[string]string   `json:"metadata,omitempty"`
+	Errors       []core.AttemptError `json:"errors,omitempty"`
+	Result       json.RawMessage     `json:"result,omitempty"`
+	CreatedAt    time.Time           `json:"created_at"`
+	AttemptedAt  time.Time           `json:"attempted_at,omitzero"`
+	FinishedAt   time.Time           `json:"finished_at,omitzero"`
+	WorkerID     string              `json:"worker_id,omitempty"`
+	LeaseUntil   time.Time           `json:"lease_until,omitzero"`
 	// LeaseToken is set on jobs returned by a claim only.
 	LeaseToken string `json:"lease_token,omitempty"`
 }
@@ -52,7 +54,7 @@ func toJob(j *core.Job) *Job {
 	out := &Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority, State: j.State,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: utc(j.RunAt), Deadline: utc(j.Deadline),
-		UniqueKey: j.UniqueKey, Tags: j.Tags, Metadata: j.Metadata, Errors: j.Errors,
+		UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata, Errors: j.Errors,
 		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
 		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil),
 	}
@@ -109,10 +111,13 @@ type SubmitRequest struct {
 	// UniqueForSeconds keeps the key held this long after the job
 	// finishes (core.Options.UniqueFor); 0..366 days, default 0 (or
 	// IdempotencyWindow with an Idempotency-Key header).
-	UniqueForSeconds *float64          `json:"unique_for_seconds,omitempty"`
-	Tags             []string          `json:"tags,omitempty"`
-	Deadline         *time.Time        `json:"deadline,omitempty"`
-	Metadata         map[string]string `json:"metadata,omitempty"`
+	UniqueForSeconds *float64 `json:"unique_for_seconds,omitempty"`
+	// PartitionKey puts the job in a partition of its queue (a tenant, a
+	// customer id) for the queue's per-partition limit.
+	PartitionKey string            `json:"partition_key,omitempty"`
+	Tags         []string          `json:"tags,omitempty"`
+	Deadline     *time.Time        `json:"deadline,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
 }
 
 // IdempotencyWindow is how long the key of a submission made with an
@@ -168,7 +173,7 @@ func seconds(field string, v float64) (time.Duration, error) {
 // insertParams validates one submission and builds its insert. prefix
 // names the item in messages ("" or "jobs[3]: ").
 func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, prefix string) (core.InsertParams, error) {
-	opts := core.Options{Queue: req.Queue, UniqueKey: req.UniqueKey, Tags: req.Tags}
+	opts := core.Options{Queue: req.Queue, UniqueKey: req.UniqueKey, PartitionKey: req.PartitionKey, Tags: req.Tags}
 	scope, err := core.ParseUniqueScope(req.UniqueScope)
 	if err != nil {
 		return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.Error())
@@ -635,6 +640,47 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.wake.broadcast()
 	return s.writeQueue(w, r, name)
+}
+
+// QueueLimitsResponse answers GET and PUT /v1/queues/{name}/limits: the
+// queue's cluster-wide concurrency limits as stored (zero fields: none).
+type QueueLimitsResponse struct {
+	Queue  string           `json:"queue"`
+	Limits core.QueueLimits `json:"limits"`
+}
+
+func (s *Server) getQueueLimits(w http.ResponseWriter, r *http.Request) error {
+	name, err := queueName(r)
+	if err != nil {
+		return err
+	}
+	l, err := s.c.QueueLimits(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, QueueLimitsResponse{Queue: name, Limits: l})
+	return nil
+}
+
+// setQueueLimits replaces the queue's limits with the body (a
+// core.QueueLimits; {} lifts them all) and answers them read back.
+func (s *Server) setQueueLimits(w http.ResponseWriter, r *http.Request) error {
+	name, err := queueName(r)
+	if err != nil {
+		return err
+	}
+	var l core.QueueLimits
+	if err := s.decodeBody(w, r, &l, true); err != nil {
+		return err
+	}
+	if err := l.Validate(); err != nil {
+		return newProblem(SlugInvalidRequest, trimInvalid(err.Error()))
+	}
+	if err := s.c.SetQueueLimits(r.Context(), name, l); err != nil {
+		return err
+	}
+	s.wake.broadcast() // raised limits may let waiting jobs run
+	return s.getQueueLimits(w, r)
 }
 
 // writeQueue answers {"queue": <entry>} for name, read back from Stats.

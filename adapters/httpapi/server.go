@@ -196,6 +196,8 @@ var routes = []route{
 	{"GET", "/v1/queues", roleProducer, (*Server).listQueues},
 	{"POST", "/v1/queues/{name}/pause", roleAdmin, (*Server).pauseQueue},
 	{"POST", "/v1/queues/{name}/resume", roleAdmin, (*Server).resumeQueue},
+	{"GET", "/v1/queues/{name}/limits", roleProducer, (*Server).getQueueLimits},
+	{"PUT", "/v1/queues/{name}/limits", roleAdmin, (*Server).setQueueLimits},
 
 	{"GET", "/v1/periodic", roleProducer, (*Server).listPeriodic},
 	{"POST", "/v1/periodic/{name}/pause", roleAdmin, (*Server).pausePeriodic},

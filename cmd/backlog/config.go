@@ -75,6 +75,11 @@ func (fc *fileConfig) periodicJobs() []core.PeriodicJob {
 type fileQueue struct {
 	MaxWorkers int `json:"max_workers"`
 	ClaimAhead int `json:"claim_ahead"`
+	// Limits seed the queue's cluster-wide concurrency limits when the
+	// store has none yet (core.QueueConfig.Limits).
+	MaxRunning             int            `json:"max_running"`
+	MaxRunningPerKind      map[string]int `json:"max_running_per_kind"`
+	MaxRunningPerPartition int            `json:"max_running_per_partition"`
 }
 
 type fileHandler struct {
@@ -223,6 +228,8 @@ type workConfig struct {
 	queues   map[string]int // name → max workers
 	// claimAhead is the file's queues.*.claim_ahead (core.QueueConfig.ClaimAhead).
 	claimAhead map[string]int
+	// limits are the file's queues.*.max_running* (core.QueueConfig.Limits).
+	limits map[string]*core.QueueLimits
 	// periodic is the file's periodic jobs (core.Config.Periodic).
 	periodic []core.PeriodicJob
 	handlers map[string]*handlerConfig
@@ -346,6 +353,16 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 				}
 				wc.claimAhead[name] = q.ClaimAhead
 			}
+			l := core.QueueLimits{MaxRunning: q.MaxRunning, MaxRunningPerKind: q.MaxRunningPerKind, MaxRunningPerPartition: q.MaxRunningPerPartition}
+			if err := l.Validate(); err != nil {
+				return nil, usagef("config: queue %q: %v", name, err)
+			}
+			if !l.IsZero() {
+				if wc.limits == nil {
+					wc.limits = map[string]*core.QueueLimits{}
+				}
+				wc.limits[name] = &l
+			}
 		}
 		for kind, h := range fc.Handlers {
 			if len(h.Command) == 0 {
@@ -394,7 +411,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	}
 	if len(f.queues) > 0 {
 		wc.queues = map[string]int{}
-		wc.claimAhead = nil // the file's queues are replaced
+		wc.claimAhead, wc.limits = nil, nil // the file's queues are replaced
 		for _, q := range f.queues {
 			name, n, err := parseQueueFlag(q)
 			if err != nil {

@@ -28,6 +28,7 @@ type enqueueFlags struct {
 	uniqueKey   string
 	uniqueScope string
 	uniqueFor   time.Duration
+	partition   string
 	maxAttempts int
 	tags        []string
 	meta        []string
@@ -53,7 +54,7 @@ the holder is printed as the duplicate.
 With --from FILE.jsonl (or --from - for stdin) it adds one job per line, in
 batches: each line is a full job object
   {"kind":…, "args":{…}, "queue":…, "priority":…, "run_at":…, "deadline":…,
-   "unique_key":…, "unique_scope":…, "unique_for":…, "max_attempts":…,
+   "unique_key":…, "unique_scope":…, "unique_for":…, "partition_key":…, "max_attempts":…,
    "tags":[…], "metadata":{…}}
 or, when KIND is given on the command line, the args object itself. The
 flags give the defaults for every line. A bad line stops the run: nothing of
@@ -79,6 +80,7 @@ many jobs that was.`,
 	fl.StringVar(&f.uniqueKey, "unique-key", "", "unique key: a live job with the same key makes this a duplicate")
 	fl.StringVar(&f.uniqueScope, "unique-scope", "global", "where the unique key is unique: global, queue or kind")
 	fl.DurationVar(&f.uniqueFor, "unique-for", 0, "keep the unique key held this long after the job finishes (e.g. 24h; at most 366 days)")
+	fl.StringVar(&f.partition, "partition-key", "", "partition key (a tenant, a customer id): the queue's per-partition limit counts running jobs by it")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 0, fmt.Sprintf("attempts before the job is discarded (default %d)", core.DefaultMaxAttempts))
 	fl.StringArrayVar(&f.tags, "tag", nil, "tag (repeatable)")
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata key=value (repeatable)")
@@ -95,12 +97,13 @@ many jobs that was.`,
 // usage errors.
 func (f *enqueueFlags) options(cmd *cobra.Command, now time.Time) (*core.Options, error) {
 	o := &core.Options{
-		Queue:       f.queue,
-		Priority:    f.priority,
-		MaxAttempts: f.maxAttempts,
-		UniqueKey:   f.uniqueKey,
-		UniqueFor:   f.uniqueFor,
-		Tags:        f.tags,
+		Queue:        f.queue,
+		Priority:     f.priority,
+		MaxAttempts:  f.maxAttempts,
+		UniqueKey:    f.uniqueKey,
+		UniqueFor:    f.uniqueFor,
+		PartitionKey: f.partition,
+		Tags:         f.tags,
 	}
 	fl := cmd.Flags()
 	scope, err := core.ParseUniqueScope(f.uniqueScope)
@@ -279,18 +282,19 @@ func (a *app) sealingClient(st core.Store, enc *core.Encryption) (*core.Client, 
 
 // bulkLine is one line of a --from file in full-object form.
 type bulkLine struct {
-	Kind        string            `json:"kind"`
-	Args        json.RawMessage   `json:"args"`
-	Queue       string            `json:"queue"`
-	Priority    *int              `json:"priority"`
-	RunAt       time.Time         `json:"run_at"`
-	Deadline    time.Time         `json:"deadline"`
-	UniqueKey   string            `json:"unique_key"`
-	UniqueScope string            `json:"unique_scope"` // global, queue or kind
-	UniqueFor   string            `json:"unique_for"`   // a Go duration, e.g. "24h"
-	MaxAttempts *int              `json:"max_attempts"`
-	Tags        []string          `json:"tags"`
-	Metadata    map[string]string `json:"metadata"`
+	Kind         string            `json:"kind"`
+	Args         json.RawMessage   `json:"args"`
+	Queue        string            `json:"queue"`
+	Priority     *int              `json:"priority"`
+	RunAt        time.Time         `json:"run_at"`
+	Deadline     time.Time         `json:"deadline"`
+	UniqueKey    string            `json:"unique_key"`
+	UniqueScope  string            `json:"unique_scope"` // global, queue or kind
+	UniqueFor    string            `json:"unique_for"`   // a Go duration, e.g. "24h"
+	PartitionKey string            `json:"partition_key"`
+	MaxAttempts  *int              `json:"max_attempts"`
+	Tags         []string          `json:"tags"`
+	Metadata     map[string]string `json:"metadata"`
 }
 
 // maxLineBytes bounds one line of a --from file: the args limit plus room
@@ -582,6 +586,9 @@ func parseBulkLine(line []byte, kind string, defaults *core.Options) (core.Inser
 			return core.InsertParams{}, fmt.Errorf("unique_for %q is not a duration like \"24h\"", l.UniqueFor)
 		}
 		opts.UniqueFor = d
+	}
+	if l.PartitionKey != "" {
+		opts.PartitionKey = l.PartitionKey
 	}
 	if l.MaxAttempts != nil {
 		if *l.MaxAttempts < 1 {

@@ -29,6 +29,7 @@ type jobView struct {
 	RunAt        time.Time           `json:"run_at"`
 	Deadline     time.Time           `json:"deadline,omitzero"`
 	UniqueKey    string              `json:"unique_key,omitempty"`
+	PartitionKey string              `json:"partition_key,omitempty"`
 	Tags         []string            `json:"tags,omitempty"`
 	Metadata     map[string]string   `json:"metadata,omitempty"`
 	Errors       []core.AttemptError `json:"errors,omitempty"`
@@ -46,7 +47,7 @@ func viewJob(j *core.Job) jobView {
 	v := jobView{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State, Args: j.Args,
 		Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
-		RunAt: j.RunAt, Deadline: j.Deadline, UniqueKey: j.UniqueKey, Tags: j.Tags,
+		RunAt: j.RunAt, Deadline: j.Deadline, UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags,
 		Metadata: j.Metadata, Errors: j.Errors, CreatedAt: j.CreatedAt,
 		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
 		LeaseUntil: j.LeaseUntil,
@@ -241,6 +242,9 @@ func printJob(w io.Writer, j *core.Job) error {
 	kv("run_at", fmtTime(j.RunAt))
 	if !j.Deadline.IsZero() {
 		kv("deadline", fmtTime(j.Deadline))
+	}
+	if j.PartitionKey != "" {
+		kv("partition_key", j.PartitionKey)
 	}
 	if j.UniqueKey != "" {
 		kv("unique_key", j.UniqueKey)

@@ -61,7 +61,7 @@ is paused and how many jobs it has in each state.`,
 			})
 		},
 	}
-	cmd.AddCommand(a.newQueuePauseCmd(true), a.newQueuePauseCmd(false))
+	cmd.AddCommand(a.newQueuePauseCmd(true), a.newQueuePauseCmd(false), a.newQueueLimitsCmd())
 	return cmd
 }
 

@@ -268,7 +268,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 	queues := make(map[string]core.QueueConfig, len(wc.queues))
 	for q, n := range wc.queues {
 		if len(wc.handlers) > 0 { // without handlers this node claims nothing
-			queues[q] = core.QueueConfig{MaxWorkers: n, ClaimAhead: wc.claimAhead[q]}
+			queues[q] = core.QueueConfig{MaxWorkers: n, ClaimAhead: wc.claimAhead[q], Limits: wc.limits[q]}
 		}
 	}
 	ret := core.DefaultRetention
