@@ -168,7 +168,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // READ COMMITTED transaction c, for both strategies: it locks the queue's
 // record (SELECT … FOR UPDATE), so the limited claims of one queue, from
 // every process, run one at a time; counts the queue's running jobs per
-// kind and partition key (running_idx); and takes due jobs in claim order
+// kind and partition key (through lease_idx); and takes due jobs in claim order
 // within the room left (limitedCandidatesSQL, then claimLockedSQL by
 // primary key), leaving out kinds and partitions that are full. Under the
 // queue's lock no other claim of the queue competes for its rows, so the

@@ -211,7 +211,7 @@ func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams) ([]*core
 // transaction c: it locks the queue's record (SELECT … FOR UPDATE), so
 // the limited claims of one queue, from every process, run one at a
 // time; counts the queue's running jobs per kind and partition key
-// (index jobs_running); and takes due jobs in claim order within the room
+// (through jobs_lease); and takes due jobs in claim order within the room
 // left (limitedCandidates, locked with SKIP LOCKED, then limitedClaim),
 // leaving out kinds and partitions that are full. Both strategies take
 // it: under the queue's lock no other claim of the queue competes, and

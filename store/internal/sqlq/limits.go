@@ -26,8 +26,8 @@ import (
 // A claim of a queue whose record says limited locks that record (FOR
 // UPDATE; SQLite's write transaction excludes every other writer already),
 // so the limited claims of one queue run one at a time, counts the queue's
-// running jobs per kind and partition key (an index of running jobs keeps
-// it cheap), and takes due jobs in claim order within the room left
+// running jobs per kind and partition key (through the lease index, which
+// holds running jobs only), and takes due jobs in claim order within the room left
 // (ClaimLimited). It commits before it lets the record go, so the next
 // claim counts what it claimed.
 
@@ -247,9 +247,15 @@ func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string) (*core.
 	}
 	room := core.NewClaimRoom(lim)
 	b = newBuilder(s.d, 1)
-	// state = 'running' spelt literally so the partial index of running
-	// jobs matches (PostgreSQL, SQLite).
-	b.w("SELECT kind, partition_key, COUNT(*) FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue), " AND state = 'running' GROUP BY kind, partition_key")
+	// Read through the lease index: state = 'running' spelt literally so
+	// the partial jobs_lease index matches (PostgreSQL, SQLite), and
+	// lease_until IS NOT NULL, true of every running row (a claim sets
+	// the lease, only outcomes that leave running clear it), for MySQL's
+	// lease_idx. The running jobs are as many as the cluster's workers, so
+	// reading all of them is cheap; an index of its own would cost every
+	// claim and finish of every queue an index entry.
+	b.w("SELECT kind, partition_key, COUNT(*) FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue),
+		" AND state = 'running' AND lease_until IS NOT NULL GROUP BY kind, partition_key")
 	rows, err = c.Query(ctx, b.String(), b.args...)
 	if err != nil {
 		return nil, err
