@@ -230,29 +230,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		if fullParts == nil {
 			fullParts = []string{}
 		}
-		rows, err := c.Query(ctx, s.q.limitedCandidates, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []sqlq.LimitCandidate
-		for rows.Next() {
-			var (
-				lc   sqlq.LimitCandidate
-				part *string
-			)
-			if err := rows.Scan(&lc.ID, &lc.Kind, &part); err != nil {
-				return nil, err
-			}
-			if part != nil {
-				lc.Partition = *part
-			}
-			out = append(out, lc)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return out, rows.Close()
+		return sqlq.ScanLimitCandidates(c.Query(ctx, s.q.limitedCandidates, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n))
 	}
 	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
 		ids := make([]int64, len(cands))

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/backlogq/backlog/core"
@@ -119,28 +118,8 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	}
 	d := dialect{}
 	read := func(fullKinds, fullParts []string, n int) ([]sqlq.LimitCandidate, error) {
-		rows, err := c.Query(ctx, s.sql.limitedCands, p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags),
-			sqlq.TagsArg(fullKinds), sqlq.TagsArg(fullParts), n)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []sqlq.LimitCandidate
-		for rows.Next() {
-			var (
-				lc   sqlq.LimitCandidate
-				part sql.NullString
-			)
-			if err := rows.Scan(&lc.ID, &lc.Kind, &part); err != nil {
-				return nil, err
-			}
-			lc.Partition = part.String
-			out = append(out, lc)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-		return out, rows.Close()
+		return sqlq.ScanLimitCandidates(c.Query(ctx, s.sql.limitedCands, p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags),
+			sqlq.TagsArg(fullKinds), sqlq.TagsArg(fullParts), n))
 	}
 	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
 		args := make([]any, 0, 3+len(cands))

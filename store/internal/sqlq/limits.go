@@ -357,3 +357,29 @@ func (s *Store) SetLimitedHint(queue string, limited bool) {
 		s.limitedSeen.Delete(queue)
 	}
 }
+
+// ScanLimitCandidates reads the rows of a limited claim's candidate read
+// (id, kind, partition_key; NULL = none) and closes them; err is the
+// query's.
+func ScanLimitCandidates(rows Rows, err error) ([]LimitCandidate, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []LimitCandidate
+	for rows.Next() {
+		var (
+			lc   LimitCandidate
+			part sql.NullString
+		)
+		if err := rows.Scan(&lc.ID, &lc.Kind, &part); err != nil {
+			return nil, err
+		}
+		lc.Partition = part.String
+		out = append(out, lc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
