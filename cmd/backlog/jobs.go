@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,14 +174,41 @@ type actionResult struct {
 	Job   *jobView `json:"job,omitempty"`
 }
 
+// maxBulkJobs bounds the jobs one filtered bulk action touches.
+const maxBulkJobs = 100000
+
 func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
-	return &cobra.Command{
-		Use:     name + " ID...",
-		Short:   short,
-		Example: fmt.Sprintf("  backlog jobs %s 42 43 44", name),
-		Args:    argsAtLeast(1),
+	var (
+		f      jobFilter
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   name + " ID... | " + name + " --queue Q --state S --kind K [--dry-run]",
+		Short: short,
+		Long: short + `, by id, or every job matching a filter (--queue, --state, --kind;
+at least one, combined with AND; at most ` + strconv.Itoa(maxBulkJobs) + ` jobs, --limit fewer). The
+filter is read first, in id order, then the action is applied job by job;
+--dry-run only counts and lists what it would touch.`,
+		Example: fmt.Sprintf("  backlog jobs %s 42 43 44\n  backlog jobs %s --queue mail --state discarded --kind email --dry-run", name, name),
+		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, err := parseIDs(args)
+			filtered := f.queue != "" || len(f.states) > 0 || f.kind != ""
+			switch {
+			case len(args) == 0 && !filtered:
+				return usagef("give job ids, or a filter (--queue, --state, --kind)")
+			case len(args) > 0 && filtered:
+				return usagef("give job ids or a filter, not both")
+			case dryRun && !filtered:
+				return usagef("--dry-run goes with a filter")
+			}
+			var ids []int64
+			if len(args) > 0 {
+				var err error
+				if ids, err = parseIDs(args); err != nil {
+					return err
+				}
+			}
+			p, err := f.params()
 			if err != nil {
 				return err
 			}
@@ -190,7 +218,25 @@ func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var results []actionResult
+				if filtered {
+					if ids, err = matchingIDs(ctx, st, p); err != nil {
+						return err
+					}
+					if dryRun {
+						if a.jsonOutput() {
+							return writeJSON(a.env.stdout, map[string]any{"action": name, "matching": len(ids), "ids": ids})
+						}
+						fmt.Fprintf(a.env.stdout, "%d jobs match; %s would be applied to each (dry run, nothing changed)\n", len(ids), name)
+						return nil
+					}
+					if len(ids) == 0 {
+						if !a.jsonOutput() {
+							fmt.Fprintln(a.env.stdout, "no job matches")
+							return nil
+						}
+					}
+				}
+				results := []actionResult{}
 				failed := 0
 				for _, id := range ids {
 					j, err := jobAction(ctx, cl, name, id)
@@ -239,6 +285,57 @@ func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
 			})
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.queue, "queue", "", "filter: jobs of this queue")
+	fl.StringSliceVar(&f.states, "state", nil, "filter: jobs in these states (repeatable or comma-separated)")
+	fl.StringVar(&f.kind, "kind", "", "filter: jobs of this kind")
+	fl.IntVar(&f.limit, "limit", maxBulkJobs, "filter: at most this many jobs")
+	fl.BoolVar(&dryRun, "dry-run", false, "count and list the matching jobs, change nothing")
+	return cmd
+}
+
+// jobFilter is the filter of a bulk action.
+type jobFilter struct {
+	queue, kind string
+	states      []string
+	limit       int
+}
+
+func (f jobFilter) params() (core.ListParams, error) {
+	p := core.ListParams{Queue: f.queue, Kind: f.kind, Limit: f.limit}
+	if f.limit < 1 || f.limit > maxBulkJobs {
+		return p, usagef("--limit must be 1..%d", maxBulkJobs)
+	}
+	for _, st := range f.states {
+		s := core.State(strings.TrimSpace(st))
+		if !slices.Contains(core.AllStates, s) {
+			return p, usagef("--state %q is not one of %s", st, stateNames())
+		}
+		p.States = append(p.States, s)
+	}
+	return p, nil
+}
+
+// matchingIDs pages through the jobs matching p in id order, up to
+// p.Limit ids.
+func matchingIDs(ctx context.Context, st core.Store, p core.ListParams) ([]int64, error) {
+	want := p.Limit
+	var ids []int64
+	for len(ids) < want {
+		p.Limit = min(500, want-len(ids))
+		jobs, err := st.List(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		if len(jobs) < p.Limit {
+			break
+		}
+		p.AfterID = jobs[len(jobs)-1].ID
+	}
+	return ids, nil
 }
 
 // jobAction applies cancel, retry or delete to one id. On an invalid-state
