@@ -180,7 +180,9 @@ type Store interface {
 
 	// List returns jobs matching p, ordered by id (ascending, or descending
 	// when p.Desc), starting after p.AfterID when it is non-zero (keyset
-	// paging: pass the last id of a page to get the next).
+	// paging: pass the last id of a page to get the next). The filters
+	// mean what ListParams.Matches says; an invalid p.ArgsContains returns
+	// an error wrapping ErrInvalidFilter.
 	List(ctx context.Context, p ListParams) ([]*Job, error)
 
 	// Stats returns, for every queue that has jobs or a persisted pause,
@@ -332,9 +334,17 @@ type ListParams struct {
 	// WorkerID keeps jobs whose WorkerID is this worker (with States
 	// {running}: the jobs the store says it holds).
 	WorkerID string
-	AfterID  int64 // keyset cursor: ids after this one (below it when Desc)
-	Desc     bool  // newest first
-	Limit    int
+	// ArgsContains, when set, keeps jobs whose args contain this JSON
+	// object: every scalar it names is at the same path of the args with
+	// an equal value (PostgreSQL's jsonb containment, args @> pattern,
+	// for patterns without arrays; see ParseArgsPattern for what is
+	// refused, with an error wrapping ErrInvalidFilter). Jobs whose args
+	// are sealed (Config.Encryption) never match: the store does not hold
+	// their plaintext. {} keeps every job.
+	ArgsContains []byte
+	AfterID      int64 // keyset cursor: ids after this one (below it when Desc)
+	Desc         bool  // newest first
+	Limit        int
 }
 
 // QueueStats is one queue's job count per state and its pause flag.

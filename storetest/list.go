@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +13,7 @@ import (
 var listTests = []test{
 	{"list/filters-by-queue-state-and-kind", testListFilters},
 	{"list/filters-by-worker", testListByWorker},
+	{"list/args-contains", testListArgsContains},
 	{"list/pages-forward-by-id", testListForward},
 	{"list/pages-backward-by-id", testListBackward},
 	{"list/default-limit-is-100", testListDefaultLimit},
@@ -79,7 +82,80 @@ func testListByWorker(e *env) {
 }
 
 func describeList(p core.ListParams) string {
-	return fmt.Sprintf("Queue %q, States %v, Kind %q, AfterID %d, Desc %v, Limit %d", p.Queue, p.States, p.Kind, p.AfterID, p.Desc, p.Limit)
+	s := fmt.Sprintf("Queue %q, States %v, Kind %q, AfterID %d, Desc %v, Limit %d", p.Queue, p.States, p.Kind, p.AfterID, p.Desc, p.Limit)
+	if p.ArgsContains != nil {
+		s += fmt.Sprintf(", ArgsContains %s", p.ArgsContains)
+	}
+	return s
+}
+
+// testListArgsContains: ListParams.ArgsContains keeps the jobs whose args
+// contain the pattern (jsonb containment without arrays, see
+// core.ParseArgsPattern), combines with the other filters and paging, and
+// never matches sealed args.
+func testListArgsContains(e *env) {
+	ins := func(args string) int64 {
+		e.Helper()
+		p := e.job("q", "k")
+		p.Args = json.RawMessage(args)
+		return e.insertOne(p).ID
+	}
+	a := ins(`{"customer":42,"plan":"pro","flags":{"beta":true,"region":"eu"},"note":null}`)
+	b := ins(`{"customer":42.0,"plan":"free","flags":{"beta":false}}`)
+	c := ins(`{"customer":"42","plan":"pro","tags":["pro","x"]}`)
+	d := ins(`{"customer":[42],"plan":["pro"],"flags":{"beta":[true]}}`)
+	f := ins(`{"Customer":42,"plan":"Pro","flags":"beta"}`)
+	g := ins(`[{"customer":42}]`)
+	h := ins(`{"plan":"pr\u00f6 \"x\"","nested":{"deep":{"deeper":{"n":-1.5e3}}}}`)
+	// A sealed envelope (core.Keyring): its kid and ct must not be found.
+	sealed := ins(`{"backlog_enc":1,"kid":"k1","ct":"AAAA"}`)
+	other := e.job("other", "k")
+	other.Args = json.RawMessage(`{"customer":42}`)
+	o := e.insertOne(other).ID
+	_ = g
+
+	cases := []struct {
+		pattern string
+		want    []int64
+	}{
+		{`{"customer":42}`, []int64{a, b, o}},
+		{`{"customer":42.00}`, []int64{a, b, o}},
+		{`{"customer":"42"}`, []int64{c}},
+		{`{"plan":"pro"}`, []int64{a, c}},
+		{`{"plan":"pro","customer":42}`, []int64{a}},
+		{`{"flags":{"beta":true}}`, []int64{a}},
+		{`{"flags":{"beta":false}}`, []int64{b}},
+		{`{"flags":{"region":"eu","beta":true}}`, []int64{a}},
+		{`{"note":null}`, []int64{a}},
+		{`{"missing":null}`, nil},
+		{`{"plan":"prö \"x\""}`, []int64{h}},
+		{`{"nested":{"deep":{"deeper":{"n":-1500}}}}`, []int64{h}},
+		{`{"kid":"k1"}`, nil},
+		{`{"ct":"AAAA","kid":"k1"}`, nil},
+		{`{}`, []int64{a, b, c, d, f, g, h, sealed, o}},
+	}
+	for _, cs := range cases {
+		p := core.ListParams{ArgsContains: []byte(cs.pattern)}
+		if got := ids(e.list(p)); !slices.Equal(got, cs.want) {
+			e.Errorf("List(ArgsContains %s) returned ids %v; want %v (a scalar equals only a scalar of the same type and value at the same path, numbers by value, never inside an array; sealed args never match; {} matches everything)", cs.pattern, got, cs.want)
+		}
+	}
+	// With the other filters, and paged.
+	if got := ids(e.list(core.ListParams{Queue: "q", ArgsContains: []byte(`{"customer":42}`)})); !slices.Equal(got, []int64{a, b}) {
+		e.Errorf("List(Queue \"q\", ArgsContains {\"customer\":42}) returned %v; want %v (filters combine with AND)", got, []int64{a, b})
+	}
+	if got := pageAll(e, core.ListParams{ArgsContains: []byte(`{"customer":42}`), Limit: 1}); !slices.Equal(got, []int64{a, b, o}) {
+		e.Errorf("paging List(ArgsContains {\"customer\":42}) with Limit 1 returned %v; want %v", got, []int64{a, b, o})
+	}
+	if got := ids(e.list(core.ListParams{ArgsContains: []byte(`{"customer":42}`), Desc: true, AfterID: o})); !slices.Equal(got, []int64{b, a}) {
+		e.Errorf("List(ArgsContains {\"customer\":42}, Desc, AfterID %d) returned %v; want %v", o, got, []int64{b, a})
+	}
+	// Patterns no store can answer alike are refused, with ErrInvalidFilter.
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":[1]}`, `{"a":{}}`, `{"backlog_enc":1}`, `{"a\"b":1}`, `{`} {
+		if _, err := e.s.List(e.ctx, core.ListParams{ArgsContains: []byte(bad)}); !errors.Is(err, core.ErrInvalidFilter) {
+			e.Errorf("List(ArgsContains %s) returned error %v; want one wrapping core.ErrInvalidFilter (core.ParseArgsPattern refuses it)", bad, err)
+		}
+	}
 }
 
 // pageAll walks every page of p and returns the ids in the order seen.

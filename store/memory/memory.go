@@ -538,7 +538,8 @@ func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
 	return clone(j), nil
 }
 
-// List implements core.Store: jobs matching the filters of p, by id
+// List implements core.Store: jobs matching the filters of p
+// (core.ListParams.Matches, args searched in Go), by id
 // ascending (descending when p.Desc), after p.AfterID when it is set, at
 // most p.Limit (100 when zero).
 func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
@@ -551,6 +552,12 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	if limit <= 0 {
 		limit = 100
 	}
+	leaves, err := core.ParseArgsPattern(p.ArgsContains)
+	if err != nil {
+		return nil, err
+	}
+	filter := p
+	filter.ArgsContains = nil
 	order := byID
 	if p.Desc {
 		order = func(a, b *core.Job) int { return byID(b, a) }
@@ -565,7 +572,7 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 			p.AfterID != 0 && p.Desc && j.ID >= p.AfterID:
 			return false
 		}
-		return true
+		return filter.Matches(j) && core.ArgsMatch(j.Args, leaves)
 	})
 	out := make([]*core.Job, len(found))
 	for i, j := range found {

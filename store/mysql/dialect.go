@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -160,4 +161,29 @@ func transient(err error) bool {
 func (dialect) UniqueViolation(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == errDupEntry
+}
+
+// ArgsContain tests each leaf at its path: a string by its type and its
+// unquoted bytes, other scalars with JSON_CONTAINS (numbers by value),
+// refusing an array there
+// (JSON_CONTAINS would look inside it, PostgreSQL's containment does not);
+// sealed args (a top-level "backlog_enc" key) never match. The same text
+// runs on MySQL and MariaDB.
+func (dialect) ArgsContain(col string, _ []byte, leaves []core.ArgsLeaf, arg func(v any, t sqlq.Type) string) string {
+	var b strings.Builder
+	b.WriteString("(JSON_EXTRACT(" + col + ", '$.backlog_enc') IS NULL")
+	for _, l := range leaves {
+		path := l.JSONPath()
+		if l.Type() == "string" {
+			// JSON_CONTAINS compares MariaDB's stored text with its
+			// escapes ("\u00f6"); JSON_UNQUOTE decodes them.
+			b.WriteString(" AND JSON_TYPE(JSON_EXTRACT(" + col + ", " + arg(path, sqlq.TypeText) + ")) = 'STRING'")
+			b.WriteString(" AND CAST(JSON_UNQUOTE(JSON_EXTRACT(" + col + ", " + arg(path, sqlq.TypeText) + ")) AS BINARY) = CAST(" + arg(l.String(), sqlq.TypeText) + " AS BINARY)")
+			continue
+		}
+		b.WriteString(" AND JSON_CONTAINS(" + col + ", " + arg(string(l.Value), sqlq.TypeText) + ", " + arg(path, sqlq.TypeText) + ")")
+		b.WriteString(" AND JSON_TYPE(JSON_EXTRACT(" + col + ", " + arg(path, sqlq.TypeText) + ")) <> 'ARRAY'")
+	}
+	b.WriteString(")")
+	return b.String()
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 
+	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -80,4 +81,10 @@ func transient(err error) bool {
 		return false
 	}
 	return pgconn.SafeToRetry(err)
+}
+
+// ArgsContain is jsonb containment, which a GIN index on args could serve;
+// sealed args (a top-level "backlog_enc" key) never match.
+func (dialect) ArgsContain(col string, pattern []byte, _ []core.ArgsLeaf, arg func(v any, t sqlq.Type) string) string {
+	return "(" + col + " @> " + arg(string(pattern), sqlq.TypeJSON) + " AND " + col + " -> 'backlog_enc' IS NULL)"
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backlogq/backlog/core"
 )
 
 // Type names the kind of value a bind parameter carries, for dialects that
@@ -128,6 +130,17 @@ type Dialect interface {
 
 	// UniqueViolation reports whether err is a unique-index violation.
 	UniqueViolation(err error) bool
+
+	// ArgsContain returns a condition, for List's WHERE clause, that
+	// holds when the JSON column col contains the args search pattern
+	// (core.ListParams.ArgsContains: pattern as given, leaves as
+	// core.ParseArgsPattern returned them, at least one) and is not
+	// sealed (no top-level "backlog_enc" key). arg binds a value and
+	// returns its placeholder, cast to t where the dialect casts. Standard
+	// uses SQLite's json_type and json_extract, one test per leaf;
+	// Postgres uses jsonb containment (col @> pattern), MySQL JSON_CONTAINS
+	// per leaf.
+	ArgsContain(col string, pattern []byte, leaves []core.ArgsLeaf, arg func(v any, t Type) string) string
 }
 
 // Standard implements every Dialect hook in the form SQLite and Postgres
@@ -230,6 +243,28 @@ func (Standard) Transient(error) bool { return false }
 
 // UniqueViolation reports false.
 func (Standard) UniqueViolation(error) bool { return false }
+
+// ArgsContain tests each leaf with SQLite's json_type (the value's type:
+// 'text', 'integer' or 'real', 'true', 'false', 'null') and, for strings
+// and numbers, json_extract (its value): a missing path, an array or an
+// object where a scalar is wanted has another type or none.
+func (Standard) ArgsContain(col string, _ []byte, leaves []core.ArgsLeaf, arg func(v any, t Type) string) string {
+	var b strings.Builder
+	b.WriteString("(json_type(" + col + ", '$.backlog_enc') IS NULL")
+	for _, l := range leaves {
+		path := l.JSONPath()
+		switch l.Type() {
+		case "string":
+			b.WriteString(" AND json_type(" + col + ", " + arg(path, TypeText) + ") = 'text' AND json_extract(" + col + ", " + arg(path, TypeText) + ") = " + arg(l.String(), TypeText))
+		case "number":
+			b.WriteString(" AND json_type(" + col + ", " + arg(path, TypeText) + ") IN ('integer','real') AND json_extract(" + col + ", " + arg(path, TypeText) + ") = " + arg(l.Number(), TypeText))
+		default: // true, false, null: the type says it all
+			b.WriteString(" AND json_type(" + col + ", " + arg(path, TypeText) + ") = '" + l.Type() + "'")
+		}
+	}
+	b.WriteString(")")
+	return b.String()
+}
 
 // Dollar is a Placeholder implementation for "$n" dialects (Postgres).
 func Dollar(n int) string { return "$" + strconv.Itoa(n) }

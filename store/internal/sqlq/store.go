@@ -281,7 +281,11 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	if limit <= 0 {
 		limit = 100
 	}
-	b := newBuilder(s.d, 4+len(p.States))
+	leaves, err := core.ParseArgsPattern(p.ArgsContains)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder(s.d, 4+len(p.States)+3*len(leaves))
 	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE 1=1")
 	if p.Queue != "" {
 		b.w(" AND queue = ", b.arg(p.Queue))
@@ -302,6 +306,9 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 		}
 		b.w(")")
 	}
+	if len(leaves) > 0 {
+		b.w(" AND ", s.d.ArgsContain("args", p.ArgsContains, leaves, b.argT))
+	}
 	if p.AfterID != 0 {
 		if p.Desc {
 			b.w(" AND id < ", b.arg(p.AfterID))
@@ -316,7 +323,7 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	}
 	b.w(" LIMIT ", b.arg(limit))
 	var out []*core.Job
-	err := s.retry(ctx, func() (err error) {
+	err = s.retry(ctx, func() (err error) {
 		out, err = ScanJobs(s.db.Query(ctx, b.String(), b.args...))
 		return err
 	})
