@@ -45,6 +45,10 @@ type Client struct {
 	execs     sync.WaitGroup // executions
 	completer *completer
 	startedAt time.Time
+	// history counts this node's completions and failed attempts for the
+	// store's queue history; nil when the store is not a QueueHistory or
+	// maintenance is off (see maintainHistory).
+	history *history
 }
 
 // NewClient returns a client over store. It validates cfg and fills its
@@ -73,6 +77,9 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	}
 	for name, q := range c.Queues {
 		cl.producers[name] = newProducer(cl, name, q)
+	}
+	if qh, ok := store.(QueueHistory); ok && c.MaintenanceInterval > 0 {
+		cl.history = newHistory(qh)
 	}
 	if cl.periodic, err = validatePeriodic(c.Periodic, cl.limits()); err != nil {
 		return nil, err
@@ -454,6 +461,9 @@ func (c *Client) cancelLocal(id int64) {
 var errJobCancelled = errors.New("backlog: job cancelled")
 
 func (c *Client) emit(e Event) {
+	if c.history != nil {
+		c.history.observe(e, c.clock.Now())
+	}
 	for _, o := range c.cfg.Observers {
 		o.Observe(e)
 	}

@@ -37,7 +37,8 @@ func jitter(d time.Duration) time.Duration {
 // pending jobs past their deadline, prune finished jobs past their
 // retention, have a store that is a Vacuumer reclaim dead rows when
 // enough have accumulated, hand back dead workers' jobs and remove their
-// records.
+// records, and write this node's part of the queue history (see
+// QueueHistory).
 // Started clients run it every MaintenanceInterval; tests and tools may
 // call it directly. Errors are logged and reported to observers, never
 // returned: the next round retries.
@@ -96,6 +97,7 @@ func (c *Client) Maintain(ctx context.Context) {
 		}
 	}
 	c.buryDeadWorkers(ctx, now)
+	c.maintainHistory(ctx, now)
 }
 
 // buryDeadWorkers hands back the jobs of workers declared dead and then

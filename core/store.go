@@ -16,7 +16,8 @@ import (
 //
 // The model follows database/sql/driver: a required interface (this one),
 // optional capability interfaces discovered by type assertion (TxInserter,
-// Notifier, TxCompleter, Migrator, Settings, SealedRewriter, QueueLimiter), and sentinel errors compared with
+// Notifier, TxCompleter, Migrator, Settings, SealedRewriter, QueueLimiter,
+// QueueHistory), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
 // ErrInvalidState).
 //
@@ -554,6 +555,187 @@ type SealedRewriter interface {
 // Maintain calls Vacuum once per round on every node, after pruning.
 // Vacuum decides cheaply whether enough has accumulated (by the store's
 // own measure and thresholds) and, if so, reclaims it; it returns how
+// QueueHistory is the optional capability of stores that keep, in the
+// database, what happened to every queue minute by minute: how many jobs
+// completed and how many attempts failed (counted by every node and
+// added up), and how many jobs were waiting and for how long (sampled by
+// any node). Every node and server reading one database sees the same
+// history and the same totals, whatever node did the work, which is what
+// the dashboard's charts and the cluster counters of /metrics read.
+// Every built-in store implements it; the engine records nothing, and
+// the charts stay empty, on a store that does not.
+//
+// # Buckets
+//
+// A bucket is one queue's minute: the minute containing a sample's At, in
+// UTC (At.UTC().Truncate(time.Minute)). Its counts are sums: every sample
+// adds its Completed and Failed to its bucket (an additive upsert on
+// SQL databases, count = count + excluded.count, never "read, then
+// write"), so the counts of any number of nodes and handles writing at
+// once add up exactly. Its gauge (Depth and OldestAge) is the one of the
+// sample with the latest At among those that carry one (Gauge true);
+// of samples with the same At, the one written last. A sample without
+// a gauge leaves the bucket's gauge as it is.
+//
+// # Totals
+//
+// Every sample also adds its counts to its queue's totals, kept apart
+// from the buckets and never pruned: they only grow, so they serve as
+// counters (Prometheus' rate() and increase() work across nodes and
+// restarts).
+//
+// # Retention
+//
+// The store keeps buckets until PruneQueueHistory deletes them; the
+// engine's maintenance prunes what is older than HistoryRetention (24 h)
+// on every node.
+type QueueHistory interface {
+	// AddQueueHistory records samples (see Buckets and Totals) in one
+	// transaction: all of them take effect or none. Samples of one bucket
+	// may repeat within a call; they add up as if written one by one in
+	// input order. It returns an error, storing nothing, when
+	// CheckQueueSamples refuses a sample.
+	AddQueueHistory(ctx context.Context, samples []QueueSample) error
+
+	// QueueHistory returns the buckets of queue (every queue when queue
+	// is "") whose minute is at or after since truncated to the minute,
+	// ordered by queue, then minute. Minutes with no sample have no
+	// bucket.
+	QueueHistory(ctx context.Context, queue string, since time.Time) ([]QueueBucket, error)
+
+	// QueueTotals returns the totals of every queue that ever had a
+	// sample, ordered by queue.
+	QueueTotals(ctx context.Context) ([]QueueTotals, error)
+
+	// DueJobs counts, for every queue with due jobs at now (state
+	// scheduled, available or retryable, RunAt at or before now: the
+	// jobs a claim could take if the queue had room), how many there
+	// are and the earliest RunAt among them, ordered by queue. It is the
+	// source of the gauges the engine samples; it reads pending jobs only
+	// (the claim index on SQL databases), never finished ones.
+	DueJobs(ctx context.Context, now time.Time) ([]QueueDue, error)
+
+	// PruneQueueHistory deletes up to limit (≥ 1) buckets whose minute is
+	// before `before` and returns how many; callers loop while the count
+	// equals limit. Totals are not touched.
+	PruneQueueHistory(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// QueueSample is what one node adds to one queue's history (see
+// QueueHistory).
+type QueueSample struct {
+	Queue string
+	// At places the sample in its bucket (the minute containing At, UTC)
+	// and, when Gauge is set, orders its gauge against other samples'.
+	At time.Time
+	// Completed and Failed are added to the bucket and the totals (≥ 0):
+	// jobs completed, and attempts that failed (retried, or discarded
+	// other than as worker_lost; see FailedAttempt).
+	Completed, Failed int64
+	// Gauge says Depth and OldestAge hold a sample of the queue at At.
+	Gauge bool
+	// Depth is the number of due jobs (QueueDue.Count) at At, ≥ 0.
+	Depth int64
+	// OldestAge is how long the oldest due job had been due at At (At
+	// minus QueueDue.OldestRunAt; 0 without due jobs), ≥ 0. Stores keep
+	// it to the millisecond at least.
+	OldestAge time.Duration
+}
+
+// QueueBucket is one queue's minute of history.
+type QueueBucket struct {
+	Queue             string
+	Minute            time.Time // start of the minute, UTC
+	Completed, Failed int64     // sums of the samples of the minute
+	// Gauge says the bucket holds a gauge; Depth, OldestAge and GaugeAt
+	// (the At of the sample it came from, UTC) are zero when it does not.
+	Gauge     bool
+	Depth     int64
+	OldestAge time.Duration
+	GaugeAt   time.Time
+}
+
+// QueueTotals are the counts one queue's samples ever added.
+type QueueTotals struct {
+	Queue             string
+	Completed, Failed int64
+}
+
+// QueueDue is one queue's due jobs at an instant (QueueHistory.DueJobs).
+type QueueDue struct {
+	Queue       string
+	Count       int64
+	OldestRunAt time.Time // earliest RunAt among them, UTC
+}
+
+// HistoryMinute returns the bucket of t: its minute in UTC.
+func HistoryMinute(t time.Time) time.Time { return t.UTC().Truncate(time.Minute) }
+
+// CheckQueueSamples returns an error wrapping ErrInvalidJob, naming the
+// sample, when one has an invalid queue name (ValidateQueueName), a zero
+// At, negative counts, or a negative gauge. Stores call it before
+// touching the database.
+func CheckQueueSamples(samples []QueueSample) error {
+	for i, s := range samples {
+		if err := ValidateQueueName(s.Queue); err != nil {
+			return fmt.Errorf("queue sample %d: %w", i, err)
+		}
+		switch {
+		case s.At.IsZero():
+			return invalid("queue sample %d (%s): At is zero", i, s.Queue)
+		case s.Completed < 0 || s.Failed < 0:
+			return invalid("queue sample %d (%s): counts must not be negative (completed %d, failed %d)", i, s.Queue, s.Completed, s.Failed)
+		case s.Depth < 0 || s.OldestAge < 0:
+			return invalid("queue sample %d (%s): gauges must not be negative (depth %d, oldest age %s)", i, s.Queue, s.Depth, s.OldestAge)
+		}
+	}
+	return nil
+}
+
+// MergeQueueSamples returns one sample per bucket of samples, ordered by
+// queue, then minute, with At truncated to its minute unless the sample
+// carries a gauge: counts summed, and the gauge of the latest At (of
+// equal ones, the last in input order). A store writes the result as
+// the samples' effect (and in that order, so concurrent writers lock
+// buckets in one order). Samples must have passed CheckQueueSamples.
+func MergeQueueSamples(samples []QueueSample) []QueueSample {
+	type key struct {
+		queue  string
+		minute int64
+	}
+	idx := map[key]int{}
+	var out []QueueSample
+	for _, s := range samples {
+		s.At = UTC(s.At)
+		k := key{s.Queue, HistoryMinute(s.At).Unix()}
+		i, ok := idx[k]
+		if !ok {
+			if !s.Gauge {
+				s.At, s.Depth, s.OldestAge = HistoryMinute(s.At), 0, 0
+			}
+			idx[k] = len(out)
+			out = append(out, s)
+			continue
+		}
+		m := &out[i]
+		m.Completed += s.Completed
+		m.Failed += s.Failed
+		if s.Gauge && (!m.Gauge || !s.At.Before(m.At)) {
+			m.Gauge, m.At, m.Depth, m.OldestAge = true, s.At, s.Depth, s.OldestAge
+		}
+	}
+	slices.SortFunc(out, func(a, b QueueSample) int {
+		if a.Queue != b.Queue {
+			if a.Queue < b.Queue {
+				return -1
+			}
+			return 1
+		}
+		return HistoryMinute(a.At).Compare(HistoryMinute(b.At))
+	})
+	return out
+}
+
 // many dead rows there were when it did (0 when it did nothing). It must
 // not block claims, inserts or finishes while it runs, must not run twice
 // at once for one table (a node finding one under way does nothing), and

@@ -86,6 +86,7 @@ func allTests() []test {
 		vacuumTests,
 		routingTests,
 		limitsTests,
+		historyTests,
 		deadWorkerTests,
 		notifyTests,
 		semanticsTests,

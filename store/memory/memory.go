@@ -95,6 +95,9 @@ type Store struct {
 
 	// listeners are the channels of live Listen calls.
 	listeners map[chan core.Notification]struct{}
+
+	// history holds the queue history (core.QueueHistory, history.go).
+	history queueHistory
 }
 
 // Compile-time checks of the interfaces Store implements.

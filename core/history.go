@@ -1,0 +1,235 @@
+package core
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// HistoryRetention is how long queue history is kept: every maintenance
+// round deletes the buckets (see QueueHistory) whose minute is older.
+const HistoryRetention = 24 * time.Hour
+
+// HistoryGaugeEvery is the least time between two gauge samples (due jobs
+// and the oldest one's age per queue, read with QueueHistory.DueJobs) of
+// one node. Every node samples at this pace, so a bucket's gauge is the
+// latest sample of its minute, from whichever node took it.
+const HistoryGaugeEvery = 15 * time.Second
+
+// historyFlushTimeout bounds the last write of queue history when a
+// client stops.
+const historyFlushTimeout = 5 * time.Second
+
+// FailedAttempt reports whether e reports an attempt that failed: a
+// retry (EventJobRetried) or a discard other than of a job whose worker
+// was lost (EventJobDiscarded with a Reason other than ReasonWorkerLost:
+// no attempt reported a failure then). It is what the failed counts of
+// the queue history and of backlog_jobs_failed_total count.
+func FailedAttempt(e Event) bool {
+	switch e.Kind {
+	case EventJobRetried:
+		return true
+	case EventJobDiscarded:
+		return e.Reason != ReasonWorkerLost
+	}
+	return false
+}
+
+// historyKey is one queue's minute (Unix seconds of its start).
+type historyKey struct {
+	queue  string
+	minute int64
+}
+
+// historyCounts are the completions and failed attempts counted in one
+// bucket and not yet written.
+type historyCounts struct{ completed, failed int64 }
+
+// history is a node's part of the queue history (QueueHistory): the
+// counts of the events its client reported since the last write, per
+// queue and minute, and when it last sampled the gauges. It is safe for
+// concurrent use.
+type history struct {
+	st QueueHistory
+
+	mu      sync.Mutex
+	pending map[historyKey]historyCounts
+
+	// write serialises writes (maintenance rounds, the last write at
+	// Stop), so counts handed back by a failed write are never written
+	// twice.
+	write sync.Mutex
+	// gaugedAt is when this node last wrote gauges; gauged the queues it
+	// wrote a non-zero depth for then, which get a zero once they have
+	// no due job. Both are guarded by write.
+	gaugedAt time.Time
+	gauged   map[string]bool
+}
+
+func newHistory(st QueueHistory) *history {
+	return &history{st: st, pending: map[historyKey]historyCounts{}, gauged: map[string]bool{}}
+}
+
+// observe counts e when it is a completion or a failed attempt, in the
+// minute of e.At (now when e.At is zero).
+func (h *history) observe(e Event, now time.Time) {
+	failed := FailedAttempt(e)
+	if e.Kind != EventJobCompleted && !failed {
+		return
+	}
+	queue := e.Queue
+	if e.Job != nil {
+		queue = e.Job.Queue
+	}
+	if queue == "" {
+		return
+	}
+	at := e.At
+	if at.IsZero() {
+		at = now
+	}
+	k := historyKey{queue, HistoryMinute(at).Unix()}
+	h.mu.Lock()
+	c := h.pending[k]
+	if failed {
+		c.failed++
+	} else {
+		c.completed++
+	}
+	h.pending[k] = c
+	h.mu.Unlock()
+}
+
+// take empties the pending counts and returns them.
+func (h *history) take() map[historyKey]historyCounts {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.pending) == 0 {
+		return nil
+	}
+	out := h.pending
+	h.pending = map[historyKey]historyCounts{}
+	return out
+}
+
+// giveBack returns counts a failed write did not store, to be written
+// with the next ones.
+func (h *history) giveBack(counts map[historyKey]historyCounts) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, c := range counts {
+		p := h.pending[k]
+		p.completed += c.completed
+		p.failed += c.failed
+		h.pending[k] = p
+	}
+}
+
+// record writes the pending counts and, when gauge is set, a gauge
+// sample of every queue with due jobs at now (and a zero for the queues
+// whose depth this node last wrote as non-zero, and for the queues
+// counted in the minute of now), in one AddQueueHistory. Counts it
+// could not write are kept for the next call: none is lost or written
+// twice. It reports what failed, and "" when nothing did.
+func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string, error) {
+	h.write.Lock()
+	defer h.write.Unlock()
+	counts := h.take()
+	var samples []QueueSample
+	for _, k := range slices.SortedFunc(maps.Keys(counts), func(a, b historyKey) int {
+		if a.queue != b.queue {
+			if a.queue < b.queue {
+				return -1
+			}
+			return 1
+		}
+		return int(a.minute - b.minute)
+	}) {
+		c := counts[k]
+		samples = append(samples, QueueSample{Queue: k.queue, At: time.Unix(k.minute, 0).UTC(), Completed: c.completed, Failed: c.failed})
+	}
+	var gauged map[string]bool
+	if gauge {
+		due, err := h.st.DueJobs(ctx, now)
+		if err != nil {
+			h.giveBack(counts)
+			return "read due jobs for the queue history", err
+		}
+		gauged = map[string]bool{}
+		sampled := map[string]bool{}
+		for _, d := range due {
+			age := max(now.Sub(d.OldestRunAt), 0)
+			samples = append(samples, QueueSample{Queue: d.Queue, At: now, Gauge: true, Depth: d.Count, OldestAge: age})
+			sampled[d.Queue] = true
+			gauged[d.Queue] = d.Count > 0
+		}
+		zero := func(q string) {
+			if !sampled[q] {
+				sampled[q] = true
+				samples = append(samples, QueueSample{Queue: q, At: now, Gauge: true})
+			}
+		}
+		for q := range h.gauged {
+			zero(q)
+		}
+		minute := HistoryMinute(now).Unix()
+		for k := range counts {
+			if k.minute == minute {
+				zero(k.queue)
+			}
+		}
+	}
+	if len(samples) == 0 {
+		return "", nil
+	}
+	if err := h.st.AddQueueHistory(ctx, samples); err != nil {
+		h.giveBack(counts)
+		return "write the queue history", err
+	}
+	if gauge {
+		h.gaugedAt, h.gauged = now, gauged
+	}
+	return "", nil
+}
+
+// gaugeDue reports whether the node's last gauge sample is
+// HistoryGaugeEvery old (or there was none).
+func (h *history) gaugeDue(now time.Time) bool {
+	h.write.Lock()
+	defer h.write.Unlock()
+	return h.gaugedAt.IsZero() || now.Sub(h.gaugedAt) >= HistoryGaugeEvery || now.Before(h.gaugedAt)
+}
+
+// maintainHistory is the queue history's part of a maintenance round:
+// write this node's counts (and a gauge sample every HistoryGaugeEvery),
+// then delete buckets older than HistoryRetention. It does nothing on a
+// store that is not a QueueHistory.
+func (c *Client) maintainHistory(ctx context.Context, now time.Time) {
+	h := c.history
+	if h == nil {
+		return
+	}
+	what, err := h.record(ctx, now, h.gaugeDue(now))
+	c.maintErr(ctx, what, err)
+	before := now.Add(-HistoryRetention)
+	c.repeat(ctx, "prune queue history", func() (int, error) {
+		return h.st.PruneQueueHistory(ctx, before, maintenanceBatch)
+	})
+}
+
+// flushHistory writes the counts left when the client stops (after every
+// outcome was written and reported), without a gauge sample. A failure
+// is logged: those counts are lost with the process.
+func (c *Client) flushHistory(ctx context.Context) {
+	h := c.history
+	if h == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyFlushTimeout)
+	defer cancel()
+	if what, err := h.record(fctx, c.clock.Now(), false); err != nil {
+		c.log.Warn("backlog: "+what+" at stop", "err", err)
+	}
+}
