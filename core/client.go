@@ -23,6 +23,7 @@ type Client struct {
 
 	producers map[string]*producer // by queue; fixed after NewClient
 	periodic  []*periodicEntry     // Config.Periodic, validated; fixed after NewClient
+	tracing   *Tracing             // Config.TracerProvider's; nil: tracing off
 
 	mu       sync.Mutex
 	started  bool
@@ -72,6 +73,7 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 		store:     store,
 		log:       c.Logger.With("worker_id", c.WorkerID),
 		clock:     c.Clock,
+		tracing:   NewTracing(c.TracerProvider, c.Propagator),
 		producers: map[string]*producer{},
 		running:   map[int64]*execution{},
 	}
@@ -203,7 +205,9 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []InsertParams) ([]Insert
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := c.tracing.startSend(ctx, ps)
 	res, err := c.store.Insert(ctx, c.clock.Now(), ps)
+	endSend(span, res, err)
 	if err != nil {
 		return nil, fmt.Errorf("backlog: insert %d jobs: %w", len(ps), err)
 	}
@@ -227,7 +231,9 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]
 	if !ok {
 		return nil, fmt.Errorf("%w: transactional insert", ErrUnsupported)
 	}
+	ctx, span := c.tracing.startSend(ctx, ps)
 	res, err := ti.InsertTx(ctx, tx, c.clock.Now(), ps)
+	endSend(span, res, err)
 	if err != nil {
 		return nil, fmt.Errorf("backlog: insert %d jobs in transaction: %w", len(ps), err)
 	}
@@ -581,6 +587,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.stopBeat()
 	c.beats.Wait()
 	c.completer.stop()
+	c.flushHistory(ctx)
 	if len(c.producers) > 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if err := c.store.DeregisterWorker(dctx, c.cfg.WorkerID); err != nil {

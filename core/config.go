@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // QueueConfig configures one queue a client works.
@@ -71,6 +74,18 @@ type Config struct {
 	Observers []Observer
 	// Logger for structured logs; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, traces enqueues and executions with
+	// OpenTelemetry, and carries each job's trace context in its metadata
+	// so that its executions, on any node, continue the producer's trace
+	// (see Tracing and docs/tracing.md). Nil means no tracing: no spans,
+	// no metadata written, nothing allocated per job. The engine never
+	// reads the global provider: pass otel.GetTracerProvider() to use it.
+	TracerProvider trace.TracerProvider
+	// Propagator writes and reads the trace context in job metadata and
+	// HTTP headers; nil means W3C Trace Context (propagation.TraceContext,
+	// the metadata keys "traceparent" and "tracestate"). Unused without a
+	// TracerProvider.
+	Propagator propagation.TextMapPropagator
 	// Clock is the single time source; nil means SystemClock.
 	Clock Clock
 

@@ -81,6 +81,9 @@ func (c *Client) execute(p *producer, exec *execution) {
 		}
 	}
 	ctx = context.WithValue(ctx, execKey{}, st)
+	// The attempt's span (tracing on), a child of the job's creation
+	// context: the handler's context carries it.
+	ctx, span := c.tracing.StartProcess(ctx, job)
 
 	// The handler sees its args opened; the job the engine keeps (events,
 	// Running, outcomes) stays as stored.
@@ -136,6 +139,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 		// Cancelled in the store while running: the row is already final,
 		// a finish would only fail its fence.
 		c.log.Info("backlog: running job was cancelled", "job_id", job.ID, "kind", job.Kind)
+		span.End(string(OutcomeCancel), err)
 		return
 	case errors.Is(cause, errLeaseUnrenewed):
 		// The store was out of reach for most of the lease: the handler
@@ -145,6 +149,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 		now := c.clock.Now()
 		po := pendingOutcome{job: job, exec: exec, dur: dur, ev: EventJobSnoozed, cause: CauseLeaseUnrenewed,
 			o: HandBack(job, CauseLeaseUnrenewed, now)}
+		span.End(string(OutcomeSnooze), nil)
 		queued = true
 		c.completer.add(po)
 		return
@@ -152,12 +157,14 @@ func (c *Client) execute(p *producer, exec *execution) {
 		// The heartbeat found the job no longer ours (rescued, deleted,
 		// finished elsewhere): its outcome could not apply.
 		c.emit(Event{Kind: EventLeaseLost, At: c.clock.Now(), Queue: job.Queue, Job: job, Duration: dur})
+		span.End(OutcomeLeaseLost, err)
 		return
 	}
 	po := c.decide(ctx, job, entry, err, st)
 	if openErr != nil && po.o.Error != nil {
 		po.o.Error.Cause = CauseDecrypt
 	}
+	span.End(string(po.o.Kind), po.err)
 	c.cfg.Encryption.SealOutcome(&po.o, job.Kind)
 	po.dur = dur
 	po.exec = exec
