@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/backlogq/backlog/core"
 )
 
@@ -287,6 +289,16 @@ func (s *Server) enqueue(ctx context.Context, ps []core.InsertParams, batch bool
 	return res, nil
 }
 
+// traceContext is r's context carrying the trace context of its
+// "traceparent" and "tracestate" headers (W3C Trace Context, or the
+// client's core.Config.Propagator), so that a submission's enqueue spans,
+// and the executions of its jobs, continue the caller's trace. It is r's
+// context as it is when the client does not trace or the headers are
+// absent or invalid.
+func (s *Server) traceContext(r *http.Request) context.Context {
+	return s.c.Tracing().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+}
+
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	var req SubmitRequest
 	if err := s.decodeBody(w, r, &req, true); err != nil {
@@ -299,7 +311,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.enqueue(r.Context(), []core.InsertParams{p}, false)
+	res, err := s.enqueue(s.traceContext(r), []core.InsertParams{p}, false)
 	if err != nil {
 		return err
 	}
@@ -359,7 +371,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) error {
 		}
 		ps[i] = p
 	}
-	res, err := s.enqueue(r.Context(), ps, true)
+	res, err := s.enqueue(s.traceContext(r), ps, true)
 	if err != nil {
 		return err
 	}

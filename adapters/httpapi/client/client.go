@@ -297,6 +297,8 @@ func (c *Client) once(ctx context.Context, cl call, body []byte) (time.Duration,
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
+	// The caller's trace, if any: a submission's enqueue continues it.
+	core.InjectTraceHeaders(ctx, req.Header)
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
 	}

@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/backlogq/backlog/core"
 )
 
@@ -119,6 +122,15 @@ type WorkerConfig struct {
 	// Nil: args the server hands over sealed fail their attempt with
 	// core.ErrDecrypt (wrapped), as in process. See docs/security.md.
 	Encryption *core.Encryption
+	// TracerProvider, when set, traces each execution with the engine's
+	// "process" span (core.Tracing.StartProcess): a child of the trace
+	// context the job's metadata carries, so the execution continues the
+	// producer's trace; the handler's context holds the span. Nil means
+	// no tracing. See docs/tracing.md.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context from job metadata; nil means W3C
+	// Trace Context. It should match the server's core.Config.Propagator.
+	Propagator propagation.TextMapPropagator
 }
 
 // Worker is a remote worker: it registers with the server, heartbeats,
@@ -154,6 +166,8 @@ type Worker struct {
 	tasks map[*task]struct{}
 
 	comp *completer // delivers outcomes in batches
+
+	tracing *core.Tracing // nil: no tracing
 }
 
 // task is one claimed job on this worker.
@@ -222,6 +236,7 @@ func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
 	w := &Worker{
 		c: c, cfg: cfg, log: cfg.Logger.With("worker_id", cfg.ID), epoch: time.Now(),
 		stopNow: make(chan struct{}), tasks: map[*task]struct{}{},
+		tracing: core.NewTracing(cfg.TracerProvider, cfg.Propagator),
 	}
 	w.comp = newCompleter(w, cfg.OutcomeBatchWait)
 	return w, nil
@@ -568,6 +583,10 @@ func (w *Worker) pendingIDs() []int64 {
 func (w *Worker) runTask(t *task, release func()) {
 	job, ctx := t.job, t.ctx
 	defer t.cancel(nil)
+	var span core.ProcessSpan
+	if w.tracing != nil {
+		ctx, span = w.tracing.StartProcess(ctx, job.CoreJob())
+	}
 	runCtx := ctx
 	if !job.Deadline.IsZero() {
 		var stop context.CancelFunc
@@ -594,15 +613,26 @@ func (w *Worker) runTask(t *task, release func()) {
 		// the job back without using an attempt. If the server answers
 		// again before the job is rescued, this applies; otherwise it is
 		// refused as lease-lost and changes nothing.
+		span.End(string(core.OutcomeSnooze), nil)
 		w.report(job, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: job.LeaseToken}}, release)
 		return
 	}
 	if errors.Is(cause, core.ErrLeaseLost) {
+		span.End(core.OutcomeLeaseLost, err)
 		release()
 		w.log.Warn("backlog worker: handler stopped after its lease was lost; no outcome reported", "job_id", job.ID, "kind", job.Kind, "cause", cause)
 		return
 	}
-	w.report(job, w.seal(job.Kind, w.decide(ctx, job, res, err)), release)
+	o := w.decide(ctx, job, res, err)
+	if o.kind == "fail" {
+		if err == nil {
+			err = errors.New(o.fail.Error)
+		}
+		span.End(string(o.fail.Action), err)
+	} else {
+		span.End(o.kind, err)
+	}
+	w.report(job, w.seal(job.Kind, o), release)
 }
 
 // openForHandler returns the job the handler sees: args and error text
