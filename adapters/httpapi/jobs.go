@@ -401,6 +401,15 @@ func listParams(q url.Values) (core.ListParams, error) {
 		}
 		p.Kind = v[0]
 	}
+	if v := q["args"]; len(v) > 0 {
+		if len(v) > 1 {
+			return bad("args may be given once")
+		}
+		if _, err := core.ParseArgsPattern([]byte(v[0])); err != nil {
+			return bad("%s", trimFilter(err))
+		}
+		p.ArgsContains = []byte(v[0])
+	}
 	for _, v := range q["state"] {
 		for _, st := range strings.Split(v, ",") {
 			st = strings.TrimSpace(st)

@@ -122,6 +122,8 @@ func classify(err error) *problem {
 		return p
 	case errors.Is(err, core.ErrInvalidJob):
 		return &problem{slug: SlugInvalidJob, detail: trimInvalid(err.Error())}
+	case errors.Is(err, core.ErrInvalidFilter):
+		return &problem{slug: SlugInvalidRequest, detail: trimFilter(err)}
 	case errors.Is(err, core.ErrUnknownKind):
 		return &problem{slug: SlugUnknownKind, detail: err.Error()}
 	case errors.Is(err, core.ErrNotFound):

@@ -181,6 +181,7 @@ var routes = []route{
 
 	{"POST", "/v1/jobs", roleProducer, (*Server).submit},
 	{"POST", "/v1/jobs/batch", roleProducer, (*Server).submitBatch},
+	{"POST", "/v1/jobs/bulk", roleAdmin, (*Server).bulk},
 	{"GET", "/v1/jobs", roleProducer, (*Server).listJobs},
 	{"GET", "/v1/jobs/{id}", roleProducer | roleWorker, (*Server).getJob},
 	{"POST", "/v1/jobs/{id}/cancel", roleAdmin, (*Server).cancelJob},

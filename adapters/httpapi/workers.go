@@ -19,8 +19,11 @@ import (
 // Liveness is judged at the server's now with the client's
 // WorkerStaleAfter and WorkerDeadAfter.
 type Worker struct {
-	ID     string   `json:"id"`
-	Name   string   `json:"name"` // stored as core.WorkerInfo.Host
+	ID   string `json:"id"`
+	Name string `json:"name"` // stored as core.WorkerInfo.Host
+	// PID is the process id in the record (in-process workers); 0,
+	// omitted, for remote workers, which register none.
+	PID    int      `json:"pid,omitempty"`
 	Queues []string `json:"queues"`
 	Tags   []string `json:"tags,omitempty"`
 	// Kinds are the kinds the worker announced when it registered,
@@ -47,7 +50,7 @@ func (s *Server) toWorker(w core.WorkerInfo, now time.Time) Worker {
 		}
 	}
 	return Worker{
-		ID: w.ID, Name: w.Host, Queues: qs, Tags: w.Tags, Kinds: kindsOf(w), Metadata: md,
+		ID: w.ID, Name: w.Host, PID: w.PID, Queues: qs, Tags: w.Tags, Kinds: kindsOf(w), Metadata: md,
 		StartedAt: utc(w.StartedAt), HeartbeatAt: utc(w.HeartbeatAt),
 		Liveness: w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter),
 	}

@@ -22,7 +22,9 @@ func (a *app) newCronCmd() *cobra.Command {
 backlog work and serve read it) with, from the store, whether each is paused
 and its last run, and its next run. pause and resume act on every node sharing
 the store; run enqueues one job of the schedule now. The store is --db, or the
-config file's db when --db and BACKLOG_DB are not set. See docs/scheduling.md.`,
+config file's db when --db and BACKLOG_DB are not set. With --server, the
+job server's own configuration defines the periodic jobs and --config is
+not given. See docs/scheduling.md.`,
 		Example: `  backlog cron --config backlog.json
   backlog cron --config backlog.json pause nightly-report
   backlog cron --config backlog.json resume nightly-report
@@ -32,8 +34,8 @@ config file's db when --db and BACKLOG_DB are not set. See docs/scheduling.md.`,
 			if len(args) > 0 {
 				return unknownCommand(cmd, args[0])
 			}
-			return a.withPeriodicClient(cmd, config, func(ctx context.Context, c *core.Client) error {
-				list, err := c.PeriodicJobs(ctx)
+			return a.withPeriodicOps(cmd, config, func(ctx context.Context, o ops) error {
+				list, err := o.PeriodicJobs(ctx)
 				if err != nil {
 					return err
 				}
@@ -56,54 +58,64 @@ config file's db when --db and BACKLOG_DB are not set. See docs/scheduling.md.`,
 			})
 		},
 	}
-	cmd.PersistentFlags().StringVar(&config, "config", "", "config file whose \"periodic\" section defines the periodic jobs (required)")
-	action := func(use, short string, fn func(ctx context.Context, c *core.Client, name string) error) *cobra.Command {
+	cmd.PersistentFlags().StringVar(&config, "config", "", "config file whose \"periodic\" section defines the periodic jobs (required without --server)")
+	action := func(use, short string, fn func(ctx context.Context, o ops, name string) error) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " NAME",
 			Short: short,
 			Args:  argsRange(1, 1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.withPeriodicClient(cmd, config, func(ctx context.Context, c *core.Client) error {
-					return fn(ctx, c, args[0])
+				return a.withPeriodicOps(cmd, config, func(ctx context.Context, o ops) error {
+					return fn(ctx, o, args[0])
 				})
 			},
 		}
 	}
 	cmd.AddCommand(
-		action("pause", "Pause a periodic job on every node (no occurrence is enqueued until resumed)", func(ctx context.Context, c *core.Client, name string) error {
-			if err := c.PausePeriodic(ctx, name); err != nil {
+		action("pause", "Pause a periodic job on every node (no occurrence is enqueued until resumed)", func(ctx context.Context, o ops, name string) error {
+			if err := o.PausePeriodic(ctx, name); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(a.env.stdout, "periodic job %s paused\n", name)
 			return err
 		}),
-		action("resume", "Resume a paused periodic job (occurrences that fell during the pause are not run)", func(ctx context.Context, c *core.Client, name string) error {
-			if err := c.ResumePeriodic(ctx, name); err != nil {
+		action("resume", "Resume a paused periodic job (occurrences that fell during the pause are not run)", func(ctx context.Context, o ops, name string) error {
+			if err := o.ResumePeriodic(ctx, name); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(a.env.stdout, "periodic job %s resumed\n", name)
 			return err
 		}),
-		action("run", "Enqueue one job of a periodic job now, outside its schedule", func(ctx context.Context, c *core.Client, name string) error {
-			r, err := c.RunPeriodicNow(ctx, name)
+		action("run", "Enqueue one job of a periodic job now, outside its schedule", func(ctx context.Context, o ops, name string) error {
+			j, err := o.RunPeriodicNow(ctx, name)
 			if err != nil {
 				return err
 			}
 			if a.jsonOutput() {
-				return writeJSON(a.env.stdout, r.Job)
+				return writeJSON(a.env.stdout, j)
 			}
-			_, err = fmt.Fprintf(a.env.stdout, "enqueued job %d (%s) for periodic job %s\n", r.Job.ID, r.Job.Kind, name)
+			_, err = fmt.Fprintf(a.env.stdout, "enqueued job %d (%s) for periodic job %s\n", j.ID, j.Kind, name)
 			return err
 		}),
 	)
 	return cmd
 }
 
-// withPeriodicClient loads the config file, opens its store and runs fn
-// with a client (never started) that knows the file's periodic jobs.
-func (a *app) withPeriodicClient(cmd *cobra.Command, config string, fn func(context.Context, *core.Client) error) error {
+// withPeriodicOps runs fn with the ops of the periodic jobs: through the
+// job server with --server (its own configuration defines them), else on
+// the store with a client (never started) that knows the config file's
+// periodic jobs; the store is --db, or the file's db when neither --db
+// nor BACKLOG_DB is set.
+func (a *app) withPeriodicOps(cmd *cobra.Command, config string, fn func(context.Context, ops) error) error {
+	ctx := cmd.Context()
+	if a.server != "" {
+		if config != "" {
+			return usagef("--config does not apply with --server: the job server's own configuration defines its periodic jobs")
+		}
+		return a.withOps(ctx, opsOpts{}, func(o ops) error { return fn(ctx, o) })
+	}
 	if config == "" {
-		return usagef("--config is required: the periodic jobs are defined in a config file's \"periodic\" section")
+		return usagef("--config is required (or --server): the periodic jobs are defined in a config file's \"periodic\" section")
 	}
 	fc, err := loadConfigFile(config)
 	if err != nil {
@@ -114,17 +126,9 @@ func (a *app) withPeriodicClient(cmd *cobra.Command, config string, fn func(cont
 	if fc.DB != "" && !dbFromUser {
 		dbURL = fc.DB
 	}
-	ctx := cmd.Context()
-	st, err := openStoreURL(ctx, dbURL)
-	if err != nil {
-		return err
+	periodic := fc.periodicJobs()
+	if periodic == nil {
+		periodic = []core.PeriodicJob{}
 	}
-	defer st.Close()
-	c, err := core.NewClient(st, core.Config{
-		Logger: a.log, MaintenanceInterval: -1, Periodic: fc.periodicJobs(), AllowUnknownKinds: true,
-	})
-	if err != nil {
-		return usageError{err}
-	}
-	return fn(ctx, c)
+	return a.withOps(ctx, opsOpts{periodic: periodic, dbURL: dbURL}, func(o ops) error { return fn(ctx, o) })
 }

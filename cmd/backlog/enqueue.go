@@ -235,22 +235,13 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 	if err != nil {
 		return usageError{err}
 	}
-	enc, err := f.keys.encryption(a.env.getenv)
+	oo, err := a.enqueueOpts(cmd, f)
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	return a.withStore(ctx, func(st core.Store) error {
-		if f.migrate {
-			if _, err := migrate(ctx, st); err != nil {
-				return err
-			}
-		}
-		cl, err := a.sealingClient(st, enc)
-		if err != nil {
-			return err
-		}
-		res, err := cl.EnqueueMany(ctx, []core.InsertParams{p})
+	return a.withOps(ctx, oo, func(o ops) error {
+		res, err := o.Enqueue(ctx, []core.InsertParams{p})
 		if err != nil {
 			return err
 		}
@@ -272,12 +263,26 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 // insertClient is a client that only inserts and administers: no queues,
 // no maintenance.
 func (a *app) insertClient(st core.Store) (*core.Client, error) {
-	return a.sealingClient(st, nil)
+	return core.NewClient(st, core.Config{Logger: a.log, MaintenanceInterval: -1})
 }
 
-// sealingClient is insertClient sealing args under enc (nil: none).
-func (a *app) sealingClient(st core.Store, enc *core.Encryption) (*core.Client, error) {
-	return core.NewClient(st, core.Config{Logger: a.log, MaintenanceInterval: -1, Encryption: enc})
+// enqueueOpts are the ops options of enqueue: the store migrated (unless
+// --migrate=false) and args sealed under the keys given. With --server the
+// job server migrates and seals, so --migrate and --keys-file are refused.
+func (a *app) enqueueOpts(cmd *cobra.Command, f *enqueueFlags) (opsOpts, error) {
+	if a.server != "" {
+		for _, name := range []string{"migrate", "keys-file"} {
+			if cmd.Flags().Changed(name) {
+				return opsOpts{}, usagef("--%s does not apply with --server: the job server migrates its store and seals args with its own keys", name)
+			}
+		}
+		return opsOpts{}, nil
+	}
+	enc, err := f.keys.encryption(a.env.getenv)
+	if err != nil {
+		return opsOpts{}, err
+	}
+	return opsOpts{write: true, migrate: f.migrate, enc: enc}, nil
 }
 
 // bulkLine is one line of a --from file in full-object form.
@@ -350,26 +355,17 @@ func (a *app) enqueueBulk(cmd *cobra.Command, f *enqueueFlags, args []string) er
 		in, name = fh, f.from
 	}
 
-	enc, err := f.keys.encryption(a.env.getenv)
+	oo, err := a.enqueueOpts(cmd, f)
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	return a.withStore(ctx, func(st core.Store) error {
-		if f.migrate {
-			if _, err := migrate(ctx, st); err != nil {
-				return err
-			}
-		}
-		cl, err := a.sealingClient(st, enc)
-		if err != nil {
-			return err
-		}
+	return a.withOps(ctx, oo, func(o ops) error {
 		var bar *progressbar.ProgressBar
 		if f.progress || (a.env.isTerminal != nil && a.env.isTerminal(a.env.stderr)) {
 			bar = newBar(a.env.stderr, size)
 		}
-		stats, err := bulkInsert(ctx, cl, in, name, kind, defaults, f.batchSize, bar)
+		stats, err := bulkInsert(ctx, o, in, name, kind, defaults, f.batchSize, bar)
 		if bar != nil {
 			_ = bar.Finish()
 			fmt.Fprintln(a.env.stderr)
@@ -399,7 +395,7 @@ func newBar(w io.Writer, size int64) *progressbar.ProgressBar {
 // bulkInsert reads in line by line and inserts the jobs in batches of
 // batchSize. A bad line or a failed insert stops it; the error says which
 // line and how many jobs earlier batches inserted.
-func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind string, defaults *core.Options, batchSize int, bar *progressbar.ProgressBar) (bulkStats, error) {
+func bulkInsert(ctx context.Context, o ops, in io.Reader, name, kind string, defaults *core.Options, batchSize int, bar *progressbar.ProgressBar) (bulkStats, error) {
 	var (
 		st         bulkStats
 		batch      = make([]core.InsertParams, 0, batchSize)
@@ -425,7 +421,7 @@ func bulkInsert(ctx context.Context, cl *core.Client, in io.Reader, name, kind s
 		if len(batch) == 0 {
 			return nil
 		}
-		res, err := cl.EnqueueMany(ctx, batch)
+		res, err := o.Enqueue(ctx, batch)
 		if err != nil {
 			return fail(0, fmt.Errorf("insert of lines %d-%d failed: %w", batchStart, lineNo, err))
 		}

@@ -40,7 +40,7 @@ func FuzzEnqueueJSONL(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stats, err := bulkInsert(ctx, cl, bytes.NewReader(data), "in.jsonl", kind, &core.Options{}, 2, nil)
+		stats, err := bulkInsert(ctx, storeOps{cl}, bytes.NewReader(data), "in.jsonl", kind, &core.Options{}, 2, nil)
 		if err != nil && !strings.HasPrefix(err.Error(), "in.jsonl") {
 			t.Fatalf("error %q does not name the input", err)
 		}

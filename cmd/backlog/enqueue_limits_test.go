@@ -82,7 +82,7 @@ func TestEnqueueFromStopsReadingAtTheLineLimit(t *testing.T) {
 	}
 	in := &longLine{n: 70 << 20, head: `{"kind":"x","args":"`}
 	valid := strings.NewReader("{\"kind\":\"ok\"}\n")
-	_, err = bulkInsert(context.Background(), cl, io.MultiReader(valid, in), "big.jsonl", "", &core.Options{}, 1000, nil)
+	_, err = bulkInsert(context.Background(), storeOps{cl}, io.MultiReader(valid, in), "big.jsonl", "", &core.Options{}, 1000, nil)
 	if err == nil || !strings.Contains(err.Error(), "big.jsonl:2: line is over") || !strings.Contains(err.Error(), "nothing was inserted") {
 		t.Fatalf("err = %v; want big.jsonl:2 over the limit, nothing inserted", err)
 	}

@@ -64,8 +64,8 @@ the newest error message, truncated; "jobs get ID" shows everything.`,
 			if p.AfterID < 0 {
 				return usagef("--after must not be negative")
 			}
-			return a.withReadStore(cmd.Context(), func(st core.Store) error {
-				jobs, err := st.List(cmd.Context(), p)
+			return a.withOps(cmd.Context(), opsOpts{}, func(o ops) error {
+				jobs, err := o.ListJobs(cmd.Context(), p)
 				if err != nil {
 					return fmt.Errorf("list jobs: %w", err)
 				}
@@ -117,8 +117,8 @@ func (a *app) newJobsGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withReadStore(cmd.Context(), func(st core.Store) error {
-				j, err := st.Get(cmd.Context(), ids[0])
+			return a.withOps(cmd.Context(), opsOpts{}, func(o ops) error {
+				j, err := o.GetJob(cmd.Context(), ids[0])
 				if err != nil {
 					return fmt.Errorf("job %d: %w", ids[0], describe(err))
 				}

@@ -40,16 +40,8 @@ docs/scheduling.md.`,
 			fl := cmd.Flags()
 			set := clear || fl.Changed("max-running") || fl.Changed("per-kind") || fl.Changed("per-partition")
 			ctx := cmd.Context()
-			run := a.withReadStore
-			if set {
-				run = a.withStore
-			}
-			return run(ctx, func(st core.Store) error {
-				cl, err := a.insertClient(st)
-				if err != nil {
-					return err
-				}
-				l, err := cl.QueueLimits(ctx, q)
+			return a.withOps(ctx, opsOpts{write: set}, func(o ops) error {
+				l, err := o.QueueLimits(ctx, q)
 				if err != nil {
 					return fmt.Errorf("queue %s: limits: %w", q, err)
 				}
@@ -74,11 +66,8 @@ docs/scheduling.md.`,
 						}
 						l.MaxRunningPerKind[k] = n
 					}
-					if err := cl.SetQueueLimits(ctx, q, l); err != nil {
+					if l, err = o.SetQueueLimits(ctx, q, l); err != nil {
 						return fmt.Errorf("queue %s: set limits: %w", q, err)
-					}
-					if l, err = cl.QueueLimits(ctx, q); err != nil {
-						return fmt.Errorf("queue %s: limits: %w", q, err)
 					}
 				}
 				if a.jsonOutput() {

@@ -26,8 +26,8 @@ is paused and how many jobs it has in each state.`,
 			if len(args) > 0 {
 				return unknownCommand(cmd, args[0])
 			}
-			return a.withReadStore(cmd.Context(), func(st core.Store) error {
-				stats, err := st.Stats(cmd.Context())
+			return a.withOps(cmd.Context(), opsOpts{}, func(o ops) error {
+				stats, err := o.QueueStats(cmd.Context())
 				if err != nil {
 					return fmt.Errorf("queue stats: %w", err)
 				}
@@ -88,15 +88,12 @@ func (a *app) newQueuePauseCmd(pause bool) *cobra.Command {
 				return usageError{err}
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st core.Store) error {
-				cl, err := a.insertClient(st)
-				if err != nil {
-					return err
-				}
+			return a.withOps(ctx, opsOpts{write: true}, func(o ops) error {
+				var err error
 				if pause {
-					err = cl.PauseQueue(ctx, q)
+					err = o.PauseQueue(ctx, q)
 				} else {
-					err = cl.ResumeQueue(ctx, q)
+					err = o.ResumeQueue(ctx, q)
 				}
 				if err != nil {
 					return fmt.Errorf("%s queue %s: %w", name, q, err)
@@ -136,8 +133,8 @@ its jobs back and removes the record); the defaults are the engine's.`,
 			if staleAfter <= 0 || deadAfter <= staleAfter {
 				return usagef("--stale-after must be positive and below --dead-after")
 			}
-			return a.withReadStore(cmd.Context(), func(st core.Store) error {
-				ws, err := st.Workers(cmd.Context())
+			return a.withOps(cmd.Context(), opsOpts{}, func(o ops) error {
+				ws, err := o.Workers(cmd.Context())
 				if err != nil {
 					return fmt.Errorf("list workers: %w", err)
 				}

@@ -27,6 +27,8 @@ type app struct {
 	env *env
 
 	dbURL    string
+	server   string // job server URL (--server, BACKLOG_SERVER); "" = the store of --db
+	token    string // bearer token for server (--token, BACKLOG_TOKEN)
 	logLevel string
 	output   string
 
@@ -53,13 +55,21 @@ func newRootCmd(e *env) *cobra.Command {
 inspect jobs, pause queues, and run workers whose handlers are shell commands.
 
 The store is chosen by --db (or $BACKLOG_DB), a URL such as
-sqlite:backlog.db or sqlite:/var/lib/backlog/jobs.db?prefix=app_.`,
+sqlite:backlog.db or sqlite:/var/lib/backlog/jobs.db?prefix=app_.
+
+Operators without database credentials give --server URL (or
+$BACKLOG_SERVER) instead, with --token (or $BACKLOG_TOKEN): enqueue, jobs,
+queues, workers and cron then go through that job server's HTTP API, with
+the same output.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          noArgs,
 		RunE:          helpOrUnknown,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			return a.setup()
+			if err := a.setup(); err != nil {
+				return err
+			}
+			return a.resolveTarget(cmd)
 		},
 	}
 	root.SetIn(e.stdin)
@@ -69,20 +79,22 @@ sqlite:backlog.db or sqlite:/var/lib/backlog/jobs.db?prefix=app_.`,
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.dbURL, "db", dbDefault, "store URL (env BACKLOG_DB), e.g. sqlite:backlog.db")
+	pf.StringVar(&a.server, "server", "", "job server URL (env BACKLOG_SERVER), e.g. http://127.0.0.1:8080: enqueue, jobs, queues, workers and cron go through its HTTP API instead of --db")
+	pf.StringVar(&a.token, "token", "", "bearer token for --server (env BACKLOG_TOKEN): producer role to enqueue and read, admin role for the rest")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error (logs go to stderr)")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 
 	root.AddCommand(
-		a.newMigrateCmd(),
-		a.newEnqueueCmd(),
-		a.newJobsCmd(),
-		a.newQueuesCmd(),
-		a.newWorkersCmd(),
-		a.newCronCmd(),
-		a.newKeysCmd(),
-		a.newWorkCmd("work"),
-		a.newWorkCmd("serve"),
-		a.newBenchCmd(),
+		markTarget(a.newMigrateCmd(), targetDB),
+		markTarget(a.newEnqueueCmd(), targetEither),
+		markTarget(a.newJobsCmd(), targetEither),
+		markTarget(a.newQueuesCmd(), targetEither),
+		markTarget(a.newWorkersCmd(), targetEither),
+		markTarget(a.newCronCmd(), targetEither),
+		markTarget(a.newKeysCmd(), targetDB),
+		markTarget(a.newWorkCmd("work"), targetDB),
+		markTarget(a.newWorkCmd("serve"), targetDB),
+		markTarget(a.newBenchCmd(), targetDB),
 		a.newVersionCmd(),
 	)
 	root.Version = readBuildVersion().String()

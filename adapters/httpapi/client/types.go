@@ -17,27 +17,29 @@ import (
 // outcome of that execution and name it in every heartbeat until the
 // outcome is delivered.
 type Job struct {
-	ID          int64               `json:"id"`
-	Queue       string              `json:"queue"`
-	Kind        string              `json:"kind"`
-	Args        json.RawMessage     `json:"args"`
-	Priority    int                 `json:"priority"`
-	State       core.State          `json:"state"`
-	Attempt     int                 `json:"attempt"` // attempts started so far
-	MaxAttempts int                 `json:"max_attempts"`
-	RunAt       time.Time           `json:"run_at"`
-	Deadline    time.Time           `json:"deadline,omitzero"`
-	UniqueKey   string              `json:"unique_key,omitempty"`
-	Tags        []string            `json:"tags,omitempty"`
-	Metadata    map[string]string   `json:"metadata,omitempty"`
-	Errors      []core.AttemptError `json:"errors,omitempty"` // oldest first
-	Result      json.RawMessage     `json:"result,omitempty"`
-	CreatedAt   time.Time           `json:"created_at"`
-	AttemptedAt time.Time           `json:"attempted_at,omitzero"`
-	FinishedAt  time.Time           `json:"finished_at,omitzero"`
-	WorkerID    string              `json:"worker_id,omitempty"`
-	LeaseUntil  time.Time           `json:"lease_until,omitzero"`
-	LeaseToken  string              `json:"lease_token,omitempty"`
+	ID          int64           `json:"id"`
+	Queue       string          `json:"queue"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	Priority    int             `json:"priority"`
+	State       core.State      `json:"state"`
+	Attempt     int             `json:"attempt"` // attempts started so far
+	MaxAttempts int             `json:"max_attempts"`
+	RunAt       time.Time       `json:"run_at"`
+	Deadline    time.Time       `json:"deadline,omitzero"`
+	UniqueKey   string          `json:"unique_key,omitempty"`
+	// PartitionKey is the job's partition of its queue ("" = none).
+	PartitionKey string              `json:"partition_key,omitempty"`
+	Tags         []string            `json:"tags,omitempty"`
+	Metadata     map[string]string   `json:"metadata,omitempty"`
+	Errors       []core.AttemptError `json:"errors,omitempty"` // oldest first
+	Result       json.RawMessage     `json:"result,omitempty"`
+	CreatedAt    time.Time           `json:"created_at"`
+	AttemptedAt  time.Time           `json:"attempted_at,omitzero"`
+	FinishedAt   time.Time           `json:"finished_at,omitzero"`
+	WorkerID     string              `json:"worker_id,omitempty"`
+	LeaseUntil   time.Time           `json:"lease_until,omitzero"`
+	LeaseToken   string              `json:"lease_token,omitempty"`
 }
 
 // CoreJob converts j to a *core.Job (for code shared with in-process
@@ -46,7 +48,7 @@ func (j *Job) CoreJob() *core.Job {
 	return &core.Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority,
 		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
-		Deadline: j.Deadline, UniqueKey: j.UniqueKey, Tags: j.Tags, Metadata: j.Metadata,
+		Deadline: j.Deadline, UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata,
 		Errors: j.Errors, Result: []byte(j.Result), CreatedAt: j.CreatedAt,
 		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
 		LeaseUntil: j.LeaseUntil,
@@ -58,26 +60,37 @@ func (j *Job) CoreJob() *core.Job {
 // defaults (args {}, queue "default", priority 5, 20 attempts, due now).
 // RunAt and Delay are exclusive.
 type SubmitRequest struct {
-	Kind        string            `json:"kind"`
-	Args        json.RawMessage   `json:"args,omitempty"`     // any JSON value; nil means {}
-	Queue       string            `json:"queue,omitempty"`    // "" = default
-	Priority    int               `json:"priority,omitempty"` // 1 (first) … 10 (last); 0 = 5
-	RunAt       time.Time         `json:"run_at,omitzero"`    // due time; zero = now (or now+Delay)
-	Delay       time.Duration     `json:"-"`                  // due after this delay (sent as delay_seconds)
-	MaxAttempts int               `json:"max_attempts,omitempty"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	Tags        []string          `json:"tags,omitempty"`
-	Deadline    time.Time         `json:"deadline,omitzero"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args,omitempty"`     // any JSON value; nil means {}
+	Queue       string          `json:"queue,omitempty"`    // "" = default
+	Priority    int             `json:"priority,omitempty"` // 1 (first) … 10 (last); 0 = 5
+	RunAt       time.Time       `json:"run_at,omitzero"`    // due time; zero = now (or now+Delay)
+	Delay       time.Duration   `json:"-"`                  // due after this delay (sent as delay_seconds)
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	UniqueKey   string          `json:"unique_key,omitempty"`
+	// UniqueScope is where UniqueKey is unique: "global" ("" = global),
+	// "queue" or "kind" (core.UniqueScope).
+	UniqueScope string `json:"unique_scope,omitempty"`
+	// UniqueFor keeps the key held this long after the job finishes
+	// (0..366 days; sent as unique_for_seconds; 0 = the server's default).
+	UniqueFor time.Duration `json:"-"`
+	// PartitionKey puts the job in a partition of its queue (a tenant, a
+	// customer id) for the queue's per-partition limit.
+	PartitionKey string            `json:"partition_key,omitempty"`
+	Tags         []string          `json:"tags,omitempty"`
+	Deadline     time.Time         `json:"deadline,omitzero"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
 }
 
-// MarshalJSON writes the request body, with Delay as delay_seconds.
+// MarshalJSON writes the request body, with Delay as delay_seconds and
+// UniqueFor as unique_for_seconds.
 func (r SubmitRequest) MarshalJSON() ([]byte, error) {
 	type plain SubmitRequest
 	return json.Marshal(struct {
 		plain
-		DelaySeconds *float64 `json:"delay_seconds,omitempty"`
-	}{plain: plain(r), DelaySeconds: seconds(r.Delay)})
+		DelaySeconds     *float64 `json:"delay_seconds,omitempty"`
+		UniqueForSeconds *float64 `json:"unique_for_seconds,omitempty"`
+	}{plain: plain(r), DelaySeconds: seconds(r.Delay), UniqueForSeconds: seconds(r.UniqueFor)})
 }
 
 // SubmitResult is the answer to one submitted job. Duplicate means the
@@ -120,6 +133,7 @@ type QueueInfo struct {
 type WorkerInfo struct {
 	ID          string            `json:"id"`
 	Name        string            `json:"name"`
+	PID         int               `json:"pid,omitempty"` // the process id in the record; 0 for remote workers
 	Queues      []string          `json:"queues"`
 	Tags        []string          `json:"tags,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
