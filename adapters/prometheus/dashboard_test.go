@@ -63,6 +63,9 @@ func exposed(t *testing.T) map[string]map[string]bool {
 	if err := st.RegisterWorker(ctx, core.WorkerInfo{ID: "w", Host: "h", Queues: []string{"q"}, StartedAt: now, HeartbeatAt: now}); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.(core.QueueHistory).AddQueueHistory(ctx, []core.QueueSample{{Queue: "q", At: now, Completed: 1, Gauge: true, Depth: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	m := bprom.New(st, bprom.Options{Now: func() time.Time { return now }, Running: func() int { return 0 }})
 	reg := prom.NewRegistry()
 	reg.MustRegister(m)

@@ -45,6 +45,10 @@ var families = map[string]string{
 	"backlog_queue_paused":                  "gauge",
 	"backlog_workers":                       "gauge",
 	"backlog_scrape_error":                  "gauge",
+	"backlog_cluster_jobs_completed_total":  "counter",
+	"backlog_cluster_jobs_failed_total":     "counter",
+	"backlog_queue_due_jobs":                "gauge",
+	"backlog_queue_oldest_job_age_seconds":  "gauge",
 }
 
 // oneOfEach returns one event of every kind the engine emits, all in queue

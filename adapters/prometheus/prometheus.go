@@ -22,7 +22,10 @@
 // needs the client, hence the variable: serve the registry only once it is
 // set.)
 //
-// Counters and histograms are per node (sum them across nodes in queries);
+// Counters and histograms are per node (sum them across nodes in queries),
+// except the cluster counters (backlog_cluster_jobs_completed_total and
+// backlog_cluster_jobs_failed_total), which are read from the store's
+// queue history (core.QueueHistory) like the gauges;
 // they also count what remote workers of the HTTP API report, since those
 // reports reach observers through core.Client.Emit. Gauges read from the
 // store describe the whole cluster, so every node reports the same values
@@ -94,6 +97,13 @@ type Options struct {
 	// Logger receives a warning when a scrape cannot read the store; nil
 	// means slog.Default().
 	Logger *slog.Logger
+	// History is where the cluster counters and the due-jobs gauges are
+	// read (core.QueueHistory: the counts every node adds to the store,
+	// and the gauges any node samples); nil means the store given to New
+	// when it is a core.QueueHistory, and otherwise those metrics are
+	// left out. Reads are shared like the StatsCache's: at most one per
+	// MaxAge.
+	History core.QueueHistory
 }
 
 // DefaultMaxAge is the default of Options.MaxAge: the age of the store
@@ -122,6 +132,7 @@ const (
 // it is safe for concurrent use.
 type Metrics struct {
 	stats *core.StatsCache // nil when New was given no store
+	hist  *historyCache    // nil when there is no core.QueueHistory
 	opts  Options
 	log   *slog.Logger
 
@@ -135,6 +146,7 @@ type Metrics struct {
 	queueWait, execution, endToEnd                                                *prom.HistogramVec
 
 	jobsDesc, runningDesc, nodeRunningDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
+	clusterCompletedDesc, clusterFailedDesc, dueDesc, oldestDesc                   *prom.Desc
 }
 
 // New returns metrics reading store state from st through
@@ -173,6 +185,13 @@ func New(st core.Store, opts Options) *Metrics {
 	if log == nil {
 		log = slog.Default()
 	}
+	var histCache *historyCache
+	if opts.History == nil {
+		opts.History, _ = st.(core.QueueHistory)
+	}
+	if opts.History != nil {
+		histCache = &historyCache{h: opts.History}
+	}
 	ns := opts.Namespace
 	counterVec := func(name, help string, labels ...string) *prom.CounterVec {
 		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
@@ -185,6 +204,7 @@ func New(st core.Store, opts Options) *Metrics {
 	}
 	return &Metrics{
 		stats: stats,
+		hist:  histCache,
 		opts:  opts,
 		log:   log,
 		kinds: map[string]bool{},
@@ -219,6 +239,11 @@ func New(st core.Store, opts Options) *Metrics {
 		pausedDesc:      prom.NewDesc(ns+"_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil),
 		workersDesc:     prom.NewDesc(ns+"_workers", "Registered workers by liveness (active, stale, dead).", []string{"liveness"}, nil),
 		scrapeErrDesc:   prom.NewDesc(ns+"_scrape_error", "1 when the last scrape could not read the store.", nil, nil),
+
+		clusterCompletedDesc: prom.NewDesc(ns+"_cluster_jobs_completed_total", "Jobs completed by every node of the cluster, per queue (the store's queue history totals).", []string{"queue"}, nil),
+		clusterFailedDesc:    prom.NewDesc(ns+"_cluster_jobs_failed_total", "Failed attempts on every node of the cluster, per queue (the store's queue history totals).", []string{"queue"}, nil),
+		dueDesc:              prom.NewDesc(ns+"_queue_due_jobs", "Due jobs waiting per queue at the latest sample of the store's queue history.", []string{"queue"}, nil),
+		oldestDesc:           prom.NewDesc(ns+"_queue_oldest_job_age_seconds", "How long the oldest due job of the queue had been due at the latest sample of the store's queue history.", []string{"queue"}, nil),
 	}
 }
 
@@ -332,7 +357,7 @@ func (m *Metrics) Observe(e core.Event) {
 		ran()
 	case core.EventJobDiscarded:
 		reason := discardReason(e.Reason)
-		if reason != core.ReasonWorkerLost {
+		if core.FailedAttempt(e) {
 			m.failed.WithLabelValues(queue, kind, failCause(e)).Inc()
 			ran()
 		}
@@ -381,6 +406,12 @@ func (m *Metrics) Describe(ch chan<- *prom.Desc) {
 	ch <- m.pausedDesc
 	ch <- m.workersDesc
 	ch <- m.scrapeErrDesc
+	if m.hist != nil {
+		ch <- m.clusterCompletedDesc
+		ch <- m.clusterFailedDesc
+		ch <- m.dueDesc
+		ch <- m.oldestDesc
+	}
 }
 
 // Collect implements prometheus.Collector: the event metrics, this node's
@@ -431,6 +462,9 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 		for _, l := range []core.Liveness{core.LivenessActive, core.LivenessStale, core.LivenessDead} {
 			ch <- prom.MustNewConstMetric(m.workersDesc, prom.GaugeValue, count[l], string(l))
 		}
+	}
+	if m.hist != nil && !m.collectHistory(ctx, ch) {
+		failed = 1
 	}
 	ch <- prom.MustNewConstMetric(m.scrapeErrDesc, prom.GaugeValue, failed)
 }

@@ -38,6 +38,16 @@ func TestScrapeExposesEveryFamily(t *testing.T) {
 			}
 		}
 
+		h, ok := st.(core.QueueHistory)
+		if !ok {
+			t.Fatalf("%T is no core.QueueHistory", st)
+		}
+		if err := h.AddQueueHistory(ctx, []core.QueueSample{
+			{Queue: "q", At: now.Add(-time.Hour), Completed: 40, Failed: 2},
+			{Queue: "q", At: now.Add(-5 * time.Second), Completed: 2, Gauge: true, Depth: 2, OldestAge: 1500 * time.Millisecond},
+		}); err != nil {
+			t.Fatal(err)
+		}
 		m := bprom.New(st, bprom.Options{Now: func() time.Time { return now }, Running: func() int { return 7 }})
 		reg := prom.NewRegistry()
 		reg.MustRegister(m)
@@ -65,6 +75,10 @@ func TestScrapeExposesEveryFamily(t *testing.T) {
 			`backlog_jobs_rescued_total{cause="worker_dead",kind="k",queue="q"} 1`,
 			`backlog_workers_registered_total 1`,
 			`backlog_workers_died_total 1`,
+			`backlog_cluster_jobs_completed_total{queue="q"} 42`,
+			`backlog_cluster_jobs_failed_total{queue="q"} 2`,
+			`backlog_queue_due_jobs{queue="q"} 2`,
+			`backlog_queue_oldest_job_age_seconds{queue="q"} 1.5`,
 		)
 	})
 }
