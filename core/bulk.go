@@ -28,6 +28,11 @@ const (
 	BulkRunNow BulkAction = "run_now"
 )
 
+// ErrNoLongerMatches is wrapped by BulkItem.Err for a job that matched
+// the filter when its page was read but no longer did when it was read
+// again just before the action (its state changed meanwhile).
+var ErrNoLongerMatches = errors.New("backlog: job no longer matches the filter")
+
 // BulkActions lists every bulk action.
 var BulkActions = []BulkAction{BulkRetry, BulkCancel, BulkDelete, BulkRunNow}
 
@@ -78,8 +83,9 @@ type BulkItem struct {
 	// found when it was skipped (nil when it was gone).
 	Job *Job
 	// Err is why the job was skipped (nil when the action applied): it
-	// wraps ErrInvalidState (the job is in a state the action does not
-	// apply to, or no longer matches the filter) or ErrNotFound (it was
+	// wraps ErrNoLongerMatches (its state changed since its page was
+	// read), ErrInvalidState (the store refused the action in the job's
+	// state, such as deleting a running job) or ErrNotFound (it was
 	// deleted meanwhile).
 	Err error
 }
@@ -280,7 +286,7 @@ func (c *Client) bulkOne(ctx context.Context, action BulkAction, id int64, match
 	}
 	if !matches(j) {
 		item.Job = j
-		item.Err = fmt.Errorf("backlog: job %d is %s now and no longer matches the filter: %w", id, j.State, ErrInvalidState)
+		item.Err = fmt.Errorf("job %d is %s now: %w", id, j.State, ErrNoLongerMatches)
 		return item, nil
 	}
 	var after *Job

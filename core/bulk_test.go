@@ -144,8 +144,8 @@ func TestApplyToMatchingSkipsJobsThatChanged(t *testing.T) {
 	if res.Matched != 4 || res.Applied != 2 || res.Skipped != 2 || !slices.Equal(res.IDs, []int64{ids[0], ids[3]}) {
 		t.Fatalf("cancel = %+v; want 4 matched, 2 applied, 2 skipped", res)
 	}
-	if !errors.Is(items[1].Err, core.ErrInvalidState) || !errors.Is(items[2].Err, core.ErrNotFound) {
-		t.Fatalf("skip reasons = %v, %v; want ErrInvalidState (cancelled meanwhile), ErrNotFound (deleted)", items[1].Err, items[2].Err)
+	if !errors.Is(items[1].Err, core.ErrNoLongerMatches) || !errors.Is(items[2].Err, core.ErrNotFound) {
+		t.Fatalf("skip reasons = %v, %v; want ErrNoLongerMatches (cancelled meanwhile), ErrNotFound (deleted)", items[1].Err, items[2].Err)
 	}
 	if got := states(t, st, ids); got[core.StateCancelled] != 3 || got["gone"] != 1 {
 		t.Fatalf("states = %v", got)

@@ -187,8 +187,10 @@ func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
 		Short: short,
 		Long: short + `, by id, or every job matching a filter (--queue, --state, --kind;
 at least one, combined with AND; at most ` + strconv.Itoa(maxBulkJobs) + ` jobs, --limit fewer). The
-filter is read first, in id order, then the action is applied job by job;
---dry-run only counts and lists what it would touch.`,
+filter is read in id order, 500 jobs at a time, and the action applied to
+each job that still matches when it is read again (one that changed
+meanwhile is skipped and reported, not counted as failed); --dry-run only
+counts what it would touch and lists the first 100 ids.`,
 		Example: fmt.Sprintf("  backlog jobs %s 42 43 44\n  backlog jobs %s --queue mail --state discarded --kind email --dry-run", name, name),
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -218,36 +220,24 @@ filter is read first, in id order, then the action is applied job by job;
 				if err != nil {
 					return err
 				}
-				if filtered {
-					if ids, err = matchingIDs(ctx, st, p); err != nil {
-						return err
-					}
-					if dryRun {
-						if a.jsonOutput() {
-							return writeJSON(a.env.stdout, map[string]any{"action": name, "matching": len(ids), "ids": ids})
-						}
-						fmt.Fprintf(a.env.stdout, "%d jobs match; %s would be applied to each (dry run, nothing changed)\n", len(ids), name)
-						return nil
-					}
-					if len(ids) == 0 {
-						if !a.jsonOutput() {
-							fmt.Fprintln(a.env.stdout, "no job matches")
-							return nil
-						}
-					}
-				}
 				results := []actionResult{}
 				failed := 0
-				for _, id := range ids {
-					j, err := jobAction(ctx, cl, name, id)
+				record := func(id int64, j *core.Job, err error) {
 					r := actionResult{ID: id, OK: err == nil}
 					if err != nil {
-						failed++
 						msg := describe(err).Error()
-						if j != nil {
+						switch {
+						case errors.Is(err, core.ErrNoLongerMatches) && j != nil:
+							// Changed since the filter was read: not a failure.
+							r.State = string(j.State)
+							msg = fmt.Sprintf("skipped: it is %s now and no longer matches the filter", j.State)
+						case j != nil:
 							// Invalid state: say which.
+							failed++
 							r.State = string(j.State)
 							msg = fmt.Sprintf("cannot %s a job in state %s", name, j.State)
+						default:
+							failed++
 						}
 						r.Error = msg
 						if !a.jsonOutput() {
@@ -269,13 +259,40 @@ filter is read first, in id order, then the action is applied job by job;
 					}
 					results = append(results, r)
 				}
+				if filtered {
+					// core applies the filter in bounded batches, reading
+					// each job again just before its action.
+					res, err := cl.ApplyToMatching(ctx, core.BulkAction(name), p, core.BulkOptions{
+						Limit: p.Limit, DryRun: dryRun,
+						OnJob: func(it core.BulkItem) { record(it.ID, it.Job, it.Err) },
+					})
+					if err != nil {
+						return fmt.Errorf("%s jobs: %w", name, err)
+					}
+					if dryRun {
+						if a.jsonOutput() {
+							return writeJSON(a.env.stdout, map[string]any{"action": name, "matching": res.Matched, "ids": res.IDs})
+						}
+						fmt.Fprintf(a.env.stdout, "%d jobs match; %s would be applied to each (dry run, nothing changed)\n", res.Matched, name)
+						return nil
+					}
+					if res.Matched == 0 && !a.jsonOutput() {
+						fmt.Fprintln(a.env.stdout, "no job matches")
+						return nil
+					}
+				} else {
+					for _, id := range ids {
+						j, err := jobAction(ctx, cl, name, id)
+						record(id, j, err)
+					}
+				}
 				if a.jsonOutput() {
 					if err := writeJSON(a.env.stdout, results); err != nil {
 						return err
 					}
 				}
 				if failed > 0 {
-					err := fmt.Errorf("%d of %d jobs failed", failed, len(ids))
+					err := fmt.Errorf("%d of %d jobs failed", failed, len(results))
 					if a.jsonOutput() {
 						return err // the per-id errors are in the JSON on stdout
 					}
@@ -314,28 +331,6 @@ func (f jobFilter) params() (core.ListParams, error) {
 		p.States = append(p.States, s)
 	}
 	return p, nil
-}
-
-// matchingIDs pages through the jobs matching p in id order, up to
-// p.Limit ids.
-func matchingIDs(ctx context.Context, st core.Store, p core.ListParams) ([]int64, error) {
-	want := p.Limit
-	var ids []int64
-	for len(ids) < want {
-		p.Limit = min(500, want-len(ids))
-		jobs, err := st.List(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
-		for _, j := range jobs {
-			ids = append(ids, j.ID)
-		}
-		if len(jobs) < p.Limit {
-			break
-		}
-		p.AfterID = jobs[len(jobs)-1].ID
-	}
-	return ids, nil
 }
 
 // jobAction applies cancel, retry or delete to one id. On an invalid-state
