@@ -100,6 +100,11 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 		shutdown = -1 // the flag's 0 means no wait; client.Worker reads 0 as its default
 	}
 	out := a.env.stdout
+	tracer, stopTracing, err := a.tracerProvider(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer a.flushTracing(cmd.Context(), stopTracing)
 	var once sync.Once
 	w, err := client.NewWorker(c, client.WorkerConfig{
 		ID:              wc.workerID,
@@ -111,6 +116,7 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 		Logger:          a.log,
 		ShutdownTimeout: shutdown,
 		Encryption:      wc.encryption,
+		TracerProvider:  tracer,
 		OnRegister: func(reg *client.Registration) {
 			once.Do(func() {
 				fmt.Fprintf(out, "backlog work: remote worker of %s: queues %s; kinds %s; worker %s; heartbeat every %s\n",

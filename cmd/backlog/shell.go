@@ -121,6 +121,8 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 		"BACKLOG_JOB_PRIORITY="+strconv.Itoa(job.Priority),
 		continueFileEnv+"="+contFile,
 	)
+	// The execution's span (tracing on): the command continues its trace.
+	cmd.Env = append(cmd.Env, core.TraceEnv(ctx)...)
 	// The command runs in a process group of its own, so a cancellation
 	// reaches everything it started: SIGTERM first, SIGKILL after the
 	// grace. The group dies with this process (proc_unix.go).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -102,6 +103,9 @@ type server struct {
 	mode     string      // "work" or "serve"
 	serve    *serveFlags // serve's HTTP settings; nil for work
 	services []service   // started after the workers, stopped before them
+	// tracer traces enqueues and executions (OTEL_* variables, otel.go);
+	// nil: no tracing.
+	tracer trace.TracerProvider
 }
 
 // run opens the store, starts the workers and services, and blocks until
@@ -114,6 +118,14 @@ func (s *server) run(ctx context.Context) error {
 	// and none is missed before the workers start.
 	sigs, stopSignals := s.signals()
 	defer stopSignals()
+
+	tracer, stopTracing, err := a.tracerProvider(ctx)
+	if err != nil {
+		return err
+	}
+	s.tracer = tracer
+	// After the workers stopped: their last spans are flushed.
+	defer a.flushTracing(ctx, stopTracing)
 
 	st, err := a.openStoreWaiting(ctx, wc.db, wc.migrate, wc.waitForDB, sigs)
 	if stopped, ok := errors.AsType[errStoppedWaiting](err); ok {
@@ -287,6 +299,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		WorkerTags:        wc.tags,
 		Encryption:        wc.encryption,
 		Periodic:          wc.periodic,
+		TracerProvider:    s.tracer,
 	}
 	if s.serve != nil {
 		cfg.WorkerStaleAfter, cfg.WorkerDeadAfter = s.serve.workerStaleAfter, s.serve.workerDeadAt
