@@ -77,7 +77,7 @@ func newHarness(t *testing.T, st core.Store, ccfg core.Config, cfg Config) *harn
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := validatedServer(t, srv)
 	t.Cleanup(func() {
 		hs.Close()
 		_ = srv.Close()

@@ -19,18 +19,21 @@ import (
 )
 
 // Job is a job as the API shows it (see api-spec "Job representation").
-// Times are UTC; unset optional fields are omitted. Result is the stored
-// result when it is valid JSON, else a JSON string of its bytes.
+// Times are UTC; unset optional fields are omitted. The job holding the
+// unique key of a duplicate submission whose row is gone carries only id,
+// queue, kind, args ({}), attempt and unique_key (HeldJob in openapi.json):
+// its zero priority, state, max_attempts and times are omitted. Result is
+// the stored result when it is valid JSON, else a JSON string of its bytes.
 type Job struct {
 	ID          int64           `json:"id"`
 	Queue       string          `json:"queue"`
 	Kind        string          `json:"kind"`
 	Args        json.RawMessage `json:"args"`
-	Priority    int             `json:"priority"`
-	State       core.State      `json:"state"`
+	Priority    int             `json:"priority,omitzero"`
+	State       core.State      `json:"state,omitzero"`
 	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
-	RunAt       time.Time       `json:"run_at"`
+	MaxAttempts int             `json:"max_attempts,omitzero"`
+	RunAt       time.Time       `json:"run_at,omitzero"`
 	Deadline    time.Time       `json:"deadline,omitzero"`
 	UniqueKey   string          `json:"unique_key,omitempty"`
 	// PartitionKey groups the job for its queue's per-partition limit.
@@ -39,7 +42,7 @@ type Job struct {
 	Metadata     map[string]string   `json:"metadata,omitempty"`
 	Errors       []core.AttemptError `json:"errors,omitempty"`
 	Result       json.RawMessage     `json:"result,omitempty"`
-	CreatedAt    time.Time           `json:"created_at"`
+	CreatedAt    time.Time           `json:"created_at,omitzero"`
 	AttemptedAt  time.Time           `json:"attempted_at,omitzero"`
 	FinishedAt   time.Time           `json:"finished_at,omitzero"`
 	WorkerID     string              `json:"worker_id,omitempty"`
