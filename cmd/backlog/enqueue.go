@@ -260,12 +260,6 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 	})
 }
 
-// insertClient is a client that only inserts and administers: no queues,
-// no maintenance.
-func (a *app) insertClient(st core.Store) (*core.Client, error) {
-	return core.NewClient(st, core.Config{Logger: a.log, MaintenanceInterval: -1})
-}
-
 // enqueueOpts are the ops options of enqueue: the store migrated (unless
 // --migrate=false) and args sealed under the keys given. With --server the
 // job server migrates and seals, so --migrate and --keys-file are refused.

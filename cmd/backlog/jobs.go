@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -215,11 +214,7 @@ counts what it would touch and lists the first 100 ids.`,
 				return err
 			}
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(st core.Store) error {
-				cl, err := a.insertClient(st)
-				if err != nil {
-					return err
-				}
+			return a.withOps(ctx, opsOpts{write: true}, func(o ops) error {
 				results := []actionResult{}
 				failed := 0
 				record := func(id int64, j *core.Job, err error) {
@@ -262,7 +257,7 @@ counts what it would touch and lists the first 100 ids.`,
 				if filtered {
 					// core applies the filter in bounded batches, reading
 					// each job again just before its action.
-					res, err := cl.ApplyToMatching(ctx, core.BulkAction(name), p, core.BulkOptions{
+					res, err := o.ApplyToMatching(ctx, core.BulkAction(name), p, core.BulkOptions{
 						Limit: p.Limit, DryRun: dryRun,
 						OnJob: func(it core.BulkItem) { record(it.ID, it.Job, it.Err) },
 					})
@@ -280,9 +275,13 @@ counts what it would touch and lists the first 100 ids.`,
 						fmt.Fprintln(a.env.stdout, "no job matches")
 						return nil
 					}
+					if a.server != "" {
+						// The job server answers with counts, not job by job.
+						return a.printBulkCounts(name, done, res)
+					}
 				} else {
 					for _, id := range ids {
-						j, err := jobAction(ctx, cl, name, id)
+						j, err := jobAction(ctx, o, name, id)
 						record(id, j, err)
 					}
 				}
@@ -335,24 +334,23 @@ func (f jobFilter) params() (core.ListParams, error) {
 
 // jobAction applies cancel, retry or delete to one id. On an invalid-state
 // error it fetches the job so the message can say which state it is in.
-func jobAction(ctx context.Context, cl *core.Client, name string, id int64) (*core.Job, error) {
-	st := cl.Store()
+func jobAction(ctx context.Context, o ops, name string, id int64) (*core.Job, error) {
 	var (
 		j   *core.Job
 		err error
 	)
 	switch name {
 	case "cancel":
-		j, err = cl.CancelJob(ctx, id)
+		j, err = o.CancelJob(ctx, id)
 	case "retry":
-		j, err = st.Retry(ctx, id, core.UTC(time.Now()))
+		j, err = o.RetryJob(ctx, id)
 	case "delete":
-		err = st.Delete(ctx, id)
+		err = o.DeleteJob(ctx, id)
 	default:
 		return nil, fmt.Errorf("unknown action %q", name)
 	}
 	if err != nil && errors.Is(err, core.ErrInvalidState) {
-		if cur, gerr := st.Get(ctx, id); gerr == nil {
+		if cur, gerr := o.GetJob(ctx, id); gerr == nil {
 			return cur, err
 		}
 	}
@@ -360,4 +358,31 @@ func jobAction(ctx context.Context, cl *core.Client, name string, id int64) (*co
 		return nil, err
 	}
 	return j, nil
+}
+
+// printBulkCounts prints the counts of a filtered action that a job server
+// applied (POST /v1/jobs/bulk): how many jobs matched, were changed and
+// were skipped (changed meanwhile, or in a state the action does not
+// apply to), and the first ids changed. -o json prints core.BulkResult
+// with the action.
+func (a *app) printBulkCounts(name, done string, res core.BulkResult) error {
+	if a.jsonOutput() {
+		return writeJSON(a.env.stdout, map[string]any{
+			"action": name, "matched": res.Matched, "applied": res.Applied, "skipped": res.Skipped, "ids": res.IDs,
+		})
+	}
+	fmt.Fprintf(a.env.stdout, "%d jobs matched: %d %s, %d skipped (changed meanwhile, or in a state %s does not apply to)\n",
+		res.Matched, res.Applied, done, res.Skipped, name)
+	if len(res.IDs) > 0 {
+		ids := make([]string, len(res.IDs))
+		for i, id := range res.IDs {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		more := ""
+		if res.Applied > len(res.IDs) {
+			more = fmt.Sprintf(" and %d more", res.Applied-len(res.IDs))
+		}
+		fmt.Fprintf(a.env.stdout, "%s: %s%s\n", done, strings.Join(ids, " "), more)
+	}
+	return nil
 }

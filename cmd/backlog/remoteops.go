@@ -26,6 +26,10 @@ type ops interface {
 	CancelJob(ctx context.Context, id int64) (*core.Job, error)
 	RetryJob(ctx context.Context, id int64) (*core.Job, error)
 	DeleteJob(ctx context.Context, id int64) error
+	// ApplyToMatching applies action to the jobs matching p's filters
+	// (core.Client.ApplyToMatching). storeOps calls opts.OnJob for each
+	// job; serverOps (POST /v1/jobs/bulk) only returns the counts.
+	ApplyToMatching(ctx context.Context, action core.BulkAction, p core.ListParams, opts core.BulkOptions) (core.BulkResult, error)
 	// Enqueue inserts the jobs, one result per job in order.
 	Enqueue(ctx context.Context, jobs []core.InsertParams) ([]core.InsertResult, error)
 	QueueStats(ctx context.Context) ([]core.QueueStats, error)
@@ -108,6 +112,9 @@ func (s storeOps) RetryJob(ctx context.Context, id int64) (*core.Job, error) {
 	return s.c.RetryJob(ctx, id)
 }
 func (s storeOps) DeleteJob(ctx context.Context, id int64) error { return s.c.DeleteJob(ctx, id) }
+func (s storeOps) ApplyToMatching(ctx context.Context, action core.BulkAction, p core.ListParams, opts core.BulkOptions) (core.BulkResult, error) {
+	return s.c.ApplyToMatching(ctx, action, p, opts)
+}
 func (s storeOps) Enqueue(ctx context.Context, jobs []core.InsertParams) ([]core.InsertResult, error) {
 	return s.c.EnqueueMany(ctx, jobs)
 }
@@ -258,6 +265,19 @@ func (s serverOps) RetryJob(ctx context.Context, id int64) (*core.Job, error) {
 
 func (s serverOps) DeleteJob(ctx context.Context, id int64) error {
 	return s.check(s.c.DeleteJob(ctx, id), roleAdmin)
+}
+
+// ApplyToMatching asks the server to apply action to the jobs matching
+// p's queue, kind and states (POST /v1/jobs/bulk); opts.OnJob is not
+// called (the server answers with counts and the first ids only), and
+// opts.BatchSize is the server's business.
+func (s serverOps) ApplyToMatching(ctx context.Context, action core.BulkAction, p core.ListParams, opts core.BulkOptions) (core.BulkResult, error) {
+	res, err := s.c.Bulk(ctx, client.BulkRequest{
+		Action: action,
+		Filter: client.BulkFilter{Queue: p.Queue, Kind: p.Kind, States: p.States, IDs: opts.IDs},
+		Limit:  opts.Limit, DryRun: opts.DryRun,
+	})
+	return res, s.check(err, roleAdmin)
 }
 
 // Enqueue submits the jobs: one by POST /v1/jobs, more by POST

@@ -239,6 +239,51 @@ func slicesIndex(s []string, v string) int {
 	return -1
 }
 
+// jobs cancel, retry and delete by id print the same through the server.
+func TestServerJobActionsMatchDB(t *testing.T) {
+	t.Parallel()
+	dbA, dbB := tempDB(t), tempDB(t)
+	fillDB(t, dbA)
+	fillDB(t, dbB)
+	url := serveDB(t, dbB, "", remoteTokens)
+	for _, args := range [][]string{
+		{"jobs", "cancel", "5", "999"},
+		{"jobs", "retry", "3", "5"},
+		{"-o", "json", "jobs", "retry", "1"},
+		{"jobs", "delete", "4", "#2"},
+		{"-o", "json", "jobs", "cancel", "1", "2"},
+		{"jobs", "cancel", "x"},
+		{"jobs", "retry", "--state", "discarded", "--dry-run"},
+		{"-o", "json", "jobs", "delete", "--queue", "default", "--dry-run"},
+		{"jobs", "cancel", "--queue", "nope"},
+	} {
+		want := cli(t, dbA, args...)
+		got := cliServer(t, url, "atok", args...)
+		if w, g := normalize(want), normalize(got); w != g {
+			t.Errorf("backlog %s:\n--db:\n%s\n--server:\n%s", strings.Join(args, " "), want, got)
+		}
+	}
+}
+
+// A filtered action through the server prints the server's counts.
+func TestServerBulkAction(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	fillDB(t, db)
+	url := serveDB(t, db, "", remoteTokens)
+	r := cliServer(t, url, "atok", "jobs", "retry", "--queue", "work", "--state", "completed,discarded")
+	if r.code != 0 || r.stdout != "3 jobs matched: 3 retried, 0 skipped (changed meanwhile, or in a state retry does not apply to)\nretried: 1 2 3\n" {
+		t.Fatalf("retry by filter: %s", r)
+	}
+	r = cliServer(t, url, "atok", "-o", "json", "jobs", "cancel", "--queue", "work")
+	if r.code != 0 || !strings.Contains(r.stdout, `"matched": 3`) || !strings.Contains(r.stdout, `"applied": 3`) {
+		t.Fatalf("cancel by filter: %s", r)
+	}
+	if r := cliServer(t, url, "ptok", "jobs", "delete", "--queue", "work"); r.code != exitRuntime || !strings.Contains(r.stderr, "needs a token of the admin role") {
+		t.Fatalf("producer token: %s", r)
+	}
+}
+
 // A missing token, an unknown one and one of too small a role are told
 // apart, and the message names the role the command needs.
 func TestServerTokenErrors(t *testing.T) {
