@@ -199,6 +199,7 @@ var routes = []route{
 	{"POST", "/v1/queues/{name}/resume", roleAdmin, (*Server).resumeQueue},
 	{"GET", "/v1/queues/{name}/limits", roleProducer, (*Server).getQueueLimits},
 	{"PUT", "/v1/queues/{name}/limits", roleAdmin, (*Server).setQueueLimits},
+	{"GET", "/v1/queues/{name}/history", roleProducer, (*Server).queueHistory},
 
 	{"GET", "/v1/periodic", roleProducer, (*Server).listPeriodic},
 	{"POST", "/v1/periodic/{name}/pause", roleAdmin, (*Server).pausePeriodic},
