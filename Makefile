@@ -13,8 +13,12 @@ run:
 ## test: every test — unit, conformance on every reachable database, the
 ## dashboard in headless Chromium (installed when missing and root), race detector on;
 ## with BACKLOG_FAULT=1 (set by .ci/run, with bounded sizes) also the fault suite,
-## with BACKLOG_FUZZTIME=20000x (set by .ci/run) every fuzz target for that many inputs
+## with BACKLOG_FUZZTIME=20000x (set by .ci/run) every fuzz target for that many inputs;
+## first `go install …/cmd/backlog@version` from a local module proxy (scripts/install-check.sh)
+## and go vet with the oldest supported Go and the newest checked (scripts/go-versions.sh)
 test: lint
+	GO=$(GO) scripts/install-check.sh
+	GO=$(GO) scripts/go-versions.sh
 	-scripts/install-chromium.sh
 	eval "$$(scripts/local-dbs.sh)" && $(GO) test $(TESTFLAGS) $(PKGS)
 	if [ -n "$$BACKLOG_FUZZTIME" ]; then GO=$(GO) scripts/fuzz.sh "$$BACKLOG_FUZZTIME"; fi
