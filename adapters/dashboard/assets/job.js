@@ -1,10 +1,12 @@
 // Job detail: args, metadata, tags, every attempt's error with its cause
-// and trace, the result, a timeline, and the admin actions retry, cancel
-// and delete (each confirmed first; a refusal shows the API's problem
-// detail).
+// and trace, the result, a timeline (times in the browser's zone, named,
+// with UTC on hover), and the admin actions retry (run now, for a scheduled
+// job), cancel and delete (each confirmed first; a refusal shows the API's
+// problem detail).
 
 import { ApiError } from './api.js';
-import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtTime, prettyJSON } from './dom.js';
+import { h, setText, setData, fill, badge, setBadge, fmtAgo, prettyJSON } from './dom.js';
+import { fmtZoned, timeTitle } from './jobs.js';
 
 const FINAL = ['completed', 'cancelled', 'discarded'];
 
@@ -85,8 +87,13 @@ export function mountJob(ctx) {
 
   async function act(action) {
     if (!job) return;
+    // A scheduled job is not retried but run early: the same call makes
+    // it available now.
+    const runNow = action === 'retry' && job.state === 'scheduled';
     const what = {
-      retry: ['Retry', `Make job ${id} (${job.kind}) available to run again now?`],
+      retry: runNow
+        ? ['Run now', `Run job ${id} (${job.kind}) now instead of at ${fmtZoned(job.run_at)}?`]
+        : ['Retry', `Make job ${id} (${job.kind}) available to run again now?`],
       cancel: ['Cancel', `Cancel job ${id} (${job.kind})? A cancelled job is never retried unless retried by hand.`],
       delete: ['Delete', `Delete job ${id} (${job.kind}) for good? Its history is lost.`],
     }[action];
@@ -101,7 +108,7 @@ export function mountJob(ctx) {
       const res = await api.post(`/jobs/${id}/${action}`);
       if (!ctx.alive()) return;
       if (res && res.job) render(res.job);
-      notify(action === 'retry' ? `Job ${id} is available again.` : `Job ${id} was cancelled.`, false);
+      notify(action === 'retry' ? (runNow ? `Job ${id} is available now.` : `Job ${id} is available again.`) : `Job ${id} was cancelled.`, false);
     } catch (e) {
       if (!ctx.alive()) return;
       notify(`${what[0]} failed: ${e.message}`, true);
@@ -119,6 +126,8 @@ export function mountJob(ctx) {
     setBadge(state, j.state);
     setData(body, 'state', j.state);
     setText(kind, j.kind);
+    setText(retryBtn, j.state === 'scheduled' ? 'Run now' : 'Retry');
+    setData(retryBtn, 'action', j.state === 'scheduled' ? 'run-now' : 'retry');
     retryBtn.disabled = j.state === 'running';
     retryBtn.title = j.state === 'running' ? 'A running job cannot be retried; cancel it first.' : '';
     cancelBtn.disabled = FINAL.includes(j.state);
@@ -141,7 +150,7 @@ export function mountJob(ctx) {
     ].filter(([, t]) => t);
     // Relative times move every poll, so the timeline is redrawn each time.
     fill(timeline, times.map(([k, t]) => h('tr', { testid: `timeline-${k.replace(/ /g, '-')}` },
-      h('th', { text: k }), h('td', { text: fmtTime(t), title: t }), h('td', { class: 'ago', text: fmtAgo(t) }))));
+      h('th', { text: k }), h('td', { text: fmtZoned(t), title: timeTitle(t) }), h('td', { class: 'ago', text: fmtAgo(t) }))));
 
     if (changed('args', j.args)) setText(args, prettyJSON(j.args === undefined ? {} : j.args));
     if (changed('result', j.result)) {
@@ -175,7 +184,7 @@ export function mountJob(ctx) {
       const d = h('details', { testid: 'job-error', data: { attempt: e.attempt, key }, open: open.size ? open.has(key) : i === 0 },
         h('summary', {},
           h('span', { class: 'attempt', text: `Attempt ${e.attempt}` }),
-          h('span', { class: 'at', text: fmtTime(e.at), title: e.at }),
+          h('span', { class: 'at', text: fmtZoned(e.at), title: timeTitle(e.at) }),
           typeof e.cause === 'string' && e.cause
             ? h('span', { class: 'cause', testid: 'job-error-cause', text: e.cause, title: CAUSES[e.cause] || 'cause' })
             : null,
