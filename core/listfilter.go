@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -101,7 +102,8 @@ func (l ArgsLeaf) Number() any {
 // ErrInvalidFilter for anything else: not a JSON object, an array
 // anywhere (arrays are not searchable: containment of arrays differs
 // between databases), an empty nested object, a key that is empty, longer
-// than MaxArgsPatternKey, not UTF-8 or holding '"' or '\', the top-level
+// than MaxArgsPatternKey, not UTF-8 or holding '"' or '\', a number out
+// of the range of a float64, the top-level
 // key "backlog_enc" (reserved for sealed args, see Keyring), or a pattern
 // over MaxArgsPatternBytes, MaxArgsPatternLeaves or MaxArgsPatternDepth.
 //
@@ -153,6 +155,11 @@ func ParseArgsPattern(pattern []byte) ([]ArgsLeaf, error) {
 			case []any:
 				return badFilter("args search: %s is an array; arrays cannot be searched, only objects, strings, numbers, true, false and null", ArgsLeaf{Path: p}.JSONPath())
 			default:
+				if n, ok := x.(json.Number); ok {
+					if _, err := strconv.ParseFloat(n.String(), 64); err != nil {
+						return badFilter("args search: %s: the number %s is out of range", ArgsLeaf{Path: p}.JSONPath(), n)
+					}
+				}
 				b, _ := json.Marshal(x)
 				leaves = append(leaves, ArgsLeaf{Path: p, Value: b})
 				if len(leaves) > MaxArgsPatternLeaves {

@@ -108,6 +108,7 @@ func testListArgsContains(e *env) {
 	g := ins(`[{"customer":42}]`)
 	h := ins(`{"plan":"pr\u00f6 \"x\"","nested":{"deep":{"deeper":{"n":-1.5e3}}}}`)
 	// A sealed envelope (core.Keyring): its kid and ct must not be found.
+	dotted := ins(`{"a.b":{"c d":1,"$x[0]":"y"}}`)
 	sealed := ins(`{"backlog_enc":1,"kid":"k1","ct":"AAAA"}`)
 	other := e.job("other", "k")
 	other.Args = json.RawMessage(`{"customer":42}`)
@@ -130,9 +131,11 @@ func testListArgsContains(e *env) {
 		{`{"missing":null}`, nil},
 		{`{"plan":"prö \"x\""}`, []int64{h}},
 		{`{"nested":{"deep":{"deeper":{"n":-1500}}}}`, []int64{h}},
+		{`{"a.b":{"c d":1.0,"$x[0]":"y"}}`, []int64{dotted}},
+		{`{"a":{"b":{"c d":1}}}`, nil},
 		{`{"kid":"k1"}`, nil},
 		{`{"ct":"AAAA","kid":"k1"}`, nil},
-		{`{}`, []int64{a, b, c, d, f, g, h, sealed, o}},
+		{`{}`, []int64{a, b, c, d, f, g, h, dotted, sealed, o}},
 	}
 	for _, cs := range cases {
 		p := core.ListParams{ArgsContains: []byte(cs.pattern)}
@@ -151,7 +154,7 @@ func testListArgsContains(e *env) {
 		e.Errorf("List(ArgsContains {\"customer\":42}, Desc, AfterID %d) returned %v; want %v", o, got, []int64{b, a})
 	}
 	// Patterns no store can answer alike are refused, with ErrInvalidFilter.
-	for _, bad := range []string{`[1]`, `"x"`, `{"a":[1]}`, `{"a":{}}`, `{"backlog_enc":1}`, `{"a\"b":1}`, `{`} {
+	for _, bad := range []string{`[1]`, `"x"`, `{"a":[1]}`, `{"a":{}}`, `{"backlog_enc":1}`, `{"a\"b":1}`, `{`, `{"n":1e999}`} {
 		if _, err := e.s.List(e.ctx, core.ListParams{ArgsContains: []byte(bad)}); !errors.Is(err, core.ErrInvalidFilter) {
 			e.Errorf("List(ArgsContains %s) returned error %v; want one wrapping core.ErrInvalidFilter (core.ParseArgsPattern refuses it)", bad, err)
 		}
