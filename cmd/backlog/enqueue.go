@@ -15,6 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/backlogq/backlog/adapters/httpapi"
 	"github.com/backlogq/backlog/core"
 )
 
@@ -316,6 +317,9 @@ func (a *app) enqueueBulk(cmd *cobra.Command, f *enqueueFlags, args []string) er
 	}
 	if f.batchSize < 1 {
 		return usagef("--batch-size must be at least 1")
+	}
+	if a.server != "" && f.batchSize > httpapi.MaxBatch {
+		return usagef("--batch-size is at most %d with --server (one POST /v1/jobs/batch per batch)", httpapi.MaxBatch)
 	}
 	kind := ""
 	if len(args) == 1 {

@@ -357,6 +357,7 @@ func TestServerUsageErrors(t *testing.T) {
 		{nil, []string{"--server", "", "jobs", "list"}, "--server is empty"},
 		{nil, []string{"--server", url, "enqueue", "k", "--keys-file", "x"}, "--keys-file does not apply with --server"},
 		{nil, []string{"--server", url, "enqueue", "k", "--migrate=false"}, "--migrate does not apply with --server"},
+		{nil, []string{"--server", url, "enqueue", "--from", "-", "--batch-size", "1001"}, "--batch-size is at most 1000 with --server"},
 		{nil, []string{"--server", url, "cron", "--config", "c.json"}, "--config does not apply with --server"},
 	} {
 		r := env(c.env, c.args...)
