@@ -317,6 +317,13 @@ func TestServerTokenErrors(t *testing.T) {
 			t.Errorf("token %q, %v: want exit 1 and %q\n%s", c.token, c.args, c.want, r)
 		}
 	}
+	// The messages docs/cli.md shows, whole.
+	if r := cliServer(t, url, "", "jobs", "list"); r.stderr != "backlog: list jobs: the job server at "+url+" wants a token (401 unauthorized): pass --token or set BACKLOG_TOKEN to a token of the producer role\n" {
+		t.Errorf("no token: %q", r.stderr)
+	}
+	if r := cliServer(t, url, "ptok", "queues", "pause", "mail"); r.stderr != "backlog: pause queue mail: this needs a token of the admin role; the job server at "+url+" refused this token's role (403 forbidden)\n" {
+		t.Errorf("producer token: %q", r.stderr)
+	}
 	// The token from the environment.
 	e, out, errb := testEnv("")
 	e.getenv = func(k string) string {
