@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -555,6 +554,16 @@ type SealedRewriter interface {
 // Maintain calls Vacuum once per round on every node, after pruning.
 // Vacuum decides cheaply whether enough has accumulated (by the store's
 // own measure and thresholds) and, if so, reclaims it; it returns how
+// many dead rows there were when it did (0 when it did nothing). It must
+// not block claims, inserts or finishes while it runs, must not run twice
+// at once for one table (a node finding one under way does nothing), and
+// must change no job: every job reads back the same before and after. An
+// error is reported like any maintenance failure and the next round tries
+// again.
+type Vacuumer interface {
+	Vacuum(ctx context.Context) (deadRows int64, err error)
+}
+
 // QueueHistory is the optional capability of stores that keep, in the
 // database, what happened to every queue minute by minute: how many jobs
 // completed and how many attempts failed (counted by every node and
@@ -736,16 +745,6 @@ func MergeQueueSamples(samples []QueueSample) []QueueSample {
 	return out
 }
 
-// many dead rows there were when it did (0 when it did nothing). It must
-// not block claims, inserts or finishes while it runs, must not run twice
-// at once for one table (a node finding one under way does nothing), and
-// must change no job: every job reads back the same before and after. An
-// error is reported like any maintenance failure and the next round tries
-// again.
-type Vacuumer interface {
-	Vacuum(ctx context.Context) (deadRows int64, err error)
-}
-
 // Migrator is implemented by stores with a schema. Migrate brings it to the
 // newest version and is safe to run concurrently from several processes and
 // repeatedly.
@@ -765,8 +764,11 @@ const (
 	StrategyOptimistic ClaimStrategy = "optimistic"
 )
 
-// QueueLimits bounds how many jobs of one queue may be running at once,
-// across every node and store handle sharing the database. Running means
+// QueueLimits is a queue's claim policy, kept in its record in the store
+// so every node obeys one: how many of its jobs may be running at once
+// and how many may start per period, across every node and store handle
+// sharing the database; whether claims take turns across partition keys
+// (Fair); and how waiting jobs' priority ages (Aging). Running means
 // in the running state: a claim takes a slot, and any change out of
 // running (a finish of any kind, a rescue, a cancel) frees it at once. A
 // limit of 0 (or a kind absent from MaxRunningPerKind) means no limit.
@@ -783,6 +785,33 @@ type QueueLimits struct {
 	// bounded by the other limits only): "at most 2 running per
 	// customer".
 	MaxRunningPerPartition int `json:"max_running_per_partition,omitempty"`
+
+	// Rate bounds the starts (claims) of the queue's jobs per period,
+	// cluster-wide (see RateLimit). Jobs over the rate wait, due, and
+	// start as the rate allows.
+	Rate RateLimit `json:"rate,omitzero"`
+	// RatePerKind bounds the starts of the queue's jobs of each kind
+	// named: kind → rate.
+	RatePerKind map[string]RateLimit `json:"rate_per_kind,omitempty"`
+	// RatePerPartition bounds the starts of the queue's jobs with one
+	// partition key, for every partition key (jobs without one are
+	// bounded by the other limits only).
+	RatePerPartition RateLimit `json:"rate_per_partition,omitzero"`
+
+	// Fair makes claims take turns across partition keys instead of
+	// taking due jobs strictly in claim order: a tenant that enqueued
+	// 100,000 jobs does not hold back one that enqueued 100 afterwards.
+	// Each claim reads the due jobs of up to FairPartitions partition
+	// keys, in turn after the last ones served, and interleaves them, the
+	// partition with the fewest running jobs first (see ClaimRoom.Pick);
+	// within a partition the claim order holds. Jobs without a partition
+	// key take their turn as the queue's head (in claim order) reaches
+	// them: give every job of a fair queue a key.
+	Fair bool `json:"fair,omitempty"`
+
+	// Aging raises waiting jobs' effective priority over time (see
+	// PriorityAging).
+	Aging PriorityAging `json:"aging,omitzero"`
 }
 
 // MaxLimitedKinds is the most kinds QueueLimits.MaxRunningPerKind may
@@ -791,11 +820,16 @@ const MaxLimitedKinds = 256
 
 // IsZero reports whether l sets no limit at all.
 func (l QueueLimits) IsZero() bool {
-	if l.MaxRunning > 0 || l.MaxRunningPerPartition > 0 {
+	if l.MaxRunning > 0 || l.MaxRunningPerPartition > 0 || !l.Rate.IsZero() || !l.RatePerPartition.IsZero() || l.Fair || !l.Aging.IsZero() {
 		return false
 	}
 	for _, n := range l.MaxRunningPerKind {
 		if n > 0 {
+			return false
+		}
+	}
+	for _, r := range l.RatePerKind {
+		if !r.IsZero() {
 			return false
 		}
 	}
@@ -816,6 +850,25 @@ func (l QueueLimits) Normalized() QueueLimits {
 		}
 	}
 	l.MaxRunningPerKind = kinds
+	var rates map[string]RateLimit
+	for k, r := range l.RatePerKind {
+		if !r.IsZero() {
+			if rates == nil {
+				rates = make(map[string]RateLimit, len(l.RatePerKind))
+			}
+			rates[k] = r
+		}
+	}
+	l.RatePerKind = rates
+	if l.Rate.IsZero() {
+		l.Rate = RateLimit{}
+	}
+	if l.RatePerPartition.IsZero() {
+		l.RatePerPartition = RateLimit{}
+	}
+	if l.Aging.IsZero() {
+		l.Aging = PriorityAging{}
+	}
 	return l
 }
 
@@ -837,7 +890,24 @@ func (l QueueLimits) Validate() error {
 			return invalid("queue limits: kind %q: limit %d is negative", k, n)
 		}
 	}
-	return nil
+	if len(l.RatePerKind) > MaxLimitedKinds {
+		return invalid("queue rate limits name %d kinds, over the limit of %d", len(l.RatePerKind), MaxLimitedKinds)
+	}
+	for k, r := range l.RatePerKind {
+		if k == "" || len(k) > MaxKindLen || !utf8.ValidString(k) {
+			return invalid("queue rate limits: kind %q must be 1..%d bytes of UTF-8", k, MaxKindLen)
+		}
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("queue rate limits: kind %q: %w", k, err)
+		}
+	}
+	if err := l.Rate.Validate(); err != nil {
+		return err
+	}
+	if err := l.RatePerPartition.Validate(); err != nil {
+		return fmt.Errorf("rate per partition: %w", err)
+	}
+	return l.Aging.Validate()
 }
 
 // QueueLimiter is the capability of stores that enforce QueueLimits in
@@ -854,6 +924,19 @@ func (l QueueLimits) Validate() error {
 // over until enough of them finish.) Within its room a limited claim
 // still takes due jobs in claim order, skipping those whose kind or
 // partition is full; it never waits for a slot.
+//
+// Rate limits, Fair and Aging take the same path. The store keeps, with
+// the queue's record, each rate-limited group's GCRA instant (RateState)
+// and the fair claim's cursor: the limited claim loads them into the
+// ClaimRoom (LoadRate, LoadFairCursor) before it picks, and writes back
+// what moved (RateUpdates, FairCursorMoved) before it commits, under the
+// same lock. Instants before the claim's now may be dropped at any time:
+// a group without one starts with a full burst, which is what an old
+// instant means. A fair claim reads candidates partition by partition
+// from the cursor, plus the queue's head in claim order (see
+// QueueLimits.Fair); an aging claim reads each priority level's oldest
+// due jobs, so the jobs aging lifts are among them; ClaimRoom.Pick
+// orders and takes them.
 //
 // A queue without limits must cost its claims nothing: stores take the
 // claim path they take for every queue, and consult the limits only
@@ -876,6 +959,12 @@ type QueueLimiter interface {
 	// QueueLimits returns the limits of queue, normalized (see
 	// QueueLimits.Normalized); zero limits when none were set.
 	QueueLimits(ctx context.Context, queue string) (QueueLimits, error)
+
+	// QueueRateStates returns the stored GCRA instants of queue's
+	// rate-limited groups that are after now (the groups whose rate is
+	// in use), sorted by group; QueueLimits.RateWaits turns them into
+	// the waits an operator sees.
+	QueueRateStates(ctx context.Context, queue string, now time.Time) ([]RateState, error)
 }
 
 // ClaimRoom counts the room a claim of a queue with QueueLimits has left:
@@ -885,15 +974,23 @@ type QueueLimiter interface {
 // queue's record). It is not safe for concurrent use.
 type ClaimRoom struct {
 	limits QueueLimits
+	now    time.Time
 	total  int            // running jobs of the queue
 	kinds  map[string]int // running jobs per limited kind
 	parts  map[string]int // running jobs per partition key
+
+	tats        map[string]time.Time // rate group → GCRA instant (see RateLimit)
+	dirty       map[string]bool      // rate groups Take moved
+	cursor      string               // fair claims: partition key read up to
+	cursorMoved bool
 }
 
-// NewClaimRoom returns the room of a queue with limits l and no running
-// jobs yet.
-func NewClaimRoom(l QueueLimits) *ClaimRoom {
-	return &ClaimRoom{limits: l.Normalized(), kinds: map[string]int{}, parts: map[string]int{}}
+// NewClaimRoom returns the room of a queue with limits l at now (the
+// claim's time, which rate limits and aging are judged at), with no
+// running jobs and no rate used yet.
+func NewClaimRoom(l QueueLimits, now time.Time) *ClaimRoom {
+	return &ClaimRoom{limits: l.Normalized(), now: UTC(now), kinds: map[string]int{}, parts: map[string]int{},
+		tats: map[string]time.Time{}, dirty: map[string]bool{}}
 }
 
 // AddRunning counts n running jobs of kind with partition key partition
@@ -903,7 +1000,7 @@ func (r *ClaimRoom) AddRunning(kind, partition string, n int) {
 	if _, ok := r.limits.MaxRunningPerKind[kind]; ok {
 		r.kinds[kind] += n
 	}
-	if partition != "" && r.limits.MaxRunningPerPartition > 0 {
+	if partition != "" && (r.limits.MaxRunningPerPartition > 0 || r.limits.Fair) {
 		r.parts[partition] += n
 	}
 }
@@ -920,7 +1017,7 @@ func (r *ClaimRoom) Fits(kind, partition string) bool {
 	if partition != "" && r.limits.MaxRunningPerPartition > 0 && r.parts[partition] >= r.limits.MaxRunningPerPartition {
 		return false
 	}
-	return true
+	return r.ratesFit(kind, partition)
 }
 
 // Take counts one more running job of kind and partition and reports
@@ -930,16 +1027,18 @@ func (r *ClaimRoom) Take(kind, partition string) bool {
 		return false
 	}
 	r.AddRunning(kind, partition, 1)
+	r.ratesTake(kind, partition)
 	return true
 }
 
-// Left returns how many more jobs the queue-wide limit allows, or
-// math.MaxInt when MaxRunning is 0.
+// Left returns how many more jobs the queue-wide limits (MaxRunning and
+// Rate) allow, or math.MaxInt when neither is set.
 func (r *ClaimRoom) Left() int {
+	left := r.rateLeft(RateGroupQueue, r.limits.Rate)
 	if r.limits.MaxRunning <= 0 {
-		return math.MaxInt
+		return left
 	}
-	return max(0, r.limits.MaxRunning-r.total)
+	return min(left, max(0, r.limits.MaxRunning-r.total))
 }
 
 // FullKinds returns the limited kinds with no room left, sorted: a claim
@@ -951,6 +1050,11 @@ func (r *ClaimRoom) FullKinds() []string {
 			out = append(out, k)
 		}
 	}
+	for k, rl := range r.limits.RatePerKind {
+		if r.rateLeft(RateGroupKind(k), rl) == 0 && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
 	slices.Sort(out)
 	return out
 }
@@ -958,12 +1062,20 @@ func (r *ClaimRoom) FullKinds() []string {
 // FullPartitions returns the partition keys with no room left, sorted.
 func (r *ClaimRoom) FullPartitions() []string {
 	var out []string
-	if r.limits.MaxRunningPerPartition <= 0 {
-		return nil
+	if r.limits.MaxRunningPerPartition > 0 {
+		for p, n := range r.parts {
+			if n >= r.limits.MaxRunningPerPartition {
+				out = append(out, p)
+			}
+		}
 	}
-	for p, n := range r.parts {
-		if n >= r.limits.MaxRunningPerPartition {
-			out = append(out, p)
+	if rl := r.limits.RatePerPartition; !rl.IsZero() {
+		for g := range r.tats {
+			if len(g) > len(rateGroupPartPfx) && g[:len(rateGroupPartPfx)] == rateGroupPartPfx && r.rateLeft(g, rl) == 0 {
+				if p := g[len(rateGroupPartPfx):]; !slices.Contains(out, p) {
+					out = append(out, p)
+				}
+			}
 		}
 	}
 	slices.Sort(out)

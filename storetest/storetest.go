@@ -86,6 +86,7 @@ func allTests() []test {
 		vacuumTests,
 		routingTests,
 		limitsTests,
+		policyTests,
 		historyTests,
 		deadWorkerTests,
 		notifyTests,

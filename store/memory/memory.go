@@ -46,7 +46,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +89,9 @@ type Store struct {
 	// limits holds the concurrency limits of the queues whose limits were
 	// set (core.QueueLimiter), normalized; zero limits stay as a record.
 	limits map[string]core.QueueLimits
+	// rates holds each queue's rate-limited groups' GCRA instants
+	// (core.RateLimit): queue → group → instant.
+	rates map[string]map[string]time.Time
 
 	workers map[string]core.WorkerInfo
 
@@ -119,6 +124,7 @@ func New() *Store {
 		holdOf:    make(map[int64]string),
 		paused:    make(map[string]bool),
 		limits:    make(map[string]core.QueueLimits),
+		rates:     make(map[string]map[string]time.Time),
 		workers:   make(map[string]core.WorkerInfo),
 		settings:  make(map[string][]byte),
 		listeners: make(map[chan core.Notification]struct{}),
@@ -252,13 +258,19 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	var picked []*core.Job
 	if x, ok := s.pending[p.Queue]; ok {
 		limit, take := p.Limit, func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) }
-		if lim, ok := s.limits[p.Queue]; ok && !lim.IsZero() {
-			room := s.room(p.Queue, lim)
+		lim, limited := s.limits[p.Queue]
+		switch {
+		case limited && hasPolicy(lim):
+			picked = s.claimByPolicy(x, p, lim, now)
+		case limited && !lim.IsZero():
+			room := s.room(p.Queue, lim, now)
 			limit = min(limit, room.Left())
 			take = func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) && room.Take(j.Kind, j.PartitionKey) }
-		}
-		if limit > 0 {
-			picked = x.popDue(now, limit, take)
+			fallthrough
+		default:
+			if limit > 0 {
+				picked = x.popDue(now, limit, take)
+			}
 		}
 	}
 
@@ -710,14 +722,86 @@ func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) err
 // room returns the claim room of queue under lim: its running jobs
 // counted by kind and partition key. Holding the mutex makes claims one at
 // a time, so the count stays true until the claim has taken its jobs.
-func (s *Store) room(queue string, lim core.QueueLimits) *core.ClaimRoom {
-	r := core.NewClaimRoom(lim)
+func (s *Store) room(queue string, lim core.QueueLimits, now time.Time) *core.ClaimRoom {
+	r := core.NewClaimRoom(lim, now)
+	for g, tat := range s.rates[queue] {
+		r.LoadRate(g, tat)
+	}
 	for _, j := range s.jobs {
 		if j.Queue == queue && j.State == core.StateRunning {
 			r.AddRunning(j.Kind, j.PartitionKey, 1)
 		}
 	}
 	return r
+}
+
+// hasPolicy reports whether l sets rate limits, Fair or Aging (which
+// claimByPolicy applies) besides concurrency limits.
+func hasPolicy(l core.QueueLimits) bool {
+	return !l.Rate.IsZero() || !l.RatePerPartition.IsZero() || len(l.RatePerKind) > 0 || l.Fair || !l.Aging.IsZero()
+}
+
+// claimByPolicy takes up to p.Limit due jobs of x under lim's policy:
+// every due job the worker's tags allow is a candidate, core.ClaimRoom.Pick
+// orders and takes them, and the rest go back to the index. The rate
+// instants the claim moved are kept. (The memory store weighs every
+// partition key in each fair claim; the SQL stores up to
+// core.FairPartitions of them per claim.)
+func (s *Store) claimByPolicy(x *pendingIndex, p core.ClaimParams, lim core.QueueLimits, now time.Time) []*core.Job {
+	room := s.room(p.Queue, lim, now)
+	due := x.popDue(now, math.MaxInt, func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) })
+	cands := make([]core.ClaimCandidate, 0, len(due))
+	byID := make(map[int64]*core.Job, len(due))
+	for i, j := range due {
+		if lim.Fair && j.PartitionKey == "" && i >= p.Limit {
+			continue // as in the SQL stores: jobs without a key take their turn at the queue's head
+		}
+		cands = append(cands, core.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt})
+	}
+	for _, j := range due {
+		byID[j.ID] = j
+	}
+	picked, _ := room.Pick(cands, min(p.Limit, room.Left()))
+	out := make([]*core.Job, 0, len(picked))
+	for _, c := range picked {
+		out = append(out, byID[c.ID])
+		delete(byID, c.ID)
+	}
+	for _, j := range due {
+		if _, left := byID[j.ID]; left {
+			x.add(j)
+		}
+	}
+	if ups := room.RateUpdates(); len(ups) > 0 {
+		if s.rates[p.Queue] == nil {
+			s.rates[p.Queue] = map[string]time.Time{}
+		}
+		for g, tat := range s.rates[p.Queue] {
+			if !tat.After(now) {
+				delete(s.rates[p.Queue], g)
+			}
+		}
+		for _, st := range ups {
+			s.rates[p.Queue][st.Group] = st.TAT
+		}
+	}
+	return out
+}
+
+// QueueRateStates implements core.QueueLimiter.
+func (s *Store) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]core.RateState, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []core.RateState
+	for g, tat := range s.rates[queue] {
+		if tat.After(now) {
+			out = append(out, core.RateState{Group: g, TAT: tat})
+		}
+	}
+	slices.SortFunc(out, func(a, b core.RateState) int { return strings.Compare(a.Group, b.Group) })
+	return out, nil
 }
 
 // SetQueueLimits implements core.QueueLimiter.
@@ -762,6 +846,7 @@ func (s *Store) QueueLimits(ctx context.Context, queue string) (core.QueueLimits
 // cloneLimits copies l so callers never share the stored map.
 func cloneLimits(l core.QueueLimits) core.QueueLimits {
 	l.MaxRunningPerKind = maps.Clone(l.MaxRunningPerKind)
+	l.RatePerKind = maps.Clone(l.RatePerKind)
 	return l
 }
 

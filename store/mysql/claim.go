@@ -83,13 +83,18 @@ const stampedSQL = `SELECT id FROM {jobs} WHERE version = ? AND id IN (%s)`
 // when there are any), and locks them ({lock}: FOR UPDATE SKIP LOCKED, or
 // FOR UPDATE on servers without SKIP LOCKED).
 //
-// Arguments: queue, now, worker tags (JSON array), the full kinds, the
-// full partition keys, limit.
+// The first two %s pick the index and the rows: "claim_idx" and
+// "pending = 1", or, for one partition key of a fair queue, "fair_idx"
+// and "fair_key = ?" (the pending jobs with that key).
+//
+// Arguments: queue, [partition key,] now, worker tags (JSON array), the
+// full kinds, the full partition keys, lowest and highest priority,
+// limit.
 const limitedCandidatesSQL = `
 SELECT {columns}
-FROM {jobs} FORCE INDEX (claim_idx)
-WHERE queue = ? AND pending = 1 AND run_at <= ?
-  AND (tags IS NULL OR JSON_CONTAINS(?, tags)) %s
+FROM {jobs} FORCE INDEX (%s)
+WHERE queue = ? AND %s AND run_at <= ?
+  AND (tags IS NULL OR JSON_CONTAINS(?, tags)) %s AND priority BETWEEN ? AND ?
 ORDER BY priority, run_at, id
 LIMIT ?%s`
 
@@ -175,7 +180,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // optimistic strategy, for servers without SKIP LOCKED, locks its
 // candidates with a plain FOR UPDATE. The commit releases the record.
 func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
-	room, err := s.LockClaimRoom(ctx, c, p.Queue)
+	room, err := s.LockClaimRoom(ctx, c, p.Queue, core.UTC(p.Now))
 	if err != nil || room == nil {
 		return nil, err
 	}
@@ -183,8 +188,13 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	if s.strategy == core.StrategySkipLocked {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	read := func(fullKinds, fullParts []string, n int) ([]sqlq.LimitCandidate, error) {
-		args := []any{p.Queue, s.d.Time(p.Now), sqlq.TagsArg(p.Tags)}
+	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+		fullKinds, fullParts := f.FullKinds, f.FullParts
+		index, rows, args := "claim_idx", "pending = 1", []any{p.Queue}
+		if f.Partition != "" {
+			index, rows, args = "fair_idx", "fair_key = ?", append(args, f.Partition)
+		}
+		args = append(args, s.d.Time(p.Now), sqlq.TagsArg(p.Tags))
 		full := ""
 		if len(fullKinds) > 0 {
 			full += " AND kind NOT IN (" + marks(len(fullKinds)) + ")"
@@ -198,14 +208,15 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 				args = append(args, k)
 			}
 		}
-		args = append(args, n)
-		jobs, err := sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.q.limitedCandidates, full, lock), args...))
+		lo, hi := f.PriorityRange()
+		args = append(args, lo, hi, n)
+		jobs, err := sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.q.limitedCandidates, index, rows, full, lock), args...))
 		if err != nil {
 			return nil, err
 		}
 		out := make([]sqlq.LimitCandidate, len(jobs))
 		for i, j := range jobs {
-			out[i] = sqlq.LimitCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Job: j}
+			out[i] = sqlq.LimitCandidate{ClaimCandidate: core.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt}, Job: j}
 		}
 		return out, nil
 	}
@@ -231,7 +242,14 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		}
 		return out, nil
 	}
-	return sqlq.ClaimLimited(p.Limit, room, read, take)
+	parts := func(after string, n int) ([]string, error) {
+		return s.FairPartitions(ctx, c, p.Queue, "fair_key", "", after, n)
+	}
+	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
+	if err != nil {
+		return nil, err
+	}
+	return out, s.SaveClaimRoom(ctx, c, p.Queue, room, core.UTC(p.Now))
 }
 
 // claimSkipLocked reads and locks up to p.Limit due jobs

@@ -218,19 +218,24 @@ func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams) ([]*core
 // SKIP LOCKED passes over the rare pending row another writer (a cancel,
 // a retry) holds. The commit that ends the claim releases the record.
 func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
-	room, err := s.LockClaimRoom(ctx, c, p.Queue)
+	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+	room, err := s.LockClaimRoom(ctx, c, p.Queue, now)
 	if err != nil || room == nil {
 		return nil, err
 	}
-	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
-	read := func(fullKinds, fullParts []string, n int) ([]sqlq.LimitCandidate, error) {
+	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+		fullKinds, fullParts := f.FullKinds, f.FullParts
 		if fullKinds == nil {
 			fullKinds = []string{}
 		}
 		if fullParts == nil {
 			fullParts = []string{}
 		}
-		return sqlq.ScanLimitCandidates(c.Query(ctx, s.q.limitedCandidates, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n))
+		lo, hi := f.PriorityRange()
+		if f.Partition != "" {
+			return sqlq.ScanLimitCandidates(c.Query(ctx, s.q.limitedCandidatesPart, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n, lo, hi, f.Partition))
+		}
+		return sqlq.ScanLimitCandidates(c.Query(ctx, s.q.limitedCandidates, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n, lo, hi))
 	}
 	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
 		ids := make([]int64, len(cands))
@@ -239,5 +244,12 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		}
 		return scanJobs(c.Query(ctx, s.q.limitedClaim, now, p.WorkerID, lease, ids))
 	}
-	return sqlq.ClaimLimited(p.Limit, room, read, take)
+	parts := func(after string, n int) ([]string, error) {
+		return s.FairPartitions(ctx, c, p.Queue, "partition_key", "state IN "+pendingIn, after, n)
+	}
+	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
+	if err != nil {
+		return nil, err
+	}
+	return out, s.SaveClaimRoom(ctx, c, p.Queue, room, now)
 }

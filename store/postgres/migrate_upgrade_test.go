@@ -40,6 +40,13 @@ func TestMigrateUpgradeQueueLimits(t *testing.T) {
 	upgradetest.RunQueueLimits(t, upgradeBackend(t), 7)
 }
 
+// TestMigrateUpgradeClaimPolicy runs upgradetest.RunClaimPolicy from
+// schema version 8: jobs and pauses are kept, no queue has a policy,
+// and rate limits and fair claims work on the upgraded schema.
+func TestMigrateUpgradeClaimPolicy(t *testing.T) {
+	upgradetest.RunClaimPolicy(t, upgradeBackend(t), 9)
+}
+
 // upgradeBackend opens an unmigrated store on a fresh schema.
 func upgradeBackend(t *testing.T) upgradetest.Backend {
 	ctx := context.Background()

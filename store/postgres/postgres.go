@@ -226,7 +226,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
 	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, done: make(chan struct{}),
 		vacuumMinDead: c.vacuumMinDead, vacuumScale: c.vacuumScale}
-	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings", Holds: c.schema + ".unique_keys"}
+	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings", Holds: c.schema + ".unique_keys", Rates: c.schema + ".queue_rates"}
 	s.channel = "backlog_" + c.schema
 	s.db = &poolDB{pool: pool, closed: &s.closed}
 	s.retrier = sqlq.Retrier{Transient: transient, Closed: &s.closed}

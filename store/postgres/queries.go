@@ -18,6 +18,8 @@ type queries struct {
 	claimCandidates   string
 	claimCAS          string
 	limitedCandidates string
+	// limitedCandidatesPart is limitedCandidates of one partition key.
+	limitedCandidatesPart string
 	limitedClaim      string
 	finish            string
 	insert            string
@@ -72,10 +74,12 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 	// due candidates in claim order without the full kinds ($4) and
 	// partition keys ($5), $1 queue, $2 now, $3 tags, $6 limit; then the
 	// claim of those taken ($4 ids; $1 now, $2 worker, $3 lease until).
-	q.limitedCandidates = "SELECT p.id, p.kind, p.partition_key FROM " + t.Jobs + " p WHERE p.queue = $1 AND p.state IN " + pendingIn +
+	cands := "SELECT p.id, p.kind, p.partition_key, p.priority, p.run_at FROM " + t.Jobs + " p WHERE p.queue = $1 AND p.state IN " + pendingIn +
 		" AND p.run_at <= $2 AND (p.tags IS NULL OR p.tags <@ $3::jsonb) AND p.kind <> ALL($4::text[])" +
-		" AND (p.partition_key IS NULL OR p.partition_key <> ALL($5::text[]))" +
-		" ORDER BY p.priority, p.run_at, p.id LIMIT $6 FOR UPDATE SKIP LOCKED"
+		" AND (p.partition_key IS NULL OR p.partition_key <> ALL($5::text[])) AND p.priority BETWEEN $7 AND $8"
+	q.limitedCandidates = cands + " ORDER BY p.priority, p.run_at, p.id LIMIT $6 FOR UPDATE SKIP LOCKED"
+	// One partition key of a fair queue: a range of jobs_fair.
+	q.limitedCandidatesPart = cands + " AND p.partition_key = $9 ORDER BY p.priority, p.run_at, p.id LIMIT $6 FOR UPDATE SKIP LOCKED"
 	q.limitedClaim = "UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
 		" worker_id = $2, attempted_at = $1, lease_until = $3 WHERE j.id = ANY($4::bigint[]) AND j.state IN " + pendingIn + " RETURNING " + jcols
 

@@ -42,17 +42,26 @@ RETURNING {columns}`
 // with, after the running jobs were counted.
 //
 // Arguments: queue, now, worker tags (JSON array), full kinds (JSON
-// array), full partition keys (JSON array), limit.
-const limitedCandidatesSQL = `
-SELECT id, kind, partition_key FROM {jobs}
+// array), full partition keys (JSON array), lowest and highest priority,
+// limit. limitedCandidatesPartSQL reads one partition key of a fair
+// queue (a range of jobs_fair) and takes it after the priorities.
+const limitedCandidatesSQL = limitedCandidatesWhere + `
+ORDER BY priority, run_at, id
+LIMIT ?`
+
+const limitedCandidatesPartSQL = limitedCandidatesWhere + ` AND partition_key = ?
+ORDER BY priority, run_at, id
+LIMIT ?`
+
+const limitedCandidatesWhere = `
+SELECT id, kind, partition_key, priority, run_at FROM {jobs}
 WHERE queue = ? AND state IN ('scheduled','available','retryable') AND run_at <= ?
   AND (tags IS NULL OR NOT EXISTS (
       SELECT 1 FROM json_each(tags) AS jt
       WHERE jt.value NOT IN (SELECT wt.value FROM json_each(?) AS wt)))
   AND kind NOT IN (SELECT value FROM json_each(?))
   AND (partition_key IS NULL OR partition_key NOT IN (SELECT value FROM json_each(?)))
-ORDER BY priority, run_at, id
-LIMIT ?`
+  AND priority BETWEEN ? AND ?`
 
 // limitedClaimSQL moves the candidates a limited claim took (%s: their
 // ids) to running.
@@ -112,22 +121,35 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // (limitedCandidatesSQL) and the claim (limitedClaimSQL) see no other
 // claim in between.
 func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
-	room, err := s.LockClaimRoom(ctx, c, p.Queue)
+	now := core.UTC(p.Now)
+	room, err := s.LockClaimRoom(ctx, c, p.Queue, now)
 	if err != nil || room == nil {
 		return nil, err
 	}
 	d := dialect{}
-	read := func(fullKinds, fullParts []string, n int) ([]sqlq.LimitCandidate, error) {
-		return sqlq.ScanLimitCandidates(c.Query(ctx, s.sql.limitedCands, p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags),
-			sqlq.TagsArg(fullKinds), sqlq.TagsArg(fullParts), n))
+	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+		lo, hi := f.PriorityRange()
+		args := []any{p.Queue, d.Time(now), sqlq.TagsArg(p.Tags), sqlq.TagsArg(f.FullKinds), sqlq.TagsArg(f.FullParts), lo, hi}
+		q := s.sql.limitedCands
+		if f.Partition != "" {
+			q, args = s.sql.limitedCandsPart, append(args, f.Partition)
+		}
+		return sqlq.ScanLimitCandidates(c.Query(ctx, q, append(args, n)...))
 	}
 	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
 		args := make([]any, 0, 3+len(cands))
-		args = append(args, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil))
+		args = append(args, p.WorkerID, d.Time(now), d.Time(p.LeaseUntil))
 		for _, lc := range cands {
 			args = append(args, lc.ID)
 		}
 		return sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.sql.limitedClaim, marks(len(cands))), args...))
 	}
-	return sqlq.ClaimLimited(p.Limit, room, read, take)
+	parts := func(after string, n int) ([]string, error) {
+		return s.FairPartitions(ctx, c, p.Queue, "partition_key", "state IN ('scheduled','available','retryable')", after, n)
+	}
+	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
+	if err != nil {
+		return nil, err
+	}
+	return out, s.SaveClaimRoom(ctx, c, p.Queue, room, now)
 }

@@ -40,6 +40,13 @@ func TestMigrateUpgradeQueueLimits(t *testing.T) {
 	upgradetest.RunQueueLimits(t, upgradeBackend(t), 6)
 }
 
+// TestMigrateUpgradeClaimPolicy runs upgradetest.RunClaimPolicy from
+// schema version 7: jobs and pauses are kept, no queue has a policy,
+// and rate limits and fair claims work on the upgraded schema.
+func TestMigrateUpgradeClaimPolicy(t *testing.T) {
+	upgradetest.RunClaimPolicy(t, upgradeBackend(t), 8)
+}
+
 // upgradeBackend opens an unmigrated store on a file of its own.
 func upgradeBackend(t *testing.T) upgradetest.Backend {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "upgrade.db"), WithPrefix("up_"), WithMigrate(false))

@@ -19,7 +19,9 @@ import (
 type statements struct {
 	claim        string // claimSQL
 	limitedCands string // limitedCandidatesSQL
-	limitedClaim string // limitedClaimSQL; %s: marks
+	// limitedCandsPart is limitedCandidatesPartSQL.
+	limitedCandsPart string
+	limitedClaim     string // limitedClaimSQL; %s: marks
 
 	insert string // insertSQL; %s: rows of insertRowSQL
 
@@ -35,13 +37,14 @@ func newStatements(t sqlq.Tables) statements {
 	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{columns}", sqlq.JobColumns)
 	stmt := func(q string) string { return strings.TrimSpace(r.Replace(q)) }
 	return statements{
-		claim:        stmt(claimSQL),
-		limitedCands: stmt(limitedCandidatesSQL),
-		limitedClaim: stmt(limitedClaimSQL),
-		insert:       stmt(insertSQL),
-		finishUpdate: stmt(finishUpdateSQL),
-		finishDelete: stmt(finishDeleteSQL),
-		extendLeases: stmt(extendLeasesSQL),
+		claim:            stmt(claimSQL),
+		limitedCands:     stmt(limitedCandidatesSQL),
+		limitedCandsPart: stmt(limitedCandidatesPartSQL),
+		limitedClaim:     stmt(limitedClaimSQL),
+		insert:           stmt(insertSQL),
+		finishUpdate:     stmt(finishUpdateSQL),
+		finishDelete:     stmt(finishDeleteSQL),
+		extendLeases:     stmt(extendLeasesSQL),
 	}
 }
 

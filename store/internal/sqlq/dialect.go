@@ -281,13 +281,18 @@ type Tables struct {
 	// Holds is the unique-key holds table (see InsertKeyed), e.g.
 	// "backlog_unique_keys".
 	Holds string
+	// Rates is the rate-limit state table (queue, grp, tat: one GCRA
+	// instant per rate-limited group, see core.RateLimit), e.g.
+	// "backlog_queue_rates".
+	Rates string
 }
 
 // PrefixTables returns Tables named prefix+"jobs", prefix+"queues",
-// prefix+"workers", prefix+"settings" and prefix+"unique_keys". prefix
+// prefix+"workers", prefix+"settings", prefix+"unique_keys" and
+// prefix+"queue_rates". prefix
 // must be a valid identifier part (see ValidPrefix).
 func PrefixTables(prefix string) Tables {
-	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings", Holds: prefix + "unique_keys"}
+	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings", Holds: prefix + "unique_keys", Rates: prefix + "queue_rates"}
 }
 
 // ValidPrefix reports an error unless prefix is at most 48 bytes of ASCII

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -22,6 +23,14 @@ import (
 //	                          (InitQueueLimits stores only then)
 //	workers_per_node          reserved for a per-node worker count set by
 //	                          operators; NULL, read by nothing yet
+//	policy                    the rest of the claim policy (rate limits,
+//	                          Fair, Aging) as JSON (policyJSON), NULL = none
+//	fair_cursor               the partition key the last fair claim read
+//	                          up to (NULL = from the first)
+//
+// and the rates table keeps one GCRA instant per rate-limited group
+// (queue, grp, tat; see core.RateLimit), written by the limited claim
+// under the queue's lock.
 //
 // A claim of a queue whose record says limited locks that record (FOR
 // UPDATE; SQLite's write transaction excludes every other writer already),
@@ -33,17 +42,18 @@ import (
 
 // limitCols are the queue record's limit columns, in the order
 // scanLimits reads them.
-const limitCols = "limited, max_running, max_running_per_kind, max_running_per_partition, limits_at"
+const limitCols = "limited, max_running, max_running_per_kind, max_running_per_partition, limits_at, policy"
 
-// scanLimits reads one row of limitCols.
-func scanLimits(rows Rows) (l core.QueueLimits, limited, set bool, err error) {
+// scanLimits reads one row of limitCols (after the extra destinations
+// given, which come first in the row).
+func scanLimits(rows Rows, extra ...any) (l core.QueueLimits, limited, set bool, err error) {
 	var (
-		lim         any
-		maxRun, per int64
-		kinds       []byte
-		at          time.Time
+		lim          any
+		maxRun, per  int64
+		kinds, polic []byte
+		at           time.Time
 	)
-	if err := rows.Scan(&lim, &maxRun, bytesDest{&kinds}, &per, timeDest{&at}); err != nil {
+	if err := rows.Scan(append(extra, &lim, &maxRun, bytesDest{&kinds}, &per, timeDest{&at}, bytesDest{&polic})...); err != nil {
 		return l, false, false, err
 	}
 	l.MaxRunning, l.MaxRunningPerPartition = int(maxRun), int(per)
@@ -52,7 +62,75 @@ func scanLimits(rows Rows) (l core.QueueLimits, limited, set bool, err error) {
 			return l, false, false, fmt.Errorf("sqlq: queue limits: decode max_running_per_kind: %w", err)
 		}
 	}
+	if len(polic) > 0 {
+		var pj policyJSON
+		if err := json.Unmarshal(polic, &pj); err != nil {
+			return l, false, false, fmt.Errorf("sqlq: queue limits: decode policy: %w", err)
+		}
+		pj.apply(&l)
+	}
 	return l.Normalized(), truthy(lim), !at.IsZero(), nil
+}
+
+// policyJSON is the policy column: the claim policy besides the
+// concurrency limits, durations in nanoseconds so they read back exactly.
+type policyJSON struct {
+	Rate             *rateJSON           `json:"rate,omitempty"`
+	RatePerKind      map[string]rateJSON `json:"rate_per_kind,omitempty"`
+	RatePerPartition *rateJSON           `json:"rate_per_partition,omitempty"`
+	Fair             bool                `json:"fair,omitempty"`
+	AgingEveryNS     int64               `json:"aging_every_ns,omitempty"`
+	AgingMaxSteps    int                 `json:"aging_max_steps,omitempty"`
+}
+
+type rateJSON struct {
+	Starts int   `json:"starts"`
+	PerNS  int64 `json:"per_ns"`
+}
+
+func toRateJSON(r core.RateLimit) *rateJSON {
+	if r.IsZero() {
+		return nil
+	}
+	return &rateJSON{Starts: r.Starts, PerNS: int64(r.Per)}
+}
+
+func (r *rateJSON) limit() core.RateLimit {
+	if r == nil {
+		return core.RateLimit{}
+	}
+	return core.RateLimit{Starts: r.Starts, Per: time.Duration(r.PerNS)}
+}
+
+// newPolicyJSON returns the policy column of l, or nil when l has no
+// policy besides concurrency limits.
+func newPolicyJSON(l core.QueueLimits) *policyJSON {
+	pj := &policyJSON{Rate: toRateJSON(l.Rate), RatePerPartition: toRateJSON(l.RatePerPartition), Fair: l.Fair,
+		AgingEveryNS: int64(l.Aging.Every), AgingMaxSteps: l.Aging.MaxSteps}
+	for k, r := range l.RatePerKind {
+		if rj := toRateJSON(r); rj != nil {
+			if pj.RatePerKind == nil {
+				pj.RatePerKind = map[string]rateJSON{}
+			}
+			pj.RatePerKind[k] = *rj
+		}
+	}
+	if pj.Rate == nil && pj.RatePerPartition == nil && !pj.Fair && pj.AgingEveryNS == 0 && pj.RatePerKind == nil {
+		return nil
+	}
+	return pj
+}
+
+// apply copies the policy into l.
+func (pj policyJSON) apply(l *core.QueueLimits) {
+	l.Rate, l.RatePerPartition, l.Fair = pj.Rate.limit(), pj.RatePerPartition.limit(), pj.Fair
+	l.Aging = core.PriorityAging{Every: time.Duration(pj.AgingEveryNS), MaxSteps: pj.AgingMaxSteps}
+	for k, r := range pj.RatePerKind {
+		if l.RatePerKind == nil {
+			l.RatePerKind = map[string]core.RateLimit{}
+		}
+		l.RatePerKind[k] = r.limit()
+	}
 }
 
 // truthy decodes a boolean column (bool, or an integer on SQLite and
@@ -135,7 +213,7 @@ func (s *Store) writeLimits(ctx context.Context, c Conn, queue string, l core.Qu
 	if err := s.ensureQueue(ctx, c, queue, now); err != nil {
 		return err
 	}
-	var kinds any
+	var kinds, polic any
 	if len(l.MaxRunningPerKind) > 0 {
 		enc, err := json.Marshal(l.MaxRunningPerKind)
 		if err != nil {
@@ -143,11 +221,19 @@ func (s *Store) writeLimits(ctx context.Context, c Conn, queue string, l core.Qu
 		}
 		kinds = string(enc)
 	}
-	b := newBuilder(s.d, 7)
+	if pj := newPolicyJSON(l); pj != nil {
+		enc, err := json.Marshal(pj)
+		if err != nil {
+			return err
+		}
+		polic = string(enc)
+	}
+	b := newBuilder(s.d, 8)
 	b.w("UPDATE ", s.t.Queues, " SET limited = ", b.arg(!l.IsZero()),
 		", max_running = ", b.arg(int64(l.MaxRunning)),
 		", max_running_per_kind = ", b.argT(kinds, TypeText),
 		", max_running_per_partition = ", b.arg(int64(l.MaxRunningPerPartition)),
+		", policy = ", b.argT(polic, TypeText),
 		", limits_at = ", b.argT(s.d.Time(now), TypeTime),
 		", updated_at = ", b.argT(s.d.Time(now), TypeTime),
 		" WHERE name = ", b.arg(queue))
@@ -200,13 +286,15 @@ func (s *Store) QueueLimited(ctx context.Context, c Conn, queue string) (bool, e
 
 // LockClaimRoom starts the limited claim of queue on c, a write
 // transaction: it locks the queue's record and, when the queue is not
-// paused and has limits, returns its room: the limits less the queue's
-// running jobs, counted per kind and partition key. It returns nil (and
-// no error) when there is nothing to claim under limits: no record, a
-// pause, or no limits any more.
-func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string) (*core.ClaimRoom, error) {
+// paused and has limits, returns its room at now: the limits less the
+// queue's running jobs, counted per kind and partition key, with the
+// rate-limited groups' instants and the fair cursor loaded. It returns
+// nil (and no error) when there is nothing to claim under limits: no
+// record, a pause, or no limits any more. The claim ends with
+// SaveClaimRoom.
+func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string, now time.Time) (*core.ClaimRoom, error) {
 	b := newBuilder(s.d, 1)
-	b.w("SELECT paused, ", limitCols, " FROM ", s.t.Queues, " WHERE name = ", b.arg(queue), s.d.LockSuffix(false))
+	b.w("SELECT paused, fair_cursor, ", limitCols, " FROM ", s.t.Queues, " WHERE name = ", b.arg(queue), s.d.LockSuffix(false))
 	rows, err := c.Query(ctx, b.String(), b.args...)
 	if err != nil {
 		return nil, err
@@ -215,26 +303,13 @@ func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string) (*core.
 		lim            core.QueueLimits
 		limited, found bool
 		paused         any
+		cursor         sql.NullString
 	)
 	if rows.Next() {
 		found = true
-		var (
-			lv          any
-			maxRun, per int64
-			kinds       []byte
-			at          time.Time
-		)
-		if err := rows.Scan(&paused, &lv, &maxRun, bytesDest{&kinds}, &per, timeDest{&at}); err != nil {
+		if lim, limited, _, err = scanLimits(rows, &paused, &cursor); err != nil {
 			rows.Close()
-			return nil, err
-		}
-		limited = truthy(lv)
-		lim.MaxRunning, lim.MaxRunningPerPartition = int(maxRun), int(per)
-		if len(kinds) > 0 {
-			if err := json.Unmarshal(kinds, &lim.MaxRunningPerKind); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlq: queue %q limits: decode max_running_per_kind: %w", queue, err)
-			}
+			return nil, fmt.Errorf("sqlq: queue %q: %w", queue, err)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -245,7 +320,17 @@ func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string) (*core.
 	if !found || !limited || truthy(paused) || lim.IsZero() {
 		return nil, nil
 	}
-	room := core.NewClaimRoom(lim)
+	room := core.NewClaimRoom(lim, now)
+	room.LoadFairCursor(cursor.String)
+	if !lim.Rate.IsZero() || !lim.RatePerPartition.IsZero() || len(lim.RatePerKind) > 0 {
+		states, err := s.readRates(ctx, c, queue, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			room.LoadRate(st.Group, st.TAT)
+		}
+	}
 	b = newBuilder(s.d, 1)
 	// Read through the lease index: state = 'running' spelt literally so
 	// the partial jobs_lease index matches (PostgreSQL, SQLite), and
@@ -278,65 +363,306 @@ func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string) (*core.
 	return room, rows.Close()
 }
 
-// LimitCandidate is a due job a limited claim may take: its id, kind and
-// partition key ("" = none), and, when the store read it whole, the job.
+// LimitCandidate is a due job a limited claim may take, and, when the
+// store read it whole, the job.
 type LimitCandidate struct {
-	ID        int64
-	Kind      string
+	core.ClaimCandidate
+	Job *core.Job
+}
+
+// CandidateFilter narrows a limited claim's candidate read: leave out the
+// kinds and partition keys given (they are full), and, when set, read one
+// priority level or one partition key only.
+type CandidateFilter struct {
+	FullKinds, FullParts []string
+	// Priority, when not 0, reads only jobs of this priority (an aging
+	// claim reads each level's oldest due jobs).
+	Priority int
+	// Partition, when not "", reads only jobs with this partition key (a
+	// fair claim reads partition by partition).
 	Partition string
-	Job       *core.Job
+}
+
+// PriorityRange returns the priorities f reads, lowest and highest.
+func (f CandidateFilter) PriorityRange() (int, int) {
+	if f.Priority != 0 {
+		return f.Priority, f.Priority
+	}
+	return core.PriorityHighest, core.PriorityLowest
 }
 
 // limitRounds bounds the candidate reads of one limited claim. Each round
-// after the first runs only because candidates of groups that filled up
-// were skipped, and it leaves those groups out.
+// after the first runs only because candidates were left out (groups
+// that filled up, which it then leaves out, or partitions read short).
 const limitRounds = 8
 
-// ClaimLimited takes up to limit jobs within room, in claim order. read
-// returns up to n due candidates in claim order, leaving out the kinds
-// and partition keys given (they are full); take claims the candidates
-// given (all of them, unless some were taken by a writer outside the
-// queue's lock, which it then skips) and returns them as they now are.
-// Both run in the transaction that holds the queue's lock.
-func ClaimLimited(limit int, room *core.ClaimRoom,
-	read func(fullKinds, fullParts []string, n int) ([]LimitCandidate, error),
-	take func([]LimitCandidate) ([]*core.Job, error),
-) ([]*core.Job, error) {
-	var out []*core.Job
+// LimitedReads is what a store gives ClaimLimited, all running in the
+// transaction that holds the queue's lock.
+type LimitedReads struct {
+	// Read returns up to n due candidates matching f in claim order
+	// (priority, run_at, id).
+	Read func(f CandidateFilter, n int) ([]LimitCandidate, error)
+	// Take claims the candidates given (all of them, unless some were
+	// taken by a writer outside the queue's lock, which it then skips)
+	// and returns them as they now are.
+	Take func([]LimitCandidate) ([]*core.Job, error)
+	// Partitions returns up to n partition keys, in order, after the one
+	// given ("" = from the first), that have pending jobs (FairPartitions).
+	Partitions func(after string, n int) ([]string, error)
+}
+
+// ClaimLimited takes up to limit jobs within room, in the order of the
+// queue's policy (core.ClaimRoom.Pick): candidates in claim order; for
+// an aging queue each priority level's oldest; for a fair queue those of
+// up to core.FairPartitions partition keys from the room's cursor, plus
+// the head of the queue in claim order (where jobs without a key take
+// their turn).
+func ClaimLimited(limit int, room *core.ClaimRoom, r LimitedReads) ([]*core.Job, error) {
+	var (
+		out   []*core.Job
+		parts []string
+	)
+	if room.Fair() {
+		var err error
+		if parts, err = fairTurn(room, r.Partitions); err != nil {
+			return nil, err
+		}
+	}
 	for round := 0; round < limitRounds; round++ {
 		want := min(limit-len(out), room.Left())
 		if want <= 0 {
 			break
 		}
-		cands, err := read(room.FullKinds(), room.FullPartitions(), want)
-		if err != nil {
-			return nil, err
-		}
-		var pick []LimitCandidate
-		skipped := false
-		for _, c := range cands {
-			if len(pick) == want {
-				break
+		f := CandidateFilter{FullKinds: room.FullKinds(), FullParts: room.FullPartitions()}
+		var (
+			cands []LimitCandidate
+			short bool // a partition read returned all it was asked for: it may hold more
+		)
+		switch {
+		case room.Fair():
+			per := (want + len(parts)) / (len(parts) + 1)
+			seen := map[int64]bool{}
+			for _, p := range append([]string{""}, parts...) {
+				if p != "" && slices.Contains(f.FullParts, p) {
+					continue
+				}
+				g := f
+				g.Partition = p
+				got, err := readAged(room, r.Read, g, per)
+				if err != nil {
+					return nil, err
+				}
+				if len(got) == per {
+					short = true
+				}
+				for _, c := range got {
+					if !seen[c.ID] {
+						seen[c.ID] = true
+						cands = append(cands, c)
+					}
+				}
 			}
-			if room.Take(c.Kind, c.Partition) {
-				pick = append(pick, c)
-			} else {
-				skipped = true
+		default:
+			var err error
+			if cands, err = readAged(room, r.Read, f, want); err != nil {
+				return nil, err
 			}
 		}
-		if len(pick) > 0 {
-			got, err := take(pick)
+		byID := make(map[int64]LimitCandidate, len(cands))
+		plain := make([]core.ClaimCandidate, len(cands))
+		for i, c := range cands {
+			byID[c.ID], plain[i] = c, c.ClaimCandidate
+		}
+		picked, skipped := room.Pick(plain, want)
+		if len(picked) > 0 {
+			pick := make([]LimitCandidate, len(picked))
+			for i, c := range picked {
+				pick[i] = byID[c.ID]
+			}
+			got, err := r.Take(pick)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, got...)
 		}
-		if !skipped {
-			break // every candidate fitted: the read reached the end, or limit is met
+		if len(picked) == 0 || (!skipped && !short) {
+			break // every candidate fitted and every read reached its end, or nothing fits
 		}
 	}
 	SortClaimOrder(out)
 	return out, nil
+}
+
+// readAged reads up to n candidates matching f; for a queue with
+// priority aging it reads up to n of every priority level (the oldest
+// of each, which aging lifts first) unless f names one.
+func readAged(room *core.ClaimRoom, read func(CandidateFilter, int) ([]LimitCandidate, error), f CandidateFilter, n int) ([]LimitCandidate, error) {
+	if room.Aging().IsZero() || f.Priority != 0 {
+		return read(f, n)
+	}
+	var out []LimitCandidate
+	for p := core.PriorityHighest; p <= core.PriorityLowest; p++ {
+		g := f
+		g.Priority = p
+		got, err := read(g, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// fairTurn returns the partition keys a fair claim reads this time: up
+// to core.FairPartitions after the room's cursor, going round to the
+// first ones when the end is reached, and moves the cursor past them.
+func fairTurn(room *core.ClaimRoom, partitions func(after string, n int) ([]string, error)) ([]string, error) {
+	n, cur := core.FairPartitions, room.FairCursor()
+	parts, err := partitions(cur, n)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == n {
+		room.SetFairCursor(parts[n-1])
+		return parts, nil
+	}
+	if cur == "" {
+		room.SetFairCursor("")
+		return parts, nil
+	}
+	more, err := partitions("", n-len(parts))
+	if err != nil {
+		return nil, err
+	}
+	next := ""
+	for _, p := range more {
+		if p > cur {
+			break // read already, after the cursor
+		}
+		parts, next = append(parts, p), p
+	}
+	if len(parts) < n {
+		next = "" // every partition was read: start from the first next time
+	}
+	room.SetFairCursor(next)
+	return parts, nil
+}
+
+// FairPartitions returns up to n partition keys of queue, in order,
+// after the one given ("" = from the first), that have pending jobs: a
+// skip scan of the fair index, one index seek per key (col is the
+// column the index holds them in, pending the predicate that makes it
+// hold only pending jobs). It backs LimitedReads.Partitions.
+func (s *Store) FairPartitions(ctx context.Context, c Conn, queue, col, pending, after string, n int) ([]string, error) {
+	var out []string
+	for len(out) < n {
+		b := newBuilder(s.d, 2)
+		b.w("SELECT MIN(", col, ") FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue), " AND ", col, " > ", b.argT(after, TypeText))
+		if pending != "" {
+			b.w(" AND ", pending)
+		}
+		rows, err := c.Query(ctx, b.String(), b.args...)
+		if err != nil {
+			return nil, err
+		}
+		var next sql.NullString
+		if rows.Next() {
+			if err := rows.Scan(&next); err != nil {
+				rows.Close()
+				return nil, err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		rows.Close()
+		if !next.Valid {
+			break
+		}
+		out = append(out, next.String)
+		after = next.String
+	}
+	return out, nil
+}
+
+// readRates returns the stored instants of queue's rate groups after now.
+func (s *Store) readRates(ctx context.Context, c Conn, queue string, now time.Time) ([]core.RateState, error) {
+	b := newBuilder(s.d, 2)
+	b.w("SELECT grp, tat FROM ", s.t.Rates, " WHERE queue = ", b.arg(queue), " AND tat > ", b.argT(s.d.Time(now), TypeTime), " ORDER BY grp")
+	rows, err := c.Query(ctx, b.String(), b.args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []core.RateState
+	for rows.Next() {
+		var st core.RateState
+		if err := rows.Scan(&st.Group, timeDest{&st.TAT}); err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
+
+// QueueRateStates implements core.QueueLimiter.
+func (s *Store) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]core.RateState, error) {
+	var out []core.RateState
+	err := s.retry(ctx, func() (err error) {
+		out, err = s.readRates(ctx, s.db, queue, now)
+		return err
+	})
+	return out, err
+}
+
+// SaveClaimRoom ends a limited claim begun by LockClaimRoom, on the same
+// transaction: it writes back the rate instants and the fair cursor the
+// claim moved, and drops the queue's instants that are before now (a
+// group without one starts with a full burst, which is what they mean).
+func (s *Store) SaveClaimRoom(ctx context.Context, c Conn, queue string, room *core.ClaimRoom, now time.Time) error {
+	if room == nil {
+		return nil
+	}
+	ups := room.RateUpdates()
+	if len(ups) > 0 {
+		b := newBuilder(s.d, 2)
+		b.w("DELETE FROM ", s.t.Rates, " WHERE queue = ", b.arg(queue), " AND tat <= ", b.argT(s.d.Time(now), TypeTime))
+		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
+			return err
+		}
+	}
+	for _, st := range ups {
+		b := newBuilder(s.d, 3)
+		b.w("UPDATE ", s.t.Rates, " SET tat = ", b.argT(s.d.Time(st.TAT), TypeTime), " WHERE queue = ", b.arg(queue), " AND grp = ", b.arg(st.Group))
+		res, err := c.Exec(ctx, b.String(), b.args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err == nil && n > 0 {
+			continue
+		}
+		b = newBuilder(s.d, 3)
+		b.w("INSERT INTO ", s.t.Rates, " (queue, grp, tat) VALUES (", b.arg(queue), ", ", b.arg(st.Group), ", ", b.argT(s.d.Time(st.TAT), TypeTime), ")")
+		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
+			return err
+		}
+	}
+	if room.FairCursorMoved() {
+		var cur any
+		if p := room.FairCursor(); p != "" {
+			cur = p
+		}
+		b := newBuilder(s.d, 2)
+		b.w("UPDATE ", s.t.Queues, " SET fair_cursor = ", b.argT(cur, TypeText), " WHERE name = ", b.arg(queue))
+		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // LimitedHint reports whether this process last found queue limited: a
@@ -359,8 +685,8 @@ func (s *Store) SetLimitedHint(queue string, limited bool) {
 }
 
 // ScanLimitCandidates reads the rows of a limited claim's candidate read
-// (id, kind, partition_key; NULL = none) and closes them; err is the
-// query's.
+// (id, kind, partition_key (NULL = none), priority, run_at) and closes
+// them; err is the query's.
 func ScanLimitCandidates(rows Rows, err error) ([]LimitCandidate, error) {
 	if err != nil {
 		return nil, err
@@ -371,11 +697,12 @@ func ScanLimitCandidates(rows Rows, err error) ([]LimitCandidate, error) {
 		var (
 			lc   LimitCandidate
 			part sql.NullString
+			prio int64
 		)
-		if err := rows.Scan(&lc.ID, &lc.Kind, &part); err != nil {
+		if err := rows.Scan(&lc.ID, &lc.Kind, &part, &prio, timeDest{&lc.RunAt}); err != nil {
 			return nil, err
 		}
-		lc.Partition = part.String
+		lc.Partition, lc.Priority = part.String, int(prio)
 		out = append(out, lc)
 	}
 	if err := rows.Err(); err != nil {
