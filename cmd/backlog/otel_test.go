@@ -15,6 +15,9 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/backlogq/backlog/adapters/httpapi/client"
+	"github.com/backlogq/backlog/core"
 )
 
 func TestTracingWanted(t *testing.T) {
@@ -163,5 +166,44 @@ func TestServeExportsTracesWithOTLP(t *testing.T) {
 		if s != defaultServiceName {
 			t.Fatalf("service.name %q, want %q", s, defaultServiceName)
 		}
+	}
+}
+
+// work --server with an OTLP endpoint traces its executions: a job whose
+// metadata carries a traceparent (written by any producer) runs in a
+// process span continuing it, the shell handler gets that span's
+// TRACEPARENT, and the span is flushed when the worker stops.
+func TestWorkRemoteExportsTracesWithOTLP(t *testing.T) {
+	recv := &otlpReceiver{}
+	hs := httptest.NewServer(recv)
+	t.Cleanup(hs.Close)
+	vars := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": hs.URL + "/v1/traces", "OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_SERVICE_NAME": "remote"}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+	url, admin := apiServer(t)
+	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	id := submit(t, admin, client.SubmitRequest{Kind: "trace", Metadata: map[string]string{"traceparent": "00-" + traceID + "-" + parentID + "-01"}})
+	w := startRemote(t, func(k string) string { return vars[k] }, url, "--token", "wtok", "--handler", `trace=printf %s "$TRACEPARENT"`)
+	waitFor(t, 30*time.Second, "the job to complete", func() bool { return getJob(t, admin, id).State == core.StateCompleted })
+	if code := w.stop(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, w.stderr)
+	}
+	procs := recv.named("process default")
+	if len(procs) != 1 {
+		t.Fatalf("exported %d process spans, want 1", len(procs))
+	}
+	p := procs[0]
+	if hex.EncodeToString(p.TraceId) != traceID || hex.EncodeToString(p.ParentSpanId) != parentID {
+		t.Fatalf("process span: trace %x parent %x, want the job's traceparent", p.TraceId, p.ParentSpanId)
+	}
+	want := `"00-` + traceID + "-" + hex.EncodeToString(p.SpanId) + `-01"`
+	if got := string(getJob(t, admin, id).Result); got != want {
+		t.Fatalf("the handler's TRACEPARENT %s, want the process span's %s", got, want)
+	}
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	if len(recv.svc) == 0 || recv.svc[0] != "remote" {
+		t.Fatalf("service.name %v, want OTEL_SERVICE_NAME's", recv.svc)
 	}
 }
