@@ -15,12 +15,17 @@ run:
 ## with BACKLOG_FAULT=1 (set by .ci/run, with bounded sizes) also the fault suite,
 ## with BACKLOG_FUZZTIME=20000x (set by .ci/run) every fuzz target for that many inputs;
 ## first `go install …/cmd/backlog@version` from a local module proxy (scripts/install-check.sh)
-## and go vet with the oldest supported Go and the newest checked (scripts/go-versions.sh)
+## and go vet with the oldest supported Go and the newest checked (scripts/go-versions.sh);
+## the nested module storetest/dbtest/dbcontainer is vetted and tested too
 test: lint
 	GO=$(GO) scripts/install-check.sh
 	GO=$(GO) scripts/go-versions.sh
 	-scripts/install-chromium.sh
 	eval "$$(scripts/local-dbs.sh)" && $(GO) test $(TESTFLAGS) $(PKGS)
+# storetest/dbtest/dbcontainer is a module of its own (testcontainers-go);
+# -mod=mod follows the parent's requirements through its replace
+	eval "$$(scripts/local-dbs.sh)" && cd storetest/dbtest/dbcontainer && \
+		$(GO) vet -mod=mod ./... && $(GO) test -mod=mod -count=1 ./...
 	if [ -n "$$BACKLOG_FUZZTIME" ]; then GO=$(GO) scripts/fuzz.sh "$$BACKLOG_FUZZTIME"; fi
 
 ## lint: go vet and a gofmt check

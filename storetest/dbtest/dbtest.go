@@ -1,21 +1,19 @@
 // Package dbtest provides real PostgreSQL and MySQL databases to tests.
 //
 // Each call returns the DSN of a fresh, empty database created for the
-// calling test and dropped when it ends, on a server found in this order:
+// calling test and dropped when it ends, on the server named by an
+// environment variable (BACKLOG_TEST_POSTGRES_DSN, BACKLOG_TEST_MYSQL_DSN;
+// the DSN must let its user create and drop databases). Without one the
+// test is skipped — unless BACKLOG_REQUIRE_DBS=1, when it fails instead, so
+// a CI job can never pass by skipping. scripts/local-dbs.sh starts local
+// servers and prints the exports.
 //
-//  1. the server named by an environment variable
-//     (BACKLOG_TEST_POSTGRES_DSN, BACKLOG_TEST_MYSQL_DSN): the DSN must let
-//     its user create and drop databases;
-//  2. a container started with testcontainers-go when a Docker engine
-//     answers — one container per database kind per test binary, started
-//     on first use and shared by every test of the binary (each still gets
-//     its own database); testcontainers' reaper removes it when the binary
-//     exits;
-//  3. otherwise the test is skipped — unless BACKLOG_REQUIRE_DBS=1, when it
-//     fails instead, so a CI job can never pass by skipping.
-//
-// The package lives apart from storetest so that an adapter author who
-// brings their own database does not pull in Docker libraries.
+// The package depends on the database drivers only. Servers started in
+// Docker containers (testcontainers-go) when no DSN is set come from the
+// separate module github.com/backlogq/backlog/storetest/dbtest/dbcontainer,
+// which has the same functions and builds on PostgresDatabase, MySQLDatabase
+// and Unavailable here; keeping it apart keeps Docker's libraries out of
+// this module's dependencies.
 package dbtest
 
 import (
@@ -27,15 +25,11 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", to create databases
-	"github.com/testcontainers/testcontainers-go"
-	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
 // Environment variables read by this package.
@@ -51,23 +45,22 @@ const (
 	EnvRequireDBs = "BACKLOG_REQUIRE_DBS"
 )
 
-// Container images started when no DSN is configured.
-const (
-	PostgresImage = "postgres:17-alpine"
-	MySQLImage    = "mysql:8.4"
-)
-
-// startTimeout bounds the start of a container, image pull included.
-const startTimeout = 5 * time.Minute
-
 // PostgresDSN returns a DSN (URL form) for a fresh, empty PostgreSQL
-// database created for t and dropped when t ends: on the server named by
-// BACKLOG_TEST_POSTGRES_DSN, else in a testcontainers-go postgres container
-// when Docker answers, else t.Skip — but when BACKLOG_REQUIRE_DBS=1, t.Fatal
-// instead of skip.
+// database created for t and dropped when t ends, on the server named by
+// BACKLOG_TEST_POSTGRES_DSN; without it t.Skip — but when
+// BACKLOG_REQUIRE_DBS=1, t.Fatal instead of skip.
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
-	server := PostgresServerDSN(t)
+	return PostgresDatabase(t, PostgresServerDSN(t))
+}
+
+// PostgresDatabase creates a fresh, empty database (named backlog_test_
+// and 12 random hex digits) on the PostgreSQL server at server, drops it
+// (WITH (FORCE)) when t ends, and returns server's DSN with the database
+// replaced by the new one. server is a URL (postgres://…) or a libpq
+// keyword/value DSN whose user may create databases. Any error fails t.
+func PostgresDatabase(t testing.TB, server string) string {
+	t.Helper()
 	name := dbName(t)
 	db, err := sql.Open("pgx", server)
 	if err != nil {
@@ -98,17 +91,26 @@ func PostgresDSN(t testing.TB) string {
 }
 
 // MySQLDSN returns a go-sql-driver/mysql DSN for a fresh, empty MySQL
-// database created for t and dropped when t ends: on the server named by
-// BACKLOG_TEST_MYSQL_DSN, else in a testcontainers-go mysql container when
-// Docker answers, else t.Skip — but when BACKLOG_REQUIRE_DBS=1, t.Fatal
-// instead of skip. The DSN keeps the parameters of the configured one; the
-// store adds what it needs (parseTime and the like).
+// database created for t and dropped when t ends, on the server named by
+// BACKLOG_TEST_MYSQL_DSN; without it t.Skip — but when
+// BACKLOG_REQUIRE_DBS=1, t.Fatal instead of skip. The DSN keeps the
+// parameters of the configured one; the store adds what it needs
+// (parseTime and the like).
 func MySQLDSN(t testing.TB) string {
 	t.Helper()
-	server := MySQLServerDSN(t)
+	return MySQLDatabase(t, MySQLServerDSN(t))
+}
+
+// MySQLDatabase creates a fresh, empty database (utf8mb4_bin, named
+// backlog_test_ and 12 random hex digits) on the MySQL or MariaDB server at
+// server, a go-sql-driver/mysql DSN whose user may create databases, drops
+// it when t ends, and returns server's DSN with the database replaced by
+// the new one. Any error fails t.
+func MySQLDatabase(t testing.TB, server string) string {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(server)
 	if err != nil {
-		t.Fatalf("dbtest: parse %s: %v", EnvMySQLDSN, err)
+		t.Fatalf("dbtest: parse MySQL server DSN: %v", err)
 	}
 	name := dbName(t)
 	db, err := sql.Open("mysql", server)
@@ -138,18 +140,13 @@ func MySQLDSN(t testing.TB) string {
 
 // PostgresServerDSN returns the DSN of the PostgreSQL server itself (its
 // configured database, shared by every caller): BACKLOG_TEST_POSTGRES_DSN,
-// else a container, else skip (fail with BACKLOG_REQUIRE_DBS=1), as
-// PostgresDSN. For tests that isolate themselves, for example with a fresh
-// schema per test.
+// else skip (fail with BACKLOG_REQUIRE_DBS=1), as PostgresDSN. For tests
+// that isolate themselves, for example with a fresh schema per test.
 func PostgresServerDSN(t testing.TB) string {
 	t.Helper()
 	server := os.Getenv(EnvPostgresDSN)
 	if server == "" {
-		var err error
-		server, err = postgresContainer.get(t, startPostgres)
-		if err != nil {
-			unavailable(t, "PostgreSQL", EnvPostgresDSN, err)
-		}
+		Unavailable(t, "dbtest: no PostgreSQL server: "+EnvPostgresDSN+" is not set")
 	}
 	return server
 }
@@ -160,20 +157,16 @@ func MySQLServerDSN(t testing.TB) string {
 	t.Helper()
 	server := os.Getenv(EnvMySQLDSN)
 	if server == "" {
-		var err error
-		server, err = mysqlContainer.get(t, startMySQL)
-		if err != nil {
-			unavailable(t, "MySQL", EnvMySQLDSN, err)
-		}
+		Unavailable(t, "dbtest: no MySQL server: "+EnvMySQLDSN+" is not set")
 	}
 	return server
 }
 
-// unavailable skips t for want of a database, or fails it when databases
-// are required.
-func unavailable(t testing.TB, what, env string, err error) {
+// Unavailable ends t for want of a database server: t.Skip with msg, or
+// t.Fatal when BACKLOG_REQUIRE_DBS=1. msg says which server and why none
+// was found.
+func Unavailable(t testing.TB, msg string) {
 	t.Helper()
-	msg := fmt.Sprintf("dbtest: no %s server: %s is not set and no container could be started: %v", what, env, err)
 	if os.Getenv(EnvRequireDBs) == "1" {
 		t.Fatal(msg + " (" + EnvRequireDBs + "=1 makes this a failure)")
 	}
@@ -196,92 +189,10 @@ func withPostgresDatabase(server, name string) (string, error) {
 	if strings.HasPrefix(server, "postgres://") || strings.HasPrefix(server, "postgresql://") {
 		u, err := url.Parse(server)
 		if err != nil {
-			return "", fmt.Errorf("parse %s: %w", EnvPostgresDSN, err)
+			return "", fmt.Errorf("parse PostgreSQL server DSN: %w", err)
 		}
 		u.Path = "/" + name
 		return u.String(), nil
 	}
 	return server + " dbname=" + name, nil // a later keyword overrides an earlier one
-}
-
-// containerCache starts one container per test binary on first use and
-// remembers its DSN, or the error that kept it from starting, for every
-// later caller. It is the package's only shared state.
-type containerCache struct {
-	once sync.Once
-	dsn  string
-	err  error
-}
-
-var (
-	postgresContainer containerCache
-	mysqlContainer    containerCache
-)
-
-// get returns the cached server DSN, starting the container on first use.
-func (c *containerCache) get(t testing.TB, start func(context.Context) (string, error)) (string, error) {
-	t.Helper()
-	c.once.Do(func() {
-		if err := dockerHealthy(); err != nil {
-			c.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		defer cancel()
-		c.dsn, c.err = start(ctx)
-	})
-	return c.dsn, c.err
-}
-
-// dockerHealthy reports whether a Docker engine answers. It does what
-// testcontainers.SkipIfProviderIsNotHealthy does — including recovering
-// from the panic the library can raise when no Docker host exists — but
-// returns an error, so the caller can fail instead of skip when databases
-// are required.
-func dockerHealthy() (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("docker is not available: %v", r)
-		}
-	}()
-	provider, err := testcontainers.ProviderDocker.GetProvider()
-	if err != nil {
-		return fmt.Errorf("docker is not available: %w", err)
-	}
-	defer provider.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := provider.Health(ctx); err != nil {
-		return fmt.Errorf("docker is not healthy: %w", err)
-	}
-	return nil
-}
-
-// startPostgres starts the shared PostgreSQL container and returns a DSN
-// for its maintenance database.
-func startPostgres(ctx context.Context) (string, error) {
-	c, err := tcpostgres.Run(ctx, PostgresImage,
-		tcpostgres.WithDatabase("postgres"),
-		tcpostgres.WithUsername("backlog"),
-		tcpostgres.WithPassword("backlog"),
-		tcpostgres.BasicWaitStrategies(),
-	)
-	if err != nil {
-		return "", fmt.Errorf("start %s: %w", PostgresImage, err)
-	}
-	return c.ConnectionString(ctx, "sslmode=disable")
-}
-
-// startMySQL starts the shared MySQL container and returns a DSN for its
-// root user.
-func startMySQL(ctx context.Context) (string, error) {
-	c, err := tcmysql.Run(ctx, MySQLImage,
-		tcmysql.WithDatabase("backlog"),
-		tcmysql.WithUsername("root"),
-		tcmysql.WithPassword("backlog"),
-	)
-	if err != nil {
-		return "", fmt.Errorf("start %s: %w", MySQLImage, err)
-	}
-	return c.ConnectionString(ctx)
 }

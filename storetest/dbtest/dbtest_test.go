@@ -31,3 +31,25 @@ func ping(t *testing.T, driver, dsn string) {
 		t.Fatalf("ping %s database: %v", driver, err)
 	}
 }
+
+// TestServerDSNSkipsWithoutEnv: with no DSN configured and databases not
+// required, the server helpers skip the test rather than fail it.
+func TestServerDSNSkipsWithoutEnv(t *testing.T) {
+	t.Setenv(dbtest.EnvPostgresDSN, "")
+	t.Setenv(dbtest.EnvMySQLDSN, "")
+	t.Setenv(dbtest.EnvRequireDBs, "")
+	for name, get := range map[string]func(testing.TB) string{
+		"postgres": dbtest.PostgresServerDSN,
+		"mysql":    dbtest.MySQLServerDSN,
+	} {
+		var sub *testing.T
+		t.Run(name, func(t *testing.T) {
+			sub = t
+			get(t)
+			t.Error("returned without a server")
+		})
+		if !sub.Skipped() {
+			t.Errorf("%s: not skipped", name)
+		}
+	}
+}
