@@ -81,7 +81,12 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 		cl.producers[name] = newProducer(cl, name, q)
 	}
 	if qh, ok := store.(QueueHistory); ok && c.MaintenanceInterval > 0 {
-		cl.history = newHistory(qh)
+		queues := make([]string, 0, len(c.Queues))
+		for name := range c.Queues {
+			queues = append(queues, name)
+		}
+		sortStrings(queues)
+		cl.history = newHistory(qh, queues)
 	}
 	if cl.periodic, err = validatePeriodic(c.Periodic, cl.limits()); err != nil {
 		return nil, err

@@ -52,10 +52,14 @@ type historyCounts struct{ completed, failed int64 }
 // queue and minute, and when it last sampled the gauges. It is safe for
 // concurrent use.
 type history struct {
-	st QueueHistory
+	st     QueueHistory
+	queues []string // the queues this node works: sampled even when empty
 
 	mu      sync.Mutex
 	pending map[historyKey]historyCounts
+	// seen holds the queues counted since the last gauge sample, which
+	// that sample covers even when they have no due job.
+	seen map[string]bool
 
 	// write serialises writes (maintenance rounds, the last write at
 	// Stop), so counts handed back by a failed write are never written
@@ -68,8 +72,8 @@ type history struct {
 	gauged   map[string]bool
 }
 
-func newHistory(st QueueHistory) *history {
-	return &history{st: st, pending: map[historyKey]historyCounts{}, gauged: map[string]bool{}}
+func newHistory(st QueueHistory, queues []string) *history {
+	return &history{st: st, queues: queues, pending: map[historyKey]historyCounts{}, seen: map[string]bool{}, gauged: map[string]bool{}}
 }
 
 // observe counts e when it is a completion or a failed attempt, in the
@@ -99,26 +103,35 @@ func (h *history) observe(e Event, now time.Time) {
 		c.completed++
 	}
 	h.pending[k] = c
+	h.seen[queue] = true
 	h.mu.Unlock()
 }
 
-// take empties the pending counts and returns them.
-func (h *history) take() map[historyKey]historyCounts {
+// take empties the pending counts and returns them, and with gauge the
+// queues counted since the last gauge sample.
+func (h *history) take(gauge bool) (map[historyKey]historyCounts, map[string]bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var seen map[string]bool
+	if gauge {
+		seen, h.seen = h.seen, map[string]bool{}
+	}
 	if len(h.pending) == 0 {
-		return nil
+		return nil, seen
 	}
 	out := h.pending
 	h.pending = map[historyKey]historyCounts{}
-	return out
+	return out, seen
 }
 
 // giveBack returns counts a failed write did not store, to be written
-// with the next ones.
-func (h *history) giveBack(counts map[historyKey]historyCounts) {
+// with the next ones, and the queues seen that its gauge sample covered.
+func (h *history) giveBack(counts map[historyKey]historyCounts, seen map[string]bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for q := range seen {
+		h.seen[q] = true
+	}
 	for k, c := range counts {
 		p := h.pending[k]
 		p.completed += c.completed
@@ -128,15 +141,16 @@ func (h *history) giveBack(counts map[historyKey]historyCounts) {
 }
 
 // record writes the pending counts and, when gauge is set, a gauge
-// sample of every queue with due jobs at now (and a zero for the queues
-// whose depth this node last wrote as non-zero, and for the queues
-// counted in the minute of now), in one AddQueueHistory. Counts it
-// could not write are kept for the next call: none is lost or written
-// twice. It reports what failed, and "" when nothing did.
+// sample of every queue with due jobs at now, and a zero for the other
+// queues this node knows of (those it works, those it counted since its
+// last sample, and those it last sampled as non-zero), in one
+// AddQueueHistory. Counts it could not write are kept for the next
+// call: none is lost or written twice. It reports what failed, and ""
+// when nothing did.
 func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string, error) {
 	h.write.Lock()
 	defer h.write.Unlock()
-	counts := h.take()
+	counts, seen := h.take(gauge)
 	var samples []QueueSample
 	for _, k := range slices.SortedFunc(maps.Keys(counts), func(a, b historyKey) int {
 		if a.queue != b.queue {
@@ -154,7 +168,7 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 	if gauge {
 		due, err := h.st.DueJobs(ctx, now)
 		if err != nil {
-			h.giveBack(counts)
+			h.giveBack(counts, seen)
 			return "read due jobs for the queue history", err
 		}
 		gauged = map[string]bool{}
@@ -171,21 +185,21 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 				samples = append(samples, QueueSample{Queue: q, At: now, Gauge: true})
 			}
 		}
-		for q := range h.gauged {
+		for _, q := range h.queues {
 			zero(q)
 		}
-		minute := HistoryMinute(now).Unix()
-		for k := range counts {
-			if k.minute == minute {
-				zero(k.queue)
-			}
+		for _, q := range slices.Sorted(maps.Keys(seen)) {
+			zero(q)
+		}
+		for _, q := range slices.Sorted(maps.Keys(h.gauged)) {
+			zero(q)
 		}
 	}
 	if len(samples) == 0 {
 		return "", nil
 	}
 	if err := h.st.AddQueueHistory(ctx, samples); err != nil {
-		h.giveBack(counts)
+		h.giveBack(counts, seen)
 		return "write the queue history", err
 	}
 	if gauge {

@@ -1,45 +1,13 @@
 // Overview: every queue's job counts by state (GET /queues), its paused
-// state with pause/resume, and an estimate of completed jobs per minute
-// computed here from successive polls.
+// state with pause/resume, its completed jobs of the last whole minute and
+// charts of its last hour, both from the store's queue history (see
+// charts.js).
 
-import { ApiError, query, seg } from './api.js';
-import { h, setText, setData, reconcile, fill, badge, setBadge, serverNow, fmtDuration } from './dom.js';
+import { seg } from './api.js';
+import { h, setText, setData, reconcile, fill, badge, setBadge } from './dom.js';
+import { mountCharts } from './charts.js';
 
 export const STATES = ['scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'discarded'];
-
-// How many recently created completed jobs each poll reads for the estimate.
-const RECENT_LIMIT = 200;
-const WINDOW_MS = 60_000;
-
-// samples of the completed counts by queue, kept across visits to this
-// screen while the page is open: [{t, counts: Map(queue → completed)}].
-const samples = [];
-
-function countRate(queue, now) {
-  const inWindow = samples.filter((s) => s.t >= now - WINDOW_MS && s.counts.has(queue));
-  if (inWindow.length < 2) return null;
-  const first = inWindow[0], last = inWindow[inWindow.length - 1];
-  const secs = (last.t - first.t) / 1000;
-  if (secs < 4) return null;
-  const delta = last.counts.get(queue) - first.counts.get(queue);
-  return Math.max(0, delta) * 60 / secs;
-}
-
-// recentCounts counts, per queue, the completed jobs in recent whose
-// finished_at is within the last minute of the server's clock. truncated is
-// true when the page of recent jobs was full and its oldest entry still
-// finished within the minute (so more may exist).
-function recentCounts(recent) {
-  const since = serverNow() - WINDOW_MS;
-  const byQueue = new Map();
-  let oldestInWindow = true;
-  for (const j of recent) {
-    const f = Date.parse(j.finished_at || '');
-    if (Number.isNaN(f) || f < since) { oldestInWindow = false; continue; }
-    byQueue.set(j.queue, (byQueue.get(j.queue) || 0) + 1);
-  }
-  return { byQueue, truncated: recent.length >= RECENT_LIMIT && oldestInWindow };
-}
 
 export function mountOverview(ctx) {
   const { api, root } = ctx;
@@ -48,7 +16,7 @@ export function mountOverview(ctx) {
   const tbody = h('tbody', { testid: 'queues-body' });
   const totals = h('tr', { class: 'totals', testid: 'queues-total' });
   const empty = h('p', { class: 'empty', testid: 'queues-empty', hidden: true, text: 'No queues yet: submit a job or start a worker.' });
-  const windowNote = h('span', { testid: 'throughput-window' });
+  const charts = mountCharts(api);
   root.append(
     h('h1', { text: 'Queues' }),
     msg, err,
@@ -58,18 +26,12 @@ export function mountOverview(ctx) {
           h('th', { text: 'Queue' }), h('th', { text: 'Status' }),
           STATES.map((s) => h('th', { class: 'num', text: s })),
           h('th', { class: 'num', text: 'total' }),
-          h('th', { class: 'num', text: 'completed/min*', title: 'An estimate made by this page; see the note below.' }),
+          h('th', { class: 'num', text: 'completed/min', title: 'Jobs completed in the last whole minute on every node, from the store\'s queue history.' }),
           h('th', { text: '' }))),
         tbody,
         h('tfoot', {}, totals))),
     empty,
-    h('p', { class: 'note', testid: 'throughput-note' },
-      '* completed/min is an estimate made by this page, not a server metric: the larger of ',
-      `(a) the completed jobs whose finished_at falls in the last 60 s among the ${RECENT_LIMIT} most recently created completed jobs, and `,
-      '(b) the growth of each queue\'s completed count between this page\'s polls over up to the last 60 s, scaled to a minute. ',
-      'Jobs deleted at completion (completed retention 0) or pruned meanwhile are not seen, so it can under-count; ',
-      '"≥" marks a count cut off by the page size. For exact rates use the Prometheus metrics. ',
-      windowNote),
+    charts.root,
   );
 
   function notify(text, isError) {
@@ -128,35 +90,22 @@ export function mountOverview(ctx) {
     setText(tr._pause, q.paused ? 'Resume' : 'Pause');
   }
 
-  function fmtRate(rate, truncated) {
-    if (rate === null) return '…';
-    const r = rate >= 10 ? Math.round(rate) : Math.round(rate * 10) / 10;
-    return `${truncated ? '≥ ' : ''}${r}`;
-  }
+  function fmtRate(rate) { return rate === null ? '…' : String(rate); }
 
   return {
     async refresh() {
-      const [qres, recent] = await Promise.all([
-        api.get('/queues'),
-        api.get(`/jobs${query({ state: 'completed', order: 'desc', limit: RECENT_LIMIT })}`)
-          .then((r) => (Array.isArray(r.jobs) ? r.jobs : []))
-          .catch((e) => { if (e instanceof ApiError && e.status === 401) throw e; return null; }),
-      ]);
+      const qres = await api.get('/queues');
       if (!ctx.alive()) return;
       const queues = (Array.isArray(qres.queues) ? qres.queues : [])
         .map((q) => ({ queue: String(q.queue), paused: Boolean(q.paused), counts: q.counts && typeof q.counts === 'object' ? q.counts : {} }))
         .sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0));
-      const now = Date.now();
-      samples.push({ t: now, counts: new Map(queues.map((q) => [q.queue, Number(q.counts.completed || 0)])) });
-      while (samples.length && samples[0].t < now - 2 * WINDOW_MS) samples.shift();
-      const rc = recent ? recentCounts(recent) : { byQueue: new Map(), truncated: false };
+      await charts.refresh(queues.map((q) => q.queue));
+      if (!ctx.alive()) return;
       const totalCounts = {};
       let totalRate = 0, anyRate = false;
       for (const q of queues) {
-        const a = recent ? (rc.byQueue.get(q.queue) || 0) : null;
-        const b = countRate(q.queue, now);
-        const rate = a === null && b === null ? null : Math.max(a || 0, b || 0);
-        q._rate = fmtRate(rate, rc.truncated && a !== null && a >= (b || 0) && a > 0);
+        const rate = charts.lastMinute(q.queue);
+        q._rate = fmtRate(rate);
         if (rate !== null) { totalRate += rate; anyRate = true; }
         for (const s of STATES) totalCounts[s] = (totalCounts[s] || 0) + Number(q.counts[s] || 0);
       }
@@ -167,10 +116,8 @@ export function mountOverview(ctx) {
         h('th', { text: 'all queues' }), h('td'),
         STATES.map((s) => h('td', { class: 'num', text: totalCounts[s] || 0 })),
         h('td', { class: 'num', text: queues.length ? total : 0 }),
-        h('td', { class: 'num', testid: 'throughput-total', text: fmtRate(anyRate ? totalRate : null, rc.truncated) }),
+        h('td', { class: 'num', testid: 'throughput-total', text: fmtRate(anyRate ? totalRate : null) }),
         h('td'));
-      const watched = samples.length > 1 ? (now - samples[0].t) / 1000 : 0;
-      setText(windowNote, watched >= 60 ? '' : `(This page has watched the counts for ${fmtDuration(watched)}.)`);
     },
   };
 }
