@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -51,10 +52,22 @@ type BulkResponse struct {
 	IDs     []int64 `json:"ids"`
 }
 
+// BulkExtraTime is how much longer than Config.WriteTimeout a bulk
+// request may take to be answered: an action applies one store write per
+// job (about 200 to 2000 jobs a second, depending on the database and its
+// durability settings), so core.MaxBulkJobs jobs can take minutes.
+const BulkExtraTime = 15 * time.Minute
+
 // bulk serves POST /v1/jobs/bulk. It holds one of the MaxHeavyRequests
-// slots while it runs. Once started, an action that changes jobs runs to
-// its end even if the caller goes away, so the counts it logs are whole.
+// slots while it runs, and its write deadline is Config.WriteTimeout plus
+// BulkExtraTime. Once started, an action that changes jobs runs to its end
+// even if the caller goes away, so the counts it logs are whole.
 func (s *Server) bulk(w http.ResponseWriter, r *http.Request) error {
+	// Before the body is read: its end moves the read deadline to this
+	// one (see setDeadlines).
+	if s.cfg.WriteTimeout > 0 {
+		extendWrite(w, r, s.cfg.WriteTimeout+BulkExtraTime)
+	}
 	var req BulkRequest
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err

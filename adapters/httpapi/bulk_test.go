@@ -205,3 +205,32 @@ func listIDs(out ListResponse) []int64 {
 	}
 	return ids
 }
+
+// slowCancelStore takes delay over every Cancel.
+type slowCancelStore struct {
+	core.Store
+	delay time.Duration
+}
+
+func (s slowCancelStore) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+	time.Sleep(s.delay)
+	return s.Store.Cancel(ctx, id, now)
+}
+
+// TestBulkOutlivesWriteTimeout: an action longer than Config.WriteTimeout
+// is still answered (its deadline gets BulkExtraTime on top).
+func TestBulkOutlivesWriteTimeout(t *testing.T) {
+	st := slowCancelStore{Store: teststores.Memory(t), delay: 40 * time.Millisecond}
+	h := newHarness(t, st, core.Config{}, Config{WriteTimeout: 200 * time.Millisecond})
+	for range 10 {
+		h.submit(map[string]any{"kind": "k", "queue": "slow"})
+	}
+	start := time.Now()
+	got := h.bulk(map[string]any{"action": "cancel", "filter": map[string]any{"queue": "slow"}})
+	if got.Applied != 10 {
+		t.Fatalf("cancel = %+v; want 10 applied", got)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("the action took %v; the test needs it to outlast the 200ms write timeout", d)
+	}
+}

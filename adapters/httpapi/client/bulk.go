@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -35,6 +36,10 @@ type BulkFilter struct {
 	Args json.RawMessage `json:"args,omitempty"`
 }
 
+// bulkWait is how much longer than the client's timeout a bulk call may
+// take (httpapi.BulkExtraTime).
+const bulkWait = 15 * time.Minute
+
 // Bulk asks the server to apply req.Action to every job matching
 // req.Filter and returns its counts: matched, applied, skipped (changed
 // meanwhile or in a state the action does not apply to) and the first
@@ -50,7 +55,9 @@ func (c *Client) Bulk(ctx context.Context, req BulkRequest) (core.BulkResult, er
 	if req.DryRun {
 		mode = retryIdempotent
 	}
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/jobs/bulk", body: req, out: &out, mode: mode}); err != nil {
+	// The server may take minutes over a large action (its write deadline
+	// is extended by httpapi.BulkExtraTime): wait for it.
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/jobs/bulk", body: req, out: &out, mode: mode, wait: bulkWait}); err != nil {
 		return core.BulkResult{}, err
 	}
 	if out.IDs == nil {
