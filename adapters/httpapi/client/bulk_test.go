@@ -23,6 +23,10 @@ func TestBulk(t *testing.T) {
 		}
 		ids = append(ids, res.Job.ID)
 	}
+	page, err := s.producer.ListJobs(ctx, client.ListParams{Args: json.RawMessage(`{"to":"ann","cc":"eve"}`)})
+	if err != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != ids[2] {
+		t.Fatalf("ListJobs by args = %+v, %v; want job %d", page, err, ids[2])
+	}
 	req := client.BulkRequest{Action: core.BulkCancel, Filter: client.BulkFilter{Args: json.RawMessage(`{"to":"ann"}`)}, DryRun: true}
 	res, err := s.admin.Bulk(ctx, req)
 	if err != nil || res.Matched != 2 || res.Applied != 0 || !slices.Equal(res.IDs, []int64{ids[0], ids[2]}) {

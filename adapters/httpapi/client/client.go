@@ -475,6 +475,9 @@ func (c *Client) ListJobs(ctx context.Context, p ListParams) (*JobPage, error) {
 	if p.Kind != "" {
 		q.Set("kind", p.Kind)
 	}
+	if len(p.Args) > 0 {
+		q.Set("args", string(p.Args))
+	}
 	if p.After != 0 {
 		q.Set("after", strconv.FormatInt(p.After, 10))
 	}

@@ -107,9 +107,12 @@ type ListParams struct {
 	Queue  string
 	States []core.State
 	Kind   string
-	After  int64 // keyset cursor: the last id of the previous page (NextAfter)
-	Limit  int
-	Desc   bool // newest first
+	// Args keeps jobs whose args contain this JSON object (the API's args
+	// filter, see core.ListParams.ArgsContains); sealed args never match.
+	Args  json.RawMessage
+	After int64 // keyset cursor: the last id of the previous page (NextAfter)
+	Limit int
+	Desc  bool // newest first
 }
 
 // JobPage is one page of ListJobs. NextAfter is the cursor of the next page
