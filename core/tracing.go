@@ -12,29 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Tracing with OpenTelemetry, following the semantic conventions for
-// messaging systems (semconv v1.43.0, messaging spans; messaging.system is
-// "backlog", a queue is a destination, a job a message):
-//
-//   - An enqueue of one job is a "send {queue}" span (kind producer), and
-//     the job's creation context is that span's. An enqueue of several
-//     jobs is one "create {queue}" span per job (kind producer), each the
-//     creation context of its job, and one "send" span (kind client)
-//     linking to them. All are children of the span in the enqueue's
-//     context.
-//   - The creation context travels in the job's metadata under the W3C
-//     Trace Context keys "traceparent" and "tracestate" (by default: the
-//     keys are those of the configured propagator).
-//   - Each execution (attempt) of a job is a "process {queue}" span (kind
-//     consumer), a child of the job's creation context, also linked to it,
-//     with the job's id, kind and attempt and the attempt's outcome. So an
-//     execution on any node, in process or in a remote worker, continues
-//     the producer's trace. A job whose metadata has no valid trace
-//     context (none, or garbled) is processed in a new root span.
-//
-// Tracing is off unless Config.TracerProvider is set: then the engine
-// creates no span, writes no metadata and allocates nothing per job.
-
 // The metadata keys of a job's creation context with the default
 // propagator (W3C Trace Context). An enqueue with tracing on replaces
 // what the caller put under the propagator's keys.
@@ -66,9 +43,32 @@ const (
 	messagingSystem = "backlog"
 )
 
-// Tracing starts the engine's spans and carries trace contexts in job
-// metadata and HTTP headers. A nil *Tracing is valid: tracing is off and
-// every method does nothing. Safe for concurrent use.
+// Tracing starts the engine's OpenTelemetry spans and carries trace
+// contexts in job metadata and HTTP headers, following the semantic
+// conventions for messaging systems (semconv v1.43.0, messaging spans;
+// messaging.system is "backlog", a queue is a destination, a job a
+// message; see docs/tracing.md):
+//
+//   - An enqueue of one job is a "send {queue}" span (kind producer), and
+//     the job's creation context is that span's. An enqueue of several
+//     jobs is one "create {queue}" span per job (kind producer), each the
+//     creation context of its job, and one "send" span (kind client)
+//     linking to them. All are children of the span in the enqueue's
+//     context.
+//   - The creation context travels in the job's metadata under the W3C
+//     Trace Context keys "traceparent" and "tracestate" (by default: the
+//     keys are those of the configured propagator).
+//   - Each execution (attempt) of a job is a "process {queue}" span (kind
+//     consumer), a child of the job's creation context, also linked to it,
+//     with the job's id, kind and attempt and the attempt's outcome. So an
+//     execution on any node, in process or in a remote worker, continues
+//     the producer's trace. A job whose metadata has no valid trace
+//     context (none, or garbled) is processed in a new root span.
+//
+// A client's tracing is off unless Config.TracerProvider is set: its
+// Tracing is nil, a valid value on which every method does nothing, and
+// the engine creates no span, writes no metadata and allocates nothing per
+// job. Safe for concurrent use.
 type Tracing struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
