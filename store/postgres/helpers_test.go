@@ -15,8 +15,8 @@ import (
 )
 
 // testDSN returns the PostgreSQL server's DSN from dbtest: the one in
-// BACKLOG_TEST_POSTGRES_DSN, else a testcontainers-go container, else a
-// skip (a failure when BACKLOG_REQUIRE_DBS=1). Tests isolate themselves
+// BACKLOG_TEST_POSTGRES_DSN, else a skip (a failure when
+// BACKLOG_REQUIRE_DBS=1). Tests isolate themselves
 // with a fresh schema each.
 func testDSN(t testing.TB) string {
 	t.Helper()
