@@ -1,10 +1,13 @@
 package core
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -434,4 +437,74 @@ func (r *ClaimRoom) fairOrder(cands []ClaimCandidate, cmp func(a, b ClaimCandida
 		}
 	}
 	return out
+}
+
+// ParseRateLimit parses a rate written "N/PERIOD": N starts per PERIOD,
+// a Go duration ("100/1m", "5/1.5s") or a bare unit ("10/s", "600/m",
+// "1000/h" mean one second, minute, hour). "" and "0" mean no rate. It
+// returns an error wrapping ErrInvalidJob for anything else or a rate
+// RateLimit.Validate refuses.
+func ParseRateLimit(s string) (RateLimit, error) {
+	if s == "" || s == "0" {
+		return RateLimit{}, nil
+	}
+	n, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return RateLimit{}, invalid("rate %q must be N/PERIOD, like 10/s or 100/1m", s)
+	}
+	starts, err := strconv.Atoi(strings.TrimSpace(n))
+	if err != nil {
+		return RateLimit{}, invalid("rate %q: %q is not a number of starts", s, n)
+	}
+	per = strings.TrimSpace(per)
+	var d time.Duration
+	switch per {
+	case "s":
+		d = time.Second
+	case "m":
+		d = time.Minute
+	case "h":
+		d = time.Hour
+	default:
+		if d, err = time.ParseDuration(per); err != nil {
+			return RateLimit{}, invalid("rate %q: period %q is not a duration like 1s, 1m or 1h", s, per)
+		}
+	}
+	r := RateLimit{Starts: starts, Per: d}
+	if starts == 0 {
+		r = RateLimit{}
+	}
+	if err := r.Validate(); err != nil {
+		return RateLimit{}, err
+	}
+	return r, nil
+}
+
+// RateWaits returns the rate-limited groups of queue whose next start is
+// in the future, with when it is (see QueueLimits.RateWaits): what an
+// operator sees of jobs waiting for their rate. It returns nil when the
+// queue has no rate limit, and an error wrapping ErrUnsupported when the
+// store is not a QueueLimiter, or ErrInvalidJob for an invalid queue
+// name.
+func (c *Client) RateWaits(ctx context.Context, queue string) ([]RateWait, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	ql, ok := c.store.(QueueLimiter)
+	if !ok {
+		return nil, fmt.Errorf("backlog: queue rate limits: %w", ErrUnsupported)
+	}
+	l, err := ql.QueueLimits(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	if l.Rate.IsZero() && l.RatePerPartition.IsZero() && len(l.RatePerKind) == 0 {
+		return nil, nil
+	}
+	now := c.clock.Now()
+	states, err := ql.QueueRateStates(ctx, queue, now)
+	if err != nil {
+		return nil, err
+	}
+	return l.RateWaits(states, now), nil
 }

@@ -667,10 +667,13 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 // QueueLimitsResponse answers GET and PUT /v1/queues/{name}/limits: the
-// queue's cluster-wide concurrency limits as stored (zero fields: none).
+// queue's cluster-wide limits and claim policy as stored (zero fields:
+// none), and the rate-limited groups whose jobs wait for their next
+// start (absent when none waits).
 type QueueLimitsResponse struct {
-	Queue  string           `json:"queue"`
-	Limits core.QueueLimits `json:"limits"`
+	Queue     string           `json:"queue"`
+	Limits    core.QueueLimits `json:"limits"`
+	RateWaits []core.RateWait  `json:"rate_waits,omitempty"`
 }
 
 func (s *Server) getQueueLimits(w http.ResponseWriter, r *http.Request) error {
@@ -682,7 +685,11 @@ func (s *Server) getQueueLimits(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, QueueLimitsResponse{Queue: name, Limits: l})
+	waits, err := s.c.RateWaits(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, QueueLimitsResponse{Queue: name, Limits: l, RateWaits: waits})
 	return nil
 }
 

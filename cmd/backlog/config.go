@@ -80,6 +80,41 @@ type fileQueue struct {
 	MaxRunning             int            `json:"max_running"`
 	MaxRunningPerKind      map[string]int `json:"max_running_per_kind"`
 	MaxRunningPerPartition int            `json:"max_running_per_partition"`
+	// Rate limits ("N/PERIOD", core.ParseRateLimit), fair claims and
+	// priority aging seed the rest of the queue's policy the same way.
+	Rate             string            `json:"rate"`
+	RatePerKind      map[string]string `json:"rate_per_kind"`
+	RatePerPartition string            `json:"rate_per_partition"`
+	Fair             bool              `json:"fair"`
+	Aging            *duration         `json:"aging"`
+	AgingMaxSteps    int               `json:"aging_max_steps"`
+}
+
+// policy returns the queue's core.QueueLimits from the file.
+func (q fileQueue) policy() (core.QueueLimits, error) {
+	l := core.QueueLimits{MaxRunning: q.MaxRunning, MaxRunningPerKind: q.MaxRunningPerKind, MaxRunningPerPartition: q.MaxRunningPerPartition,
+		Fair: q.Fair, Aging: core.PriorityAging{MaxSteps: q.AgingMaxSteps}}
+	var err error
+	if l.Rate, err = core.ParseRateLimit(q.Rate); err != nil {
+		return l, err
+	}
+	if l.RatePerPartition, err = core.ParseRateLimit(q.RatePerPartition); err != nil {
+		return l, fmt.Errorf("rate_per_partition: %w", err)
+	}
+	for k, spec := range q.RatePerKind {
+		r, err := core.ParseRateLimit(spec)
+		if err != nil {
+			return l, fmt.Errorf("rate_per_kind %q: %w", k, err)
+		}
+		if l.RatePerKind == nil {
+			l.RatePerKind = map[string]core.RateLimit{}
+		}
+		l.RatePerKind[k] = r
+	}
+	if q.Aging != nil {
+		l.Aging.Every = time.Duration(*q.Aging)
+	}
+	return l, l.Validate()
 }
 
 type fileHandler struct {
@@ -353,8 +388,8 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 				}
 				wc.claimAhead[name] = q.ClaimAhead
 			}
-			l := core.QueueLimits{MaxRunning: q.MaxRunning, MaxRunningPerKind: q.MaxRunningPerKind, MaxRunningPerPartition: q.MaxRunningPerPartition}
-			if err := l.Validate(); err != nil {
+			l, err := q.policy()
+			if err != nil {
 				return nil, usagef("config: queue %q: %v", name, err)
 			}
 			if !l.IsZero() {

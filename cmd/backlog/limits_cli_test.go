@@ -68,3 +68,42 @@ func TestWorkSeedsQueueLimitsFromConfig(t *testing.T) {
 		t.Fatalf("negative limit: %s", r)
 	}
 }
+
+// Rates, fairness and aging are set, shown and seeded the same way.
+func TestQueuePolicyCommand(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	mustCLI(t, db, "migrate")
+	r := mustCLI(t, db, "queues", "limits", "mail", "--rate", "100/1m", "--rate-per-kind", "bulk=1/s", "--rate-per-partition", "10/h", "--fair", "--aging", "5m", "--aging-max-steps", "4")
+	want := "queue mail: rate 100/1m0s; rate per kind bulk=1/1s; rate per partition 10/1h0m0s; fair across partition keys; aging one step per 5m0s, at most 4"
+	if !strings.Contains(r.stdout, want) {
+		t.Fatalf("set: %s\nwant %s", r, want)
+	}
+	if r := mustCLI(t, db, "queues", "limits", "mail", "--rate", "0", "--rate-per-kind", "bulk=0", "--fair=false", "--aging", "0"); !strings.Contains(r.stdout, "queue mail: rate per partition 10/1h0m0s\n") {
+		t.Fatalf("lift: %s", r)
+	}
+	for args, want := range map[string]string{
+		"queues limits mail --rate 10":                       "must be N/PERIOD",
+		"queues limits mail --rate 10/fortnight":             "not a duration",
+		"queues limits mail --rate-per-kind bulk":            "must be KIND=N/PERIOD",
+		"queues limits mail --aging 10ms":                    "1s",
+		"queues limits mail --aging 1m --aging-max-steps 12": "max steps",
+	} {
+		if r := cli(t, db, strings.Fields(args)...); r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: %s", args, r)
+		}
+	}
+	cfg := writeFile(t, t.TempDir(), "c.json", `{
+	  "queues": {"reports": {"max_workers": 2, "rate": "5/s", "rate_per_kind": {"pdf": "1/m"}, "fair": true, "aging": "1m"}},
+	  "handlers": {"pdf": {"command": "true"}}
+	}`)
+	startWorker(t, db, "--config", cfg)
+	waitFor(t, 10*time.Second, "policy stored", func() bool {
+		r := cli(t, db, "queues", "limits", "reports")
+		return strings.Contains(r.stdout, "rate 5/1s; rate per kind pdf=1/1m0s; fair across partition keys; aging one step per 1m0s")
+	})
+	bad := writeFile(t, t.TempDir(), "bad.json", `{"queues": {"q": {"rate": "fast"}}, "handlers": {"k": {"command": "true"}}}`)
+	if r := cli(t, db, "work", "--config", bad); r.code != exitUsage || !strings.Contains(r.stderr, "N/PERIOD") {
+		t.Fatalf("bad rate: %s", r)
+	}
+}
