@@ -406,3 +406,65 @@ func TestInjectTraceHeadersAndTraceEnv(t *testing.T) {
 		t.Fatalf("env %v", env)
 	}
 }
+
+// EnqueueTx traces like EnqueueMany: the jobs a transaction inserts carry
+// their creation context, and an insert that fails ends its span in error.
+func TestTracingEnqueueTx(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	tp, exp := newTracer(t)
+	c, err := core.NewClient(st, core.Config{Logger: quietLogger(), TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.EnqueueTx(ctx, tx, []core.InsertParams{{Kind: "greet"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	send := waitSpans(t, exp, "send default", 1)[0]
+	j, err := st.Get(ctx, res[0].Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(j.Metadata[core.MetadataTraceParent], send.SpanContext.SpanID().String()) {
+		t.Fatalf("metadata %v does not carry the send span %s", j.Metadata, send.SpanContext.SpanID())
+	}
+	if _, err := c.EnqueueTx(ctx, "not a transaction", []core.InsertParams{{Kind: "greet"}}); err == nil {
+		t.Fatal("EnqueueTx with a bad transaction succeeded")
+	}
+	failed := waitSpans(t, exp, "send default", 2)[1]
+	if failed.Status.Code != codes.Error || len(failed.Events) == 0 {
+		t.Fatalf("failed insert's span: status %v events %v", failed.Status, failed.Events)
+	}
+}
+
+// BenchmarkTracingProcessSpan is the engine's tracing cost per execution:
+// off (no provider) and on (the SDK sampling every span, no exporter).
+func BenchmarkTracingProcessSpan(b *testing.B) {
+	job := &core.Job{ID: 1, Kind: "greet", Queue: "default", Attempt: 1,
+		Metadata: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	for _, c := range []struct {
+		name string
+		tr   *core.Tracing
+	}{{"off", nil}, {"on", core.NewTracing(sdktrace.NewTracerProvider(), nil)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				_, s := c.tr.StartProcess(ctx, job)
+				s.End("complete", nil)
+			}
+		})
+	}
+}
