@@ -168,6 +168,31 @@ zero and the latency is the engine's own delay under that load.`
 	latency.Flags().IntVar(&latencyJobs, "jobs", 200, "jobs to enqueue one by one")
 	latency.Flags().DurationVar(&interval, "interval", 10*time.Millisecond, "pause between enqueues")
 
+	var (
+		fairBacklog, fairLate int
+		fairJobTime, fairWait time.Duration
+		fairOn                bool
+	)
+	fair := run("fair", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+		w := 20
+		if cmd.Flags().Changed("workers") {
+			w = workers
+		}
+		return bench.Fair(cmd.Context(), st, bench.FairConfig{Backlog: fairBacklog, Late: fairLate, Workers: w, JobTime: fairJobTime, Fair: fairOn, Tune: tune}, fairWait)
+	})
+	fair.Short = "How long a late tenant's jobs wait behind another tenant's backlog in one queue"
+	fair.Long = `fair enqueues --backlog jobs of tenant A (partition key tenant-a) into the
+queue "fair", starts the workers (20 unless --workers is given) on jobs that
+take --job-time each, then enqueues --late jobs of tenant B and reports how
+long they waited to start. With --fair (the default) the queue claims fairly
+across partition keys (core.QueueLimits.Fair); --fair=false shows strict
+claim order, where B waits behind A's backlog. Run it on a fresh database.`
+	fair.Flags().IntVar(&fairBacklog, "backlog", 100000, "tenant A's jobs, enqueued first")
+	fair.Flags().IntVar(&fairLate, "late", 100, "tenant B's jobs, enqueued once A's run")
+	fair.Flags().DurationVar(&fairJobTime, "job-time", 10*time.Millisecond, "how long each job runs")
+	fair.Flags().BoolVar(&fairOn, "fair", true, "claim fairly across partition keys")
+	fair.Flags().DurationVar(&fairWait, "max-wait", 2*time.Minute, "give up waiting for B's jobs after this long")
+
 	growth := &cobra.Command{
 		Use:   "growth",
 		Short: "Consecutive burn-downs on one table with completed jobs kept, and the table after each",
@@ -268,7 +293,7 @@ can share one server. The superuser root needs no password.`,
 		},
 	}
 
-	cmd.AddCommand(burn, steady, latency, growth, withPG)
+	cmd.AddCommand(burn, steady, latency, growth, fair, withPG)
 	return cmd
 }
 

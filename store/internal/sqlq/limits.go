@@ -556,12 +556,8 @@ func fairTurn(room *core.ClaimRoom, partitions func(after string, n int) ([]stri
 func (s *Store) FairPartitions(ctx context.Context, c Conn, queue, col, pending, after string, n int) ([]string, error) {
 	var out []string
 	for len(out) < n {
-		b := newBuilder(s.d, 2)
-		b.w("SELECT MIN(", col, ") FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue), " AND ", col, " > ", b.argT(after, TypeText))
-		if pending != "" {
-			b.w(" AND ", pending)
-		}
-		rows, err := c.Query(ctx, b.String(), b.args...)
+		q, args := s.FairPartitionQuery(queue, col, pending, after)
+		rows, err := c.Query(ctx, q, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -584,6 +580,18 @@ func (s *Store) FairPartitions(ctx context.Context, c Conn, queue, col, pending,
 		after = next.String
 	}
 	return out, nil
+}
+
+// FairPartitionQuery returns FairPartitions' statement for the first
+// partition key after the one given, and its arguments: one index seek
+// of the fair index (MIN over the range after the key).
+func (s *Store) FairPartitionQuery(queue, col, pending, after string) (string, []any) {
+	b := newBuilder(s.d, 2)
+	b.w("SELECT MIN(", col, ") FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue), " AND ", col, " > ", b.argT(after, TypeText))
+	if pending != "" {
+		b.w(" AND ", pending)
+	}
+	return b.String(), b.args
 }
 
 // readRates returns the stored instants of queue's rate groups after now.
