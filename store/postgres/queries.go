@@ -20,16 +20,16 @@ type queries struct {
 	limitedCandidates string
 	// limitedCandidatesPart is limitedCandidates of one partition key.
 	limitedCandidatesPart string
-	limitedClaim      string
-	finish            string
-	insert            string
-	insertNotify      string
-	notify            string
-	notifyQueues      string
-	reserveIDs        string
-	extendLeases      string
-	jobColsAliased    string
-	insertReturnCount int
+	limitedClaim          string
+	finish                string
+	insert                string
+	insertNotify          string
+	notify                string
+	notifyQueues          string
+	reserveIDs            string
+	extendLeases          string
+	jobColsAliased        string
+	insertReturnCount     int
 }
 
 func buildQueries(schema string, t sqlq.Tables) queries {
