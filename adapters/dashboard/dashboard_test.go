@@ -189,7 +189,9 @@ func TestAssetsBuildNoMarkupFromData(t *testing.T) {
 			if forbidden.MatchString(line) {
 				t.Errorf("%s:%d builds markup from strings: %s", p, i+1, strings.TrimSpace(line))
 			}
-			if strings.Contains(line, "http://") || strings.Contains(line, "https://") {
+			// The SVG namespace name is an identifier, never fetched.
+			rest := strings.ReplaceAll(line, "'http://www.w3.org/2000/svg'", "")
+			if strings.Contains(rest, "http://") || strings.Contains(rest, "https://") {
 				t.Errorf("%s:%d refers to another origin: %s", p, i+1, strings.TrimSpace(line))
 			}
 		}
