@@ -73,9 +73,12 @@ type Config struct {
 	// DefaultMaxSnooze (1 h).
 	MaxSnooze time.Duration
 	// InjectTrace writes the trace context of the attempt's ctx into a
-	// request's headers (W3C traceparent and tracestate). Nil forwards
-	// the job's own trace context, the metadata keys traceparent and
-	// tracestate the engine stores at enqueue when tracing is on.
+	// request's headers (W3C traceparent and tracestate), such as
+	// core.Client.Tracing().Inject with a propagation.HeaderCarrier: the
+	// receiver's spans are then children of the attempt's process span.
+	// When it is nil or sets no traceparent, the job's own trace context
+	// is forwarded: the metadata keys traceparent and tracestate the
+	// engine stores at enqueue when tracing is on.
 	InjectTrace func(ctx context.Context, h http.Header, job *core.Job)
 	// UserAgent is the requests' User-Agent; "" means DefaultUserAgent.
 	UserAgent string
@@ -282,7 +285,8 @@ func (h *Handler) Handle(ctx context.Context, job *core.Job) error {
 	req.Header.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
 	if s.cfg.InjectTrace != nil {
 		s.cfg.InjectTrace(ctx, req.Header, job)
-	} else {
+	}
+	if req.Header.Get(traceParent) == "" {
 		forwardTrace(req.Header, job)
 	}
 

@@ -37,6 +37,8 @@ type fileConfig struct {
 	ShutdownTimeout *duration               `json:"shutdown_timeout"`
 	// Periodic is name → periodic job (core.PeriodicJob).
 	Periodic map[string]filePeriodic `json:"periodic"`
+	// Webhooks configures handlers whose command is a URL (webhook.go).
+	Webhooks *fileWebhooks `json:"webhooks"`
 }
 
 // filePeriodic is one periodic job of the config file.
@@ -287,6 +289,8 @@ type workConfig struct {
 	handlerEnv []string
 	// encryption is encryption at rest (keys.go); nil without keys.
 	encryption *core.Encryption
+	// webhookFile is the config file's webhooks section (webhook.go).
+	webhookFile *fileWebhooks
 }
 
 type handlerConfig struct {
@@ -295,6 +299,8 @@ type handlerConfig struct {
 	retry   core.RetryPolicy // nil = the run's default
 	snooze  time.Duration
 	env     map[string]string
+	// webhook runs the kind when its command is a URL (webhook.go).
+	webhook core.HandlerFunc
 }
 
 // workFlags are the command-line flags of work/serve.
@@ -313,6 +319,7 @@ type workFlags struct {
 	waitForDB       dbWait
 	tags            []string
 	keys            keyFlags
+	webhook         webhookFlags
 	// handlersOptional lets serve run without local handlers: remote
 	// workers of its HTTP API run the jobs.
 	handlersOptional bool
@@ -332,6 +339,7 @@ func (f *workFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.config, "config", "", "JSON config file (queues, handlers, timeouts); flags override it")
 	fl.StringArrayVar(&f.handlers, "handler", nil, "KIND=COMMAND: run jobs of KIND with sh -c COMMAND (repeatable)")
 	f.keys.register(fl, true)
+	f.webhook.register(fl)
 	fl.StringArrayVar(&f.handlerEnv, "handler-env", nil, "NAME or NAME=value: pass the worker's NAME (or set NAME) to handlers, whose environment is otherwise only PATH, HOME, LANG, LC_*, TZ, TMPDIR, TRACEPARENT, TRACESTATE (repeatable)")
 	fl.StringArrayVar(&f.queues, "queue", nil, "NAME[=MAXWORKERS]: work this queue with up to MAXWORKERS jobs at once (repeatable; default default=10)")
 	fl.StringVar(&f.workerID, "worker-id", "", "worker id (default host-pid-random)")
@@ -370,6 +378,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		}
 		wc.workerID = fc.WorkerID
 		wc.periodic = fc.periodicJobs()
+		wc.webhookFile = fc.Webhooks
 		for name, q := range fc.Queues {
 			if q.MaxWorkers < 0 {
 				return nil, usagef("config: queue %q: max_workers %d is negative", name, q.MaxWorkers)

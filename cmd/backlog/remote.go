@@ -56,6 +56,9 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 	if err != nil {
 		return err
 	}
+	if err := refuseWebhooks(wc, "in a remote worker (--server)"); err != nil {
+		return err
+	}
 	if wc.encryption, err = f.keys.encryption(a.env.getenv); err != nil {
 		return err
 	}

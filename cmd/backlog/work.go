@@ -48,6 +48,9 @@ func (a *app) newWorkCmd(name string) *cobra.Command {
 			if wc.encryption, err = f.keys.encryption(a.env.getenv); err != nil {
 				return err
 			}
+			if err := f.webhook.resolve(cmd.Flags(), wc, a.env.getenv); err != nil {
+				return err
+			}
 			if sf != nil {
 				if err := sf.resolve(cmd.Flags(), a.env.getenv); err != nil {
 					return err
@@ -275,7 +278,11 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		if hc.retry != nil {
 			opts = append(opts, core.WithRetry(hc.retry))
 		}
-		handlers.HandleRaw(kind, sh.handle, opts...)
+		fn := sh.handle
+		if hc.webhook != nil {
+			fn = hc.webhook
+		}
+		handlers.HandleRaw(kind, fn, opts...)
 	}
 	queues := make(map[string]core.QueueConfig, len(wc.queues))
 	for q, n := range wc.queues {
