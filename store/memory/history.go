@@ -99,31 +99,29 @@ func (s *Store) QueueTotals(ctx context.Context) ([]core.QueueTotals, error) {
 	return out, nil
 }
 
-// DueJobs implements core.QueueHistory from the pending jobs (the jobs
-// the per-queue pending index holds).
+// DueJobs implements core.QueueHistory from the per-queue pending index
+// (pending jobs only, never the finished ones).
 func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	byQueue := map[string]*core.QueueDue{}
-	for _, j := range s.jobs {
-		if !j.State.Pending() || j.RunAt.After(now) {
-			continue
+	var out []core.QueueDue
+	for _, q := range slices.Sorted(maps.Keys(s.pending)) {
+		d := core.QueueDue{Queue: q}
+		for _, e := range s.pending[q].entries {
+			j := e.job
+			if j.RunAt.After(now) {
+				continue
+			}
+			if d.Count == 0 || j.RunAt.Before(d.OldestRunAt) {
+				d.OldestRunAt = j.RunAt
+			}
+			d.Count++
 		}
-		d := byQueue[j.Queue]
-		if d == nil {
-			d = &core.QueueDue{Queue: j.Queue, OldestRunAt: j.RunAt}
-			byQueue[j.Queue] = d
+		if d.Count > 0 {
+			out = append(out, d)
 		}
-		d.Count++
-		if j.RunAt.Before(d.OldestRunAt) {
-			d.OldestRunAt = j.RunAt
-		}
-	}
-	out := make([]core.QueueDue, 0, len(byQueue))
-	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
-		out = append(out, *byQueue[q])
 	}
 	return out, nil
 }
@@ -144,7 +142,9 @@ func (s *Store) PruneQueueHistory(ctx context.Context, before time.Time, limit i
 			old = append(old, k)
 		}
 	}
-	slices.SortFunc(old, func(a, b bucketKey) int { return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.queue, b.queue)) })
+	slices.SortFunc(old, func(a, b bucketKey) int {
+		return cmp.Or(cmp.Compare(a.minute, b.minute), cmp.Compare(a.queue, b.queue))
+	})
 	if len(old) > limit {
 		old = old[:limit]
 	}
