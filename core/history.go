@@ -164,13 +164,20 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 		c := counts[k]
 		samples = append(samples, QueueSample{Queue: k.queue, At: time.Unix(k.minute, 0).UTC(), Completed: c.completed, Failed: c.failed})
 	}
-	var gauged map[string]bool
+	var (
+		gauged map[string]bool
+		due    []QueueDue
+		dueErr error
+	)
 	if gauge {
-		due, err := h.st.DueJobs(ctx, now)
-		if err != nil {
-			h.giveBack(counts, seen)
-			return "read due jobs for the queue history", err
+		// Without the gauge the counts still go: a slow or failing read
+		// of the due jobs must not hold them back.
+		if due, dueErr = h.st.DueJobs(ctx, now); dueErr != nil {
+			h.giveBack(nil, seen)
+			gauge = false
 		}
+	}
+	if gauge {
 		gauged = map[string]bool{}
 		sampled := map[string]bool{}
 		for _, d := range due {
@@ -195,15 +202,20 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 			zero(q)
 		}
 	}
-	if len(samples) == 0 {
-		return "", nil
-	}
-	if err := h.st.AddQueueHistory(ctx, samples); err != nil {
-		h.giveBack(counts, seen)
-		return "write the queue history", err
+	if len(samples) > 0 {
+		if err := h.st.AddQueueHistory(ctx, samples); err != nil {
+			if !gauge {
+				seen = nil // already given back, or not taken
+			}
+			h.giveBack(counts, seen)
+			return "write the queue history", err
+		}
 	}
 	if gauge {
 		h.gaugedAt, h.gauged = now, gauged
+	}
+	if dueErr != nil {
+		return "read due jobs for the queue history", dueErr
 	}
 	return "", nil
 }

@@ -12,11 +12,18 @@ import (
 )
 
 // flakyHistory is a memory store whose AddQueueHistory fails while fail
-// is set.
+// is set, and whose DueJobs fails while failDue is set.
 type flakyHistory struct {
 	*memory.Store
-	fail  atomic.Bool
-	calls atomic.Int32
+	fail, failDue atomic.Bool
+	calls         atomic.Int32
+}
+
+func (f *flakyHistory) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, error) {
+	if f.failDue.Load() {
+		return nil, errors.New("due jobs unreadable")
+	}
+	return f.Store.DueJobs(ctx, now)
 }
 
 func (f *flakyHistory) AddQueueHistory(ctx context.Context, samples []core.QueueSample) error {
@@ -231,5 +238,30 @@ func TestMergeQueueSamples(t *testing.T) {
 	if len(got) != 2 || got[0].Queue != "a" || !got[0].At.Equal(m.Add(time.Minute)) || got[0].Failed != 2 ||
 		got[1].Queue != "b" || got[1].Completed != 3 || !got[1].Gauge || got[1].Depth != 4 || !got[1].At.Equal(m.Add(40*time.Second)) {
 		t.Fatalf("MergeQueueSamples = %+v", got)
+	}
+}
+
+// TestQueueHistoryWritesCountsWhenDueJobsFails: a round whose read of the
+// due jobs fails still writes the counts (without a gauge), and the
+// next round samples the gauge.
+func TestQueueHistoryWritesCountsWhenDueJobsFails(t *testing.T) {
+	ctx := context.Background()
+	st := &flakyHistory{Store: memory.New()}
+	st.failDue.Store(true)
+	c := historyNode(t, st, "node-d")
+	r, err := c.EnqueueRaw(ctx, "ok", nil, &core.Options{Queue: "hist"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, r.Job.ID, core.StateCompleted)
+	c.Maintain(ctx)
+	n, _, bs := sumHistory(t, st, "hist")
+	if n != 1 || len(bs) != 1 || bs[0].Gauge {
+		t.Fatalf("history after a round whose due-jobs read failed: %+v; want the completion without a gauge", bs)
+	}
+	st.failDue.Store(false)
+	c.Maintain(ctx)
+	if n, _, bs = sumHistory(t, st, "hist"); n != 1 || !bs[len(bs)-1].Gauge {
+		t.Fatalf("history after the next round: %+v; want the same count and a gauge", bs)
 	}
 }
