@@ -426,3 +426,12 @@ func TestIsPublic(t *testing.T) {
 		}
 	}
 }
+
+// The signature is the plain HMAC-SHA256 of "timestamp.body" any language
+// computes (this value comes from Python's hmac module).
+func TestSignKnownAnswer(t *testing.T) {
+	got := Sign([]byte("webhook-secret-for-tests-0123456789"), "1764000000", []byte(`{"id":42,"kind":"email"}`))
+	if want := "a6ff1361aa918517019cd6f198dac6dfec91a5d0e8331d7a0ff3dde825473fbf"; got != want {
+		t.Fatalf("Sign = %s, want %s", got, want)
+	}
+}
