@@ -32,15 +32,15 @@ func BenchmarkClaimFinish(b *testing.B) {
 }
 
 // BenchmarkClaimLimits is BenchmarkClaimFinish on jobs spread over 50
-// partition keys, without limits and with storebench.BenchLimits (the
-// limited claim path); b.N is jobs.
+// partition keys, without limits and under each of
+// storebench.BenchPolicies (the limited claim path); b.N is jobs.
 //
 //	go test -run '^$' -bench ClaimLimits -benchtime 20000x ./store/postgres/
 func BenchmarkClaimLimits(b *testing.B) {
 	for _, strategy := range benchStrategies {
-		for _, limited := range []bool{false, true} {
-			b.Run(fmt.Sprintf("%s/limited=%v", strategy, limited), func(b *testing.B) {
-				storebench.ClaimLimits(b, newTestStore(b, WithStrategy(strategy)), benchNow, limited)
+		for _, pol := range storebench.BenchPolicies {
+			b.Run(string(strategy)+"/policy="+pol.Name, func(b *testing.B) {
+				storebench.ClaimLimits(b, newTestStore(b, WithStrategy(strategy)), benchNow, pol.Limits)
 			})
 		}
 	}

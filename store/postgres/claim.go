@@ -223,6 +223,16 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	if err != nil || room == nil {
 		return nil, err
 	}
+	if room.Fair() {
+		// The search for the next partition key orders by it; without
+		// sorts the planner cannot serve it from jobs_claim, which it
+		// prefers on a table without statistics, and then walks the
+		// queue's whole backlog for each key (6-12 ms a key, 32 keys a
+		// claim, on 20,000 jobs).
+		if _, err := c.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
+			return nil, err
+		}
+	}
 	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
 		fullKinds, fullParts := f.FullKinds, f.FullParts
 		if fullKinds == nil {

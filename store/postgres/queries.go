@@ -78,7 +78,9 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" AND p.run_at <= $2 AND (p.tags IS NULL OR p.tags <@ $3::jsonb) AND p.kind <> ALL($4::text[])" +
 		" AND (p.partition_key IS NULL OR p.partition_key <> ALL($5::text[])) AND p.priority BETWEEN $7 AND $8"
 	q.limitedCandidates = cands + " ORDER BY p.priority, p.run_at, p.id LIMIT $6 FOR UPDATE SKIP LOCKED"
-	// One partition key of a fair queue: a range of jobs_fair.
+	// One partition key of a fair queue: a range of jobs_fair (its
+	// index conditions make it the cheapest plan, statistics or none:
+	// TestFairClaimPlan).
 	q.limitedCandidatesPart = cands + " AND p.partition_key = $9 ORDER BY p.priority, p.run_at, p.id LIMIT $6 FOR UPDATE SKIP LOCKED"
 	q.limitedClaim = "UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
 		" worker_id = $2, attempted_at = $1, lease_until = $3 WHERE j.id = ANY($4::bigint[]) AND j.state IN " + pendingIn + " RETURNING " + jcols

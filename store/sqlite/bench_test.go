@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,19 +26,19 @@ func BenchmarkClaimFinish(b *testing.B) {
 }
 
 // BenchmarkClaimLimits is BenchmarkClaimFinish on jobs spread over 50
-// partition keys, without limits and with storebench.BenchLimits (the
-// limited claim path); b.N is jobs.
+// partition keys, without limits and under each of
+// storebench.BenchPolicies (the limited claim path); b.N is jobs.
 //
 //	go test -run '^$' -bench ClaimLimits -benchtime 20000x ./store/sqlite/
 func BenchmarkClaimLimits(b *testing.B) {
-	for _, limited := range []bool{false, true} {
-		b.Run(fmt.Sprintf("limited=%v", limited), func(b *testing.B) {
+	for _, pol := range storebench.BenchPolicies {
+		b.Run("policy="+pol.Name, func(b *testing.B) {
 			s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			storebench.ClaimLimits(b, s, t0, limited)
+			storebench.ClaimLimits(b, s, t0, pol.Limits)
 		})
 	}
 }

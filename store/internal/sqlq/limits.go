@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -584,13 +585,16 @@ func (s *Store) FairPartitions(ctx context.Context, c Conn, queue, col, pending,
 
 // FairPartitionQuery returns FairPartitions' statement for the first
 // partition key after the one given, and its arguments: one index seek
-// of the fair index (MIN over the range after the key).
+// of the fair index, whose order the ORDER BY asks for, so that no other
+// index serves it without a sort. (Not ORDER BY queue, key: MariaDB 10.11
+// then returns no row from an index on a virtual column.)
 func (s *Store) FairPartitionQuery(queue, col, pending, after string) (string, []any) {
 	b := newBuilder(s.d, 2)
-	b.w("SELECT MIN(", col, ") FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue), " AND ", col, " > ", b.argT(after, TypeText))
+	b.w("SELECT ", col, " FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue), " AND ", col, " > ", b.argT(after, TypeText))
 	if pending != "" {
 		b.w(" AND ", pending)
 	}
+	b.w(" ORDER BY ", col, " LIMIT 1")
 	return b.String(), b.args
 }
 
@@ -643,21 +647,27 @@ func (s *Store) SaveClaimRoom(ctx context.Context, c Conn, queue string, room *c
 			return err
 		}
 	}
-	for _, st := range ups {
-		b := newBuilder(s.d, 3)
-		b.w("UPDATE ", s.t.Rates, " SET tat = ", b.argT(s.d.Time(st.TAT), TypeTime), " WHERE queue = ", b.arg(queue), " AND grp = ", b.arg(st.Group))
-		res, err := c.Exec(ctx, b.String(), b.args...)
-		if err != nil {
-			return err
+	// One upsert for every group the claim moved (at most the claim's
+	// jobs plus two), in chunks within the dialect's parameter limit.
+	for len(ups) > 0 {
+		n := min(len(ups), s.d.MaxParams()/3)
+		b := newBuilder(s.d, 3*n)
+		b.w("INSERT INTO ", s.t.Rates, " (queue, grp, tat) VALUES ")
+		for i, st := range ups[:n] {
+			if i > 0 {
+				b.w(", ")
+			}
+			b.w("(", b.arg(queue), ", ", b.arg(st.Group), ", ", b.argT(s.d.Time(st.TAT), TypeTime), ")")
 		}
-		if n, err := res.RowsAffected(); err == nil && n > 0 {
-			continue
+		if strings.HasPrefix(s.d.Name(), "mysql") || strings.HasPrefix(s.d.Name(), "mariadb") {
+			b.w(" ON DUPLICATE KEY UPDATE tat = VALUES(tat)")
+		} else {
+			b.w(" ON CONFLICT (queue, grp) DO UPDATE SET tat = excluded.tat")
 		}
-		b = newBuilder(s.d, 3)
-		b.w("INSERT INTO ", s.t.Rates, " (queue, grp, tat) VALUES (", b.arg(queue), ", ", b.arg(st.Group), ", ", b.argT(s.d.Time(st.TAT), TypeTime), ")")
 		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
 			return err
 		}
+		ups = ups[n:]
 	}
 	if room.FairCursorMoved() {
 		var cur any

@@ -114,11 +114,26 @@ func EnvInt(name string, def int) int {
 // count the running jobs, walk the candidates) rather than waiting.
 var BenchLimits = core.QueueLimits{MaxRunning: 1000, MaxRunningPerKind: map[string]int{"k": 1000}, MaxRunningPerPartition: 100}
 
+// BenchPolicies are the policies BenchmarkClaimLimits compares, by name:
+// none (the claim path of unlimited queues), the concurrency limits of
+// BenchLimits, and rate limits, fair claims and priority aging each set
+// alone, all wide enough that every claim of 100 gets 100 jobs.
+var BenchPolicies = []struct {
+	Name   string
+	Limits core.QueueLimits
+}{
+	{"none", core.QueueLimits{}},
+	{"limits", BenchLimits},
+	{"rate", core.QueueLimits{Rate: core.RateLimit{Starts: 1000000, Per: time.Second}, RatePerPartition: core.RateLimit{Starts: 100000, Per: time.Second}}},
+	{"fair", core.QueueLimits{Fair: true}},
+	{"aging", core.QueueLimits{Aging: core.PriorityAging{Every: time.Hour}}},
+}
+
 // ClaimLimits is the timed part of the stores' BenchmarkClaimLimits:
 // b.N jobs of Queue spread over 50 partition keys are inserted, the
-// queue gets BenchLimits when limited (else no limits), and ClaimFinish
-// drains them. Compare the jobs/s of the two.
-func ClaimLimits(b *testing.B, s core.Store, now time.Time, limited bool) {
+// queue gets limits l (zero: none), and ClaimFinish drains them.
+// Compare the jobs/s of each policy with none.
+func ClaimLimits(b *testing.B, s core.Store, now time.Time, l core.QueueLimits) {
 	b.Helper()
 	ctx := context.Background()
 	for done := 0; done < b.N; done += 1000 {
@@ -130,12 +145,12 @@ func ClaimLimits(b *testing.B, s core.Store, now time.Time, limited bool) {
 			b.Fatal(err)
 		}
 	}
-	if limited {
+	if !l.IsZero() {
 		ql, ok := s.(core.QueueLimiter)
 		if !ok {
 			b.Fatalf("%T is no core.QueueLimiter", s)
 		}
-		if err := ql.SetQueueLimits(ctx, Queue, BenchLimits, now); err != nil {
+		if err := ql.SetQueueLimits(ctx, Queue, l, now); err != nil {
 			b.Fatal(err)
 		}
 	}
