@@ -81,6 +81,9 @@ func validated(t testing.TB, next http.Handler) http.Handler {
 		// header, never its method, URL or query.
 		orig := r.Clone(context.WithoutCancel(r.Context()))
 		next.ServeHTTP(rec, r)
+		if !rec.wroteHeader && r.Context().Err() != nil {
+			return // the client left before an answer: there is none to check
+		}
 		if msg := s.check(orig, body, rec); msg != "" {
 			t.Errorf("openapi: %s %s -> %d: %s", orig.Method, orig.URL.RequestURI(), rec.status, msg)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/backlogq/backlog/adapters/webhook"
 	"github.com/backlogq/backlog/core"
 )
@@ -141,5 +143,22 @@ func TestWebhookURL(t *testing.T) {
 		if got != tc.url || ok != (tc.url != "") {
 			t.Errorf("webhookURL(%q) = %q, %v; want %q", tc.argv, got, ok, tc.url)
 		}
+	}
+}
+
+// The attempt's span context goes out as traceparent.
+func TestWebhookInjectTrace(t *testing.T) {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	h := http.Header{}
+	injectTrace(ctx, h, &core.Job{})
+	if got := h.Get("traceparent"); got != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Fatalf("traceparent %q", got)
+	}
+	h = http.Header{}
+	injectTrace(context.Background(), h, &core.Job{})
+	if len(h) != 0 {
+		t.Fatalf("without a span: %v", h)
 	}
 }
