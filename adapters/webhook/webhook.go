@@ -172,14 +172,13 @@ func (s *Sender) Handler(target string) (*Handler, error) {
 		return nil, err
 	}
 	u.Fragment, u.RawFragment = "", ""
-	return &Handler{s: s, url: u, target: u.String(), shown: u.Redacted()}, nil
+	return &Handler{s: s, target: u.String(), shown: u.Redacted()}, nil
 }
 
 // Handler POSTs the jobs of one URL. Its Handle method is a
 // core.HandlerFunc.
 type Handler struct {
 	s      *Sender
-	url    *url.URL
 	target string
 	shown  string // the URL without its password, for error messages
 }
