@@ -133,6 +133,7 @@ const (
 type Metrics struct {
 	stats *core.StatsCache // nil when New was given no store
 	hist  *historyCache    // nil when there is no core.QueueHistory
+	rates *rateCache       // nil when the store is no core.QueueLimiter
 	opts  Options
 	log   *slog.Logger
 
@@ -147,6 +148,7 @@ type Metrics struct {
 
 	jobsDesc, runningDesc, nodeRunningDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
 	clusterCompletedDesc, clusterFailedDesc, dueDesc, oldestDesc                   *prom.Desc
+	rateWaitDesc, rateGroupsDesc                                                   *prom.Desc
 }
 
 // New returns metrics reading store state from st through
@@ -192,6 +194,10 @@ func New(st core.Store, opts Options) *Metrics {
 	if opts.History != nil {
 		histCache = &historyCache{h: opts.History}
 	}
+	var rates *rateCache
+	if ql, ok := st.(core.QueueLimiter); ok {
+		rates = &rateCache{ql: ql}
+	}
 	ns := opts.Namespace
 	counterVec := func(name, help string, labels ...string) *prom.CounterVec {
 		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
@@ -205,6 +211,7 @@ func New(st core.Store, opts Options) *Metrics {
 	return &Metrics{
 		stats: stats,
 		hist:  histCache,
+		rates: rates,
 		opts:  opts,
 		log:   log,
 		kinds: map[string]bool{},
@@ -243,6 +250,8 @@ func New(st core.Store, opts Options) *Metrics {
 		clusterCompletedDesc: prom.NewDesc(ns+"_cluster_jobs_completed_total", "Jobs completed by every node of the cluster, per queue (the store's queue history totals).", []string{"queue"}, nil),
 		clusterFailedDesc:    prom.NewDesc(ns+"_cluster_jobs_failed_total", "Failed attempts on every node of the cluster, per queue (the store's queue history totals).", []string{"queue"}, nil),
 		dueDesc:              prom.NewDesc(ns+"_queue_due_jobs", "Due jobs waiting per queue at the latest sample of the store's queue history.", []string{"queue"}, nil),
+		rateWaitDesc:         prom.NewDesc(ns+"_queue_rate_wait_seconds", "Per queue with a rate limit and scope (queue, kind, partition): how long until the rate-limited group that waits longest may start a job again; 0 when none waits.", []string{"queue", "scope"}, nil),
+		rateGroupsDesc:       prom.NewDesc(ns+"_queue_rate_limited_groups", "Per queue with a rate limit and scope (queue, kind, partition): how many groups have used up their rate and wait.", []string{"queue", "scope"}, nil),
 		oldestDesc:           prom.NewDesc(ns+"_queue_oldest_job_age_seconds", "How long the oldest due job of the queue had been due at the latest sample of the store's queue history.", []string{"queue"}, nil),
 	}
 }
@@ -406,6 +415,10 @@ func (m *Metrics) Describe(ch chan<- *prom.Desc) {
 	ch <- m.pausedDesc
 	ch <- m.workersDesc
 	ch <- m.scrapeErrDesc
+	if m.rates != nil {
+		ch <- m.rateWaitDesc
+		ch <- m.rateGroupsDesc
+	}
 	if m.hist != nil {
 		ch <- m.clusterCompletedDesc
 		ch <- m.clusterFailedDesc
@@ -464,6 +477,9 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 		}
 	}
 	if m.hist != nil && !m.collectHistory(ctx, ch) {
+		failed = 1
+	}
+	if m.rates != nil && len(stats) > 0 && !m.collectRates(ctx, ch, stats) {
 		failed = 1
 	}
 	ch <- prom.MustNewConstMetric(m.scrapeErrDesc, prom.GaugeValue, failed)
