@@ -123,8 +123,13 @@ func (s *spec) check(r *http.Request, body *recordingBody, rec *recordingWriter)
 			return "the server answered without reading the whole request body"
 		}
 	}
-	if reqErr := openapi3filter.ValidateRequest(ctx, in); reqErr != nil && status < 400 {
-		return fmt.Sprintf("the server accepted a request openapi.json rejects: %v", reqErr)
+	if reqErr := openapi3filter.ValidateRequest(ctx, in); reqErr != nil {
+		switch {
+		case status < 400:
+			return fmt.Sprintf("the server accepted a request openapi.json rejects: %v", reqErr)
+		case status >= 500:
+			return fmt.Sprintf("the server failed on a request openapi.json rejects, instead of refusing it with a 4xx: %v", reqErr)
+		}
 	}
 	if rec.overflow {
 		opts.ExcludeResponseBody = true
@@ -318,6 +323,10 @@ func TestOpenAPIValidatorReports(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			io.WriteString(w, `{"job":{"id":1,"queue":"default","kind":"k","args":{},"priority":5,"state":"available","attempt":0,"max_attempts":20,"run_at":"2026-01-01T00:00:00Z","created_at":"2026-01-01T00:00:00Z"},"duplicate":false}`)
 		}, "POST /v1/jobs -> 201: the server accepted a request openapi.json rejects"},
+		{"invalid request failed on", "POST", "/v1/jobs", `{"kind":7}`, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			problem(w, http.StatusInternalServerError, SlugInternal)
+		}, "POST /v1/jobs -> 500: the server failed on a request openapi.json rejects"},
 		{"invalid request refused", "POST", "/v1/jobs", `{"kind":7}`, func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			problem(w, http.StatusBadRequest, SlugInvalidRequest)
