@@ -435,3 +435,30 @@ func TestSignKnownAnswer(t *testing.T) {
 		t.Fatalf("Sign = %s, want %s", got, want)
 	}
 }
+
+// BenchmarkHandle sends jobs to a loopback receiver that answers 204:
+// the cost of one request (sign, send, read the answer) on a kept-alive
+// connection.
+func BenchmarkHandle(b *testing.B) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hs.Close()
+	s, err := NewSender(Config{Secret: testSecret, AllowHosts: []string{strings.TrimPrefix(hs.URL, "http://")}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := s.Handler(hs.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	job := testJob()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := h.Handle(ctx, job); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
