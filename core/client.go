@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -542,12 +543,17 @@ func (c *Client) Start(ctx context.Context) error {
 func (c *Client) workerInfo() WorkerInfo {
 	host, _ := os.Hostname()
 	qs := make([]string, 0, len(c.producers))
-	for q := range c.producers {
+	var meta map[string]string
+	for q, p := range c.producers {
 		qs = append(qs, q)
+		if meta == nil {
+			meta = make(map[string]string, len(c.producers))
+		}
+		meta[WorkersMetadataPrefix+q] = strconv.Itoa(p.workers())
 	}
 	sortStrings(qs)
 	return WorkerInfo{
-		ID: c.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: qs, Tags: c.cfg.WorkerTags,
+		ID: c.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: qs, Tags: c.cfg.WorkerTags, Metadata: meta,
 		StartedAt: c.startedAt, HeartbeatAt: c.clock.Now(),
 	}
 }

@@ -508,3 +508,10 @@ func (c *Client) RateWaits(ctx context.Context, queue string) ([]RateWait, error
 	}
 	return l.RateWaits(states, now), nil
 }
+
+// WorkersMetadataPrefix prefixes the keys of the metadata a node
+// registers (WorkerInfo.Metadata) that say how many jobs of each queue it
+// runs at once: "backlog.workers.<queue>" → a decimal count, its
+// configured MaxWorkers or QueueLimits.WorkersPerNode when set, as of the
+// node's last heartbeat.
+const WorkersMetadataPrefix = "backlog.workers."

@@ -1,12 +1,15 @@
 package core_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/memory"
 )
 
 func TestRateLimitGCRA(t *testing.T) {
@@ -122,4 +125,76 @@ func TestPickFairInterleaves(t *testing.T) {
 	if len(ids) != 4 || ids[0] != want[0] || ids[1] != want[1] || ids[2] != want[2] || ids[3] != want[3] {
 		t.Fatalf("Pick = %v; want %v (b has fewer running, then turns)", ids, want)
 	}
+}
+
+// QueueLimits.WorkersPerNode replaces a node's MaxWorkers at its next
+// poll: lowered, no more jobs run at once than it says; raised, waiting
+// jobs start and the node claims more.
+func TestWorkersPerNodeAtRuntime(t *testing.T) {
+	st := memory.New()
+	var running, peak atomic.Int64
+	release := make(chan struct{})
+	h := core.NewHandlers()
+	h.HandleRaw("work", func(ctx context.Context, j *core.Job) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	c, err := core.NewClient(st, core.Config{
+		Queues:       map[string]core.QueueConfig{"q": {MaxWorkers: 4}},
+		Handlers:     h,
+		Logger:       quietLogger(),
+		PollInterval: 50 * time.Millisecond, MaintenanceInterval: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.SetQueueLimits(ctx, "q", core.QueueLimits{WorkersPerNode: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := c.QueueLimits(ctx, "q"); l.WorkersPerNode != 1 || !l.IsZero() {
+		t.Fatalf("QueueLimits = %+v; want WorkersPerNode 1 and no claim limit", l)
+	}
+	enqueueN(t, c, "work", "q", 10)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.StopAndCancel(ctx)
+	time.Sleep(300 * time.Millisecond)
+	if p := peak.Load(); p != 1 {
+		t.Fatalf("with WorkersPerNode 1 the node ran %d jobs at once", p)
+	}
+	if err := c.SetQueueLimits(ctx, "q", core.QueueLimits{WorkersPerNode: 3}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for running.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if r, p := running.Load(), peak.Load(); r != 3 || p != 3 {
+		t.Fatalf("after WorkersPerNode 3: %d running, peak %d; want 3 and 3", r, p)
+	}
+	if err := c.SetQueueLimits(ctx, "q", core.QueueLimits{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(2 * time.Second)
+	for running.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := running.Load(); r != 4 {
+		t.Fatalf("after lifting WorkersPerNode: %d running; want the configured 4", r)
+	}
+	close(release)
 }

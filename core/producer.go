@@ -19,13 +19,14 @@ import (
 type producer struct {
 	c        *Client
 	queue    string
-	max      int         // executions at once
+	conf     int         // executions at once the node's configuration gives
 	ahead    int         // claimed jobs that may wait for a slot
 	inFlight int         // claims at once
 	more     atomic.Bool // the last claim filled its limit: the queue likely has more
 	wakeCh   chan struct{}
 
 	mu       sync.Mutex
+	max      int          // executions at once: conf, or QueueLimits.WorkersPerNode
 	active   int          // executions started and not returned
 	reserved int          // jobs asked for by claims in flight
 	waiting  []*execution // claimed, waiting for a slot (oldest first)
@@ -33,7 +34,7 @@ type producer struct {
 }
 
 func newProducer(c *Client, queue string, q QueueConfig) *producer {
-	p := &producer{c: c, queue: queue, max: q.MaxWorkers, ahead: q.ClaimAhead, inFlight: 1, wakeCh: make(chan struct{}, 1)}
+	p := &producer{c: c, queue: queue, conf: q.MaxWorkers, max: q.MaxWorkers, ahead: q.ClaimAhead, inFlight: 1, wakeCh: make(chan struct{}, 1)}
 	if p.ahead > 0 {
 		p.inFlight = 2
 	}
@@ -53,7 +54,7 @@ func (p *producer) wake() {
 // refilled without waiting for a poll.
 func (p *producer) jobDone() {
 	p.mu.Lock()
-	if len(p.waiting) > 0 && !p.stopped {
+	if len(p.waiting) > 0 && !p.stopped && p.active <= p.max {
 		e := p.waiting[0]
 		p.waiting[0] = nil
 		p.waiting = p.waiting[1:]
@@ -80,6 +81,59 @@ func (p *producer) free() int {
 	return p.max + p.ahead - p.active - len(p.waiting) - p.reserved
 }
 
+// workers returns how many executions the queue runs at once now.
+func (p *producer) workers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.max
+}
+
+// setWorkers makes n executions at once the queue's bound (0: the
+// configured MaxWorkers). Running executions above a lowered bound run
+// to their end; a raised bound starts waiting jobs at once and lets the
+// loop claim more.
+func (p *producer) setWorkers(n int) {
+	if n <= 0 {
+		n = p.conf
+	}
+	p.mu.Lock()
+	if n == p.max {
+		p.mu.Unlock()
+		return
+	}
+	p.max = n
+	var start []*execution
+	if !p.stopped {
+		k := min(len(p.waiting), max(p.max-p.active, 0))
+		start = append(start, p.waiting[:k]...)
+		p.waiting = p.waiting[k:]
+		p.active += k
+	}
+	p.mu.Unlock()
+	p.c.log.Info("backlog: queue workers on this node changed", "queue", p.queue, "workers", n)
+	for _, e := range start {
+		p.c.execs.Add(1)
+		go p.c.execute(p, e)
+	}
+	p.wake()
+}
+
+// refreshWorkers reads the queue's QueueLimits.WorkersPerNode from the
+// store (a QueueLimiter) and applies it; a failed read keeps the bound.
+func (p *producer) refreshWorkers(ctx context.Context) {
+	ql, ok := p.c.store.(QueueLimiter)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.c.cfg.PollInterval)
+	defer cancel()
+	l, err := ql.QueueLimits(ctx, p.queue)
+	if err != nil {
+		return
+	}
+	p.setWorkers(l.WorkersPerNode)
+}
+
 // claimResult is what one claim in flight reports back to the loop.
 type claimResult struct {
 	limit, n int
@@ -96,6 +150,7 @@ func (p *producer) run(ctx context.Context) {
 	// for them, then hand back the jobs that never started.
 	defer p.handBackWaiting()
 	defer claims.Wait()
+	p.refreshWorkers(ctx)
 	var lastClaim, notBefore time.Time
 	inFlight, failures := 0, 0
 	drained := false // the last claim found fewer jobs than it asked for
@@ -159,6 +214,7 @@ func (p *producer) run(ctx context.Context) {
 			drained = false
 		case <-poll.C:
 			drained = false
+			p.refreshWorkers(ctx)
 		case <-timeout:
 		}
 		stopTimer(timer)
@@ -187,7 +243,7 @@ func (p *producer) claimFailed(err error, n int) {
 // batchThreshold is the number of free slots worth a claim before the
 // cooldown has passed: half the queue's workers, at most MaxClaim.
 func (p *producer) batchThreshold() int {
-	return max(1, min(p.max/2, p.c.cfg.MaxClaim))
+	return max(1, min(p.workers()/2, p.c.cfg.MaxClaim))
 }
 
 // claim takes up to limit jobs, starts as many as there are free slots

@@ -812,13 +812,25 @@ type QueueLimits struct {
 	// Aging raises waiting jobs' effective priority over time (see
 	// PriorityAging).
 	Aging PriorityAging `json:"aging,omitzero"`
+
+	// WorkersPerNode, when above 0, replaces the MaxWorkers every node's
+	// configuration gives the queue: each node runs at most this many of
+	// its jobs at once, and picks a change up at its next poll (within
+	// Config.PollInterval). It is no limit on claims: IsZero leaves it
+	// out, and a queue with only this set claims as an unlimited one.
+	// 0 … MaxWorkersPerNode.
+	WorkersPerNode int `json:"workers_per_node,omitempty"`
 }
+
+// MaxWorkersPerNode is the largest QueueLimits.WorkersPerNode.
+const MaxWorkersPerNode = 100000
 
 // MaxLimitedKinds is the most kinds QueueLimits.MaxRunningPerKind may
 // name.
 const MaxLimitedKinds = 256
 
-// IsZero reports whether l sets no limit at all.
+// IsZero reports whether l sets no limit or policy that claims obey
+// (WorkersPerNode, a per-node setting, is not one).
 func (l QueueLimits) IsZero() bool {
 	if l.MaxRunning > 0 || l.MaxRunningPerPartition > 0 || !l.Rate.IsZero() || !l.RatePerPartition.IsZero() || l.Fair || !l.Aging.IsZero() {
 		return false
@@ -900,6 +912,9 @@ func (l QueueLimits) Validate() error {
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("queue rate limits: kind %q: %w", k, err)
 		}
+	}
+	if l.WorkersPerNode < 0 || l.WorkersPerNode > MaxWorkersPerNode {
+		return invalid("workers per node %d must be 0 (each node's own) … %d", l.WorkersPerNode, MaxWorkersPerNode)
 	}
 	if err := l.Rate.Validate(); err != nil {
 		return err

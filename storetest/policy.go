@@ -22,6 +22,7 @@ var policyTests = []test{
 	{"policy/fair-turn-goes-round", testPolicyFairRound},
 	{"policy/aging-orders-by-effective-priority", testPolicyAging},
 	{"policy/aging-ends-starvation", testPolicyStarvation},
+	{"policy/workers-per-node-kept-limits-nothing", testPolicyWorkersPerNode},
 }
 
 func testPolicyRoundTrip(e *env) {
@@ -344,4 +345,30 @@ func sameIDSet(got, want []*core.Job) bool {
 		}
 	}
 	return true
+}
+
+func testPolicyWorkersPerNode(e *env) {
+	ql := e.limiter(e.s)
+	e.setLimits("wpn", core.QueueLimits{WorkersPerNode: 3})
+	got, err := ql.QueueLimits(e.ctx, "wpn")
+	if err != nil || got.WorkersPerNode != 3 || !got.IsZero() {
+		e.Fatalf("QueueLimits after WorkersPerNode 3 returned %+v, %v; want it kept, and no claim limit", got, err)
+	}
+	for range 5 {
+		e.insertOne(e.job("wpn", "k"))
+	}
+	if jobs := e.claim("wpn", "w", 10); len(jobs) != 5 {
+		e.Fatalf("claim of a queue with only WorkersPerNode returned %d jobs; want all 5 (it limits no claim)", len(jobs))
+	}
+	e.setLimits("wpn", core.QueueLimits{MaxRunning: 9, WorkersPerNode: 2})
+	if got, _ := ql.QueueLimits(e.ctx, "wpn"); got.WorkersPerNode != 2 || got.MaxRunning != 9 {
+		e.Fatalf("QueueLimits = %+v; want WorkersPerNode 2 with MaxRunning 9", got)
+	}
+	e.setLimits("wpn", core.QueueLimits{})
+	if got, _ := ql.QueueLimits(e.ctx, "wpn"); got.WorkersPerNode != 0 {
+		e.Fatalf("QueueLimits after zero limits = %+v; want WorkersPerNode back to 0", got)
+	}
+	if err := ql.SetQueueLimits(e.ctx, "wpn", core.QueueLimits{WorkersPerNode: -1}, e.now); !errors.Is(err, core.ErrInvalidJob) {
+		e.Fatalf("SetQueueLimits with WorkersPerNode -1 returned %v; want ErrInvalidJob", err)
+	}
 }

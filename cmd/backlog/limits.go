@@ -25,6 +25,7 @@ func (a *app) newQueueLimitsCmd() *cobra.Command {
 		fair                     bool
 		aging                    time.Duration
 		agingMaxSteps            int
+		workersPerNode           int
 	)
 	cmd := &cobra.Command{
 		Use:   "limits NAME",
@@ -40,6 +41,7 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
   backlog queues limits emails --per-kind bulk=0   # lift the limit of one kind
   backlog queues limits emails --rate 100/1m --rate-per-kind bulk=1/s --rate-per-partition 10/1m
   backlog queues limits emails --fair --aging 5m --aging-max-steps 4
+  backlog queues limits emails --workers-per-node 5   # every node runs 5 at once
   backlog queues limits emails --clear`,
 		Args: argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,7 +51,7 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
 			}
 			fl := cmd.Flags()
 			set := clear
-			for _, f := range []string{"max-running", "per-kind", "per-partition", "rate", "rate-per-kind", "rate-per-partition", "fair", "aging", "aging-max-steps"} {
+			for _, f := range []string{"max-running", "per-kind", "per-partition", "rate", "rate-per-kind", "rate-per-partition", "fair", "aging", "aging-max-steps", "workers-per-node"} {
 				set = set || fl.Changed(f)
 			}
 			ctx := cmd.Context()
@@ -82,6 +84,9 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
 					if err := applyPolicyFlags(fl, &l, rate, ratePerPartition, ratePerKind, fair, aging, agingMaxSteps); err != nil {
 						return err
 					}
+					if fl.Changed("workers-per-node") {
+						l.WorkersPerNode = workersPerNode
+					}
 					if l, err = o.SetQueueLimits(ctx, q, l); err != nil {
 						return fmt.Errorf("queue %s: set limits: %w", q, err)
 					}
@@ -104,6 +109,7 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
 	fl.BoolVar(&fair, "fair", false, "claims take turns across partition keys (--fair=false: strict claim order)")
 	fl.DurationVar(&aging, "aging", 0, "raise waiting jobs' priority one step per this long (0 = no aging; at least 1s)")
 	fl.IntVar(&agingMaxSteps, "aging-max-steps", 0, "at most this many aging steps (0 = up to the highest priority)")
+	fl.IntVar(&workersPerNode, "workers-per-node", 0, "jobs of the queue each node runs at once, replacing its configured max_workers within a poll interval (0 = each node's own)")
 	fl.BoolVar(&clear, "clear", false, "lift every limit first")
 	return cmd
 }
@@ -189,6 +195,9 @@ func describeLimits(l core.QueueLimits) string {
 			a += fmt.Sprintf(", at most %d", l.Aging.MaxSteps)
 		}
 		parts = append(parts, a)
+	}
+	if l.WorkersPerNode > 0 {
+		parts = append(parts, fmt.Sprintf("%d workers per node", l.WorkersPerNode))
 	}
 	if len(parts) == 0 {
 		return "no limits"

@@ -82,6 +82,9 @@ func TestQueuePolicyCommand(t *testing.T) {
 	if r := mustCLI(t, db, "queues", "limits", "mail", "--rate", "0", "--rate-per-kind", "bulk=0", "--fair=false", "--aging", "0"); !strings.Contains(r.stdout, "queue mail: rate per partition 10/1h0m0s\n") {
 		t.Fatalf("lift: %s", r)
 	}
+	if r := mustCLI(t, db, "queues", "limits", "mail", "--workers-per-node", "5"); !strings.Contains(r.stdout, "queue mail: rate per partition 10/1h0m0s; 5 workers per node\n") {
+		t.Fatalf("workers per node: %s", r)
+	}
 	for args, want := range map[string]string{
 		"queues limits mail --rate 10":                       "must be N/PERIOD",
 		"queues limits mail --rate 10/fortnight":             "not a duration",

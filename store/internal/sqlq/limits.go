@@ -22,8 +22,8 @@ import (
 //	max_running_per_partition MaxRunningPerPartition (0 = none)
 //	limits_at                 when the limits were last set, NULL = never
 //	                          (InitQueueLimits stores only then)
-//	workers_per_node          reserved for a per-node worker count set by
-//	                          operators; NULL, read by nothing yet
+//	workers_per_node          QueueLimits.WorkersPerNode, NULL = 0 (each
+//	                          node's own MaxWorkers)
 //	policy                    the rest of the claim policy (rate limits,
 //	                          Fair, Aging) as JSON (policyJSON), NULL = none
 //	fair_cursor               the partition key the last fair claim read
@@ -43,7 +43,7 @@ import (
 
 // limitCols are the queue record's limit columns, in the order
 // scanLimits reads them.
-const limitCols = "limited, max_running, max_running_per_kind, max_running_per_partition, limits_at, policy"
+const limitCols = "limited, max_running, max_running_per_kind, max_running_per_partition, limits_at, policy, workers_per_node"
 
 // scanLimits reads one row of limitCols (after the extra destinations
 // given, which come first in the row).
@@ -53,11 +53,12 @@ func scanLimits(rows Rows, extra ...any) (l core.QueueLimits, limited, set bool,
 		maxRun, per  int64
 		kinds, polic []byte
 		at           time.Time
+		perNode      sql.NullInt64
 	)
-	if err := rows.Scan(append(extra, &lim, &maxRun, bytesDest{&kinds}, &per, timeDest{&at}, bytesDest{&polic})...); err != nil {
+	if err := rows.Scan(append(extra, &lim, &maxRun, bytesDest{&kinds}, &per, timeDest{&at}, bytesDest{&polic}, &perNode)...); err != nil {
 		return l, false, false, err
 	}
-	l.MaxRunning, l.MaxRunningPerPartition = int(maxRun), int(per)
+	l.MaxRunning, l.MaxRunningPerPartition, l.WorkersPerNode = int(maxRun), int(per), int(perNode.Int64)
 	if len(kinds) > 0 {
 		if err := json.Unmarshal(kinds, &l.MaxRunningPerKind); err != nil {
 			return l, false, false, fmt.Errorf("sqlq: queue limits: decode max_running_per_kind: %w", err)
@@ -229,8 +230,13 @@ func (s *Store) writeLimits(ctx context.Context, c Conn, queue string, l core.Qu
 		}
 		polic = string(enc)
 	}
-	b := newBuilder(s.d, 8)
+	var perNode any
+	if l.WorkersPerNode > 0 {
+		perNode = int64(l.WorkersPerNode)
+	}
+	b := newBuilder(s.d, 9)
 	b.w("UPDATE ", s.t.Queues, " SET limited = ", b.arg(!l.IsZero()),
+		", workers_per_node = ", b.argT(perNode, TypeInt),
 		", max_running = ", b.arg(int64(l.MaxRunning)),
 		", max_running_per_kind = ", b.argT(kinds, TypeText),
 		", max_running_per_partition = ", b.arg(int64(l.MaxRunningPerPartition)),
