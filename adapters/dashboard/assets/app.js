@@ -9,6 +9,7 @@ import { mountJobs } from './jobs.js';
 import { mountJob } from './job.js';
 import { mountWorkers } from './workers.js';
 import { mountPeriodic } from './periodic.js';
+import { mountQueues, mountQueue } from './queues.js';
 
 function meta(name, fallback) {
   const el = document.querySelector(`meta[name="${name}"]`);
@@ -114,7 +115,8 @@ function showBanner(text) {
 
 // ---- routing -------------------------------------------------------------
 
-// parseRoute reads location.hash: #/ (overview), #/jobs?…, #/jobs/<id>, #/periodic, #/workers.
+// parseRoute reads location.hash: #/ (overview), #/jobs?…, #/jobs/<id>,
+// #/queues, #/queues/<name>, #/periodic, #/workers.
 function parseRoute() {
   const raw = location.hash.replace(/^#/, '') || '/';
   const qi = raw.indexOf('?');
@@ -126,6 +128,12 @@ function parseRoute() {
   if (parts[0] === 'jobs' && parts.length === 2 && /^[0-9]{1,18}$/.test(parts[1])) {
     return { name: 'job', id: Number(parts[1]), params };
   }
+  if (parts[0] === 'queues' && parts.length === 1) return { name: 'queues', params };
+  if (parts[0] === 'queues' && parts.length === 2) {
+    let q = '';
+    try { q = decodeURIComponent(parts[1]); } catch { q = ''; }
+    if (/^[A-Za-z0-9_.:-]{1,255}$/.test(q)) return { name: 'queue', queue: q, params };
+  }
   if (parts[0] === 'periodic' && parts.length === 1) return { name: 'periodic', params };
   if (parts[0] === 'workers' && parts.length === 1) return { name: 'workers', params };
   return { name: 'missing', params };
@@ -135,6 +143,8 @@ const mounts = {
   overview: mountOverview,
   jobs: mountJobs,
   job: mountJob,
+  queues: mountQueues,
+  queue: mountQueue,
   periodic: mountPeriodic,
   workers: mountWorkers,
   missing: (ctx) => {
@@ -157,7 +167,8 @@ function route() {
   const r = parseRoute();
   if (current && current.screen.unmount) current.screen.unmount();
   for (const a of document.querySelectorAll('nav a[data-nav]')) {
-    const active = a.dataset.nav === r.name || (r.name === 'job' && a.dataset.nav === 'jobs');
+    const active = a.dataset.nav === r.name || (r.name === 'job' && a.dataset.nav === 'jobs') ||
+      (r.name === 'queue' && a.dataset.nav === 'queues');
     if (active) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
