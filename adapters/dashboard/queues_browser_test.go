@@ -33,8 +33,10 @@ const queuesPoll = 100 * time.Millisecond
 // (completes at once).
 type queuesStack struct {
 	*stack
-	started atomic.Int64
-	release chan struct{}
+	started   atomic.Int64 // "block" jobs started
+	lastStart atomic.Int64 // when the latest "block" job started, Unix ns
+	putDone   atomic.Int64 // when the latest PUT …/limits was answered, Unix ns
+	release   chan struct{}
 	once    sync.Once
 }
 
@@ -46,6 +48,7 @@ func newQueuesStack(t *testing.T, tokens httpapi.Tokens) *queuesStack {
 	s := &queuesStack{release: make(chan struct{})}
 	hs := core.NewHandlers()
 	hs.HandleRaw("block", func(ctx context.Context, _ *core.Job) error {
+		s.lastStart.Store(time.Now().UnixNano())
 		s.started.Add(1)
 		select {
 		case <-s.release:
@@ -80,7 +83,12 @@ func newQueuesStack(t *testing.T, tokens httpapi.Tokens) *queuesStack {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", api)
+	mux.Handle("/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r)
+		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/limits") {
+			s.putDone.Store(time.Now().UnixNano())
+		}
+	}))
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{Logger: log, PollInterval: 250 * time.Millisecond})))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -173,20 +181,24 @@ func TestBrowserQueues(t *testing.T) {
 		setField(`[data-testid="limit-workers-per-node"]`, "3"))
 	saveAndConfirm(t, ctx)
 	waitJS(t, ctx, "the page reports the saved policy", `!document.querySelector('[data-testid="limits-result"]').hidden`)
-	stored := time.Now()
 	l := s.limits(t, "default").Limits
 	if l.MaxRunning != 3 || l.Rate != (core.RateLimit{Starts: 20, Per: time.Minute}) || l.WorkersPerNode != 3 {
 		t.Fatalf("stored limits %+v, want max running 3, rate 20/1m, 3 workers per node", l)
 	}
-	// The node starts the two waiting jobs within a poll interval (and
-	// the machine's slack).
+	// The node starts the two waiting jobs within a poll interval of the
+	// PUT's answer (allowing the loaded machine's slack).
+	stored := time.Unix(0, s.putDone.Load())
 	for s.started.Load() < 3 {
 		if time.Since(stored) > 5*time.Second {
 			t.Fatalf("%d jobs started %s after the save; want 3", s.started.Load(), time.Since(stored))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("the node ran 3 jobs at once %s after the policy was stored (poll interval %s)", time.Since(stored).Round(time.Millisecond), queuesPoll)
+	took := time.Unix(0, s.lastStart.Load()).Sub(stored)
+	t.Logf("the node ran 3 jobs at once %s after the PUT was answered (poll interval %s)", took.Round(time.Millisecond), queuesPoll)
+	if took > 2*time.Second {
+		t.Errorf("the node took %s to apply workers per node; poll interval %s", took, queuesPoll)
+	}
 	waitJS(t, ctx, "the node's registered count and the sum show 3", fmt.Sprintf(`(() => {
 		return document.querySelector(%s).querySelector('[data-testid="queue-node-workers"]').textContent === "3" &&
 			document.querySelector('[data-testid="queue-concurrency"]').textContent === "3";

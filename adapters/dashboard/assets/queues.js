@@ -62,10 +62,14 @@ export function policySummary(l) {
   return parts.length ? parts.join(' · ') : 'no limits';
 }
 
-// rateWaitText: "kind:sms waits until 2026-11-24 12:00:05 CET (in 3 s)".
+// rateWaitText: "kind:sms waits until 12:00:05 CET (in 3 s)", with the
+// date too when it is not today in the browser's zone.
 function rateWaitText(w) {
   const ago = fmtAgo(w.next_start);
-  return `${w.group} waits until ${fmtZoned(w.next_start)}${ago ? ` (${ago})` : ''}`;
+  let at = fmtZoned(w.next_start);
+  const today = fmtTime(new Date().toISOString()).slice(0, 11);
+  if (at.startsWith(today)) at = at.slice(today.length);
+  return `${w.group} waits until ${at}${ago ? ` (${ago})` : ''}`;
 }
 
 function rateWaitList(waits) {
@@ -232,7 +236,7 @@ export function mountQueue(ctx) {
   const msg = h('p', { class: 'action-msg', testid: 'queue-result', hidden: true });
   const err = h('p', { class: 'action-err', testid: 'queue-error', hidden: true });
   const note = readOnlyNote('queue-readonly');
-  const counts = h('dl', { class: 'summary', testid: 'queue-counts' });
+  const counts = h('dl', { class: 'queue-counts', testid: 'queue-counts' });
   const policyLine = h('p', { class: 'policy', testid: 'queue-policy' });
   const waits = h('div', { testid: 'queue-rate-waits' });
   const nodesBody = h('tbody', { testid: 'queue-nodes-body' });
@@ -505,13 +509,17 @@ export function mountQueue(ctx) {
       h('td', { class: 'num', testid: 'queue-node-workers' }),
       h('td', { testid: 'queue-node-heartbeat' }));
   }
+  let perNode = 0; // the policy's workers_per_node as last read
   function updateNode(tr, n) {
     setData(tr, 'workerId', n.id);
     setText(tr.querySelector('[data-testid="queue-node-name"]'), n.name);
     setText(tr.querySelector('[data-testid="queue-node-id"]'), n.id);
     const w = tr.querySelector('[data-testid="queue-node-workers"]');
-    setText(w, n.workers === null ? 'not reported' : n.workers);
-    w.title = n.workers === null ? 'this worker does not register its worker count (remote workers may not)' : '';
+    const pending = n.workers !== null && perNode > 0 && n.workers !== perNode;
+    setText(w, n.workers === null ? 'not reported' : pending ? `${n.workers} (changing to ${perNode})` : n.workers);
+    setData(tr, 'pending', pending);
+    w.title = n.workers === null ? 'this worker does not register its worker count (remote workers may not)'
+      : pending ? 'the node applies workers per node at its next poll and registers the new count at its next heartbeat' : '';
     const hb = tr.querySelector('[data-testid="queue-node-heartbeat"]');
     setText(hb, fmtAgo(n.heartbeat_at));
     hb.title = timeTitle(n.heartbeat_at) || fmtTime(n.heartbeat_at);
@@ -536,12 +544,13 @@ export function mountQueue(ctx) {
       const key = JSON.stringify(c);
       if (counts.dataset.key !== key) {
         counts.dataset.key = key;
-        fill(counts, STATES.map((s) => [h('dt', { text: s }),
-          h('dd', {}, h('a', { testid: `queue-count-${s}`, href: jobsHref(name, s), text: Number(c[s] || 0) }))]));
+        fill(counts, STATES.map((s) => h('div', {}, h('dt', { text: s }),
+          h('dd', {}, h('a', { testid: `queue-count-${s}`, href: jobsHref(name, s), text: Number(c[s] || 0) })))));
       }
 
       const limits = lres.limits || {};
       stored = limits;
+      perNode = Number(limits.workers_per_node) || 0;
       setText(policyLine, policySummary(limits));
       const ws = Array.isArray(lres.rate_waits) ? lres.rate_waits : [];
       const wkey = JSON.stringify(ws) + fmtAgo(ws[0] && ws[0].next_start);
