@@ -261,6 +261,25 @@ func TestBrowserQueues(t *testing.T) {
 			r.querySelector('[data-testid="queues-list-policy"]').textContent.includes("sms rate 2/60 s") &&
 			r.querySelector('[data-testid="rate-wait"][data-group="kind:sms"]');
 	})()`, js(row)))
+
+	// An edit in progress is kept when the policy changes elsewhere; the
+	// page says so, and Discard changes loads the new policy.
+	step(t, ctx, "start an edit",
+		chromedp.Evaluate[chromedp.Void](`location.hash = "#/queues/default"`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="limits-form"]`)))
+	waitJS(t, ctx, "the form shows the stored policy", `document.querySelector('[data-testid="limit-max-running"]').value === "3"`)
+	step(t, ctx, "type a value", setField(`[data-testid="limit-max-running"]`, "9"))
+	if status, b := s.request(t, "PUT", "/v1/queues/default/limits", `{"max_running":7}`); status != http.StatusOK {
+		t.Fatalf("PUT limits: %d %s", status, b)
+	}
+	waitJS(t, ctx, "the page says the policy changed elsewhere", `!document.querySelector('[data-testid="limits-changed"]').hidden &&
+		document.querySelector('[data-testid="queue-policy"]').textContent === "at most 7 running"`)
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid="limit-max-running"]').value`); got != "9" {
+		t.Errorf("a poll overwrote the edit in progress (%q)", got)
+	}
+	step(t, ctx, "discard the edit", clickJS(`[data-testid="limits-revert"]`))
+	waitJS(t, ctx, "the form shows the new policy", `document.querySelector('[data-testid="limit-max-running"]').value === "7" &&
+		document.querySelector('[data-testid="limits-changed"]').hidden && document.querySelector('[data-testid="limit-workers-per-node"]').value === ""`)
 	watch.check(t)
 }
 

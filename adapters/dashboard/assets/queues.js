@@ -172,6 +172,7 @@ export function mountQueues(ctx) {
     const conc = tr.querySelector('[data-testid="queues-list-concurrency"]');
     if (q.nodes) {
       setText(nodes, nodesText(q.nodes));
+      nodes.title = '';
       setText(conc, concurrencyText(q.nodes));
       setData(conc, 'sum', q.nodes.sum);
     } else {
@@ -218,8 +219,8 @@ export function mountQueues(ctx) {
 
 // numInput is a number field; step "any" and the form's novalidate leave
 // every check to the page and the server, whose errors are shown.
-function numInput(testid, title) {
-  return h('input', { type: 'number', step: 'any', min: '0', class: 'num-in', testid, title, attrs: { inputmode: 'decimal' } });
+function numInput(testid, label) {
+  return h('input', { type: 'number', step: 'any', min: '0', class: 'num-in', testid, attrs: { inputmode: 'decimal', 'aria-label': label } });
 }
 
 function field(label, input, hint) {
@@ -249,16 +250,16 @@ export function mountQueue(ctx) {
 
   // ---- the policy form ----
   const f = {
-    maxRunning: numInput('limit-max-running'),
-    perPartition: numInput('limit-max-running-per-partition'),
-    rateStarts: numInput('limit-rate-starts'),
-    ratePer: numInput('limit-rate-per'),
-    partStarts: numInput('limit-rate-partition-starts'),
-    partPer: numInput('limit-rate-partition-per'),
+    maxRunning: numInput('limit-max-running', 'max running'),
+    perPartition: numInput('limit-max-running-per-partition', 'max running per partition'),
+    rateStarts: numInput('limit-rate-starts', 'queue rate: starts'),
+    ratePer: numInput('limit-rate-per', 'queue rate: per seconds'),
+    partStarts: numInput('limit-rate-partition-starts', 'rate per partition: starts'),
+    partPer: numInput('limit-rate-partition-per', 'rate per partition: per seconds'),
     fair: h('input', { type: 'checkbox', testid: 'limit-fair' }),
-    agingEvery: numInput('limit-aging-every'),
-    agingSteps: numInput('limit-aging-max-steps'),
-    workers: numInput('limit-workers-per-node'),
+    agingEvery: numInput('limit-aging-every', 'aging: one step every seconds'),
+    agingSteps: numInput('limit-aging-max-steps', 'aging: at most steps'),
+    workers: numInput('limit-workers-per-node', 'workers per node'),
   };
   const kindRows = h('tbody', { testid: 'limit-kind-rows' });
   const rateKindRows = h('tbody', { testid: 'limit-rate-kind-rows' });
@@ -269,6 +270,8 @@ export function mountQueue(ctx) {
   const formErr = h('p', { class: 'action-err', testid: 'limits-error', hidden: true });
   const formMsg = h('p', { class: 'action-msg', testid: 'limits-result', hidden: true });
   const dirtyNote = h('span', { class: 'muted', testid: 'limits-dirty', hidden: true, text: 'unsaved changes' });
+  const changedNote = h('p', { class: 'note action-err', testid: 'limits-changed', hidden: true,
+    text: 'The policy was changed elsewhere since this form was filled in (it is shown above); saving replaces it with the form. Discard changes to start from it.' });
 
   const form = h('form', { class: 'limits-form', testid: 'limits-form', attrs: { novalidate: '' } },
     h('fieldset', {}, h('legend', { text: 'Concurrency (running jobs at once, across every node; empty or 0 = no limit)' }),
@@ -292,12 +295,14 @@ export function mountQueue(ctx) {
         field('at most steps', f.agingSteps, '0 = up to priority 1'))),
     h('fieldset', {}, h('legend', { text: 'Workers' }),
       field('Workers per node', f.workers, 'jobs of this queue each node runs at once, applied within a poll interval; 0 = each node\'s configured max workers')),
+    changedNote,
     h('div', { class: 'actions' }, save, revert, dirtyNote),
     formErr, formMsg);
 
   let dirty = false;
   let admin = true; // until GET /workers or a save answers 403
   let stored = null; // the limits last read from the server
+  let filledFrom = ''; // the JSON of the limits the form was filled from
   function setDirty(d) {
     dirty = d;
     dirtyNote.hidden = !d;
@@ -307,7 +312,7 @@ export function mountQueue(ctx) {
   form.addEventListener('change', () => setDirty(true));
 
   function kindRow(kind, cells, removeTestid) {
-    const kindIn = h('input', { class: 'kind-in', testid: 'limit-kind-name', placeholder: 'kind', spellcheck: 'false', autocomplete: 'off' });
+    const kindIn = h('input', { class: 'kind-in', testid: 'limit-kind-name', placeholder: 'kind', spellcheck: 'false', autocomplete: 'off', attrs: { 'aria-label': 'kind' } });
     kindIn.value = kind;
     const rm = h('button', { type: 'button', class: 'small quiet', testid: removeTestid, text: 'Remove' });
     const tr = h('tr', {}, h('td', {}, kindIn), cells.map((c) => h('td', {}, c)), h('td', {}, rm));
@@ -317,14 +322,14 @@ export function mountQueue(ctx) {
     return tr;
   }
   function addKindRow(kind, n) {
-    const v = numInput('limit-kind-max');
+    const v = numInput('limit-kind-max', 'max running of the kind');
     v.value = n === undefined ? '' : String(n);
     kindRows.append(kindRow(kind, [v], 'limit-kind-remove'));
     return v;
   }
   function addRateKindRow(kind, r) {
-    const s = numInput('limit-rate-kind-starts');
-    const p = numInput('limit-rate-kind-per');
+    const s = numInput('limit-rate-kind-starts', 'starts of the kind');
+    const p = numInput('limit-rate-kind-per', 'per seconds');
     s.value = r ? String(r.starts) : '';
     p.value = r ? String(r.per_seconds) : '';
     rateKindRows.append(kindRow(kind, [s, p], 'limit-rate-kind-remove'));
@@ -349,6 +354,8 @@ export function mountQueue(ctx) {
     for (const [k, n] of entries(l.max_running_per_kind)) addKindRow(k, n);
     rateKindRows.replaceChildren();
     for (const [k, r] of entries(l.rate_per_kind)) addRateKindRow(k, r);
+    filledFrom = JSON.stringify(l);
+    changedNote.hidden = true;
     setDirty(false);
   }
 
@@ -561,6 +568,8 @@ export function mountQueue(ctx) {
       if (!formFilled || !dirty) {
         fillForm(limits);
         formFilled = true;
+      } else {
+        changedNote.hidden = JSON.stringify(limits) === filledFrom;
       }
 
       if (workers === null) {
