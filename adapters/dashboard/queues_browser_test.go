@@ -215,6 +215,8 @@ func TestBrowserQueues(t *testing.T) {
 	waitJS(t, ctx, "the refusal is shown", `!document.querySelector('[data-testid="limits-error"]').hidden`)
 	if got := eval[string](t, ctx, `document.querySelector('[data-testid="limits-error"]').textContent`); !strings.Contains(got, "priority aging every 500ms") {
 		t.Errorf("the error shows %q, want the server's detail", got)
+	} else {
+		t.Logf("the page shows: %s", got)
 	}
 	if l := s.limits(t, "default").Limits; !l.Aging.IsZero() || l.MaxRunning != 3 {
 		t.Errorf("a refused policy changed the stored one: %+v", l)
