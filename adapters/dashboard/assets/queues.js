@@ -106,6 +106,18 @@ function nodesText(n) {
   return n.nodes.map((x) => `${x.name}: ${x.workers === null ? '?' : x.workers}`).join(', ');
 }
 
+// readLimits reads GET /queues/{name}/limits; a refusal other than 401
+// (which asks for a token) comes back as {error: message}, so one queue's
+// failure (a store without limits answers 501) leaves the rest of the page.
+async function readLimits(api, queue) {
+  try {
+    return await api.get(`/queues/${seg(queue)}/limits`);
+  } catch (e) {
+    if (e instanceof ApiError && e.status !== 401 && e.status !== 0) return { error: e.message };
+    throw e;
+  }
+}
+
 // loadWorkers reads GET /workers; null when the token lacks the admin role.
 async function loadWorkers(api) {
   try {
@@ -182,9 +194,10 @@ export function mountQueues(ctx) {
       setData(conc, 'sum', '');
     }
     const policy = tr.querySelector('[data-testid="queues-list-policy"]');
-    setText(policy, q.limits ? policySummary(q.limits) : '…');
+    setText(policy, q.limits ? policySummary(q.limits) : 'unavailable');
+    policy.title = q.limitsError;
     const waits = tr.querySelector('[data-testid="queues-list-waits"]');
-    const key = JSON.stringify(q.waits) + fmtAgo(q.waits[0] && q.waits[0].next_start);
+    const key = q.waits.map(rateWaitText).join('\n');
     if (waits.dataset.key !== key) {
       waits.dataset.key = key;
       fill(waits, rateWaitList(q.waits));
@@ -198,14 +211,12 @@ export function mountQueues(ctx) {
       const queues = (Array.isArray(qres.queues) ? qres.queues : [])
         .map((q) => ({ queue: String(q.queue), paused: Boolean(q.paused), counts: q.counts && typeof q.counts === 'object' ? q.counts : {} }))
         .sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0));
-      const limits = await Promise.all(queues.map((q) => api.get(`/queues/${seg(q.queue)}/limits`).catch((e) => {
-        if (e instanceof ApiError && e.status !== 401) return null; // one queue's failure leaves the others
-        throw e;
-      })));
+      const limits = await Promise.all(queues.map((q) => readLimits(api, q.queue)));
       if (!ctx.alive()) return;
       queues.forEach((q, i) => {
-        q.limits = limits[i] ? limits[i].limits || {} : null;
-        q.waits = limits[i] && Array.isArray(limits[i].rate_waits) ? limits[i].rate_waits : [];
+        q.limitsError = limits[i].error || '';
+        q.limits = limits[i].error ? null : limits[i].limits || {};
+        q.waits = Array.isArray(limits[i].rate_waits) ? limits[i].rate_waits : [];
         q.nodes = workers ? nodesOf(workers, q.queue) : null;
       });
       note.hidden = workers !== null;
@@ -537,7 +548,7 @@ export function mountQueue(ctx) {
     async refresh() {
       const [qres, lres, workers] = await Promise.all([
         api.get('/queues'),
-        api.get(`/queues/${seg(name)}/limits`),
+        readLimits(api, name),
         loadWorkers(api),
       ]);
       if (!ctx.alive()) return;
@@ -555,21 +566,27 @@ export function mountQueue(ctx) {
           h('dd', {}, h('a', { testid: `queue-count-${s}`, href: jobsHref(name, s), text: Number(c[s] || 0) })))));
       }
 
-      const limits = lres.limits || {};
-      stored = limits;
+      const limits = lres.error ? {} : lres.limits || {};
+      form.hidden = Boolean(lres.error);
       perNode = Number(limits.workers_per_node) || 0;
-      setText(policyLine, policySummary(limits));
+      setText(policyLine, lres.error ? `The policy cannot be read: ${lres.error}` : policySummary(limits));
       const ws = Array.isArray(lres.rate_waits) ? lres.rate_waits : [];
-      const wkey = JSON.stringify(ws) + fmtAgo(ws[0] && ws[0].next_start);
-      if (waits.dataset.key !== wkey) {
+      const wkey = ws.map(rateWaitText).join('\n');
+      if (waits.dataset.key !== wkey || !waits.firstChild) {
         waits.dataset.key = wkey;
         fill(waits, rateWaitList(ws));
       }
-      if (!formFilled || !dirty) {
-        fillForm(limits);
-        formFilled = true;
-      } else {
-        changedNote.hidden = JSON.stringify(limits) === filledFrom;
+      if (!lres.error) {
+        stored = limits;
+        // The form follows the stored policy while nobody edits it, and is
+        // rebuilt only when that changes (a poll leaves focus alone).
+        const now = JSON.stringify(limits);
+        if (!formFilled || (!dirty && now !== filledFrom)) {
+          fillForm(limits);
+          formFilled = true;
+        } else if (dirty) {
+          changedNote.hidden = now === filledFrom;
+        }
       }
 
       if (workers === null) {
