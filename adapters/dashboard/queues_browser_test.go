@@ -253,13 +253,28 @@ func TestBrowserQueues(t *testing.T) {
 		t.Errorf("GET limits rate_waits = %+v, want kind:sms about 30 s ahead", waits)
 	}
 
+	// A remote worker of the queue registers no worker count: it is
+	// listed, and left out of the sum.
+	if status, b := s.request(t, "PUT", "/v1/workers/remote-1", `{"name":"remote-1","queues":["default"]}`); status != http.StatusOK {
+		t.Fatalf("register a remote worker: %d %s", status, b)
+	}
+	remote := `tr[data-testid="queue-node"][data-worker-id="remote-1"]`
+	step(t, ctx, "the remote worker is listed", chromedp.WaitVisible(chromedp.CSS(remote)))
+	if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector(%s).querySelector('[data-testid="queue-node-workers"]').textContent`, js(remote))); got != "not reported" {
+		t.Errorf("the remote worker's count shows %q", got)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid="queue-concurrency"]').textContent`); got != "3 + 1 node not reporting" {
+		t.Errorf("concurrency across workers shows %q", got)
+	}
+
 	// The list shows the same.
 	step(t, ctx, "back to the list",
 		chromedp.Evaluate[chromedp.Void](`location.hash = "#/queues"`),
 		chromedp.WaitVisible(chromedp.CSS(row)))
 	waitJS(t, ctx, "the list shows the policy, the wait and the count", fmt.Sprintf(`(() => {
 		const r = document.querySelector(%s);
-		return r.querySelector('[data-testid="queues-list-concurrency"]').textContent === "3" &&
+		return r.querySelector('[data-testid="queues-list-concurrency"]').textContent === "3 + 1 node not reporting" &&
+			r.querySelector('[data-testid="queues-list-nodes"]').textContent.includes("remote-1: ?") &&
 			r.querySelector('[data-testid="queues-list-policy"]').textContent.includes("sms rate 2/60 s") &&
 			r.querySelector('[data-testid="rate-wait"][data-group="kind:sms"]');
 	})()`, js(row)))
