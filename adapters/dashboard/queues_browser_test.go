@@ -132,7 +132,9 @@ func saveAndConfirm(t *testing.T, ctx context.Context) {
 // node runs the new number of jobs at once within a poll interval and
 // registers it; an aging period of 0.5 s shows the server's refusal and
 // stores nothing; a per-kind rate whose burst jobs used up shows its
-// wait.
+// wait; a remote worker without a count is listed outside the sum; an
+// edit in progress survives a change made elsewhere, which the page
+// reports; Pause (confirmed) and Resume act on the queue.
 func TestBrowserQueues(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -297,6 +299,19 @@ func TestBrowserQueues(t *testing.T) {
 	step(t, ctx, "discard the edit", clickJS(`[data-testid="limits-revert"]`))
 	waitJS(t, ctx, "the form shows the new policy", `document.querySelector('[data-testid="limit-max-running"]').value === "7" &&
 		document.querySelector('[data-testid="limits-changed"]').hidden && document.querySelector('[data-testid="limit-workers-per-node"]').value === ""`)
+
+	// Pause (confirmed) and resume from the queue's page.
+	step(t, ctx, "pause the queue",
+		clickJS(`[data-testid="queue-pause-toggle"]`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="confirm-ok"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="confirm-ok"]`)))
+	waitJS(t, ctx, "the queue shows as paused", `document.querySelector('[data-testid="screen-queue"]').dataset.paused === "true" &&
+		document.querySelector('[data-testid="queue-pause-toggle"]').textContent === "Resume"`)
+	if status, b := s.request(t, "GET", "/v1/queues", ""); status != http.StatusOK || !strings.Contains(string(b), `"paused":true`) {
+		t.Errorf("GET /v1/queues after pause = %d %s", status, b)
+	}
+	step(t, ctx, "resume the queue", clickJS(`[data-testid="queue-pause-toggle"]`))
+	waitJS(t, ctx, "the queue shows as active", `document.querySelector('[data-testid="screen-queue"]').dataset.paused === "false"`)
 	watch.check(t)
 }
 
