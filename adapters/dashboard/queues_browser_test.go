@@ -37,7 +37,7 @@ type queuesStack struct {
 	lastStart atomic.Int64 // when the latest "block" job started, Unix ns
 	putDone   atomic.Int64 // when the latest PUT …/limits was answered, Unix ns
 	release   chan struct{}
-	once    sync.Once
+	once      sync.Once
 }
 
 func (s *queuesStack) releaseAll() { s.once.Do(func() { close(s.release) }) }
