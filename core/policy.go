@@ -515,3 +515,46 @@ func (c *Client) RateWaits(ctx context.Context, queue string) ([]RateWait, error
 // configured MaxWorkers or QueueLimits.WorkersPerNode when set, as of the
 // node's last heartbeat.
 const WorkersMetadataPrefix = "backlog.workers."
+
+// Ample reports whether any n due jobs of the queue fit the room at
+// once, whatever their kinds and partition keys, and need no ordering
+// beyond claim order (no Fair, no Aging): a store may then claim the
+// first n due jobs in one statement and count them with Take, instead of
+// reading candidates and picking.
+func (r *ClaimRoom) Ample(n int) bool {
+	l := r.limits
+	if l.Fair || !l.Aging.IsZero() || n > r.Left() {
+		return false
+	}
+	for k, max := range l.MaxRunningPerKind {
+		if max-r.kinds[k] < n {
+			return false
+		}
+	}
+	if l.MaxRunningPerPartition > 0 {
+		if l.MaxRunningPerPartition < n {
+			return false
+		}
+		for _, c := range r.parts {
+			if l.MaxRunningPerPartition-c < n {
+				return false
+			}
+		}
+	}
+	for k, rl := range l.RatePerKind {
+		if r.rateLeft(RateGroupKind(k), rl) < n {
+			return false
+		}
+	}
+	if rl := l.RatePerPartition; !rl.IsZero() {
+		if rl.Starts < n {
+			return false
+		}
+		for g := range r.tats {
+			if strings.HasPrefix(g, rateGroupPartPfx) && r.rateLeft(g, rl) < n {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -115,53 +115,60 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	err := s.retry(ctx, func() (err error) {
 		if s.strategy == core.StrategySkipLocked {
 			err = s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
-				hint := s.LimitedHint(p.Queue)
-				if !hint {
-					out, err = s.claimSkipLocked(ctx, c, p)
-					if err != nil || len(out) > 0 {
+				if s.LimitedHint(p.Queue) {
+					// Limited at the last claim: straight to the limited
+					// path, whose lock of the record says whether it
+					// still is.
+					var limited bool
+					if out, limited, err = s.claimLimited(ctx, c, p); err != nil || limited {
 						return err
 					}
+					s.SetLimitedHint(p.Queue, false) // limits lifted since
+					out, err = s.claimSkipLocked(ctx, c, p)
+					return err
 				}
-				// Nothing claimed (or the queue had limits at the last
-				// claim): the queue may have limits, which claimDueSQL
-				// leaves to claimLimited.
+				out, err = s.claimSkipLocked(ctx, c, p)
+				if err != nil || len(out) > 0 {
+					return err
+				}
+				// Nothing claimed: the queue may have limits, which
+				// claimDueSQL leaves to claimLimited.
 				limited, err := s.QueueLimited(ctx, c, p.Queue)
 				if err != nil {
 					return err
 				}
 				s.SetLimitedHint(p.Queue, limited)
-				switch {
-				case limited:
-					out, err = s.claimLimited(ctx, c, p)
-				case hint: // limits lifted since
-					out, err = s.claimSkipLocked(ctx, c, p)
+				if limited {
+					out, _, err = s.claimLimited(ctx, c, p)
 				}
 				return err
 			})
 			return err
 		}
-		hint := s.LimitedHint(p.Queue)
-		if !hint {
+		if !s.LimitedHint(p.Queue) {
 			out, err = s.claimOptimistic(ctx, p)
 			if err != nil || len(out) > 0 {
 				return err
 			}
-		}
-		limited, err := s.QueueLimited(ctx, s.sdb, p.Queue)
-		if err != nil {
-			return err
-		}
-		s.SetLimitedHint(p.Queue, limited)
-		if !limited {
-			if hint { // limits lifted since
-				out, err = s.claimOptimistic(ctx, p)
+			limited, err := s.QueueLimited(ctx, s.sdb, p.Queue)
+			if err != nil || !limited {
+				return err
 			}
-			return err
+			s.SetLimitedHint(p.Queue, true)
 		}
-		return s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
-			out, err = s.claimLimited(ctx, c, p)
+		// Limited (at the last claim, or just now): the limited path,
+		// whose lock of the record says whether it still is.
+		limited := false
+		err = s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
+			out, limited, err = s.claimLimited(ctx, c, p)
 			return err
 		})
+		if err != nil || limited {
+			return err
+		}
+		s.SetLimitedHint(p.Queue, false) // limits lifted since
+		out, err = s.claimOptimistic(ctx, p)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -179,10 +186,10 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // queue's lock no other claim of the queue competes for its rows, so the
 // optimistic strategy, for servers without SKIP LOCKED, locks its
 // candidates with a plain FOR UPDATE. The commit releases the record.
-func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, bool, error) {
 	room, err := s.LockClaimRoom(ctx, c, p.Queue, core.UTC(p.Now))
 	if err != nil || room == nil {
-		return nil, err
+		return nil, false, err
 	}
 	lock := " FOR UPDATE"
 	if s.strategy == core.StrategySkipLocked {
@@ -247,9 +254,9 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	}
 	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	return out, s.SaveClaimRoom(ctx, c, p.Queue, room, core.UTC(p.Now))
+	return out, true, s.SaveClaimRoom(ctx, c, p.Queue, room, core.UTC(p.Now))
 }
 
 // claimSkipLocked reads and locks up to p.Limit due jobs

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,8 +22,9 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
 	hint := s.LimitedHint(p.Queue)
 	if hint {
-		// Limited at the last claim: ask the record first.
-		out, limited, err := s.claimIfLimited(ctx, p)
+		// Limited at the last claim: go straight to the limited path,
+		// whose lock of the record says whether it still is.
+		out, limited, err := s.claimIfLimited(ctx, p, false)
 		if err != nil || limited {
 			return out, err
 		}
@@ -42,7 +44,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	if len(out) == 0 && !hint {
 		// Both claim reads pass over queues with limits: those take
 		// claimLimited, asked for only when nothing was claimed.
-		out, _, err := s.claimIfLimited(ctx, p)
+		out, _, err := s.claimIfLimited(ctx, p, true)
 		return out, err
 	}
 	sqlq.SortClaimOrder(out)
@@ -184,27 +186,38 @@ func claimedSoFar(out []*core.Job, err error) ([]*core.Job, error) {
 
 // claimIfLimited claims from p.Queue under its concurrency limits when its
 // record says it has some (and is not paused), and reports whether it
-// did; otherwise it returns nothing. It records what it found as the
-// queue's LimitedHint, so the next claim of a limited queue asks first.
-func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams) ([]*core.Job, bool, error) {
-	var limited bool
-	err := s.retry(ctx, func() (err error) {
-		limited, err = s.QueueLimited(ctx, s.db, p.Queue)
+// did; otherwise it returns nothing. With probe it first asks the record
+// without a lock (a claim of a queue not known to be limited); without,
+// it goes straight to the limited path, where the lock of the record
+// decides. It records what it found as the queue's LimitedHint, so the
+// next claim of a limited queue goes straight there.
+func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams, probe bool) ([]*core.Job, bool, error) {
+	if probe {
+		var limited bool
+		err := s.retry(ctx, func() (err error) {
+			limited, err = s.QueueLimited(ctx, s.db, p.Queue)
+			return err
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		s.SetLimitedHint(p.Queue, limited)
+		if !limited {
+			return nil, false, nil
+		}
+	}
+	var (
+		out     []*core.Job
+		limited bool
+	)
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		out, limited, err = s.claimLimited(ctx, tx, p)
 		return err
 	})
-	if err != nil {
-		return nil, false, err
+	if err == nil {
+		s.SetLimitedHint(p.Queue, limited)
 	}
-	s.SetLimitedHint(p.Queue, limited)
-	if !limited {
-		return nil, false, nil
-	}
-	var out []*core.Job
-	err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
-		out, err = s.claimLimited(ctx, pgConn{tx}, p)
-		return err
-	})
-	return out, true, err
+	return out, limited, err
 }
 
 // claimLimited is the claim of a queue with concurrency limits, in the
@@ -217,21 +230,12 @@ func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams) ([]*core
 // it: under the queue's lock no other claim of the queue competes, and
 // SKIP LOCKED passes over the rare pending row another writer (a cancel,
 // a retry) holds. The commit that ends the claim releases the record.
-func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams) ([]*core.Job, bool, error) {
 	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
-	room, err := s.LockClaimRoom(ctx, c, p.Queue, now)
+	c := pgConn{tx}
+	room, err := s.lockClaimRoom(ctx, tx, p.Queue, now)
 	if err != nil || room == nil {
-		return nil, err
-	}
-	if room.Fair() {
-		// The search for the next partition key orders by it; without
-		// sorts the planner cannot serve it from jobs_claim, which it
-		// prefers on a table without statistics, and then walks the
-		// queue's whole backlog for each key (6-12 ms a key, 32 keys a
-		// claim, on 20,000 jobs).
-		if _, err := c.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
-			return nil, err
-		}
+		return nil, false, err
 	}
 	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
 		fullKinds, fullParts := f.FullKinds, f.FullParts
@@ -257,9 +261,75 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	parts := func(after string, n int) ([]string, error) {
 		return s.FairPartitions(ctx, c, p.Queue, "partition_key", "state IN "+pendingIn, after, n)
 	}
-	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
-	if err != nil {
-		return nil, err
+	direct := func(n int) ([]*core.Job, error) {
+		return scanJobs(c.Query(ctx, s.q.limitedClaimDirect, p.Queue, now, n, p.WorkerID, lease, sqlq.TagsArg(p.Tags)))
 	}
-	return out, s.SaveClaimRoom(ctx, c, p.Queue, room, now)
+	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts, Direct: direct})
+	if err != nil {
+		return nil, true, err
+	}
+	return out, true, s.SaveClaimRoom(ctx, c, p.Queue, room, now)
+}
+
+// lockClaimRoom is sqlq.Store.LockClaimRoom in one round trip: the lock
+// of the queue's record, the count of its running jobs and the read of
+// its rate instants go to the server as one pipeline (the server runs
+// them in order, each statement with its own snapshot, so the count sees
+// every claim committed before the lock was granted). The pipeline first
+// turns sorts and bitmap scans off for the transaction, as the claim
+// functions do for theirs: the claim reads then walk an index in the
+// order they want on a table without statistics too. (The search for a
+// fair queue's next partition key orders by it, so only jobs_fair serves
+// it; with sorts on, the planner may take jobs_claim there and walk the
+// queue's whole backlog for each key: 6-12 ms a key, 32 keys a claim, on
+// 20,000 jobs.)
+func (s *Store) lockClaimRoom(ctx context.Context, tx pgx.Tx, queue string, now time.Time) (*core.ClaimRoom, error) {
+	qs := s.ClaimRoomQueries(queue, now)
+	b := &pgx.Batch{}
+	b.Queue("SET LOCAL enable_sort = off")
+	b.Queue("SET LOCAL enable_bitmapscan = off")
+	for _, q := range qs {
+		b.Queue(q.SQL, q.Args...)
+	}
+	br := tx.SendBatch(ctx, b)
+	room, err := func() (*core.ClaimRoom, error) {
+		// A batch's answers are read in order, each to its end.
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		lock, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		rec, err := sqlq.ScanRoomRecord(queue, rows{lock})
+		if err != nil || rec == nil {
+			return nil, err
+		}
+		running, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		room, err := rec.Room(now, rows{running}, nil)
+		if err != nil {
+			return nil, err
+		}
+		rates, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		states, err := sqlq.ScanRates(rows{rates})
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			room.LoadRate(st.Group, st.TAT)
+		}
+		return room, nil
+	}()
+	if cerr := br.Close(); err == nil && cerr != nil {
+		return nil, cerr
+	}
+	return room, err
 }

@@ -298,46 +298,54 @@ func (s *Store) QueueLimited(ctx context.Context, c Conn, queue string) (bool, e
 // rate-limited groups' instants and the fair cursor loaded. It returns
 // nil (and no error) when there is nothing to claim under limits: no
 // record, a pause, or no limits any more. The claim ends with
-// SaveClaimRoom.
+// SaveClaimRoom. It runs the statements of ClaimRoomQueries one at a
+// time (the rates only for a queue with a rate limit); a store that can
+// pipeline them sends them together and reads the answers with
+// ScanRoomRecord and RoomRecord.Room.
 func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string, now time.Time) (*core.ClaimRoom, error) {
-	b := newBuilder(s.d, 1)
-	b.w("SELECT paused, fair_cursor, ", limitCols, " FROM ", s.t.Queues, " WHERE name = ", b.arg(queue), s.d.LockSuffix(false))
-	rows, err := c.Query(ctx, b.String(), b.args...)
+	qs := s.ClaimRoomQueries(queue, now)
+	lock, err := c.Query(ctx, qs[0].SQL, qs[0].Args...)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		lim            core.QueueLimits
-		limited, found bool
-		paused         any
-		cursor         sql.NullString
-	)
-	if rows.Next() {
-		found = true
-		if lim, limited, _, err = scanLimits(rows, &paused, &cursor); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlq: queue %q: %w", queue, err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
+	rec, err := ScanRoomRecord(queue, lock)
+	if err != nil || rec == nil {
 		return nil, err
 	}
-	rows.Close()
-	if !found || !limited || truthy(paused) || lim.IsZero() {
-		return nil, nil
+	running, err := c.Query(ctx, qs[1].SQL, qs[1].Args...)
+	if err != nil {
+		return nil, err
 	}
-	room := core.NewClaimRoom(lim, now)
-	room.LoadFairCursor(cursor.String)
-	if !lim.Rate.IsZero() || !lim.RatePerPartition.IsZero() || len(lim.RatePerKind) > 0 {
-		states, err := s.readRates(ctx, c, queue, now)
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range states {
-			room.LoadRate(st.Group, st.TAT)
-		}
+	room, err := rec.Room(now, running, nil)
+	if err != nil || !rec.HasRates() {
+		return room, err
 	}
+	states, err := s.readRates(ctx, c, queue, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range states {
+		room.LoadRate(st.Group, st.TAT)
+	}
+	return room, nil
+}
+
+// RoomQuery is one statement of ClaimRoomQueries with its arguments.
+type RoomQuery struct {
+	SQL  string
+	Args []any
+}
+
+// ClaimRoomQueries returns the statements that start a limited claim of
+// queue, in the order they must run: lock the queue's record, count its
+// running jobs per kind and partition key, read its rate instants after
+// now. Each must run after the one before has returned its rows (the
+// count after the lock is held), in one transaction.
+func (s *Store) ClaimRoomQueries(queue string, now time.Time) [3]RoomQuery {
+	var qs [3]RoomQuery
+	b := newBuilder(s.d, 1)
+	b.w("SELECT paused, fair_cursor, ", limitCols, " FROM ", s.t.Queues, " WHERE name = ", b.arg(queue), s.d.LockSuffix(false))
+	qs[0] = RoomQuery{b.String(), b.args}
 	b = newBuilder(s.d, 1)
 	// Read through the lease index: state = 'running' spelt literally so
 	// the partial jobs_lease index matches (PostgreSQL, SQLite), and
@@ -348,26 +356,97 @@ func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string, now tim
 	// claim and finish of every queue an index entry.
 	b.w("SELECT kind, partition_key, COUNT(*) FROM ", s.t.Jobs, " WHERE queue = ", b.arg(queue),
 		" AND state = 'running' AND lease_until IS NOT NULL GROUP BY kind, partition_key")
-	rows, err = c.Query(ctx, b.String(), b.args...)
-	if err != nil {
-		return nil, err
-	}
+	qs[1] = RoomQuery{b.String(), b.args}
+	b = newBuilder(s.d, 2)
+	b.w("SELECT grp, tat FROM ", s.t.Rates, " WHERE queue = ", b.arg(queue), " AND tat > ", b.argT(s.d.Time(now), TypeTime), " ORDER BY grp")
+	qs[2] = RoomQuery{b.String(), b.args}
+	return qs
+}
+
+// RoomRecord is what the lock of a queue's record read (the first of
+// ClaimRoomQueries): ScanRoomRecord returns it, Room completes the room.
+type RoomRecord struct {
+	lim    core.QueueLimits
+	cursor string
+}
+
+// ScanRoomRecord reads and closes the rows of the record's lock; nil
+// when the queue has nothing to claim under limits.
+func ScanRoomRecord(queue string, rows Rows) (*RoomRecord, error) {
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			kind string
-			part sql.NullString
-			n    int64
-		)
-		if err := rows.Scan(&kind, &part, &n); err != nil {
-			return nil, err
+	var (
+		rec            RoomRecord
+		limited, found bool
+		paused         any
+		cursor         sql.NullString
+		err            error
+	)
+	if rows.Next() {
+		found = true
+		if rec.lim, limited, _, err = scanLimits(rows, &paused, &cursor); err != nil {
+			return nil, fmt.Errorf("sqlq: queue %q: %w", queue, err)
 		}
-		room.AddRunning(kind, part.String, int(n))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return room, rows.Close()
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if !found || !limited || truthy(paused) || rec.lim.IsZero() {
+		return nil, nil
+	}
+	rec.cursor = cursor.String
+	return &rec, nil
+}
+
+// Room builds the claim room from the record and the rows of the
+// running count and then the rate instants (nil: none), reading them in
+// that order and closing them.
+func (rec *RoomRecord) Room(now time.Time, running, rates Rows) (*core.ClaimRoom, error) {
+	room := core.NewClaimRoom(rec.lim, now)
+	room.LoadFairCursor(rec.cursor)
+	err := func() error {
+		defer running.Close()
+		for running.Next() {
+			var (
+				kind string
+				part sql.NullString
+				n    int64
+			)
+			if err := running.Scan(&kind, &part, &n); err != nil {
+				return err
+			}
+			room.AddRunning(kind, part.String, int(n))
+		}
+		if err := running.Err(); err != nil {
+			return err
+		}
+		return running.Close()
+	}()
+	if err != nil {
+		if rates != nil {
+			rates.Close()
+		}
+		return nil, err
+	}
+	if rates != nil {
+		states, err := ScanRates(rates)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			room.LoadRate(st.Group, st.TAT)
+		}
+	}
+	return room, nil
+}
+
+// HasRates reports whether the record's queue has a rate limit (its
+// instants are needed).
+func (rec *RoomRecord) HasRates() bool {
+	l := rec.lim
+	return !l.Rate.IsZero() || !l.RatePerPartition.IsZero() || len(l.RatePerKind) > 0
 }
 
 // LimitCandidate is a due job a limited claim may take, and, when the
@@ -416,6 +495,11 @@ type LimitedReads struct {
 	// Partitions returns up to n partition keys, in order, after the one
 	// given ("" = from the first), that have pending jobs (FairPartitions).
 	Partitions func(after string, n int) ([]string, error)
+	// Direct, optional, claims the first n due jobs in claim order in
+	// one statement: ClaimLimited uses it when the room is ample for n
+	// (core.ClaimRoom.Ample), so a queue whose limits are far from
+	// reached claims as cheaply as it can.
+	Direct func(n int) ([]*core.Job, error)
 }
 
 // ClaimLimited takes up to limit jobs within room, in the order of the
@@ -429,6 +513,17 @@ func ClaimLimited(limit int, room *core.ClaimRoom, r LimitedReads) ([]*core.Job,
 		out   []*core.Job
 		parts []string
 	)
+	if want := min(limit, room.Left()); r.Direct != nil && want > 0 && room.Ample(want) {
+		got, err := r.Direct(want)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range got {
+			room.Take(j.Kind, j.PartitionKey) // fits: the room was ample
+		}
+		SortClaimOrder(got)
+		return got, nil
+	}
 	if room.Fair() {
 		var err error
 		if parts, err = fairTurn(room, r.Partitions); err != nil {
@@ -606,12 +701,16 @@ func (s *Store) FairPartitionQuery(queue, col, pending, after string) (string, [
 
 // readRates returns the stored instants of queue's rate groups after now.
 func (s *Store) readRates(ctx context.Context, c Conn, queue string, now time.Time) ([]core.RateState, error) {
-	b := newBuilder(s.d, 2)
-	b.w("SELECT grp, tat FROM ", s.t.Rates, " WHERE queue = ", b.arg(queue), " AND tat > ", b.argT(s.d.Time(now), TypeTime), " ORDER BY grp")
-	rows, err := c.Query(ctx, b.String(), b.args...)
+	q := s.ClaimRoomQueries(queue, now)[2]
+	rows, err := c.Query(ctx, q.SQL, q.Args...)
 	if err != nil {
 		return nil, err
 	}
+	return ScanRates(rows)
+}
+
+// scanRates reads and closes rows of (grp, tat).
+func ScanRates(rows Rows) ([]core.RateState, error) {
 	defer rows.Close()
 	var out []core.RateState
 	for rows.Next() {
