@@ -237,7 +237,8 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 	if err != nil || room == nil {
 		return nil, false, err
 	}
-	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+	// readQuery is the statement and arguments of one candidate read.
+	readQuery := func(f sqlq.CandidateFilter, n int) (string, []any) {
 		fullKinds, fullParts := f.FullKinds, f.FullParts
 		if fullKinds == nil {
 			fullKinds = []string{}
@@ -247,9 +248,38 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 		}
 		lo, hi := f.PriorityRange()
 		if f.Partition != "" {
-			return sqlq.ScanLimitCandidates(c.Query(ctx, s.q.limitedCandidatesPart, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n, lo, hi, f.Partition))
+			return s.q.limitedCandidatesPart, []any{p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n, lo, hi, f.Partition}
 		}
-		return sqlq.ScanLimitCandidates(c.Query(ctx, s.q.limitedCandidates, p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n, lo, hi))
+		return s.q.limitedCandidates, []any{p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n, lo, hi}
+	}
+	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+		q, args := readQuery(f, n)
+		return sqlq.ScanLimitCandidates(c.Query(ctx, q, args...))
+	}
+	// readMany pipelines the reads (one round trip for a fair claim's
+	// partitions or an aging claim's priority levels).
+	readMany := func(fs []sqlq.CandidateFilter, ns []int) ([][]sqlq.LimitCandidate, error) {
+		b := &pgx.Batch{}
+		for i, f := range fs {
+			q, args := readQuery(f, ns[i])
+			b.Queue(q, args...)
+		}
+		br := tx.SendBatch(ctx, b)
+		out := make([][]sqlq.LimitCandidate, len(fs))
+		var err error
+		for i := range fs {
+			var r pgx.Rows
+			if r, err = br.Query(); err != nil {
+				break
+			}
+			if out[i], err = sqlq.ScanLimitCandidates(rows{r}, nil); err != nil {
+				break
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return out, err
 	}
 	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
 		ids := make([]int64, len(cands))
@@ -264,7 +294,7 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 	direct := func(n int) ([]*core.Job, error) {
 		return scanJobs(c.Query(ctx, s.q.limitedClaimDirect, p.Queue, now, n, p.WorkerID, lease, sqlq.TagsArg(p.Tags)))
 	}
-	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts, Direct: direct})
+	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, ReadMany: readMany, Take: take, Partitions: parts, Direct: direct})
 	if err != nil {
 		return nil, true, err
 	}
