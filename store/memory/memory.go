@@ -579,11 +579,7 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	}
 	found := s.collect(limit, order, func(j *core.Job) bool {
 		switch {
-		case p.Queue != "" && j.Queue != p.Queue,
-			p.Kind != "" && j.Kind != p.Kind,
-			p.WorkerID != "" && j.WorkerID != p.WorkerID,
-			len(p.States) > 0 && !slices.Contains(p.States, j.State),
-			p.AfterID != 0 && !p.Desc && j.ID <= p.AfterID,
+		case p.AfterID != 0 && !p.Desc && j.ID <= p.AfterID,
 			p.AfterID != 0 && p.Desc && j.ID >= p.AfterID:
 			return false
 		}
