@@ -91,10 +91,21 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
 						return fmt.Errorf("queue %s: set limits: %w", q, err)
 					}
 				}
+				waits, err := o.RateWaits(ctx, q)
+				if err != nil {
+					return fmt.Errorf("queue %s: rate waits: %w", q, err)
+				}
 				if a.jsonOutput() {
-					return writeJSON(a.env.stdout, map[string]any{"queue": q, "limits": l})
+					out := map[string]any{"queue": q, "limits": l}
+					if len(waits) > 0 {
+						out["rate_waits"] = waits
+					}
+					return writeJSON(a.env.stdout, out)
 				}
 				fmt.Fprintf(a.env.stdout, "queue %s: %s\n", oneLine(q), describeLimits(l))
+				for _, w := range waits {
+					fmt.Fprintf(a.env.stdout, "  %s waits for its rate until %s\n", oneLine(w.Group), w.NextStart.UTC().Format(time.RFC3339Nano))
+				}
 				return nil
 			})
 		},

@@ -96,6 +96,19 @@ func TestQueuePolicyCommand(t *testing.T) {
 			t.Errorf("%s: %s", args, r)
 		}
 	}
+	// A burst used up shows its wait.
+	mustCLI(t, db, "queues", "limits", "burst", "--rate", "1/h")
+	for range 2 {
+		mustCLI(t, db, "enqueue", "k", "--queue", "burst")
+	}
+	st := openStore(t, db)
+	now := time.Now().UTC()
+	if got, err := st.Claim(context.Background(), core.ClaimParams{Queue: "burst", WorkerID: "w", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != 1 {
+		t.Fatalf("claimed %d (%v) under a rate of 1 an hour", len(got), err)
+	}
+	if r := mustCLI(t, db, "queues", "limits", "burst"); !strings.Contains(r.stdout, "  queue waits for its rate until ") {
+		t.Fatalf("rate wait: %s", r)
+	}
 	cfg := writeFile(t, t.TempDir(), "c.json", `{
 	  "queues": {"reports": {"max_workers": 2, "rate": "5/s", "rate_per_kind": {"pdf": "1/m"}, "fair": true, "aging": "1m"}},
 	  "handlers": {"pdf": {"command": "true"}}

@@ -38,6 +38,8 @@ type ops interface {
 	QueueLimits(ctx context.Context, queue string) (core.QueueLimits, error)
 	// SetQueueLimits stores l and returns the limits read back.
 	SetQueueLimits(ctx context.Context, queue string, l core.QueueLimits) (core.QueueLimits, error)
+	// RateWaits returns the queue's rate-limited groups that wait.
+	RateWaits(ctx context.Context, queue string) ([]core.RateWait, error)
 	Workers(ctx context.Context) ([]core.WorkerInfo, error)
 	PeriodicJobs(ctx context.Context) ([]core.PeriodicStatus, error)
 	PausePeriodic(ctx context.Context, name string) error
@@ -125,6 +127,9 @@ func (s storeOps) PauseQueue(ctx context.Context, q string) error  { return s.c.
 func (s storeOps) ResumeQueue(ctx context.Context, q string) error { return s.c.ResumeQueue(ctx, q) }
 func (s storeOps) QueueLimits(ctx context.Context, q string) (core.QueueLimits, error) {
 	return s.c.QueueLimits(ctx, q)
+}
+func (s storeOps) RateWaits(ctx context.Context, q string) ([]core.RateWait, error) {
+	return s.c.RateWaits(ctx, q)
 }
 func (s storeOps) SetQueueLimits(ctx context.Context, q string, l core.QueueLimits) (core.QueueLimits, error) {
 	if err := s.c.SetQueueLimits(ctx, q, l); err != nil {
@@ -348,6 +353,11 @@ func (s serverOps) ResumeQueue(ctx context.Context, q string) error {
 func (s serverOps) QueueLimits(ctx context.Context, q string) (core.QueueLimits, error) {
 	l, err := s.c.QueueLimits(ctx, q)
 	return l, s.check(err, roleProducer)
+}
+
+func (s serverOps) RateWaits(ctx context.Context, q string) ([]core.RateWait, error) {
+	w, err := s.c.RateWaits(ctx, q)
+	return w, s.check(err, roleProducer)
 }
 
 func (s serverOps) SetQueueLimits(ctx context.Context, q string, l core.QueueLimits) (core.QueueLimits, error) {

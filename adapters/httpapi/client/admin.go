@@ -24,6 +24,20 @@ func (c *Client) QueueLimits(ctx context.Context, queue string) (core.QueueLimit
 	return out.Limits, nil
 }
 
+// RateWaits returns the queue's rate-limited groups whose jobs wait for
+// their next start (GET /v1/queues/{name}/limits, its rate_waits; the
+// producer role), sorted by group; none when no group waits.
+func (c *Client) RateWaits(ctx context.Context, queue string) ([]core.RateWait, error) {
+	var out struct {
+		RateWaits []core.RateWait `json:"rate_waits"`
+	}
+	path := "/queues/" + url.PathEscape(queue) + "/limits"
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, out: &out, mode: retryIdempotent}); err != nil {
+		return nil, err
+	}
+	return out.RateWaits, nil
+}
+
 // SetQueueLimits replaces the queue's concurrency limits with l (PUT
 // /v1/queues/{name}/limits; admin role; the zero value lifts them all)
 // and returns them as the server stored them. Every node's claims obey
