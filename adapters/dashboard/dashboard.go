@@ -10,8 +10,9 @@
 //	mux.Handle("/v1/", api)
 //	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{})))
 //
-// The page has five screens (overview of queues, jobs, job detail, periodic
-// jobs, workers), polls the API every PollInterval while its tab is
+// The page has seven screens (overview of queues, queues with their
+// claim policy and nodes, one queue's page with its controls, jobs, job
+// detail, periodic jobs, workers), polls the API every PollInterval while its tab is
 // visible, and asks for a bearer token when the API answers 401; it keeps
 // the token in the browser's sessionStorage and sends it in the
 // Authorization header, never in a URL.
