@@ -258,3 +258,52 @@ func TestOpenAPIFailCause(t *testing.T) {
 		}
 	}
 }
+
+// A worker that could not renew a lease hands the job back with
+// hand_back lease_unrenewed, on the single and the batch endpoint: due
+// now, the attempt given back, one error entry with that cause, as the
+// engine does in process. Other causes and a delay with it are refused.
+func TestSnoozeHandBack(t *testing.T) {
+	teststores.Run(t, func(t *testing.T, st core.Store) {
+		clock := newFakeClock()
+		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
+		// One worker and queue per case: a job handed back is due again
+		// at once and would be the next claim's.
+		for _, w := range []string{"single", "batch", "refused"} {
+			h.register(w, map[string]any{"queues": []string{w}})
+		}
+		check := func(what string, id int64) {
+			t.Helper()
+			j := h.get(id)
+			if j.State != core.StateAvailable || j.Attempt != 0 || len(j.Errors) != 1 || j.Errors[0].Cause != core.CauseLeaseUnrenewed || j.Errors[0].Attempt != 1 {
+				t.Fatalf("%s: job after the hand-back %+v", what, j)
+			}
+		}
+		j := h.claimOne("single", map[string]any{"kind": "k", "queue": "single"})
+		for _, bad := range []map[string]any{
+			{"lease_token": j.LeaseToken, "hand_back": core.CauseClaimLost},                          // a server's cause
+			{"lease_token": j.LeaseToken, "hand_back": core.CauseLeaseUnrenewed, "delay_seconds": 5}, // with a delay
+		} {
+			wantProblem(t, h.do("POST", outcomePath(j, "snooze"), bad), SlugInvalidRequest)
+		}
+		h.must(http.StatusOK, "POST", outcomePath(j, "snooze"), map[string]any{"lease_token": j.LeaseToken, "hand_back": core.CauseLeaseUnrenewed}, nil)
+		check("single", j.ID)
+
+		j = h.claimOne("batch", map[string]any{"kind": "k", "queue": "batch"})
+		var res OutcomesResponse
+		h.must(http.StatusOK, "POST", "/v1/workers/batch/outcomes", map[string]any{"outcomes": []map[string]any{
+			{"job_id": j.ID, "lease_token": j.LeaseToken, "type": "snooze", "hand_back": core.CauseLeaseUnrenewed},
+		}}, &res)
+		if len(res.Results) != 1 || res.Results[0].Problem != nil {
+			t.Fatalf("batch: %+v", res)
+		}
+		check("batch", j.ID)
+		j = h.claimOne("refused", map[string]any{"kind": "k", "queue": "refused"})
+		h.must(http.StatusOK, "POST", "/v1/workers/refused/outcomes", map[string]any{"outcomes": []map[string]any{
+			{"job_id": j.ID, "lease_token": j.LeaseToken, "type": "complete", "hand_back": core.CauseLeaseUnrenewed},
+		}}, &res)
+		if len(res.Results) != 1 || res.Results[0].Problem == nil {
+			t.Fatalf("a hand_back on a completion was accepted: %+v", res)
+		}
+	})
+}

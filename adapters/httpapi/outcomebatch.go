@@ -41,6 +41,7 @@ type OutcomeItem struct {
 	RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"` // fail, action retry: overrides the policy
 	Cause          string          `json:"cause,omitempty"`            // fail: see WorkerCauses; absent means handler_error
 	DelaySeconds   *float64        `json:"delay_seconds,omitempty"`    // snooze: default 0
+	HandBack       string          `json:"hand_back,omitempty"`        // snooze: see SnoozeRequest.HandBack
 	Kind           string          `json:"kind,omitempty"`             // continue: the next step's kind
 	Args           json.RawMessage `json:"args,omitempty"`             // continue: the next step's args
 	RunAt          *time.Time      `json:"run_at,omitempty"`           // continue: RFC 3339, absent means now
@@ -189,6 +190,10 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 				s.sealOutcome(&e.d.Outcome, kind)
 			}
 		default:
+			if e.item.HandBack != "" {
+				e.d = handBackDecision(tokenJob(tok), e.item.HandBack, now)
+				break
+			}
 			e.d = s.decide(tokenJob(tok), now, e.v)
 		}
 		outs = append(outs, e.d.Outcome)
@@ -258,6 +263,8 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 			return nil, misplaced("error, trace, action, retry_in_seconds and cause")
 		case it.DelaySeconds != nil:
 			return nil, misplaced("delay_seconds")
+		case it.HandBack != "":
+			return nil, misplaced("hand_back")
 		case hasContinue:
 			return nil, misplaced("kind, args and run_at")
 		}
@@ -272,6 +279,8 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 			return nil, misplaced("result")
 		case it.DelaySeconds != nil:
 			return nil, misplaced("delay_seconds")
+		case it.HandBack != "":
+			return nil, misplaced("hand_back")
 		case hasContinue:
 			return nil, misplaced("kind, args and run_at")
 		}
@@ -289,6 +298,9 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 		case hasContinue:
 			return nil, misplaced("kind, args and run_at")
 		}
+		if err := checkHandBack(it.HandBack, it.DelaySeconds); err != nil {
+			return nil, err
+		}
 		delay, err := snoozeDelay(it.DelaySeconds)
 		if err != nil {
 			return nil, err
@@ -302,6 +314,8 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 			return nil, misplaced("result")
 		case it.DelaySeconds != nil:
 			return nil, misplaced("delay_seconds")
+		case it.HandBack != "":
+			return nil, misplaced("hand_back")
 		}
 		e.v = continueVerdict(it.Kind, it.Args, it.RunAt)
 	default:

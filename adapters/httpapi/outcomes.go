@@ -34,6 +34,13 @@ type FailRequest struct {
 type SnoozeRequest struct {
 	LeaseToken   string   `json:"lease_token"`
 	DelaySeconds *float64 `json:"delay_seconds,omitempty"` // default 0
+	// HandBack, when set, says the worker stopped the handler and hands
+	// the job back unrun for this cause: the job is due again now, uses
+	// no attempt, and its history gets an entry saying why (core.HandBack),
+	// as in process. The one cause a worker may give is
+	// core.CauseLeaseUnrenewed (it could not renew the lease before it
+	// ran out). It goes without delay_seconds.
+	HandBack string `json:"hand_back,omitempty"`
 }
 
 // ContinueRequest is the body of POST /v1/jobs/{id}/continue: the job
@@ -374,6 +381,9 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
+	if err := checkHandBack(req.HandBack, req.DelaySeconds); err != nil {
+		return err
+	}
 	d, err := snoozeDelay(req.DelaySeconds)
 	if err != nil {
 		return err
@@ -382,7 +392,33 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if req.HandBack != "" {
+		return s.answer(w, r, j, handBackDecision(j, req.HandBack, s.now()))
+	}
 	return s.answer(w, r, j, s.decide(j, s.now(), core.Verdict{Kind: core.OutcomeSnooze, Delay: d}))
+}
+
+// WorkerHandBacks are the hand-back causes a remote worker may give
+// (hand_back of a snooze): core.CauseLeaseUnrenewed.
+var WorkerHandBacks = []string{core.CauseLeaseUnrenewed}
+
+// checkHandBack checks the hand_back of a snooze ("" for none).
+func checkHandBack(cause string, delay *float64) error {
+	switch {
+	case cause == "":
+		return nil
+	case !slices.Contains(WorkerHandBacks, cause):
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("hand_back %q is not a cause a worker hands a job back for; it may be %s", cause, strings.Join(WorkerHandBacks, ", ")))
+	case delay != nil:
+		return newProblem(SlugInvalidRequest, "hand_back goes without delay_seconds: a job handed back is due again now")
+	}
+	return nil
+}
+
+// handBackDecision is the decision on a job a remote worker handed back
+// for cause, as the engine decides it in process: core.HandBack.
+func handBackDecision(j *core.Job, cause string, now time.Time) core.Decision {
+	return core.Decision{Outcome: core.HandBack(j, cause, now), Event: core.EventJobSnoozed}
 }
 
 func (s *Server) continueJob(w http.ResponseWriter, r *http.Request) error {

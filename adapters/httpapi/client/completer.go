@@ -288,6 +288,13 @@ func (c *completer) settle(batch []*pendingOutcome, res []OutcomeResult, ambiguo
 			log.Warn("backlog worker: outcome retried after a lost answer found the lease gone; it most likely applied")
 		case errors.Is(err, core.ErrLeaseLost):
 			log.Warn("backlog worker: lease lost; the outcome did not apply (the job was rescued, cancelled or finished elsewhere)")
+		case p.o.kind == "snooze" && p.o.snooze.HandBack != "" && errors.Is(err, ErrInvalidRequest):
+			// A server older than hand-backs refuses the field: the job is
+			// handed back as a plain snooze (no error entry).
+			log.Warn("backlog worker: the server refused the hand-back's cause; handing the job back without it", "cause", p.o.snooze.HandBack, "err", err)
+			p.o.snooze.HandBack = ""
+			again = append(again, p)
+			continue
 		case p.o.kind == "complete" && errors.Is(err, ErrInvalidRequest):
 			// A result the server refuses (over its limit): the attempt
 			// fails instead, so the job is not left running.

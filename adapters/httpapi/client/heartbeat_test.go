@@ -323,8 +323,13 @@ func TestWorkerStopsUnrenewedHandlers(t *testing.T) {
 
 	waitFor(t, 30*time.Second, "the job to run again and complete", func() bool { return s.job(r.Job.ID).State == core.StateCompleted })
 	j := s.job(r.Job.ID)
-	if j.Attempt != 1 || len(j.Errors) != 0 || string(j.Result) != `"second run"` || runs.Load() != 2 {
+	if j.Attempt != 1 || string(j.Result) != `"second run"` || runs.Load() != 2 {
 		t.Fatalf("job after the outage: %+v (runs %d)", j, runs.Load())
+	}
+	// Handed back as in process: one error entry with cause
+	// lease_unrenewed, the attempt given back.
+	if len(j.Errors) != 1 || j.Errors[0].Cause != core.CauseLeaseUnrenewed {
+		t.Fatalf("errors after the hand-back: %+v; want one entry with cause %s", j.Errors, core.CauseLeaseUnrenewed)
 	}
 	waitFor(t, 10*time.Second, "the end of the outage to be logged", func() bool {
 		return strings.Contains(logs.String(), "server reachable again")

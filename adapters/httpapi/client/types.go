@@ -247,10 +247,22 @@ func (r FailRequest) MarshalJSON() ([]byte, error) {
 type SnoozeRequest struct {
 	LeaseToken string        `json:"lease_token"`
 	Delay      time.Duration `json:"-"` // sent as delay_seconds
+	// HandBack, when set, hands the job back unrun for this cause
+	// (core.CauseLeaseUnrenewed): due now, no attempt used, an error
+	// entry saying why. Delay must then be 0. A server older than the
+	// field refuses it (ErrInvalidRequest).
+	HandBack string `json:"-"`
 }
 
-// MarshalJSON writes the request body, with Delay as delay_seconds.
+// MarshalJSON writes the request body, with Delay as delay_seconds (or
+// hand_back instead).
 func (r SnoozeRequest) MarshalJSON() ([]byte, error) {
+	if r.HandBack != "" {
+		return json.Marshal(struct {
+			LeaseToken string `json:"lease_token"`
+			HandBack   string `json:"hand_back"`
+		}{r.LeaseToken, r.HandBack})
+	}
 	return json.Marshal(struct {
 		LeaseToken   string  `json:"lease_token"`
 		DelaySeconds float64 `json:"delay_seconds"`
@@ -331,6 +343,7 @@ type OutcomeRequest struct {
 	Cause      string          // fail: the attempt's cause, "" = core.CauseHandlerError
 	RetryIn    *time.Duration  // fail, FailRetry: overrides the server's retry delay
 	Delay      time.Duration   // snooze: due again after this long (no attempt used)
+	HandBack   string          // snooze: hand back unrun for this cause (see SnoozeRequest.HandBack)
 	NextKind   string          // continue: the next step's kind
 	NextArgs   json.RawMessage // continue: the next step's args
 	RunAt      time.Time       // continue: when the next step is due; zero = now
@@ -348,7 +361,7 @@ func FailOutcome(jobID int64, r FailRequest) OutcomeRequest {
 
 // SnoozeOutcome is the batch item of Snooze(ctx, jobID, r).
 func SnoozeOutcome(jobID int64, r SnoozeRequest) OutcomeRequest {
-	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeSnooze, Delay: r.Delay}
+	return OutcomeRequest{JobID: jobID, LeaseToken: r.LeaseToken, Type: OutcomeSnooze, Delay: r.Delay, HandBack: r.HandBack}
 }
 
 // ContinueOutcome is the batch item of Continue(ctx, jobID, r).
@@ -364,6 +377,10 @@ func (r OutcomeRequest) MarshalJSON() ([]byte, error) {
 		v := max(*r.RetryIn, 0).Seconds()
 		retryIn = &v
 	}
+	delay := seconds(r.Delay)
+	if r.HandBack != "" {
+		delay = nil // a hand-back goes without a delay
+	}
 	return json.Marshal(struct {
 		JobID          int64           `json:"job_id"`
 		LeaseToken     string          `json:"lease_token"`
@@ -375,10 +392,11 @@ func (r OutcomeRequest) MarshalJSON() ([]byte, error) {
 		RetryInSeconds *float64        `json:"retry_in_seconds,omitempty"`
 		Cause          string          `json:"cause,omitempty"`
 		DelaySeconds   *float64        `json:"delay_seconds,omitempty"`
+		HandBack       string          `json:"hand_back,omitempty"`
 		Kind           string          `json:"kind,omitempty"`
 		Args           json.RawMessage `json:"args,omitempty"`
 		RunAt          time.Time       `json:"run_at,omitzero"`
-	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, r.Cause, seconds(r.Delay), r.NextKind, r.NextArgs, r.RunAt})
+	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, r.Cause, delay, r.HandBack, r.NextKind, r.NextArgs, r.RunAt})
 }
 
 // OutcomeResult is the fate of one item of Client.Outcomes. Applied items

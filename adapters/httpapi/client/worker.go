@@ -610,11 +610,12 @@ func (w *Worker) runTask(t *task, release func()) {
 	cause := context.Cause(ctx)
 	if errors.Is(cause, ErrLeaseUnrenewed) {
 		// Stopped before a lease the worker could not renew ran out: hand
-		// the job back without using an attempt. If the server answers
-		// again before the job is rescued, this applies; otherwise it is
-		// refused as lease-lost and changes nothing.
+		// the job back without using an attempt, with an error entry
+		// saying why (as in process). If the server answers again before
+		// the job is rescued, this applies; otherwise it is refused as
+		// lease-lost and changes nothing.
 		span.End(string(core.OutcomeSnooze), nil)
-		w.report(job, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: job.LeaseToken}}, release)
+		w.report(job, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: job.LeaseToken, HandBack: core.CauseLeaseUnrenewed}}, release)
 		return
 	}
 	if errors.Is(cause, core.ErrLeaseLost) {
@@ -803,6 +804,12 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 				detail = p.Detail
 			}
 			o = failOutcome(job, FailRetry, fmt.Errorf("completion refused by the server: %s", detail), nil)
+			continue
+		case o.kind == "snooze" && o.snooze.HandBack != "" && errors.Is(err, ErrInvalidRequest):
+			// A server older than hand-backs refuses the field: the job is
+			// handed back as a plain snooze (no error entry).
+			log.Warn("backlog worker: the server refused the hand-back's cause; handing the job back without it", "cause", o.snooze.HandBack, "err", err)
+			o.snooze.HandBack = ""
 			continue
 		case o.kind == "fail" && o.fail.Cause != "" && errors.Is(err, ErrInvalidRequest):
 			// A server older than failure causes refuses the field: the
