@@ -27,6 +27,47 @@ type limitsStore interface {
 // and that Migrate is then a no-op.
 func RunQueueLimits(t *testing.T, b Backend, version int64) {
 	ctx := context.Background()
+	ls, pending, now := upgradeWithJobs(t, b, version, "queue limits")
+	if l, err := ls.QueueLimits(ctx, "paused-before"); err != nil || !l.IsZero() {
+		t.Fatalf("QueueLimits of a queue from before the upgrade: %+v, %v; want none", l, err)
+	}
+	if _, created, err := ls.InitQueueLimits(ctx, "paused-before", core.QueueLimits{MaxRunning: 3}, now); err != nil || !created {
+		t.Fatalf("InitQueueLimits of a queue from before the upgrade: created %v, %v; want its limits stored", created, err)
+	}
+
+	claim := func() []*core.Job {
+		t.Helper()
+		got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
+		if err != nil {
+			t.Fatalf("claim after the upgrade: %v", err)
+		}
+		return got
+	}
+	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 1}, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("claim under MaxRunning 1 returned %d jobs; the job running across the upgrade holds the one slot", len(got))
+	}
+	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 2}, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(); len(got) != 1 || got[0].ID != pending.ID {
+		t.Fatalf("claim under MaxRunning 2 returned %d jobs; want the pending job %d", len(got), pending.ID)
+	}
+
+	migrateAgainIsNoop(t, b)
+}
+
+// upgradeWithJobs migrates b's store to version-1, writes there with raw
+// SQL a pending, a running and a completed job (Jobs) and pauses queue
+// "paused-before", runs Migrate, and checks that the schema is at the
+// newest version, the rows read back unchanged, and the pause is kept. It
+// returns the store as a limitsStore, the pending job and a time just
+// after it was due. what names the migration for messages.
+func upgradeWithJobs(t *testing.T, b Backend, version int64, what string) (limitsStore, *core.Job, time.Time) {
+	t.Helper()
+	ctx := context.Background()
 	ls, ok := b.Store.(limitsStore)
 	if !ok {
 		t.Fatalf("%T is no core.QueueLimiter with PauseQueue and Stats", b.Store)
@@ -36,7 +77,7 @@ func RunQueueLimits(t *testing.T, b Backend, version int64) {
 		t.Fatal(err)
 	}
 	if newest < version {
-		t.Fatalf("newest migration is %d; want at least %d (queue limits)", newest, version)
+		t.Fatalf("newest migration is %d; want at least %d (%s)", newest, version, what)
 	}
 	if err := sqlq.Migrate(ctx, b.DB, b.Dialect, upTo(t, full, version-1), b.Versions); err != nil {
 		t.Fatalf("migrate to version %d: %v", version-1, err)
@@ -72,36 +113,18 @@ func RunQueueLimits(t *testing.T, b Backend, version int64) {
 	if !paused {
 		t.Fatalf("queue paused-before lost its pause in the upgrade: Stats %+v", st)
 	}
-	if l, err := ls.QueueLimits(ctx, "paused-before"); err != nil || !l.IsZero() {
-		t.Fatalf("QueueLimits of a queue from before the upgrade: %+v, %v; want none", l, err)
-	}
-	if _, created, err := ls.InitQueueLimits(ctx, "paused-before", core.QueueLimits{MaxRunning: 3}, now); err != nil || !created {
-		t.Fatalf("InitQueueLimits of a queue from before the upgrade: created %v, %v; want its limits stored", created, err)
-	}
+	return ls, pending, now
+}
 
-	claim := func() []*core.Job {
-		t.Helper()
-		got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
-		if err != nil {
-			t.Fatalf("claim after the upgrade: %v", err)
-		}
-		return got
-	}
-	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 1}, now); err != nil {
+// migrateAgainIsNoop checks that a second Migrate writes no version.
+func migrateAgainIsNoop(t *testing.T, b Backend) {
+	t.Helper()
+	_, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := claim(); len(got) != 0 {
-		t.Fatalf("claim under MaxRunning 1 returned %d jobs; the job running across the upgrade holds the one slot", len(got))
-	}
-	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 2}, now); err != nil {
-		t.Fatal(err)
-	}
-	if got := claim(); len(got) != 1 || got[0].ID != pending.ID {
-		t.Fatalf("claim under MaxRunning 2 returned %d jobs; want the pending job %d", len(got), pending.ID)
-	}
-
 	applied := versionRows(t, b)
-	if err := b.Store.Migrate(ctx); err != nil {
+	if err := b.Store.Migrate(context.Background()); err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}
 	if again := versionRows(t, b); again != applied || schemaVersion(t, b) != newest {
