@@ -59,34 +59,8 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 		{"skip-locked claim", s.q.claimSkipLocked, []any{"q", now, 10, "w1", now.Add(time.Minute), sqlq.TagsArg(nil)}},
 		{"optimistic candidate read", s.q.claimCandidates, []any{"q", now, 10, sqlq.TagsArg(nil)}},
 	} {
-		var plan []struct {
-			Plan struct {
-				Hit  int64 `json:"Shared Hit Blocks"`
-				Read int64 `json:"Shared Read Blocks"`
-			}
-		}
-		var out []byte
-		conn, err := s.pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The plan a prepared statement keeps once it goes generic; the
-		// second run is measured (the first one plans and warms up).
-		_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-		for range 2 {
-			if err == nil {
-				err = conn.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+c.sql, c.args...).Scan(&out)
-			}
-		}
-		_, _ = conn.Exec(ctx, "RESET plan_cache_mode")
-		conn.Release()
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
-			t.Fatalf("%s: plan %s: %v", c.name, out, err)
-		}
-		if pages := plan[0].Plan.Hit + plan[0].Plan.Read; pages > 400 {
+		pages, _ := genericPlanPages(t, s, c.name, c.sql, c.args)
+		if pages > 400 {
 			t.Errorf("%s of 10 jobs read %d pages of a table without statistics; want a few (an ordered scan of the claim index stopping after 10)", c.name, pages)
 		}
 	}
@@ -98,4 +72,40 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 	if len(got) != 3 || !got[0].RunAt.Before(got[1].RunAt) {
 		t.Fatalf("claimed %d jobs, want the 3 oldest in order", len(got))
 	}
+}
+
+// genericPlanPages runs EXPLAIN (ANALYZE, BUFFERS) of sql with args twice
+// in one transaction, with the generic plan a prepared statement keeps
+// once it goes generic (plan_cache_mode = force_generic_plan) and the
+// settings given (SET LOCAL statements), and returns the pages the
+// second run read (the first plans and warms up) and the plan as JSON.
+func genericPlanPages(t *testing.T, s *Store, name, sql string, args []any, settings ...string) (int64, []byte) {
+	t.Helper()
+	ctx := t.Context()
+	var plan []struct {
+		Plan struct {
+			Hit  int64 `json:"Shared Hit Blocks"`
+			Read int64 `json:"Shared Read Blocks"`
+		}
+	}
+	var out []byte
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, set := range append([]string{"SET LOCAL plan_cache_mode = force_generic_plan"}, settings...) {
+		if _, err := tx.Exec(ctx, set); err != nil {
+			t.Fatalf("%s: %s: %v", name, set, err)
+		}
+	}
+	for range 2 {
+		if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&out); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
+		t.Fatalf("%s: plan %s: %v", name, out, err)
+	}
+	return plan[0].Plan.Hit + plan[0].Plan.Read, out
 }
