@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -83,7 +85,8 @@ const stampedSQL = `SELECT id FROM {jobs} WHERE version = ? AND id IN (%s)`
 // when there are any), and locks them ({lock}: FOR UPDATE SKIP LOCKED, or
 // FOR UPDATE on servers without SKIP LOCKED).
 //
-// The first two %s pick the index and the rows: "claim_idx" and
+// The first %s adds a column after the job's (ReadMany's read number,
+// or nothing). The next two pick the index and the rows: "claim_idx" and
 // "pending = 1", or, for one partition key of a fair queue, "fair_idx"
 // and "fair_key = ?" (the pending jobs with that key).
 //
@@ -91,12 +94,22 @@ const stampedSQL = `SELECT id FROM {jobs} WHERE version = ? AND id IN (%s)`
 // full kinds, the full partition keys, lowest and highest priority,
 // limit.
 const limitedCandidatesSQL = `
-SELECT {columns}
+SELECT {columns}%s
 FROM {jobs} FORCE INDEX (%s)
 WHERE queue = ? AND %s AND run_at <= ?
-  AND (tags IS NULL OR JSON_CONTAINS(?, tags)) %s AND priority BETWEEN ? AND ?
-ORDER BY priority, run_at, id
+  AND (tags IS NULL OR JSON_CONTAINS(?, tags)) %s%s
 LIMIT ?%s`
+
+// Priorities and order of a limited claim's candidate read: every
+// priority in claim order, or one (an aging claim's level) in run_at
+// order. MariaDB turns "priority BETWEEN 5 AND 5" into an equality yet
+// still sorts the whole range for ORDER BY priority, run_at, id ("Using
+// filesort": 12 ms a read of 100 among 20,000 due jobs); with the
+// equality spelt out and ORDER BY run_at, id it walks the index.
+const (
+	limitedAllPriorities = " AND priority BETWEEN ? AND ?\nORDER BY priority, run_at, id"
+	limitedOnePriority   = " AND priority = ?\nORDER BY run_at, id"
+)
 
 // claimArgs are the arguments of claimDueSQL.
 func (s *Store) claimArgs(p core.ClaimParams, limit int) []any {
@@ -195,7 +208,9 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	if s.strategy == core.StrategySkipLocked {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+	// readQuery is one candidate read; with tag ≥ 0 its rows carry the
+	// number tag after the job's columns (ReadMany's UNION ALL).
+	readQuery := func(f sqlq.CandidateFilter, n, tag int) (string, []any) {
 		fullKinds, fullParts := f.FullKinds, f.FullParts
 		index, rows, args := "claim_idx", "pending = 1", []any{p.Queue}
 		if f.Partition != "" {
@@ -215,17 +230,72 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 				args = append(args, k)
 			}
 		}
-		lo, hi := f.PriorityRange()
-		args = append(args, lo, hi, n)
-		jobs, err := sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.q.limitedCandidates, index, rows, full, lock), args...))
+		order := limitedAllPriorities
+		if f.Priority != 0 {
+			order, args = limitedOnePriority, append(args, f.Priority)
+		} else {
+			lo, hi := f.PriorityRange()
+			args = append(args, lo, hi)
+		}
+		args = append(args, n)
+		extra := ""
+		if tag >= 0 {
+			extra = ", " + strconv.Itoa(tag) + " AS read_no"
+		}
+		return fmt.Sprintf(s.q.limitedCandidates, extra, index, rows, full, order, lock), args
+	}
+	candidate := func(j *core.Job) sqlq.LimitCandidate {
+		return sqlq.LimitCandidate{ClaimCandidate: core.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt}, Job: j}
+	}
+	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+		q, args := readQuery(f, n, -1)
+		jobs, err := sqlq.ScanJobs(c.Query(ctx, q, args...))
 		if err != nil {
 			return nil, err
 		}
 		out := make([]sqlq.LimitCandidate, len(jobs))
 		for i, j := range jobs {
-			out[i] = sqlq.LimitCandidate{ClaimCandidate: core.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt}, Job: j}
+			out[i] = candidate(j)
 		}
 		return out, nil
+	}
+	// readMany runs the reads as one UNION ALL of them, each
+	// parenthesized with its own ORDER BY, LIMIT and lock, its rows
+	// numbered (the driver cannot pipeline statements).
+	readMany := func(fs []sqlq.CandidateFilter, ns []int) ([][]sqlq.LimitCandidate, error) {
+		var (
+			b    strings.Builder
+			args []any
+		)
+		for i, f := range fs {
+			q, a := readQuery(f, ns[i], i)
+			if i > 0 {
+				b.WriteString(" UNION ALL ")
+			}
+			b.WriteString("(" + q + ")")
+			args = append(args, a...)
+		}
+		rows, err := c.Query(ctx, b.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := make([][]sqlq.LimitCandidate, len(fs))
+		for rows.Next() {
+			var no int64
+			j, err := sqlq.ScanJob(numbered{rows, &no})
+			if err != nil {
+				return nil, err
+			}
+			if no < 0 || int(no) >= len(fs) {
+				return nil, fmt.Errorf("mysql: limited claim read number %d of %d", no, len(fs))
+			}
+			out[no] = append(out[no], candidate(j))
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return out, rows.Close()
 	}
 	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
 		args := make([]any, 0, 3+len(cands))
@@ -252,7 +322,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	parts := func(after string, n int) ([]string, error) {
 		return s.FairPartitions(ctx, c, p.Queue, "fair_key", "", after, n)
 	}
-	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
+	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, ReadMany: readMany, Take: take, Partitions: parts})
 	if err != nil {
 		return nil, true, err
 	}
@@ -445,3 +515,12 @@ func (s *Store) stamped(ctx context.Context, c sqlq.Conn, token int64, ids []int
 	}
 	return won, nil
 }
+
+// numbered scans a row of job columns followed by a read number into the
+// job's destinations and no.
+type numbered struct {
+	sqlq.Rows
+	no *int64
+}
+
+func (n numbered) Scan(dest ...any) error { return n.Rows.Scan(append(dest, n.no)...) }

@@ -24,7 +24,7 @@ type queries struct {
 	claimCAS        string // claimCASSQL; %[1]s: marks, %[2]s: whens
 	stamped         string // stampedSQL; %s: marks
 
-	limitedCandidates string // limitedCandidatesSQL; %s: index, rows, full kinds and partitions, lock
+	limitedCandidates string // limitedCandidatesSQL; %s: read number, index, rows, full kinds and partitions, priorities and order, lock
 
 	insert          string // insertSQL; %s: insertRowSQL per job
 	insertReturning string // insertSQL … RETURNING (MariaDB)
