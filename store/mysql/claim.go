@@ -39,6 +39,17 @@ SELECT {columns}
 {due}
 FOR UPDATE SKIP LOCKED`
 
+// limitedClaimSQL moves the candidates a limited claim took to running,
+// by primary key, those still pending, stamping a version token on them
+// (stampedSQL tells which, when not all were).
+//
+// Arguments: token, worker_id, attempted_at, lease_until, then the ids (%s).
+const limitedClaimSQL = `
+UPDATE {jobs}
+SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = ?,
+    worker_id = ?, attempted_at = ?, lease_until = ?
+WHERE id IN (%s) AND pending = 1`
+
 // claimLockedSQL moves the jobs claimSkipLockedSQL locked to running, by
 // primary key.
 //
@@ -82,8 +93,8 @@ const stampedSQL = `SELECT id FROM {jobs} WHERE version = ? AND id IN (%s)`
 // claim of a queue with limits may take, in claim order, leaving out the
 // kinds and partition keys whose limit is reached ({full}: "AND kind NOT
 // IN (…)" and "AND (partition_key IS NULL OR partition_key NOT IN (…))"
-// when there are any), and locks them ({lock}: FOR UPDATE SKIP LOCKED, or
-// FOR UPDATE on servers without SKIP LOCKED).
+// when there are any). The last %s is a locking clause, empty: see
+// claimLimited.
 //
 // The first %s adds a column after the job's (ReadMany's read number,
 // or nothing). The next two pick the index and the rows: "claim_idx" and
@@ -194,20 +205,19 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // record (SELECT … FOR UPDATE), so the limited claims of one queue, from
 // every process, run one at a time; counts the queue's running jobs per
 // kind and partition key (through lease_idx); and takes due jobs in claim order
-// within the room left (limitedCandidatesSQL, then claimLockedSQL by
+// within the room left (limitedCandidatesSQL, then limitedClaimSQL by
 // primary key), leaving out kinds and partitions that are full. Under the
 // queue's lock no other claim of the queue competes for its rows, so the
-// optimistic strategy, for servers without SKIP LOCKED, locks its
-// candidates with a plain FOR UPDATE. The commit releases the record.
+// candidates are read without locks (locking them cost a limited claim
+// of 100 about a fifth of its time) and claimed with a version token,
+// which tells the rare row an admin write changed meanwhile. The commit
+// releases the record.
 func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, bool, error) {
 	room, err := s.LockClaimRoom(ctx, c, p.Queue, core.UTC(p.Now))
 	if err != nil || room == nil {
 		return nil, false, err
 	}
-	lock := " FOR UPDATE"
-	if s.strategy == core.StrategySkipLocked {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
+	lock := "" // under the queue's lock no other claim competes: see take
 	// readQuery is one candidate read; with tag ≥ 0 its rows carry the
 	// number tag after the job's columns (ReadMany's UNION ALL).
 	readQuery := func(f sqlq.CandidateFilter, n, tag int) (string, []any) {
@@ -298,24 +308,35 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		return out, rows.Close()
 	}
 	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
-		args := make([]any, 0, 3+len(cands))
-		args = append(args, p.WorkerID, s.d.Time(p.Now), s.d.Time(p.LeaseUntil))
-		for _, lc := range cands {
-			args = append(args, lc.ID)
+		// The candidates were read without locks: a row an admin write
+		// (a cancel, a delete) changed since is left alone by the
+		// pending = 1 test, and the version token tells which were
+		// claimed when not all were.
+		token := versionToken()
+		args := make([]any, 0, 4+len(cands))
+		args = append(args, token, p.WorkerID, s.d.Time(p.Now), s.d.Time(p.LeaseUntil))
+		ids := make([]int64, len(cands))
+		for i, lc := range cands {
+			args, ids[i] = append(args, lc.ID), lc.ID
 		}
-		res, err := c.Exec(ctx, fmt.Sprintf(s.q.claimLocked, marks(len(cands))), args...)
+		res, err := c.Exec(ctx, fmt.Sprintf(s.q.limitedClaim, marks(len(cands))), args...)
 		if err != nil {
 			return nil, err
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		n, err := res.RowsAffected()
+		if err != nil {
 			return nil, err
-		} else if int(n) != len(cands) {
-			return nil, fmt.Errorf("mysql: limited claim updated %d of %d locked rows", n, len(cands))
 		}
-		out := make([]*core.Job, len(cands))
-		for i, lc := range cands {
-			claimed(lc.Job, p)
-			out[i] = lc.Job
+		won, err := s.stamped(ctx, c, token, ids, n)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*core.Job, 0, len(cands))
+		for _, lc := range cands {
+			if won[lc.ID] {
+				claimed(lc.Job, p)
+				out = append(out, lc.Job)
+			}
 		}
 		return out, nil
 	}

@@ -20,6 +20,7 @@ import (
 type queries struct {
 	claimSkipLocked string // claimSkipLockedSQL
 	claimLocked     string // claimLockedSQL; %s: marks
+	limitedClaim    string // limitedClaimSQL; %s: marks
 	claimCandidates string // claimCandidatesSQL
 	claimCAS        string // claimCASSQL; %[1]s: marks, %[2]s: whens
 	stamped         string // stampedSQL; %s: marks
@@ -55,6 +56,7 @@ func buildQueries(t sqlq.Tables) queries {
 	return queries{
 		claimSkipLocked: stmt(claimSkipLockedSQL),
 		claimLocked:     stmt(claimLockedSQL),
+		limitedClaim:    stmt(limitedClaimSQL),
 		claimCandidates: stmt(claimCandidatesSQL),
 		claimCAS:        stmt(claimCASSQL),
 		stamped:         stmt(stampedSQL),
