@@ -345,6 +345,59 @@ type ListParams struct {
 	AfterID      int64 // keyset cursor: ids after this one (below it when Desc)
 	Desc         bool  // newest first
 	Limit        int
+	// ByRunAt orders by (run_at, id) instead of id: scheduled jobs in the
+	// order they come due (latest first when Desc). The keyset cursor is
+	// then (AfterRunAt, AfterID): jobs after that pair in this order,
+	// when AfterID is set. Stores sort the matching rows for it (no index
+	// serves every filter in run_at order): meant for listings, not for
+	// claims.
+	ByRunAt    bool
+	AfterRunAt time.Time
+}
+
+// ListAfter reports whether j comes after p's keyset cursor (AfterID, and
+// AfterRunAt with ByRunAt) in p's order; true when p has no cursor.
+func (p ListParams) ListAfter(j *Job) bool {
+	if p.AfterID == 0 {
+		return true
+	}
+	c := 0
+	if p.ByRunAt {
+		c = j.RunAt.Compare(p.AfterRunAt)
+	}
+	if c == 0 {
+		c = cmpInt64(j.ID, p.AfterID)
+	}
+	if p.Desc {
+		return c < 0
+	}
+	return c > 0
+}
+
+// ListOrder compares a and b in p's order (id, or run_at then id; reversed
+// when Desc): what a store's List sorts by.
+func (p ListParams) ListOrder(a, b *Job) int {
+	c := 0
+	if p.ByRunAt {
+		c = a.RunAt.Compare(b.RunAt)
+	}
+	if c == 0 {
+		c = cmpInt64(a.ID, b.ID)
+	}
+	if p.Desc {
+		return -c
+	}
+	return c
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // QueueStats is one queue's job count per state and its pause flag.

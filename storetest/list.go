@@ -16,6 +16,7 @@ var listTests = []test{
 	{"list/args-contains", testListArgsContains},
 	{"list/pages-forward-by-id", testListForward},
 	{"list/pages-backward-by-id", testListBackward},
+	{"list/pages-by-run-at", testListByRunAt},
 	{"list/default-limit-is-100", testListDefaultLimit},
 	{"stats/counts-jobs-per-queue-and-state", testStats},
 }
@@ -314,5 +315,51 @@ func testPruneLimit(e *env) {
 	}
 	if !slices.Equal(sizes, []int{10, 10, 5, 0}) {
 		e.Fatalf("four Prune calls with limit 10 over %d old completed jobs returned %v; want [10 10 5 0]", len(jobs), sizes)
+	}
+}
+
+// testListByRunAt: with ByRunAt, List orders by (run_at, id), forward and
+// backward, and pages with the (AfterRunAt, AfterID) cursor through jobs
+// sharing a run_at, filters applied.
+func testListByRunAt(e *env) {
+	var want []*core.Job
+	for i, d := range []time.Duration{5, 1, 3, 1, 4, 3, 2, 1} {
+		p := e.job("sched", "k")
+		p.RunAt = e.now.Add(d * time.Hour)
+		if i == 7 {
+			p.Queue = "other" // filtered out
+		}
+		j := e.insertOne(p)
+		if i != 7 {
+			want = append(want, j)
+		}
+	}
+	slices.SortFunc(want, func(a, b *core.Job) int {
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	page := func(desc bool) []*core.Job {
+		var got []*core.Job
+		p := core.ListParams{Queue: "sched", States: []core.State{core.StateScheduled}, ByRunAt: true, Desc: desc, Limit: 2}
+		for range 10 {
+			jobs := e.list(p)
+			if len(jobs) == 0 {
+				break
+			}
+			got = append(got, jobs...)
+			last := jobs[len(jobs)-1]
+			p.AfterID, p.AfterRunAt = last.ID, last.RunAt
+		}
+		return got
+	}
+	if got := page(false); !slices.Equal(ids(got), ids(want)) {
+		e.Fatalf("List ByRunAt in pages of 2 returned %v; want %v (run_at, then id)", ids(got), ids(want))
+	}
+	rev := slices.Clone(want)
+	slices.Reverse(rev)
+	if got := page(true); !slices.Equal(ids(got), ids(rev)) {
+		e.Fatalf("List ByRunAt Desc in pages of 2 returned %v; want %v", ids(got), ids(rev))
 	}
 }

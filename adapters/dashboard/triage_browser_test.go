@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,6 +250,39 @@ func TestBrowserRunNowScheduledJob(t *testing.T) {
 			t.Fatalf("the jobs run now did not complete: %d completed", s.countState(t, "completed"))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	watch.check(t)
+}
+
+// TestBrowserScheduledByRunAt: the scheduled jobs are listed by run time,
+// soonest first, across pages (the server sorts by run_at and pages with
+// it), not only within the page.
+func TestBrowserScheduledByRunAt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	s := newStack(t, httpapi.Tokens{})
+	ctx := browser(t)
+	watch := watchPage(ctx)
+	// Run times shuffled against ids (minute (7·i) mod 55), so the 50
+	// soonest are not the 50 newest: a page sorted on its own would not
+	// show them.
+	byMinute := make([]int64, 55)
+	base := time.Now().Add(time.Hour).UTC().Truncate(time.Minute)
+	for i := range 55 {
+		m := (7 * i) % 55
+		byMinute[m] = s.submit(t, fmt.Sprintf(`{"kind":"later","run_at":%q}`, base.Add(time.Duration(m)*time.Minute).Format(time.RFC3339)))
+	}
+	soonest := byMinute
+	step(t, ctx, "list the scheduled jobs", chromedp.Navigate(s.url+"/dashboard/#/jobs?state=scheduled"))
+	waitJS(t, ctx, "a full first page", `document.querySelectorAll('tr[data-testid="job-row"]').length === 50`)
+	if got := shownIDs(t, ctx); !slices.Equal(got, soonest[:50]) {
+		t.Fatalf("first page %v; want the 50 soonest %v", got, soonest[:50])
+	}
+	step(t, ctx, "next page", chromedp.Click(chromedp.CSS(`[data-testid="page-older"]`)))
+	waitJS(t, ctx, "the last five", `document.querySelectorAll('tr[data-testid="job-row"]').length === 5`)
+	if got := shownIDs(t, ctx); !slices.Equal(got, soonest[50:]) {
+		t.Fatalf("second page %v; want %v", got, soonest[50:])
 	}
 	watch.check(t)
 }

@@ -140,12 +140,16 @@ func (s *jobStream) Write(p []byte) (int, error) {
 // add writes j; on an error nothing of j was written.
 func (s *jobStream) add(j *Job) error { return s.enc.Encode(j) }
 
-// end closes the array and the object, with next_after when after > 0.
-func (s *jobStream) end(after int64) {
+// end closes the array and the object, with next_after when after > 0,
+// and next_after_run_at too when afterRunAt is set (a list by run_at).
+func (s *jobStream) end(after int64, afterRunAt *time.Time) {
 	s.start()
-	if after > 0 {
+	switch {
+	case after > 0 && afterRunAt != nil:
+		_, _ = fmt.Fprintf(s.w, `],"next_after":%d,"next_after_run_at":%q}`+"\n", after, afterRunAt.UTC().Format(time.RFC3339Nano))
+	case after > 0:
 		_, _ = fmt.Fprintf(s.w, `],"next_after":%d}`+"\n", after)
-		return
+	default:
+		_, _ = io.WriteString(s.w, "]}\n")
 	}
-	_, _ = io.WriteString(s.w, "]}\n")
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,41 @@ func TestBulkOutlivesWriteTimeout(t *testing.T) {
 	if d := time.Since(start); d < 400*time.Millisecond {
 		t.Fatalf("the action took %v; the test needs it to outlast the 200ms write timeout", d)
 	}
+}
+
+// sort=run_at lists scheduled jobs in the order they come due, page by
+// page with the (next_after, next_after_run_at) cursor.
+func TestListSortedByRunAt(t *testing.T) {
+	runAll(t, core.Config{}, Config{}, func(t *testing.T, h *harness) {
+		var want []int64
+		byHour := map[int][]int64{}
+		for _, hours := range []int{5, 1, 3, 1, 4, 2} {
+			j := h.submit(map[string]any{"kind": "k", "queue": "later", "delay_seconds": hours * 3600})
+			byHour[hours] = append(byHour[hours], j.ID)
+		}
+		for hours := 1; hours <= 5; hours++ {
+			want = append(want, byHour[hours]...)
+		}
+		var got []int64
+		q := "/v1/jobs?queue=later&state=scheduled&sort=run_at&limit=2"
+		for range 10 {
+			var out ListResponse
+			h.must(http.StatusOK, "GET", q, nil, &out)
+			got = append(got, listIDs(out)...)
+			if out.NextAfter == nil {
+				break
+			}
+			if out.NextAfterRunAt == nil {
+				t.Fatalf("a page sorted by run_at without next_after_run_at: %+v", out)
+			}
+			q = "/v1/jobs?queue=later&state=scheduled&sort=run_at&limit=2&after=" + strconv.FormatInt(*out.NextAfter, 10) +
+				"&after_run_at=" + url.QueryEscape(out.NextAfterRunAt.Format(time.RFC3339Nano))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("sort=run_at listed %v; want %v", got, want)
+		}
+		wantProblem(t, h.do("GET", "/v1/jobs?sort=due", nil), SlugInvalidRequest)
+		wantProblem(t, h.do("GET", "/v1/jobs?sort=run_at&after=3", nil), SlugInvalidRequest)
+		wantProblem(t, h.do("GET", "/v1/jobs?after=3&after_run_at=2030-01-01T00:00:00Z", nil), SlugInvalidRequest)
+	})
 }

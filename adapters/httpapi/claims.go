@@ -179,7 +179,7 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 		s.c.Emit(core.Event{Kind: core.EventJobClaimed, At: now, Queue: j.Queue, Job: j, QueueWait: max(now.Sub(due), 0)})
 		claimed[i] = nil // written: let it go
 	}
-	out.end(0)
+	out.end(0, nil)
 	if len(bad) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 		defer cancel()

@@ -160,6 +160,9 @@ type JobResponse struct {
 type ListResponse struct {
 	Jobs      []*Job `json:"jobs"`
 	NextAfter *int64 `json:"next_after,omitempty"`
+	// NextAfterRunAt goes with NextAfter in a list sorted by run_at
+	// (sort=run_at): the next page is after=NextAfter&after_run_at=this.
+	NextAfterRunAt *time.Time `json:"next_after_run_at,omitempty"`
 }
 
 // maxSeconds bounds every *_seconds field (about 100 years) so it fits a
@@ -446,6 +449,25 @@ func listParams(q url.Values) (core.ListParams, error) {
 	default:
 		return bad("order must be asc or desc, not %q", v)
 	}
+	switch v := q.Get("sort"); v {
+	case "", "id":
+	case "run_at":
+		p.ByRunAt = true
+	default:
+		return bad("sort must be id or run_at, not %q", v)
+	}
+	if v := q.Get("after_run_at"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		switch {
+		case !p.ByRunAt || p.AfterID == 0:
+			return bad("after_run_at goes with sort=run_at and after (the next_after_run_at and next_after of the previous page)")
+		case err != nil:
+			return bad("after_run_at must be an RFC 3339 time, not %q", v)
+		}
+		p.AfterRunAt = t.UTC()
+	} else if p.ByRunAt && p.AfterID != 0 {
+		return bad("sort=run_at with after needs after_run_at (the next_after_run_at of the previous page)")
+	}
 	return p, nil
 }
 
@@ -466,18 +488,19 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	defer s.heavy.release()
 
 	var (
-		out  = newJobStream(w)
-		last int64
-		n    int  // jobs on the page
-		size int  // their args and result bytes
-		more bool // the store may hold jobs after the page
+		out       = newJobStream(w)
+		last      int64
+		lastRunAt time.Time
+		n         int  // jobs on the page
+		size      int  // their args and result bytes
+		more      bool // the store may hold jobs after the page
 	)
 	for {
 		want := s.chunkSize(p.Limit-n, size)
 		q := p
 		q.Limit = want
 		if n > 0 {
-			q.AfterID = last
+			q.AfterID, q.AfterRunAt = last, lastRunAt
 		}
 		jobs, err := s.c.ListJobs(ctx, q)
 		if err != nil {
@@ -506,7 +529,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 			jobs[i] = nil // written: let it go
 			n++
 			size += jobBytes(j)
-			last = j.ID
+			last, lastRunAt = j.ID, j.RunAt
 			if n >= p.Limit || size >= s.cfg.MaxPageBytes {
 				more = more || i < len(jobs)-1
 				jobs = nil
@@ -520,7 +543,11 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if !more || n == 0 {
 		last = 0
 	}
-	out.end(last)
+	var afterRunAt *time.Time
+	if p.ByRunAt {
+		afterRunAt = &lastRunAt
+	}
+	out.end(last, afterRunAt)
 	return nil
 }
 

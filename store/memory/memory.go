@@ -554,9 +554,9 @@ func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
 }
 
 // List implements core.Store: jobs matching the filters of p
-// (core.ListParams.Matches, args searched in Go), by id
-// ascending (descending when p.Desc), after p.AfterID when it is set, at
-// most p.Limit (100 when zero).
+// (core.ListParams.Matches, args searched in Go), in p's order
+// (core.ListParams.ListOrder), after its cursor (ListAfter), at most
+// p.Limit (100 when zero).
 func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -573,17 +573,8 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	}
 	filter := p
 	filter.ArgsContains = nil
-	order := byID
-	if p.Desc {
-		order = func(a, b *core.Job) int { return byID(b, a) }
-	}
-	found := s.collect(limit, order, func(j *core.Job) bool {
-		switch {
-		case p.AfterID != 0 && !p.Desc && j.ID <= p.AfterID,
-			p.AfterID != 0 && p.Desc && j.ID >= p.AfterID:
-			return false
-		}
-		return filter.Matches(j) && core.ArgsMatch(j.Args, leaves)
+	found := s.collect(limit, p.ListOrder, func(j *core.Job) bool {
+		return p.ListAfter(j) && filter.Matches(j) && core.ArgsMatch(j.Args, leaves)
 	})
 	out := make([]*core.Job, len(found))
 	for i, j := range found {

@@ -83,8 +83,13 @@ export function mountJobs(ctx) {
     kind: route.params.get('kind') || '',
     args: route.params.get('args') || '',
     after: route.params.get('after') || '',
+    afterRunAt: route.params.get('after_run_at') || '',
   };
   if (f.after && !/^[0-9]{1,18}$/.test(f.after)) f.after = '';
+  if (!f.after || Number.isNaN(Date.parse(f.afterRunAt))) f.afterRunAt = '';
+  // Scheduled jobs are looked at by when they run: soonest first, the
+  // server sorting by (run_at, id) and paging with both as the cursor.
+  const byRunAt = f.states.length === 1 && f.states[0] === 'scheduled';
   const [argsPattern, argsProblem] = parseArgs(f.args);
 
   // ---- filters ------------------------------------------------------------
@@ -114,7 +119,7 @@ export function mountJobs(ctx) {
     h('label', {}, 'Args ', argsIn),
     h('button', { type: 'submit', testid: 'filter-apply', text: 'Apply' }),
     h('a', { href: '#/jobs', class: 'quiet', testid: 'filter-reset', text: 'Reset' }));
-  const apply = (after) => {
+  const apply = (after, afterRunAt) => {
     const q = new URLSearchParams();
     if (queueIn.value.trim()) q.set('queue', queueIn.value.trim());
     const states = stateBoxes.filter((b) => b.checked).map((b) => b.value);
@@ -122,6 +127,7 @@ export function mountJobs(ctx) {
     if (kindIn.value.trim()) q.set('kind', kindIn.value.trim());
     if (argsIn.value.trim()) q.set('args', argsIn.value.trim());
     if (after) q.set('after', after);
+    if (after && afterRunAt) q.set('after_run_at', afterRunAt);
     const s = q.toString();
     ctx.navigate(s ? `#/jobs?${s}` : '#/jobs');
   };
@@ -264,8 +270,13 @@ export function mountJobs(ctx) {
   const older = h('button', { type: 'button', class: 'small', testid: 'page-older', text: 'Older »' });
   const pageInfo = h('span', { class: 'page-info', testid: 'page-info' });
   let nextAfter = null;
+  let nextAfterRunAt = '';
+  if (byRunAt) {
+    newest.textContent = '« Soonest';
+    older.textContent = 'Later »';
+  }
   newest.addEventListener('click', () => apply(''));
-  older.addEventListener('click', () => { if (nextAfter !== null) apply(String(nextAfter)); });
+  older.addEventListener('click', () => { if (nextAfter !== null) apply(String(nextAfter), nextAfterRunAt); });
   newest.disabled = !f.after;
   older.disabled = true;
 
@@ -369,27 +380,27 @@ export function mountJobs(ctx) {
         setText(pageInfo, '');
         return;
       }
+      const order = byRunAt
+        ? { sort: 'run_at', order: 'asc', after: f.afterRunAt ? f.after : '', after_run_at: f.afterRunAt }
+        : { order: 'desc', after: f.after };
       const res = await api.get(`/jobs${query({
-        queue: f.queue, state: f.states.join(','), kind: f.kind, args: argsPattern,
-        after: f.after, order: 'desc', limit: PAGE,
+        queue: f.queue, state: f.states.join(','), kind: f.kind, args: argsPattern, ...order, limit: PAGE,
       })}`);
       if (!ctx.alive()) return;
-      let jobs = Array.isArray(res.jobs) ? res.jobs : [];
-      // Scheduled jobs are looked at by when they run: soonest first. The
-      // API pages by id, so this orders the page, not every scheduled job.
-      const byRunAt = f.states.length === 1 && f.states[0] === 'scheduled';
-      if (byRunAt) jobs = jobs.slice().sort((a, b) => (Date.parse(a.run_at) - Date.parse(b.run_at)) || (a.id - b.id));
+      const jobs = Array.isArray(res.jobs) ? res.jobs : [];
       reconcile(tbody, jobs, (j) => j.id, createRow, updateRow);
       pageIDs = jobs.map((j) => j.id);
       for (const id of Array.from(selected)) if (!pageIDs.includes(id)) selected.delete(id);
       renderSelection();
       empty.hidden = jobs.length > 0;
       nextAfter = Number.isSafeInteger(res.next_after) ? res.next_after : null;
+      nextAfterRunAt = typeof res.next_after_run_at === 'string' ? res.next_after_run_at : '';
+      if (byRunAt && !nextAfterRunAt) nextAfter = null;
       older.disabled = nextAfter === null;
       const filters = [f.queue && `queue ${f.queue}`, f.states.length && `state ${f.states.join(',')}`, f.kind && `kind ${f.kind}`, argsPattern && `args ${argsPattern}`].filter(Boolean);
       setText(pageInfo, `${jobs.length} job${jobs.length === 1 ? '' : 's'}, ` +
-        (byRunAt ? 'this page by run time, soonest first' : 'newest first') +
-        (f.after ? `, ids below ${f.after}` : '') + (filters.length ? ` · ${filters.join(', ')}` : ''));
+        (byRunAt ? 'by run time, soonest first' : 'newest first') +
+        (f.after ? (byRunAt ? ', later pages' : `, ids below ${f.after}`) : '') + (filters.length ? ` · ${filters.join(', ')}` : ''));
       noteKinds(jobs.map((j) => j.kind));
       if (!queuesLoaded) {
         queuesLoaded = true;

@@ -309,17 +309,21 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	if len(leaves) > 0 {
 		b.w(" AND ", s.d.ArgsContain("args", p.ArgsContains, leaves, b.argT))
 	}
-	if p.AfterID != 0 {
-		if p.Desc {
-			b.w(" AND id < ", b.arg(p.AfterID))
-		} else {
-			b.w(" AND id > ", b.arg(p.AfterID))
-		}
-	}
+	cmp, dir := ">", ""
 	if p.Desc {
-		b.w(" ORDER BY id DESC")
+		cmp, dir = "<", " DESC"
+	}
+	switch {
+	case p.ByRunAt && p.AfterID != 0:
+		at := s.d.Time(core.UTC(p.AfterRunAt))
+		b.w(" AND (run_at ", cmp, " ", b.argT(at, TypeTime), " OR (run_at = ", b.argT(at, TypeTime), " AND id ", cmp, " ", b.arg(p.AfterID), "))")
+	case p.AfterID != 0:
+		b.w(" AND id ", cmp, " ", b.arg(p.AfterID))
+	}
+	if p.ByRunAt {
+		b.w(" ORDER BY run_at", dir, ", id", dir)
 	} else {
-		b.w(" ORDER BY id")
+		b.w(" ORDER BY id", dir)
 	}
 	b.w(" LIMIT ", b.arg(limit))
 	var out []*core.Job
