@@ -24,6 +24,7 @@ var limitsTests = []test{
 	{"limits/rescue-and-cancel-free-the-slot", testLimitsRescueCancel},
 	{"limits/other-queues-and-pause-unaffected", testLimitsOthers},
 	{"limits/concurrent-claimers-never-exceed", testLimitsConcurrent},
+	{"limits/concurrent-claimers-ample-room-never-exceed", testLimitsConcurrentAmple},
 }
 
 // limiter returns s's core.QueueLimiter, skipping when it has none.
@@ -209,12 +210,26 @@ func testLimitsOthers(e *env) {
 // real), and a List of the running rows right after every claim (one
 // instant of the database).
 func testLimitsConcurrent(e *env) {
+	limitsConcurrent(e, core.QueueLimits{MaxRunning: 6, MaxRunningPerKind: map[string]int{"a": 2}, MaxRunningPerPartition: 2})
+}
+
+// testLimitsConcurrentAmple is testLimitsConcurrent with room for a
+// whole claim of 3 at times (core.ClaimRoom.Ample: kind "a" at most 3,
+// none of it running), the case a store may claim in one statement, and
+// too little at others (one "a" running): never exceeded either way.
+func testLimitsConcurrentAmple(e *env) {
+	limitsConcurrent(e, core.QueueLimits{MaxRunning: 12, MaxRunningPerKind: map[string]int{"a": 3}})
+}
+
+// limitsConcurrent runs 8 claimers on two handles over a queue with
+// limits (kind "a" limited, partitions t1…t4), checking a ledger of
+// claimed jobs and a listing after every claim.
+func limitsConcurrent(e *env, limits core.QueueLimits) {
 	const (
 		claimers = 8
 		batch    = 3
 		total    = 400
 	)
-	limits := core.QueueLimits{MaxRunning: 6, MaxRunningPerKind: map[string]int{"a": 2}, MaxRunningPerPartition: 2}
 	e.setLimits("lim", limits)
 	kinds := []string{"a", "b", "c"}
 	parts := []string{"t1", "t2", "t3", "t4", ""}
@@ -251,9 +266,9 @@ func testLimitsConcurrent(e *env) {
 				perPart[j.PartitionKey]++
 			}
 		}
-		bad := all > limits.MaxRunning || perKind["a"] > 2
+		bad := all > limits.MaxRunning || perKind["a"] > limits.MaxRunningPerKind["a"]
 		for _, n := range perPart {
-			bad = bad || n > limits.MaxRunningPerPartition
+			bad = bad || (limits.MaxRunningPerPartition > 0 && n > limits.MaxRunningPerPartition)
 		}
 		if bad && failed.CompareAndSwap(false, true) {
 			e.Errorf("%s: %d running (per kind %v, per partition %v) exceeds the limits %+v: claims must never let running jobs exceed a limit, whatever the number of claimers and handles", what, all, perKind, perPart, limits)
