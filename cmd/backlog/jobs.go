@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,17 +31,22 @@ func (a *app) newJobsCmd() *cobra.Command {
 
 func (a *app) newJobsListCmd() *cobra.Command {
 	var (
-		p      core.ListParams
-		states []string
+		p          core.ListParams
+		states     []string
+		sort       string
+		afterRunAt string
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs, oldest first (or newest with --desc)",
 		Long: `list prints jobs ordered by id. Page through them with --after: pass the last
-id of one page to get the next (with --desc, ids below it). The table shows
-the newest error message, truncated; "jobs get ID" shows everything.`,
+id of one page to get the next (with --desc, ids below it). With --sort run_at
+they come by run time (scheduled jobs soonest first), and the next page needs
+--after ID --after-run-at TIME of the last job shown. The table shows the
+newest error message, truncated; "jobs get ID" shows everything.`,
 		Example: `  backlog jobs list --state discarded,retryable
   backlog jobs list --queue emails --kind send --limit 20 --desc
+  backlog jobs list --state scheduled --sort run_at
   backlog jobs list --after 500 -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,6 +69,20 @@ the newest error message, truncated; "jobs get ID" shows everything.`,
 			if p.AfterID < 0 {
 				return usagef("--after must not be negative")
 			}
+			switch sort {
+			case "", "id":
+			case "run_at":
+				p.ByRunAt = true
+			default:
+				return usagef("--sort must be id or run_at, not %q", sort)
+			}
+			if afterRunAt != "" || (p.ByRunAt && p.AfterID != 0) {
+				t, err := time.Parse(time.RFC3339Nano, afterRunAt)
+				if !p.ByRunAt || p.AfterID == 0 || err != nil {
+					return usagef("--after-run-at goes with --sort run_at and --after: the RFC 3339 run time of the last job shown (printed with the next page's flags)")
+				}
+				p.AfterRunAt = t.UTC()
+			}
 			return a.withOps(cmd.Context(), opsOpts{}, func(o ops) error {
 				jobs, err := o.ListJobs(cmd.Context(), p)
 				if err != nil {
@@ -81,7 +101,12 @@ the newest error message, truncated; "jobs get ID" shows everything.`,
 					return err
 				}
 				if len(jobs) == p.Limit {
-					fmt.Fprintf(a.env.stderr, "(%d jobs shown; more may follow: --after %d)\n", len(jobs), jobs[len(jobs)-1].ID)
+					last := jobs[len(jobs)-1]
+					if p.ByRunAt {
+						fmt.Fprintf(a.env.stderr, "(%d jobs shown; more may follow: --after %d --after-run-at %s)\n", len(jobs), last.ID, last.RunAt.UTC().Format(time.RFC3339Nano))
+					} else {
+						fmt.Fprintf(a.env.stderr, "(%d jobs shown; more may follow: --after %d)\n", len(jobs), last.ID)
+					}
 				}
 				return nil
 			})
@@ -93,7 +118,9 @@ the newest error message, truncated; "jobs get ID" shows everything.`,
 	fl.StringVar(&p.Kind, "kind", "", "only this kind")
 	fl.Int64Var(&p.AfterID, "after", 0, "start after this id (keyset paging)")
 	fl.IntVar(&p.Limit, "limit", 100, "at most this many jobs")
-	fl.BoolVar(&p.Desc, "desc", false, "newest first")
+	fl.BoolVar(&p.Desc, "desc", false, "newest first (with --sort run_at: latest run time first)")
+	fl.StringVar(&sort, "sort", "id", "order: id, or run_at (scheduled jobs soonest first)")
+	fl.StringVar(&afterRunAt, "after-run-at", "", "with --sort run_at and --after: the run time of the last job shown (RFC 3339)")
 	return cmd
 }
 

@@ -20,7 +20,8 @@ import (
 // Errors keep the core sentinels (core.ErrNotFound, core.ErrInvalidState,
 // core.ErrUnknownPeriodic …) in both.
 type ops interface {
-	// ListJobs returns up to p.Limit jobs matching p, ordered by id.
+	// ListJobs returns up to p.Limit jobs matching p, ordered by id (or
+	// by run_at with p.ByRunAt).
 	ListJobs(ctx context.Context, p core.ListParams) ([]*core.Job, error)
 	GetJob(ctx context.Context, id int64) (*core.Job, error)
 	CancelJob(ctx context.Context, id int64) (*core.Job, error)
@@ -225,7 +226,7 @@ func (s serverOps) ListJobs(ctx context.Context, p core.ListParams) ([]*core.Job
 	if want <= 0 {
 		want = 100
 	}
-	req := client.ListParams{Queue: p.Queue, States: p.States, Kind: p.Kind, After: p.AfterID, Desc: p.Desc}
+	req := client.ListParams{Queue: p.Queue, States: p.States, Kind: p.Kind, After: p.AfterID, Desc: p.Desc, ByRunAt: p.ByRunAt, AfterRunAt: p.AfterRunAt}
 	var out []*core.Job
 	for len(out) < want {
 		req.Limit = min(maxServerPage, want-len(out))
@@ -239,7 +240,7 @@ func (s serverOps) ListJobs(ctx context.Context, p core.ListParams) ([]*core.Job
 		if page.NextAfter == 0 || len(page.Jobs) == 0 {
 			break
 		}
-		req.After = page.NextAfter
+		req.After, req.AfterRunAt = page.NextAfter, page.NextAfterRunAt
 	}
 	return out, nil
 }

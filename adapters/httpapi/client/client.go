@@ -457,9 +457,10 @@ func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
 	return out.Job, nil
 }
 
-// ListJobs returns one page of jobs ordered by id (GET /v1/jobs; producer
-// role). Pass page.NextAfter as p.After for the next page; 0 means this was
-// the last. See AllJobs for an iterator.
+// ListJobs returns one page of jobs ordered by id, or by run_at with
+// p.ByRunAt (GET /v1/jobs; producer role). Pass page.NextAfter as p.After
+// (and page.NextAfterRunAt as p.AfterRunAt) for the next page; 0 means
+// this was the last. See AllJobs for an iterator.
 func (c *Client) ListJobs(ctx context.Context, p ListParams) (*JobPage, error) {
 	q := url.Values{}
 	if p.Queue != "" {
@@ -487,6 +488,12 @@ func (c *Client) ListJobs(ctx context.Context, p ListParams) (*JobPage, error) {
 	if p.Desc {
 		q.Set("order", "desc")
 	}
+	if p.ByRunAt {
+		q.Set("sort", "run_at")
+		if p.After != 0 {
+			q.Set("after_run_at", p.AfterRunAt.UTC().Format(time.RFC3339Nano))
+		}
+	}
 	var out JobPage
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/jobs", query: q, out: &out, mode: retryIdempotent}); err != nil {
 		return nil, err
@@ -513,7 +520,7 @@ func (c *Client) AllJobs(ctx context.Context, p ListParams) iter.Seq2[*Job, erro
 			if page.NextAfter == 0 || len(page.Jobs) == 0 {
 				return
 			}
-			p.After = page.NextAfter
+			p.After, p.AfterRunAt = page.NextAfter, page.NextAfterRunAt
 		}
 	}
 }

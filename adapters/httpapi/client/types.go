@@ -113,6 +113,10 @@ type ListParams struct {
 	After int64 // keyset cursor: the last id of the previous page (NextAfter)
 	Limit int
 	Desc  bool // newest first
+	// ByRunAt orders by (run_at, id) instead of id (sort=run_at): the
+	// cursor is then After with AfterRunAt (the page's NextAfterRunAt).
+	ByRunAt    bool
+	AfterRunAt time.Time
 }
 
 // JobPage is one page of ListJobs. NextAfter is the cursor of the next page
@@ -120,6 +124,9 @@ type ListParams struct {
 type JobPage struct {
 	Jobs      []*Job `json:"jobs"`
 	NextAfter int64  `json:"next_after,omitempty"`
+	// NextAfterRunAt goes with NextAfter when the list is by run_at
+	// (pass it as ListParams.AfterRunAt).
+	NextAfterRunAt time.Time `json:"next_after_run_at,omitzero"`
 }
 
 // QueueInfo is one queue: its pause flag and its job count per state
