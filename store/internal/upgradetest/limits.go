@@ -28,21 +28,11 @@ type limitsStore interface {
 func RunQueueLimits(t *testing.T, b Backend, version int64) {
 	ctx := context.Background()
 	ls, pending, now := upgradeWithJobs(t, b, version, "queue limits")
-	if l, err := ls.QueueLimits(ctx, "paused-before"); err != nil || !l.IsZero() {
-		t.Fatalf("QueueLimits of a queue from before the upgrade: %+v, %v; want none", l, err)
-	}
 	if _, created, err := ls.InitQueueLimits(ctx, "paused-before", core.QueueLimits{MaxRunning: 3}, now); err != nil || !created {
 		t.Fatalf("InitQueueLimits of a queue from before the upgrade: created %v, %v; want its limits stored", created, err)
 	}
 
-	claim := func() []*core.Job {
-		t.Helper()
-		got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
-		if err != nil {
-			t.Fatalf("claim after the upgrade: %v", err)
-		}
-		return got
-	}
+	claim := func() []*core.Job { t.Helper(); return claimAfterUpgrade(t, b, pending, now) }
 	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 1}, now); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +54,8 @@ func RunQueueLimits(t *testing.T, b Backend, version int64) {
 // "paused-before", runs Migrate, and checks that the schema is at the
 // newest version, the rows read back unchanged, and the pause is kept. It
 // returns the store as a limitsStore, the pending job and a time just
-// after it was due. what names the migration for messages.
+// after it was due; no queue has limits. what names the migration for
+// messages.
 func upgradeWithJobs(t *testing.T, b Backend, version int64, what string) (limitsStore, *core.Job, time.Time) {
 	t.Helper()
 	ctx := context.Background()
@@ -113,7 +104,21 @@ func upgradeWithJobs(t *testing.T, b Backend, version int64, what string) (limit
 	if !paused {
 		t.Fatalf("queue paused-before lost its pause in the upgrade: Stats %+v", st)
 	}
+	if l, err := ls.QueueLimits(ctx, "paused-before"); err != nil || !l.IsZero() {
+		t.Fatalf("QueueLimits of a queue from before the upgrade: %+v, %v; want none", l, err)
+	}
 	return ls, pending, now
+}
+
+// claimAfterUpgrade claims up to 10 jobs of pending's queue at now for a
+// new worker, failing t on error.
+func claimAfterUpgrade(t *testing.T, b Backend, pending *core.Job, now time.Time) []*core.Job {
+	t.Helper()
+	got, err := b.Store.Claim(context.Background(), core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
+	if err != nil {
+		t.Fatalf("claim after the upgrade: %v", err)
+	}
+	return got
 }
 
 // migrateAgainIsNoop checks that a second Migrate writes no version.

@@ -19,18 +19,8 @@ import (
 func RunClaimPolicy(t *testing.T, b Backend, version int64) {
 	ctx := context.Background()
 	ls, pending, now := upgradeWithJobs(t, b, version, "claim policies")
-	if l, err := ls.QueueLimits(ctx, "paused-before"); err != nil || !l.IsZero() {
-		t.Fatalf("QueueLimits of a queue from before the upgrade: %+v, %v; want none", l, err)
-	}
 
-	claim := func() []*core.Job {
-		t.Helper()
-		got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
-		if err != nil {
-			t.Fatalf("claim after the upgrade: %v", err)
-		}
-		return got
-	}
+	claim := func() []*core.Job { t.Helper(); return claimAfterUpgrade(t, b, pending, now) }
 	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{Rate: core.RateLimit{Starts: 1, Per: time.Hour}, Fair: true}, now); err != nil {
 		t.Fatal(err)
 	}
