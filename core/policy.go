@@ -92,11 +92,22 @@ func (r *RateLimit) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	if math.IsNaN(v.PerSeconds) || math.Abs(v.PerSeconds) > MaxRatePer.Seconds()*2 {
-		return invalid("rate limit per_seconds %v is out of range", v.PerSeconds)
+	per, err := jsonSeconds("rate limit per_seconds", v.PerSeconds)
+	if err != nil {
+		return err
 	}
-	*r = RateLimit{Starts: v.Starts, Per: time.Duration(math.Round(v.PerSeconds * float64(time.Second)))}
+	*r = RateLimit{Starts: v.Starts, Per: per}
 	return nil
+}
+
+// jsonSeconds turns a JSON number of seconds into a duration, rounded to
+// the nanosecond; NaN or a value beyond twice MaxRatePer is an error
+// wrapping ErrInvalidJob naming field (Validate bounds the rest).
+func jsonSeconds(field string, v float64) (time.Duration, error) {
+	if math.IsNaN(v) || math.Abs(v) > MaxRatePer.Seconds()*2 {
+		return 0, invalid("%s %v is out of range", field, v)
+	}
+	return time.Duration(math.Round(v * float64(time.Second))), nil
 }
 
 // PriorityAging raises the effective priority of a queue's waiting jobs
@@ -162,10 +173,11 @@ func (a *PriorityAging) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	if math.IsNaN(v.EverySeconds) || math.Abs(v.EverySeconds) > MaxRatePer.Seconds()*2 {
-		return invalid("priority aging every_seconds %v is out of range", v.EverySeconds)
+	every, err := jsonSeconds("priority aging every_seconds", v.EverySeconds)
+	if err != nil {
+		return err
 	}
-	*a = PriorityAging{Every: time.Duration(math.Round(v.EverySeconds * float64(time.Second))), MaxSteps: v.MaxSteps}
+	*a = PriorityAging{Every: every, MaxSteps: v.MaxSteps}
 	return nil
 }
 
@@ -494,19 +506,35 @@ func (c *Client) RateWaits(ctx context.Context, queue string) ([]RateWait, error
 	if !ok {
 		return nil, fmt.Errorf("backlog: queue rate limits: %w", ErrUnsupported)
 	}
+	return QueueRateWaits(ctx, ql, queue, c.clock.Now())
+}
+
+// QueueRateWaits reads queue's limits and, when it has a rate limit, its
+// rate instants from ql, and returns the groups whose next start is after
+// now (QueueLimits.RateWaits): nil for a queue without rate limits, a
+// non-nil empty slice for one whose groups all may start. It is what
+// Client.RateWaits and the metrics read.
+func QueueRateWaits(ctx context.Context, ql QueueLimiter, queue string, now time.Time) ([]RateWait, error) {
 	l, err := ql.QueueLimits(ctx, queue)
 	if err != nil {
 		return nil, err
 	}
-	if l.Rate.IsZero() && l.RatePerPartition.IsZero() && len(l.RatePerKind) == 0 {
+	if !l.hasRates() {
 		return nil, nil
 	}
-	now := c.clock.Now()
 	states, err := ql.QueueRateStates(ctx, queue, now)
 	if err != nil {
 		return nil, err
 	}
-	return l.RateWaits(states, now), nil
+	if w := l.RateWaits(states, now); w != nil {
+		return w, nil
+	}
+	return []RateWait{}, nil
+}
+
+// hasRates reports whether l sets any rate limit.
+func (l QueueLimits) hasRates() bool {
+	return !l.Rate.IsZero() || !l.RatePerPartition.IsZero() || len(l.RatePerKind) > 0
 }
 
 // WorkersMetadataPrefix prefixes the keys of the metadata a node

@@ -30,18 +30,13 @@ func (c *rateCache) get(ctx context.Context, queues []string, now time.Time, max
 	}
 	out := map[string][]core.RateWait{}
 	for _, q := range queues {
-		l, err := c.ql.QueueLimits(ctx, q)
+		w, err := core.QueueRateWaits(ctx, c.ql, q, now)
 		if err != nil {
 			return nil, err
 		}
-		if l.Rate.IsZero() && l.RatePerPartition.IsZero() && len(l.RatePerKind) == 0 {
-			continue
+		if w != nil { // nil: no rate limit
+			out[q] = w
 		}
-		states, err := c.ql.QueueRateStates(ctx, q, now)
-		if err != nil {
-			return nil, err
-		}
-		out[q] = l.RateWaits(states, now)
 	}
 	c.at, c.waits = now, out
 	return out, nil
