@@ -39,7 +39,8 @@ type cluster struct {
 	restart bool   // start a new worker in the slot of one that exited
 	t0      int64  // monotonic start of the scenario
 	extra   []string
-	server  *jobServer // set: the workers are remote workers of this job server
+	server  *jobServer            // set: the workers are remote workers of this job server
+	slotDB  func(slot int) string // set: the store URL of the worker in slot (one database node each); else db
 
 	mu      sync.Mutex
 	slots   []*worker
@@ -140,7 +141,11 @@ func (c *cluster) startWorker(slot int) (*worker, error) {
 		return nil, err
 	}
 	defer f.Close()
-	args := []string{"--db", c.db, "--log-level", "warn", "work", "--lease", c.lease.String(), "--poll-interval", "250ms"}
+	db := c.db
+	if c.slotDB != nil {
+		db = c.slotDB(slot)
+	}
+	args := []string{"--db", db, "--log-level", "warn", "work", "--lease", c.lease.String(), "--poll-interval", "250ms"}
 	if c.server != nil {
 		// The job server decides the store, the lease and polling.
 		args = []string{"--log-level", "warn", "work", "--server", c.server.url()}
@@ -372,9 +377,14 @@ func lastLines(path string, n int) string {
 
 // cli runs `backlog --db DB args…` and returns its stdout.
 func (c *cluster) cli(ctx context.Context, args ...string) ([]byte, error) {
+	return c.run(ctx, append([]string{"--db", c.db, "--log-level", "error"}, args...)...)
+}
+
+// run runs `backlog args…` (at most a minute) and returns its stdout.
+func (c *cluster) run(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--db", c.db, "--log-level", "error"}, args...)...)
+	cmd := exec.CommandContext(ctx, c.bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
@@ -452,6 +462,7 @@ type jobInfo struct {
 	Attempt    int       `json:"attempt"`
 	WorkerID   string    `json:"worker_id"`
 	LeaseUntil time.Time `json:"lease_until"`
+	UniqueKey  string    `json:"unique_key"`
 	Errors     []struct {
 		Attempt int    `json:"attempt"`
 		Error   string `json:"error"`

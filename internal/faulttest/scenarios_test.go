@@ -24,12 +24,15 @@ var backends = []string{"sqlite", "postgres", "mariadb"}
 
 // TestWorkerKills SIGKILLs a random `backlog work` process every 1–3 s
 // while the others keep working, and starts a new one in its place, until
-// every job has finished (or BACKLOG_FAULT_KILL_WINDOW has passed).
+// every job has finished (or BACKLOG_FAULT_KILL_WINDOW has passed). A
+// producer adds a quarter more jobs while the kills go on.
 func TestWorkerKills(t *testing.T) {
 	requireFault(t)
 	for _, b := range backends {
 		t.Run(b, func(t *testing.T) {
-			runLedger(t, b, "kill", "worker kills", killWorkers, 0, 0)
+			cfg := loadConfig(t)
+			runScenario(t, scenario{backend: b, label: "kill", what: "worker kills", disrupt: killWorkers,
+				produce: cfg.jobs / 4, produceSpread: cfg.killWindow / 2})
 		})
 	}
 }
@@ -93,10 +96,11 @@ func TestDatabaseOutage(t *testing.T) {
 
 // run is one ledger scenario in progress.
 type run struct {
-	c   *cluster
-	cfg config
-	srv *dbserver.Server // nil for SQLite
-	n   int
+	c    *cluster
+	cfg  config
+	srv  *dbserver.Server // nil for SQLite
+	n    int              // jobs enqueued first plus jobs the producer is to add
+	prod *producer        // nil: every job is enqueued first
 
 	mu      sync.Mutex
 	notes   []string
@@ -195,15 +199,62 @@ func outageDown(cfg config, long bool) time.Duration {
 // on cfg.workers workers, disrupt running alongside until every job has
 // finished, then the checks. The first span jobs take spanLen.
 func runLedger(t *testing.T, backend, label, what string, disrupt func(context.Context, *run), span int, spanLen time.Duration) {
-	runLedgerOn(t, backend, label, what, false, disrupt, span, spanLen)
+	runScenario(t, scenario{backend: backend, label: label, what: what, disrupt: disrupt, span: span, spanLen: spanLen})
 }
 
 // runLedgerOn is runLedger; with remote the workers are remote workers of
 // a `backlog serve` process on the store.
 func runLedgerOn(t *testing.T, backend, label, what string, remote bool, disrupt func(context.Context, *run), span int, spanLen time.Duration) {
+	runScenario(t, scenario{backend: backend, label: label, what: what, remote: remote, disrupt: disrupt, span: span, spanLen: spanLen})
+}
+
+// scenario is one ledger scenario: the store, the workers, what breaks
+// them, and the jobs.
+type scenario struct {
+	// backend names the store in the summary; with db empty it is also the
+	// kind of fresh store made for the scenario (backendURL: sqlite,
+	// postgres or mariadb).
+	backend, label, what string
+	// db, when set, is the store URL of a topology the test built (a
+	// standby pair, a pooler, a cluster): the workers, the checks and the
+	// producer use it. srv is the server disruptions act on (may be nil).
+	db  string
+	srv *dbserver.Server
+	// slotDB, when set, is the store URL of the worker in each slot (one
+	// database node each); the checks still read through db.
+	slotDB func(slot int) string
+	// remote: the workers are remote workers of a `backlog serve` process
+	// on the store.
+	remote bool
+	// disrupt runs alongside the workers until it returns or every job
+	// has finished.
+	disrupt func(context.Context, *run)
+	// The first span jobs (priority 1, claimed first) take spanLen.
+	span    int
+	spanLen time.Duration
+	// produce more jobs are enqueued while the workers run (producer), in
+	// chunks spread over produceSpread (default: the kill window), each
+	// retried until it is acknowledged or the drain time has passed too.
+	// The checks require every acknowledged job in the store, final and
+	// run at least once. producerFlags are the global flags of the
+	// producer's `backlog enqueue` runs (default: --db with db).
+	produce       int
+	produceSpread time.Duration
+	producerFlags []string
+}
+
+// runScenario runs one ledger scenario: cfg.jobs jobs enqueued first, sc.produce
+// more during the run, cfg.workers workers, sc.disrupt alongside, then the
+// checks.
+func runScenario(t *testing.T, sc scenario) {
+	backend, label, what, remote, disrupt, span, spanLen := sc.backend, sc.label, sc.what, sc.remote, sc.disrupt, sc.span, sc.spanLen
 	cfg := loadConfig(t)
-	db, srv := backendURL(t, backend)
+	db, srv := sc.db, sc.srv
+	if db == "" {
+		db, srv = backendURL(t, backend)
+	}
 	c := newCluster(t, label, db, cfg.lease, cfg.conc, `fault=exec "$`+envSelf+`"`)
+	c.slotDB = sc.slotDB
 	t.Cleanup(func() { c.stop(); c.sweep() })
 	if remote {
 		addr, err := freeAddr()
@@ -238,12 +289,26 @@ func runLedgerOn(t *testing.T, backend, label, what string, remote bool, disrupt
 	wall := time.Now()
 	c.t0 = monoNow()
 	c.start(cfg.workers)
-	r := &run{c: c, cfg: cfg, srv: srv, n: cfg.jobs}
+	r := &run{c: c, cfg: cfg, srv: srv, n: cfg.jobs + sc.produce}
 	if span > 0 {
 		r.note("%d jobs of %s each, claimed first", span, spanLen)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var prod *producer
+	if sc.produce > 0 {
+		flags := sc.producerFlags
+		if flags == nil {
+			flags = []string{"--db", db}
+		}
+		spread := sc.produceSpread
+		if spread <= 0 {
+			spread = cfg.killWindow
+		}
+		prod = newProducer(c, flags, sc.produce, spread, cfg.drain)
+		r.prod = prod
+		go prod.run(ctx)
+	}
 	disrupted := make(chan struct{})
 	go func() {
 		defer close(disrupted)
@@ -259,15 +324,24 @@ func runLedgerOn(t *testing.T, backend, label, what string, remote bool, disrupt
 		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 		got, err := c.counts(cctx)
 		ccancel()
+		produced, producing := 0, false
+		if prod != nil {
+			select {
+			case <-prod.done:
+			default:
+				producing = true
+			}
+			produced = prod.acknowledged()
+		}
 		if err == nil {
 			counts = got
-			if finished(got) >= cfg.jobs {
+			if !producing && finished(got) >= cfg.jobs+produced {
 				break
 			}
 		}
 		select {
 		case <-disrupted:
-			if drainUntil.IsZero() {
+			if drainUntil.IsZero() && !producing {
 				drainUntil = time.Now().Add(cfg.drain)
 			}
 		default:
@@ -334,6 +408,12 @@ func runLedgerOn(t *testing.T, backend, label, what string, remote bool, disrupt
 		v.executions, v.terminated, len(v.vanished),
 		v.dupMid+v.dupAfterEnd+v.dupOutage, v.dupMid, v.dupAfterEnd, v.maxAfterEnd.Round(time.Millisecond), v.dupOutage, len(v.unexplained),
 		len(v.overlaps), len(v.outlived), formatStates(states), formatStates(causes), elapsed.Round(100*time.Millisecond))
+	var lost []string
+	if prod != nil {
+		summary += "; " + prod.summary()
+		lost = prod.lost(jobs)
+		summary += fmt.Sprintf(", %d lost", len(lost))
+	}
 	report(t, summary, r.notes)
 
 	fail := func(what string, items []string) {
@@ -344,6 +424,7 @@ func runLedgerOn(t *testing.T, backend, label, what string, remote bool, disrupt
 	if timedOut {
 		t.Errorf("not every job finished within %s after the faults ended (counts %v)", cfg.drain, counts)
 	}
+	fail("acknowledged jobs missing from the store", lost)
 	fail("jobs not in a final state", notFinal)
 	fail("jobs discarded (the handler never fails: their attempts went to lost executions)", discarded)
 	fail("completed jobs without a finished execution in the ledger", noRun)
