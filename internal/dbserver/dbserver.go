@@ -36,6 +36,21 @@
 // data survive a kill or an immediate stop of the server, not a crash of the
 // machine. Options.Fsync restores the durable defaults.
 //
+// # HAProxy
+//
+// StartHAProxy (HAProxyFor in tests) runs Debian's haproxy in the
+// foreground as a child process, on a configuration it writes to a
+// directory of its own: a frontend on 127.0.0.1:PORT and a list of
+// backends, in mode http (job servers; health check GET /healthz) or tcp
+// (databases), balance roundrobin or first (one writer at a time: a
+// primary and its standby, one Galera node), backups if any. A backend is
+// checked every 500 ms and leaves the rotation after 2 failed checks
+// (back after 1 good one), so a dead one is out within about a second; a
+// refused connection is tried again on another backend (retries 3, option
+// redispatch), which is safe for any request since none of it was sent.
+// HAProxy.Servers reads each backend's state and counters from the admin
+// socket. The frontend keeps its port across Kill, Stop and Start.
+//
 // # Users
 //
 // PostgreSQL refuses to run as root, and MariaDB needs to be told. When the
