@@ -58,19 +58,34 @@ func StartMariaDB(ctx context.Context, opts Options) (*Server, error) {
 			_ = s.Close()
 		}
 	}()
-	if err := s.runTool(ctx, bins.install, "--no-defaults", "--datadir="+s.dataDir,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"); err != nil {
+	if err := im.installDB(ctx, s); err != nil {
 		return nil, err
 	}
 	if err := s.startFirst(ctx, opts.Port == 0); err != nil {
 		return nil, err
 	}
+	if err := im.setUp(ctx, s); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// installDB makes the data directory of a new server (mariadb-install-db).
+func (m *mariaImpl) installDB(ctx context.Context, s *Server) error {
+	return s.runTool(ctx, m.bins.install, "--no-defaults", "--datadir="+s.dataDir,
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+}
+
+// setUp prepares a freshly installed, running server: root@127.0.0.1 and
+// the database "test".
+func (m *mariaImpl) setUp(ctx context.Context, s *Server) error {
 	// mariadb-install-db makes root@localhost and, with
 	// --skip-name-resolve, root@127.0.0.1; make sure of the latter, which
 	// TCP connections from 127.0.0.1 are matched against.
-	db, err := sql.Open("mysql", im.socketDSN(s))
+	db, err := sql.Open("mysql", m.socketDSN(s))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer db.Close()
 	for _, q := range []string{
@@ -78,14 +93,13 @@ func StartMariaDB(ctx context.Context, opts Options) (*Server, error) {
 		"GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION",
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("dbserver: set up root@127.0.0.1: %s: %w", q, err)
+			return fmt.Errorf("dbserver: set up root@127.0.0.1: %s: %w", q, err)
 		}
 	}
-	if err := im.createDatabase(ctx, s, "test"); err != nil {
-		return nil, fmt.Errorf("dbserver: create database test: %w", err)
+	if err := m.createDatabase(ctx, s, "test"); err != nil {
+		return fmt.Errorf("dbserver: create database test: %w", err)
 	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 type mariaImpl struct {

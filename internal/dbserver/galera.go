@@ -1,0 +1,407 @@
+package dbserver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// galeraProviders are the places StartGalera looks for the Galera 4
+// replication library (Debian's galera-4 package installs the first).
+var galeraProviders = []string{
+	"/usr/lib/galera/libgalera_smm.so",
+	"/usr/lib/galera-4/libgalera_smm.so",
+	"/usr/lib64/galera-4/libgalera_smm.so",
+	"/usr/lib64/galera/libgalera_smm.so",
+}
+
+// Galera starts a private three-node Galera cluster for t (StartGalera)
+// and closes it when t ends, skipping or failing t as MariaDB does.
+func Galera(t testing.TB, opts Options) *GaleraCluster {
+	t.Helper()
+	c, err := StartGalera(context.Background(), 3, opts)
+	if err != nil {
+		Unavailable(t, "MariaDB Galera", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("dbserver: close Galera cluster: %v", err)
+		}
+	})
+	return c
+}
+
+// GaleraCluster is a private MariaDB Galera cluster: n mariadbd nodes on
+// 127.0.0.1 that replicate every write synchronously to each other
+// (multi-primary: any node accepts writes). Each node is a Server of its
+// own, which can be stopped, killed and started again; a node started
+// again rejoins the cluster by state transfer from a running node (an
+// incremental one from the donor's cache when it can, else a full copy of
+// the data directory with rsync). Its methods are safe for concurrent use.
+type GaleraCluster struct {
+	nodes   []*Server
+	dir     string
+	ownsDir bool
+}
+
+// Nodes are the cluster's nodes, in order (node 1 first: the one that
+// bootstrapped the cluster).
+func (c *GaleraCluster) Nodes() []*Server { return c.nodes }
+
+// Node is node i, counted from 1 as in the package documentation and the
+// servers' logs (node 1 is Nodes()[0]). It panics when i is out of range.
+func (c *GaleraCluster) Node(i int) *Server { return c.nodes[i-1] }
+
+// URLs are the backlog store URLs of the database "test" on each node
+// (mysql://root@127.0.0.1:PORT/test), in node order.
+func (c *GaleraCluster) URLs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.DSN()
+	}
+	return out
+}
+
+// Dir is the directory holding one subdirectory per node (node1, node2, …).
+func (c *GaleraCluster) Dir() string { return c.dir }
+
+// Close kills every node and removes the cluster's directory when this
+// package made it. It is idempotent.
+func (c *GaleraCluster) Close() error {
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, n.Close())
+	}
+	if c.ownsDir {
+		if err := os.RemoveAll(c.dir); err != nil {
+			errs = append(errs, fmt.Errorf("dbserver: remove %s: %w", c.dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GaleraStatus is what a node says of itself (SHOW GLOBAL STATUS LIKE
+// 'wsrep_%').
+type GaleraStatus struct {
+	// State is wsrep_local_state_comment: "Synced" on a node that serves
+	// reads and writes; "Joining", "Joined", "Donor/Desynced" or
+	// "Initialized" otherwise.
+	State string
+	// ClusterSize is wsrep_cluster_size: the nodes in the node's
+	// component.
+	ClusterSize int
+	// Primary is wsrep_cluster_status = 'Primary': the node belongs to
+	// the component that holds a quorum and accepts writes.
+	Primary bool
+	// CertFailures is wsrep_local_cert_failures: local transactions that
+	// failed certification (lost a conflict with another node's write).
+	CertFailures int64
+	// BFAborts is wsrep_local_bf_aborts: local transactions aborted by a
+	// replicated one (brute force).
+	BFAborts int64
+}
+
+// Status reads node i's (counted from 1) Galera status through its unix
+// socket. It returns an error when the node does not answer.
+func (c *GaleraCluster) Status(ctx context.Context, i int) (GaleraStatus, error) {
+	n := c.Node(i)
+	return galeraStatus(ctx, n.impl.(*galeraImpl), n)
+}
+
+// WaitSynced waits until node i (counted from 1) is Synced and sees a
+// primary component of want nodes (want ≤ 0: any size), or ctx ends.
+func (c *GaleraCluster) WaitSynced(ctx context.Context, i, want int) error {
+	var last error
+	for {
+		st, err := c.Status(ctx, i)
+		switch {
+		case err != nil:
+			last = err
+		case st.State != "Synced" || !st.Primary:
+			last = fmt.Errorf("state %s, primary %v", st.State, st.Primary)
+		case want > 0 && st.ClusterSize != want:
+			last = fmt.Errorf("cluster size %d, want %d", st.ClusterSize, want)
+		default:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dbserver: galera node %d not synced: %v (%w)", i, last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// StartGalera starts a MariaDB Galera cluster of n nodes (n ≥ 1; 3 is the
+// smallest that survives the loss of one node with a quorum) and waits
+// until every node is Synced. Node 1 gets a new data directory
+// (mariadb-install-db), bootstraps the cluster (--wsrep-new-cluster) and is
+// set up as StartMariaDB sets up a server (root@127.0.0.1 without password,
+// the database "test"); the other nodes then join one after the other, each
+// receiving node 1's data by rsync state transfer. Each node listens on
+// ports of its own (SQL, group communication, incremental and full state
+// transfer), all on 127.0.0.1.
+//
+// opts applies to every node: Options.Dir, when given, holds one
+// subdirectory per node; Options.Port must be 0 (ports are picked);
+// Options.Settings override the defaults of every node, the
+// "wsrep-provider-options" setting being appended to the provider options
+// this package sets (addresses and gcache size), so its later values win.
+// Options.StartTimeout bounds each node's start, state transfer included.
+//
+// Errors wrap ErrUnavailable when MariaDB, the Galera library or rsync is
+// not installed, or the mysql OS user is missing while running as root; on
+// any error nothing is left behind. Close the cluster when done.
+func StartGalera(ctx context.Context, n int, opts Options) (*GaleraCluster, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("dbserver: a Galera cluster of %d nodes", n)
+	}
+	if opts.Port != 0 {
+		return nil, errors.New("dbserver: StartGalera picks its ports: Options.Port must be 0")
+	}
+	bins, err := findMariaDB(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	provider, ok := lookBin(galeraProviders...)
+	if !ok {
+		// lookBin wants an executable; the library may lack the x bit.
+		for _, p := range galeraProviders {
+			if _, err := os.Stat(p); err == nil {
+				provider, ok = p, true
+				break
+			}
+		}
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: Galera library not found among %v (Debian package galera-4)", ErrUnavailable, galeraProviders)
+	}
+	for _, prog := range []string{"rsync", "wsrep_sst_rsync"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			return nil, fmt.Errorf("%w: %s not found on PATH (Debian packages rsync and mariadb-server)", ErrUnavailable, prog)
+		}
+	}
+	if _, err := credential(opts.OSUser, "mysql"); err != nil {
+		return nil, err
+	}
+
+	c := &GaleraCluster{}
+	if opts.Dir == "" {
+		d, err := os.MkdirTemp("", "backlog-galera-")
+		if err != nil {
+			return nil, fmt.Errorf("dbserver: %w", err)
+		}
+		c.dir, c.ownsDir = d, true
+	} else {
+		d, err := filepath.Abs(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("dbserver: %w", err)
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("dbserver: %w", err)
+		}
+		c.dir = d
+	}
+	// The nodes' users must reach their own subdirectories.
+	if err := os.Chmod(c.dir, 0o755); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("dbserver: %w", err)
+	}
+	ok = false
+	defer func() {
+		if !ok {
+			_ = c.Close()
+		}
+	}()
+
+	ports, err := distinctFreePorts(4 * n)
+	if err != nil {
+		return nil, err
+	}
+	gcomm := make([]string, n)
+	for i := range n {
+		gcomm[i] = "127.0.0.1:" + strconv.Itoa(ports[4*i+1])
+	}
+	address := "gcomm://" + strings.Join(gcomm, ",")
+	impls := make([]*galeraImpl, n)
+	for i := range n {
+		g := &galeraImpl{mariaImpl: mariaImpl{bins: bins, fsync: opts.Fsync}}
+		g.bootstrap.Store(i == 0)
+		impls[i] = g
+		nopts := opts
+		nopts.Dir = filepath.Join(c.dir, "node"+strconv.Itoa(i+1))
+		nopts.Port = ports[4*i]
+		nopts.Settings = galeraSettings(provider, address, ports[4*i+1], ports[4*i+2], ports[4*i+3], opts.Settings)
+		s, err := newServer(KindMariaDB, nopts, "mysql", g)
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, s)
+	}
+
+	// Node 1 is installed and bootstraps; the joiners' data directories
+	// are made meanwhile (state transfer replaces them entirely, but
+	// mariadbd wants a directory it owns).
+	first := c.nodes[0]
+	if err := impls[0].installDB(ctx, first); err != nil {
+		return nil, err
+	}
+	for _, s := range c.nodes[1:] {
+		if err := os.Mkdir(s.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("dbserver: %w", err)
+		}
+		if err := s.chown(s.dataDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := first.Start(ctx); err != nil {
+		return nil, fmt.Errorf("dbserver: galera node 1: %w", err)
+	}
+	// Later starts of node 1 join the others instead of founding a new
+	// cluster.
+	impls[0].bootstrap.Store(false)
+	if err := impls[0].setUp(ctx, first); err != nil {
+		return nil, err
+	}
+	for i, s := range c.nodes[1:] {
+		if err := s.Start(ctx); err != nil {
+			return nil, fmt.Errorf("dbserver: galera node %d: %w", i+2, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for i := range c.nodes {
+		if err := c.WaitSynced(wctx, i+1, n); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return c, nil
+}
+
+// galeraSettings are a node's settings: Galera's requirements, its ports,
+// modest memory, then the caller's settings (which win; provider options
+// are appended to this package's).
+func galeraSettings(provider, address string, gport, istPort, sstPort int, user map[string]string) map[string]string {
+	popts := "gmcast.listen_addr=tcp://127.0.0.1:" + strconv.Itoa(gport) +
+		";ist.recv_addr=127.0.0.1:" + strconv.Itoa(istPort) +
+		";gcache.size=" + galeraGcacheSize
+	out := map[string]string{
+		"wsrep-on":                  "ON",
+		"wsrep-provider":            provider,
+		"wsrep-cluster-address":     address,
+		"wsrep-cluster-name":        "backlog",
+		"wsrep-node-address":        "127.0.0.1:" + strconv.Itoa(gport),
+		"wsrep-sst-receive-address": "127.0.0.1:" + strconv.Itoa(sstPort),
+		"wsrep-sst-method":          "rsync",
+		"binlog-format":             "ROW",
+		"innodb-autoinc-lock-mode":  "2",
+		"default-storage-engine":    "InnoDB",
+		"innodb-buffer-pool-size":   "64M",
+		"innodb-log-file-size":      "48M",
+		"performance-schema":        "OFF",
+		"wsrep-provider-options":    popts,
+	}
+	for k, v := range user {
+		if k == "wsrep-provider-options" || k == "wsrep_provider_options" {
+			out["wsrep-provider-options"] = popts + ";" + v
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// galeraGcacheSize is each node's write-set cache (a file mapped into
+// memory): what a rejoining node can catch up on incrementally.
+const galeraGcacheSize = "32M"
+
+// distinctFreePorts picks n different free ports (freePort).
+func distinctFreePorts(n int) ([]int, error) {
+	seen := map[int]bool{}
+	var out []int
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 20*n {
+			return nil, errors.New("dbserver: no free ports for a Galera cluster")
+		}
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// galeraImpl is a MariaDB server that is a Galera node: it founds the
+// cluster on its first start when bootstrap is set, and counts as
+// started once it is Synced.
+type galeraImpl struct {
+	mariaImpl
+	bootstrap atomic.Bool
+}
+
+func (g *galeraImpl) command(s *Server) []string {
+	argv := g.mariaImpl.command(s)
+	if g.bootstrap.Load() {
+		argv = append(argv, "--wsrep-new-cluster")
+	}
+	return argv
+}
+
+// ping succeeds once the node is Synced in a primary component.
+func (g *galeraImpl) ping(ctx context.Context, s *Server) error {
+	st, err := galeraStatus(ctx, g, s)
+	if err != nil {
+		return err
+	}
+	if st.State != "Synced" || !st.Primary {
+		return fmt.Errorf("galera node is %s (primary: %v)", st.State, st.Primary)
+	}
+	return nil
+}
+
+func galeraStatus(ctx context.Context, g *galeraImpl, s *Server) (GaleraStatus, error) {
+	db, err := sql.Open("mysql", g.socketDSN(s))
+	if err != nil {
+		return GaleraStatus{}, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state_comment', 'wsrep_cluster_size', 'wsrep_cluster_status', 'wsrep_local_cert_failures', 'wsrep_local_bf_aborts')")
+	if err != nil {
+		return GaleraStatus{}, err
+	}
+	defer rows.Close()
+	var st GaleraStatus
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return GaleraStatus{}, err
+		}
+		switch k {
+		case "wsrep_local_state_comment":
+			st.State = v
+		case "wsrep_cluster_size":
+			st.ClusterSize, _ = strconv.Atoi(v)
+		case "wsrep_cluster_status":
+			st.Primary = v == "Primary"
+		case "wsrep_local_cert_failures":
+			st.CertFailures, _ = strconv.ParseInt(v, 10, 64)
+		case "wsrep_local_bf_aborts":
+			st.BFAborts, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return st, rows.Err()
+}

@@ -1,0 +1,77 @@
+//go:build linux
+
+package dbserver
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestGalera starts a three-node cluster, reads on node 3 a row written on
+// node 1, kills node 2 and writes on the others, then starts node 2 again
+// and finds it Synced with every row.
+func TestGalera(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now()
+	c := Galera(t, Options{})
+	t.Logf("three nodes Synced in %v", time.Since(start).Round(time.Millisecond))
+	if len(c.Nodes()) != 3 || len(c.URLs()) != 3 {
+		t.Fatalf("%d nodes, %d URLs", len(c.Nodes()), len(c.URLs()))
+	}
+	seen := map[int]bool{}
+	for i, n := range c.Nodes() {
+		if seen[n.Port()] || n.Port() == 3306 {
+			t.Fatalf("node %d: port %d taken twice or shared", i+1, n.Port())
+		}
+		seen[n.Port()] = true
+		if os.Geteuid() == 0 {
+			if uid := procUID(t, n.PID()); uid == "0" {
+				t.Fatalf("node %d runs as root", i+1)
+			}
+		}
+		st, err := c.Status(ctx, i+1)
+		if err != nil || st.State != "Synced" || st.ClusterSize != 3 || !st.Primary {
+			t.Fatalf("node %d: %+v, %v", i+1, st, err)
+		}
+	}
+
+	execSQL(t, c.Node(1), "test", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+	execSQL(t, c.Node(1), "test", "INSERT INTO t VALUES (1, 42)")
+	if v := queryInt(t, c.Node(3), "test", "SELECT v FROM t WHERE id = 1"); v != 42 {
+		t.Fatalf("node 3 reads %d, want 42", v)
+	}
+
+	if err := c.Node(2).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.WaitSynced(wctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, c.Node(1), "test", "INSERT INTO t VALUES (2, 43)")
+	execSQL(t, c.Node(3), "test", "INSERT INTO t VALUES (3, 44)")
+
+	restart := time.Now()
+	if err := c.Node(2).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node 2 Synced again %v after its start", time.Since(restart).Round(time.Millisecond))
+	if err := c.WaitSynced(wctx, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, c.Node(2), "test", "SELECT COUNT(*) FROM t"); n != 3 {
+		t.Fatalf("node 2 has %d rows, want 3", n)
+	}
+	execSQL(t, c.Node(2), "test", "INSERT INTO t VALUES (4, 45)")
+	if n := queryInt(t, c.Node(1), "test", "SELECT COUNT(*) FROM t"); n != 4 {
+		t.Fatalf("node 1 has %d rows, want 4", n)
+	}
+
+	if err := c.Node(1).CreateDatabase(ctx, "other_db"); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, c.Node(3), "other_db", "CREATE TABLE u (v INT PRIMARY KEY)")
+}
