@@ -51,6 +51,15 @@
 // HAProxy.Servers reads each backend's state and counters from the admin
 // socket. The frontend keeps its port across Kill, Stop and Start.
 //
+// # Poolers
+//
+// StartPgBouncer (test helper PgBouncer) puts Debian's PgBouncer in front
+// of a private PostgreSQL, in transaction pooling by default: the setup
+// that breaks session state (prepared statements, LISTEN, session advisory
+// locks), which backlog's PostgreSQL store must survive. The pooler is a
+// Server of its own kind, stopped, killed and started again like the
+// databases.
+//
 // # Users
 //
 // PostgreSQL refuses to run as root, and MariaDB needs to be told. When the

@@ -53,3 +53,13 @@ func Unavailable(t testing.TB, what string, err error) {
 	}
 	t.Fatalf("start a private %s server: %v", what, err)
 }
+
+// PgBouncer starts a private PostgreSQL server and a PgBouncer in front of
+// it (StartPgBouncer) for t, and closes both when t ends. It returns the
+// pooler and the server; it skips or fails t as Postgres does.
+func PgBouncer(t testing.TB, opts PgBouncerOptions) (pooler, upstream *Server) {
+	t.Helper()
+	upstream = Postgres(t, Options{})
+	pooler = started(t, "PgBouncer", func(ctx context.Context) (*Server, error) { return StartPgBouncer(ctx, upstream, opts) })
+	return pooler, upstream
+}
