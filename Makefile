@@ -21,6 +21,7 @@ test: lint
 	GO=$(GO) scripts/install-check.sh
 	GO=$(GO) scripts/go-versions.sh
 	-scripts/install-chromium.sh
+	-scripts/install-cluster-packages.sh
 	eval "$$(scripts/local-dbs.sh)" && $(GO) test $(TESTFLAGS) $(PKGS)
 # storetest/dbtest/dbcontainer is a module of its own (testcontainers-go);
 # -mod=mod follows the parent's requirements through its replace
