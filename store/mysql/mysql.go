@@ -91,7 +91,8 @@ type config struct {
 	migrate     bool
 	maxConns    int
 	notifyEvery time.Duration
-	noReturning bool // tests: MySQL's statement forms on MariaDB
+	hosts       []string // WithHosts: several servers, tried in turn (failover.go)
+	noReturning bool     // tests: MySQL's statement forms on MariaDB
 }
 
 // Option configures Open and New.
@@ -169,6 +170,11 @@ func newConfig(opts []Option) (config, error) {
 	if c.notifyEvery < 0 {
 		return c, fmt.Errorf("mysql: negative notify interval %s", c.notifyEvery)
 	}
+	if c.hosts != nil {
+		if err := checkHosts(c.hosts); err != nil {
+			return c, err
+		}
+	}
 	switch c.strategy {
 	case "":
 		c.strategy = core.StrategySkipLocked
@@ -205,7 +211,9 @@ func DriverConfig(dsn string) (*mysql.Config, error) {
 
 // Open connects to the database named by dsn (a go-sql-driver DSN such as
 // "user:pass@tcp(host:3306)/db"), checks the server, migrates unless
-// WithMigrate(false), and returns a store that owns its pool.
+// WithMigrate(false), and returns a store that owns its pool. With
+// WithHosts it connects to the first of several servers that answers
+// instead of the DSN's address (see WithHosts).
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -215,7 +223,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	server, err := probeConfig(ctx, cfg)
+	hosts := c.hosts
+	if len(hosts) == 1 {
+		cfg.Addr, hosts = hosts[0], nil
+	}
+	server, err := probeConfig(ctx, cfg, hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -224,9 +236,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			cfg.Params[server.isolationVar()] = "'READ-COMMITTED'"
 		}
 	}
-	conn, err := mysql.NewConnector(cfg)
+	conn, err := newConnector(cfg, hosts)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
+		return nil, err
 	}
 	db := sql.OpenDB(conn)
 	n := c.maxConns
@@ -245,11 +257,12 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// probeConfig reads the server version on one short-lived connection.
-func probeConfig(ctx context.Context, cfg *mysql.Config) (serverInfo, error) {
-	conn, err := mysql.NewConnector(cfg)
+// probeConfig reads what probe reads on one short-lived connection to
+// cfg's address, or to the first of hosts that answers.
+func probeConfig(ctx context.Context, cfg *mysql.Config, hosts []string) (serverInfo, error) {
+	conn, err := newConnector(cfg, hosts)
 	if err != nil {
-		return serverInfo{}, fmt.Errorf("mysql: %w", err)
+		return serverInfo{}, err
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
@@ -268,6 +281,9 @@ func New(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if c.hosts != nil {
+		return nil, errors.New("mysql: New: WithHosts needs Open (a caller's *sql.DB dials for itself)")
 	}
 	server, err := probe(ctx, db)
 	if err != nil {

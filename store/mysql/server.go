@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,6 +17,10 @@ type serverInfo struct {
 	minor   int
 	patch   int
 	autoInc int64 // @@auto_increment_increment
+	// galera: the server is a Galera cluster node (@@wsrep_on is ON);
+	// clusterSize is wsrep_cluster_size when Open or New read it.
+	galera      bool
+	clusterSize int
 }
 
 // atLeast reports whether the server version is ≥ major.minor.patch.
@@ -90,7 +95,8 @@ func parseVersion(v string) (serverInfo, error) {
 	return s, nil
 }
 
-// probe asks db for its version and auto-increment step.
+// probe asks db for its version and auto-increment step, and whether it
+// is a Galera node (galera).
 func probe(ctx context.Context, db *sql.DB) (serverInfo, error) {
 	var v string
 	var inc int64
@@ -102,5 +108,36 @@ func probe(ctx context.Context, db *sql.DB) (serverInfo, error) {
 		return s, err
 	}
 	s.autoInc = max(1, inc)
+	if s.galera, s.clusterSize, err = galera(ctx, db); err != nil {
+		return s, fmt.Errorf("mysql: read wsrep variables: %w", err)
+	}
 	return s, nil
+}
+
+// galera reads whether the server is a Galera node (the global wsrep_on
+// variable is ON; MySQL has no such variable, MariaDB without a cluster
+// has it OFF) and, when it is, wsrep_cluster_size: the nodes in the
+// cluster's primary component at this moment.
+func galera(ctx context.Context, db *sql.DB) (bool, int, error) {
+	on, err := showOne(ctx, db, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")
+	if err != nil || !strings.EqualFold(on, "ON") {
+		return false, 0, err
+	}
+	size, err := showOne(ctx, db, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'")
+	if err != nil {
+		return true, 0, err
+	}
+	n, _ := strconv.Atoi(size)
+	return true, n, nil
+}
+
+// showOne returns the value of the one row a SHOW … LIKE statement
+// returns, or "" when it returns none.
+func showOne(ctx context.Context, db *sql.DB, query string) (string, error) {
+	var name, value string
+	err := db.QueryRowContext(ctx, query).Scan(&name, &value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return value, err
 }

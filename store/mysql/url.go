@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -31,6 +32,7 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 // ParseURL turns a store URL,
 //
 //	mysql://user:password@host:port/dbname?prefix=backlog_&strategy=skip-locked&…
+//	mysql://user:password@host1:port1,host2:port2,host3:port3/dbname?…
 //
 // into a go-sql-driver DSN ("user:password@tcp(host:port)/dbname?…") and the
 // options named by backlog's own query parameters, which it removes:
@@ -46,12 +48,46 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 // …). The port defaults to 3306; the database name is required. A query
 // that does not parse (a ';' between parameters, a bad %-escape) and one
 // of backlog's parameters given twice are errors.
+//
+// A URL naming several hosts, separated by ',', is for the nodes of one
+// database (a Galera cluster, a primary and its failover replica): the
+// DSN names the first, and the options include WithHosts with all of
+// them, so that Open connects to the first that answers (see WithHosts
+// for the order and the per-host timeout, the driver's timeout parameter
+// or DefaultHostTimeout). An empty entry ("h1,,h2") and a port that is not
+// a number from 1 to 65535 are errors, and so is a list whose last host
+// has no port while another has one ("h1:3306,h2": URL parsing takes
+// ":3306,h2" for the port): give every host its port, or none. A bracketed IPv6 address works
+// alone ("mysql://u@[::1]:3306/db") but not in a list, which URL parsing
+// refuses: name such hosts by a host name, or call Open with WithHosts.
 func ParseURL(raw string) (string, []Option, error) {
 	u, err := store.ParseURL(raw)
 	if err != nil {
+		if auth := authority(raw); strings.Contains(auth, ",") {
+			if strings.Contains(auth, "[") {
+				return "", nil, fmt.Errorf("mysql: %w (a bracketed IPv6 address cannot be part of a host list: use host names, or Open with WithHosts)", err)
+			}
+			return "", nil, fmt.Errorf("mysql: %w (in a host list, give every host its port, as in h1:3306,h2:3306)", err)
+		}
 		return "", nil, fmt.Errorf("mysql: %w", err)
 	}
 	return parseURL(u)
+}
+
+// authority returns the host part of a raw URL (between "//" and the next
+// '/', '?' or '#', after any user info), or "".
+func authority(raw string) string {
+	_, rest, ok := strings.Cut(raw, "//")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return rest
 }
 
 func parseURL(u *url.URL) (string, []Option, error) {
@@ -65,15 +101,23 @@ func parseURL(u *url.URL) (string, []Option, error) {
 	if err != nil || name == "" {
 		return "", nil, errors.New("mysql: URL names no database: want mysql://user:password@host:3306/dbname")
 	}
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "3306"
-	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return "", nil, fmt.Errorf("mysql: URL port %q is not a number", port)
-	}
 	cfg := mysql.NewConfig()
 	cfg.Net = "tcp"
-	cfg.Addr = net.JoinHostPort(host, port)
+	var hosts []string
+	if strings.Contains(u.Host, ",") {
+		if hosts, err = splitHostList(u.Host); err != nil {
+			return "", nil, err
+		}
+		cfg.Addr = hosts[0]
+	} else {
+		host, port := u.Hostname(), u.Port()
+		if port == "" {
+			port = "3306"
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return "", nil, fmt.Errorf("mysql: URL port %q is not a number", port)
+		}
+		cfg.Addr = net.JoinHostPort(host, port)
+	}
 	cfg.DBName = name
 	if u.User != nil {
 		cfg.User = u.User.Username()
@@ -84,6 +128,9 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		return "", nil, fmt.Errorf("mysql: %w", err)
 	}
 	var opts []Option
+	if hosts != nil {
+		opts = append(opts, WithHosts(hosts...))
+	}
 	rest := url.Values{}
 	for k, vs := range q {
 		v := vs[0]
