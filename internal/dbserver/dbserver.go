@@ -27,6 +27,23 @@
 // the machine applies. root has no password; a database named test is
 // created with CHARACTER SET utf8mb4 COLLATE utf8mb4_bin.
 //
+// MariaDB Galera (StartGalera, Galera): n mariadbd processes (three in
+// tests) on loopback, each a Server with ports of its own for SQL, group
+// communication (gmcast.listen_addr), incremental state transfer
+// (ist.recv_addr) and full state transfer (--wsrep-sst-receive-address:
+// without it every node would take 4444), with the provider of Debian's
+// galera-4 package, rsync state transfer, binlog-format=ROW and
+// innodb-autoinc-lock-mode=2. Node 1 bootstraps the cluster
+// (--wsrep-new-cluster, on its first start only) and is set up like a
+// plain MariaDB server; nodes 2… start from an empty data directory and
+// receive node 1's by rsync, one after the other, so a start takes about
+// ten seconds. A node counts as started once it is Synced. A node killed
+// and started again rejoins through a full state transfer (a few seconds
+// on a small database); its data directory belongs to the mysql user,
+// which rsync needs. Memory is kept modest for machines that run several
+// servers: innodb-buffer-pool-size=64M, gcache.size=32M,
+// performance-schema off (Options.Settings overrides each).
+//
 // Both allow more connections than their defaults (PostgreSQL
 // max_connections=300, MariaDB max-connections=500), for many worker
 // processes with a pool each; Options.Settings overrides any setting.
