@@ -40,7 +40,7 @@ type cluster struct {
 	t0      int64  // monotonic start of the scenario
 	extra   []string
 	server  *jobServer            // set: the workers are remote workers of this job server
-	slotDB  func(slot int) string // set: the store URL of the worker in slot (one database node each); else db
+	slotDB  func(slot int) string // set: the store URL of the worker in slot (one database node each), or the http:// URL of the job server (or proxy) it is a remote worker of; else db
 
 	mu      sync.Mutex
 	slots   []*worker
@@ -147,8 +147,12 @@ func (c *cluster) startWorker(slot int) (*worker, error) {
 	}
 	args := []string{"--db", db, "--log-level", "warn", "work", "--lease", c.lease.String(), "--poll-interval", "250ms"}
 	if c.server != nil {
-		// The job server decides the store, the lease and polling.
-		args = []string{"--log-level", "warn", "work", "--server", c.server.url()}
+		db = c.server.url()
+	}
+	if strings.HasPrefix(db, "http://") {
+		// A remote worker: the job server decides the store, the lease
+		// and polling.
+		args = []string{"--log-level", "warn", "work", "--server", db}
 	}
 	cmd := exec.Command(c.bin, append(args,
 		"--queue", "fault="+strconv.Itoa(c.conc), "--handler", c.handler,

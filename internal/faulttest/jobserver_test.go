@@ -15,15 +15,21 @@ import (
 	"time"
 )
 
-// jobServer is the `backlog serve` process that a cluster's workers reach
-// as remote workers (`backlog work --server`) when the cluster has one. It
-// runs no handlers of its own; it is killed and started again on the same
-// address.
+// jobServer is one `backlog serve` process that remote workers
+// (`backlog work --server`) reach: the cluster's own when it has one, or
+// one of several behind a proxy (jobServers). It runs no handlers of its
+// own; it is killed and started again on the same address.
 type jobServer struct {
-	addr string // 127.0.0.1:port, the same across restarts
-	gen  int
-	pid  int
-	done chan struct{} // closed once the current process was reaped
+	addr  string // 127.0.0.1:port, the same across restarts
+	name  string // its log files are NAME-GEN.log; "" means serve
+	bin   string
+	db    string
+	dir   string
+	lease time.Duration
+	env   []string
+	gen   int
+	pid   int
+	done  chan struct{} // closed once the current process was reaped
 }
 
 // url is the job server's base URL.
@@ -39,21 +45,32 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startServer starts (or starts again) the cluster's job server and waits
-// until it answers /healthz.
+// startServer starts (or starts again) the cluster's job server on the
+// cluster's store and waits until it answers /healthz.
 func (c *cluster) startServer(ctx context.Context) error {
 	s := c.server
+	s.bin, s.db, s.dir, s.lease, s.env = c.bin, c.db, c.dir, c.lease, c.env()
+	return s.start(ctx)
+}
+
+// start starts (or starts again) the job server and waits until it
+// answers /healthz.
+func (s *jobServer) start(ctx context.Context) error {
 	s.gen++
-	logPath := filepath.Join(c.dir, fmt.Sprintf("serve-%d.log", s.gen))
+	name := s.name
+	if name == "" {
+		name = "serve"
+	}
+	logPath := filepath.Join(s.dir, fmt.Sprintf("%s-%d.log", name, s.gen))
 	f, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command(c.bin, "--db", c.db, "--log-level", "warn", "serve",
-		"--listen", s.addr, "--no-dashboard", "--lease", c.lease.String(), "--poll-interval", "250ms")
-	cmd.Env = c.env()
-	cmd.Dir = c.dir
+	cmd := exec.Command(s.bin, "--db", s.db, "--log-level", "warn", "serve",
+		"--listen", s.addr, "--no-dashboard", "--lease", s.lease.String(), "--poll-interval", "250ms")
+	cmd.Env = s.env
+	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -83,19 +100,34 @@ func (c *cluster) startServer(ctx context.Context) error {
 	return fmt.Errorf("serve did not answer /healthz within 30s: %s", lastLines(logPath, 5))
 }
 
-// killServer SIGKILLs the job server and waits until it is reaped.
-func (c *cluster) killServer() {
-	s := c.server
+// killServer SIGKILLs the cluster's job server and waits until it is
+// reaped.
+func (c *cluster) killServer() { c.server.kill() }
+
+// kill SIGKILLs the job server and waits until it is reaped.
+func (s *jobServer) kill() {
 	_ = syscall.Kill(s.pid, syscall.SIGKILL)
 	<-s.done
 }
 
-// stopServer stops the job server (SIGTERM, SIGKILL after 20 s); the
-// cluster's workers must have stopped first, so their outcomes got in.
+// stopServer stops the cluster's job server, if it has one; its workers
+// must have stopped first, so their outcomes got in.
 func (c *cluster) stopServer() {
-	s := c.server
-	if s == nil || s.done == nil {
+	if c.server != nil {
+		c.server.stop()
+	}
+}
+
+// stop stops the job server (SIGTERM, SIGKILL after 20 s) unless it was
+// never started or has exited.
+func (s *jobServer) stop() {
+	if s.done == nil {
 		return
+	}
+	select {
+	case <-s.done:
+		return // reaped: its pid may belong to another process now
+	default:
 	}
 	_ = syscall.Kill(s.pid, syscall.SIGTERM)
 	select {
