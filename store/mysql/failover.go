@@ -130,8 +130,8 @@ type failover struct {
 
 // newConnector returns the connector Open's pool uses: go-sql-driver's own
 // for one address, or a failover connector over hosts when there are
-// several.
-func newConnector(cfg *mysql.Config, hosts []string) (driver.Connector, error) {
+// several, whose first connection starts from hosts[first].
+func newConnector(cfg *mysql.Config, hosts []string, first int) (driver.Connector, error) {
 	if len(hosts) == 0 {
 		c, err := mysql.NewConnector(cfg)
 		if err != nil {
@@ -143,6 +143,7 @@ func newConnector(cfg *mysql.Config, hosts []string) (driver.Connector, error) {
 		return nil, fmt.Errorf("mysql: WithHosts needs a TCP DSN, not %q", cfg.Net)
 	}
 	f := &failover{hosts: hosts, timeout: cfg.Timeout}
+	f.last.Store(int64(first % len(hosts)))
 	if f.timeout <= 0 {
 		f.timeout = DefaultHostTimeout
 	}

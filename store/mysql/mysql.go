@@ -227,7 +227,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	if len(hosts) == 1 {
 		cfg.Addr, hosts = hosts[0], nil
 	}
-	server, err := probeConfig(ctx, cfg, hosts)
+	server, first, err := probeConfig(ctx, cfg, hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 			cfg.Params[server.isolationVar()] = "'READ-COMMITTED'"
 		}
 	}
-	conn, err := newConnector(cfg, hosts)
+	conn, err := newConnector(cfg, hosts, first)
 	if err != nil {
 		return nil, err
 	}
@@ -258,16 +258,22 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 }
 
 // probeConfig reads what probe reads on one short-lived connection to
-// cfg's address, or to the first of hosts that answers.
-func probeConfig(ctx context.Context, cfg *mysql.Config, hosts []string) (serverInfo, error) {
-	conn, err := newConnector(cfg, hosts)
+// cfg's address, or to the first of hosts that answers, whose index it
+// returns (0 with one address).
+func probeConfig(ctx context.Context, cfg *mysql.Config, hosts []string) (serverInfo, int, error) {
+	conn, err := newConnector(cfg, hosts, 0)
 	if err != nil {
-		return serverInfo{}, err
+		return serverInfo{}, 0, err
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	return probe(ctx, db)
+	server, err := probe(ctx, db)
+	first := 0
+	if f, ok := conn.(*failover); ok {
+		first = int(f.last.Load())
+	}
+	return server, first, err
 }
 
 // New returns a store on a caller-owned *sql.DB opened with the "mysql"
