@@ -210,8 +210,9 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // queue's lock no other claim of the queue competes for its rows, so the
 // candidates are read without locks (locking them cost a limited claim
 // of 100 about a fifth of its time) and claimed with a version token,
-// which tells the rare row an admin write changed meanwhile. The commit
-// releases the record.
+// which tells the rare row an admin write changed meanwhile. On a Galera
+// node a claim that took jobs also writes the record (touchQueueSQL), since
+// the lock holds on this node only. The commit releases the record.
 func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, bool, error) {
 	room, err := s.LockClaimRoom(ctx, c, p.Queue, core.UTC(p.Now))
 	if err != nil || room == nil {
@@ -346,6 +347,14 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, ReadMany: readMany, Take: take, Partitions: parts})
 	if err != nil {
 		return nil, true, err
+	}
+	if s.server.galera && len(out) > 0 {
+		// The lock above is this node's alone: writing the record makes
+		// the limits hold across the cluster (touchQueueSQL).
+		now := s.d.Time(p.Now)
+		if _, err := c.Exec(ctx, s.q.touchQueue, now, now, p.Queue); err != nil {
+			return nil, true, err
+		}
 	}
 	return out, true, s.SaveClaimRoom(ctx, c, p.Queue, room, core.UTC(p.Now))
 }

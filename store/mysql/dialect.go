@@ -142,8 +142,12 @@ func (d dialect) LockSuffix(skipLocked bool) string {
 func (dialect) MaxParams() int { return 65535 }
 
 // Transient reports deadlocks (1213, which is also how Galera reports a
-// certification conflict), lock wait timeouts (1205), MariaDB's "record
-// changed since last read" (1020) and NOWAIT failures (3572).
+// certification conflict or a brute-force abort: "WSREP detected
+// deadlock/conflict and aborted the transaction"), lock wait timeouts
+// (1205), MariaDB's "record changed since last read" (1020), NOWAIT
+// failures (3572) and a Galera node's "WSREP has not yet prepared node for
+// application use" (1047, while it joins or is cut off). Each means the
+// statement or transaction took no effect.
 func (dialect) Transient(err error) bool { return transient(err) }
 
 func transient(err error) bool {
@@ -154,7 +158,7 @@ func transient(err error) bool {
 			return true
 		}
 	}
-	return false
+	return wsrepNotReady(err)
 }
 
 // UniqueViolation reports a duplicate key (1062).

@@ -26,6 +26,7 @@ type queries struct {
 	stamped         string // stampedSQL; %s: marks
 
 	limitedCandidates string // limitedCandidatesSQL; %s: read number, index, rows, full kinds and partitions, priorities and order, lock
+	touchQueue        string // touchQueueSQL (galera.go)
 
 	insert          string // insertSQL; %s: insertRowSQL per job
 	insertReturning string // insertSQL … RETURNING (MariaDB)
@@ -62,6 +63,7 @@ func buildQueries(t sqlq.Tables) queries {
 		stamped:         stmt(stampedSQL),
 
 		limitedCandidates: stmt(limitedCandidatesSQL),
+		touchQueue:        stmt(touchQueueSQL),
 
 		insert:          insert,
 		insertReturning: insert + "\nRETURNING id",

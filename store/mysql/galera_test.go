@@ -1,0 +1,300 @@
+package mysql
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/dbserver"
+	"github.com/backlogq/backlog/store"
+)
+
+// TestGalera runs, on one private three-node Galera cluster: detection;
+// a multi-host URL over the nodes; claims from two nodes at once, per
+// strategy, that never share a job and never let a queue's limits be
+// exceeded; and error 1047 from a node cut off from the others, which the
+// store counts transient and a multi-host store passes over.
+func TestGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	began := time.Now()
+	c := dbserver.Galera(t, dbserver.Options{})
+	t.Logf("three Galera nodes Synced in %s", time.Since(began).Round(time.Millisecond))
+	ctx := t.Context()
+	dbs := 0
+	// open opens a store on a new database, through the nodes named
+	// (1-based), the first migrating it.
+	open := func(t *testing.T, strategy core.ClaimStrategy, nodes ...int) []*Store {
+		dbs++
+		name := fmt.Sprintf("g%d", dbs)
+		if err := c.Node(nodes[0]).CreateDatabase(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		var out []*Store
+		for _, n := range nodes {
+			st, err := store.Open(ctx, c.Node(n).URL(name)+"?strategy="+string(strategy))
+			if err != nil {
+				t.Fatalf("open on node %d: %v", n, err)
+			}
+			t.Cleanup(func() { st.Close() })
+			out = append(out, st.(*Store))
+		}
+		return out
+	}
+	conflicts := func() (cert, bf int64) {
+		for i := range c.Nodes() {
+			st, err := c.Status(ctx, i+1)
+			if err != nil {
+				t.Fatalf("node %d status: %v", i+1, err)
+			}
+			cert += st.CertFailures
+			bf += st.BFAborts
+		}
+		return cert, bf
+	}
+
+	t.Run("detect", func(t *testing.T) {
+		s := open(t, core.StrategySkipLocked, 1)[0]
+		if !s.Galera() || !strings.Contains(s.Topology(), "Galera node (cluster of 3 at open)") {
+			t.Errorf("Galera() = %v, Topology() = %q; want a Galera node in a cluster of 3", s.Galera(), s.Topology())
+		}
+	})
+
+	t.Run("multi-host-url", func(t *testing.T) {
+		s := open(t, core.StrategySkipLocked, 1)[0]
+		var hosts []string
+		for _, n := range c.Nodes() {
+			hosts = append(hosts, hostPort(n))
+		}
+		st, err := store.Open(ctx, "mysql://root@"+strings.Join(hosts, ",")+"/"+s.dbName(t)+"?migrate=false")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	for _, strategy := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
+		t.Run("exclusive-across-nodes/"+string(strategy), func(t *testing.T) {
+			cert0, bf0 := conflicts()
+			stores := open(t, strategy, 1, 2)
+			claims, retried := claimAcrossNodes(t, stores, 2000, 10, nil)
+			cert, bf := conflicts()
+			t.Logf("%d claims from nodes 1 and 2; certification failures %d, brute-force aborts %d, retried by the stores %d", claims, cert-cert0, bf-bf0, retried)
+		})
+		t.Run("limits-across-nodes/"+string(strategy), func(t *testing.T) {
+			cert0, bf0 := conflicts()
+			stores := open(t, strategy, 1, 2)
+			limits := core.QueueLimits{MaxRunning: 4, MaxRunningPerKind: map[string]int{"a": 2}}
+			claims, retried := claimAcrossNodes(t, stores, 400, 3, &limits)
+			cert, bf := conflicts()
+			t.Logf("%d limited claims from nodes 1 and 2; certification failures %d, brute-force aborts %d, retried by the stores %d", claims, cert-cert0, bf-bf0, retried)
+		})
+	}
+
+	t.Run("node-cut-off", func(t *testing.T) {
+		s := open(t, core.StrategySkipLocked, 1)[0]
+		db := s.dbName(t)
+		// Node 3 leaves the group: it keeps running, but no longer in
+		// the primary component, so it refuses statements with 1047.
+		n3, err := Open(ctx, "root@tcp("+hostPort(c.Node(3))+")/"+db, WithMigrate(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n3.Close()
+		conn, err := n3.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=1'"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := conn.ExecContext(context.Background(), "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'"); err != nil {
+				t.Errorf("node 3 back in the group: %v", err)
+			}
+			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := c.WaitSynced(wctx, 3, 3); err != nil {
+				t.Error(err)
+			}
+		}()
+		var notReady error
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			var n int
+			if notReady = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM backlog_jobs").Scan(&n); notReady != nil {
+				break
+			}
+		}
+		var me *mysql.MySQLError
+		if !errors.As(notReady, &me) || me.Number != errWsrepNotReady {
+			t.Fatalf("a read on the cut-off node: %v; want error %d", notReady, errWsrepNotReady)
+		}
+		t.Logf("node 3 cut off: %v", notReady)
+		if !transient(notReady) {
+			t.Errorf("transient(%v) = false; a node that is not ready must be a transient error", notReady)
+		}
+		// A store listing node 3 first opens on node 1.
+		st, err := store.Open(ctx, "mysql://root@"+hostPort(c.Node(3))+","+hostPort(c.Node(1))+"/"+db+"?migrate=false")
+		if err != nil {
+			t.Fatalf("a multi-host store whose first node is cut off: %v", err)
+		}
+		defer st.Close()
+		if _, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}}); err != nil {
+			t.Errorf("insert through a multi-host store whose first node is cut off: %v", err)
+		}
+	})
+}
+
+// dbName returns the database s is opened on.
+func (s *Store) dbName(t *testing.T) string {
+	t.Helper()
+	var name string
+	if err := s.DB().QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// claimAcrossNodes inserts total jobs (kinds a, b, c) in queue "q" with
+// limits (none when nil), then drains it with 8 claimers (batch jobs a
+// claim) spread over stores, completing each claim after a short pause. It
+// fails t when a job is claimed twice, when the claimers' ledger of
+// claimed, unfinished jobs, or a listing of running jobs right after a
+// claim, exceeds the limits, or when jobs are left. It returns the number
+// of claims that got jobs and the transient errors the stores retried.
+func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *core.QueueLimits) (int64, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if limits != nil {
+		if err := stores[0].SetQueueLimits(ctx, "q", *limits, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kinds := []string{"a", "b", "c"}
+	var ps []core.InsertParams
+	for i := range total {
+		ps = append(ps, core.InsertParams{Queue: "q", Kind: kinds[i%len(kinds)], Args: json.RawMessage(`{}`), Priority: 5, MaxAttempts: 3, RunAt: now.Add(-time.Second)})
+	}
+	for len(ps) > 0 {
+		n := min(len(ps), 500)
+		if _, err := stores[0].Insert(ctx, now, ps[:n]); err != nil {
+			t.Fatal(err)
+		}
+		ps = ps[n:]
+	}
+	var retried0 int64
+	for _, s := range stores {
+		retried0 += s.retries.Load()
+	}
+	var (
+		mu      sync.Mutex
+		running = map[int64]*core.Job{}
+		seen    = map[int64]string{}
+		done    atomic.Int64
+		claims  atomic.Int64
+		failed  atomic.Bool
+	)
+	check := func(what string, jobs []*core.Job) {
+		if limits == nil {
+			return
+		}
+		all, perKind := 0, map[string]int{}
+		for _, j := range jobs {
+			all++
+			perKind[j.Kind]++
+		}
+		if (all > limits.MaxRunning || perKind["a"] > limits.MaxRunningPerKind["a"]) && failed.CompareAndSwap(false, true) {
+			t.Errorf("%s: %d running (per kind %v) exceeds the limits %+v", what, all, perKind, *limits)
+		}
+	}
+	var wg sync.WaitGroup
+	for c := range 8 {
+		s := stores[c%len(stores)]
+		worker := fmt.Sprintf("claimer-%d", c)
+		wg.Go(func() {
+			for done.Load() < int64(total) && !failed.Load() {
+				if ctx.Err() != nil {
+					t.Errorf("%s: gave up with %d of %d jobs completed", worker, done.Load(), total)
+					return
+				}
+				got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: worker, Limit: batch, Now: now, LeaseUntil: now.Add(time.Hour)})
+				if err != nil {
+					t.Errorf("%s: Claim: %v", worker, err)
+					failed.Store(true)
+					return
+				}
+				if len(got) == 0 {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				claims.Add(1)
+				mu.Lock()
+				for _, j := range got {
+					if w, dup := seen[j.ID]; dup {
+						t.Errorf("job %d claimed by %s and %s", j.ID, w, worker)
+						failed.Store(true)
+					}
+					seen[j.ID] = worker
+					running[j.ID] = j
+				}
+				check("the ledger of claimed, unfinished jobs", slices.Collect(maps.Values(running)))
+				mu.Unlock()
+				if limits != nil {
+					listed, err := s.List(ctx, core.ListParams{Queue: "q", States: []core.State{core.StateRunning}, Limit: 1000})
+					if err != nil {
+						t.Errorf("%s: List: %v", worker, err)
+						return
+					}
+					check("List of running jobs right after a claim", listed)
+				}
+				time.Sleep(time.Duration(len(got)) * 100 * time.Microsecond)
+				outs := make([]core.Outcome, len(got))
+				mu.Lock()
+				for i, j := range got {
+					delete(running, j.ID)
+					outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now}
+				}
+				mu.Unlock()
+				res, err := s.Finish(ctx, outs)
+				if err != nil {
+					t.Errorf("%s: Finish: %v", worker, err)
+					failed.Store(true)
+					return
+				}
+				for _, r := range res {
+					if !r.Applied {
+						t.Errorf("%s: completion of job %d it had just claimed was not applied", worker, r.JobID)
+					}
+				}
+				done.Add(int64(len(got)))
+			}
+		})
+	}
+	wg.Wait()
+	if !failed.Load() && len(seen) != total {
+		t.Errorf("%d distinct jobs claimed of %d", len(seen), total)
+	}
+	var retried int64
+	for _, s := range stores {
+		retried += s.retries.Load()
+	}
+	return claims.Load(), retried - retried0
+}
