@@ -68,14 +68,19 @@ type HAProxyOptions struct {
 	// CheckInterval is the time between two health checks of a backend;
 	// 0 means 500 ms. A backend is marked down after Fall failed checks in
 	// a row (0 means 2) and up again after Rise good ones (0 means 1), so a
-	// dead backend leaves the rotation within about CheckInterval × Fall
-	// (plus ConnectTimeout when it stops answering rather than refusing).
+	// dead backend leaves the rotation within about CheckInterval × Fall.
 	CheckInterval time.Duration
 	Fall, Rise    int
-	// ConnectTimeout bounds a connection to a backend and a health check;
-	// 0 means 1 s. A refused or timed-out connection is retried (3 times)
-	// on another backend, which is safe for any request since none of it
-	// reached a backend.
+	// CheckTimeout bounds one health check once connected; 0 means 2 s. A
+	// backend that stops answering without refusing connections leaves
+	// the rotation after about Fall × CheckTimeout; a dead one refuses at
+	// once. A check slower than this on a merely busy backend counts as a
+	// failure, so keep it well above the health path's latency under load.
+	CheckTimeout time.Duration
+	// ConnectTimeout bounds a connection to a backend (and a health
+	// check's); 0 means 1 s. A refused or timed-out connection is retried
+	// (3 times) on another backend, which is safe for any request since
+	// none of it reached a backend.
 	ConnectTimeout time.Duration
 	// IdleTimeout is how long a connection may stay silent on either side:
 	// 0 means 5 minutes for HTTP (long-polling claims wait up to a minute)
@@ -233,6 +238,10 @@ func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
 	if connect <= 0 {
 		connect = time.Second
 	}
+	check := opts.CheckTimeout
+	if check <= 0 {
+		check = 2 * time.Second
+	}
 	idle := opts.IdleTimeout
 	if idle <= 0 {
 		idle = 5 * time.Minute
@@ -250,7 +259,7 @@ func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
 	fmt.Fprintf(&b, "\ndefaults\n")
 	fmt.Fprintf(&b, "    mode %s\n", opts.Mode)
 	fmt.Fprintf(&b, "    timeout connect %s\n", ms(connect))
-	fmt.Fprintf(&b, "    timeout check %s\n", ms(connect))
+	fmt.Fprintf(&b, "    timeout check %s\n", ms(check))
 	fmt.Fprintf(&b, "    timeout client %s\n", ms(idle))
 	fmt.Fprintf(&b, "    timeout server %s\n", ms(idle))
 	if opts.Mode == HAProxyHTTP {

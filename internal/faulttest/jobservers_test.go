@@ -361,6 +361,9 @@ func (g *jobServers) noteKills(r *run) {
 // logLevel matches the level and message of a slog text line.
 var logLevel = regexp.MustCompile(`level=(WARN|ERROR) msg=("(?:[^"\\]|\\.)*"|\S+)`)
 
+// logErr matches the err attribute of a slog text line.
+var logErr = regexp.MustCompile(` err=("(?:[^"\\]|\\.)*"|\S+)`)
+
 // reportErrors summarises the warnings and errors the workers logged
 // (their requests to a killed server, mostly), by message.
 func (g *jobServers) reportErrors(t *testing.T) {
@@ -374,6 +377,7 @@ func (g *jobServers) reportErrors(t *testing.T) {
 	ws := slices.Clone(c.all)
 	c.mu.Unlock()
 	byMsg := map[string]int{}
+	example := map[string]string{}
 	total := 0
 	for _, w := range ws {
 		b, err := os.ReadFile(w.log)
@@ -382,13 +386,20 @@ func (g *jobServers) reportErrors(t *testing.T) {
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if m := logLevel.FindStringSubmatch(line); m != nil {
-				byMsg[m[1]+" "+m[2]]++
+				k := m[1] + " " + m[2]
+				byMsg[k]++
 				total++
+				if e := logErr.FindStringSubmatch(line); e != nil && example[k] == "" {
+					example[k] = e[1]
+				}
 			}
 		}
 	}
 	var msgs []string
 	for m, n := range byMsg {
+		if e := example[m]; e != "" {
+			m += " (first: err=" + firstLine(e) + ")"
+		}
 		msgs = append(msgs, fmt.Sprintf("%d× %s", n, m))
 	}
 	slices.Sort(msgs)
