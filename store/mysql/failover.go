@@ -39,7 +39,9 @@ const DefaultHostTimeout = 3 * time.Second
 //
 // A connection that breaks is dropped by the pool as usual, and the next
 // one goes through the list again: the store follows the live hosts
-// without a restart. A statement in flight when its server dies fails
+// without a restart. So is a connection to a Galera node that answers
+// error 1047 (cut off from the cluster's primary component): the store
+// retries the statement, which took no effect, on a new connection. A statement in flight when its server dies fails
 // with the driver's connection error, which the store does not retry
 // (the statement may have committed); the engine's callers retry.
 //
@@ -120,7 +122,8 @@ func splitHostList(list string) ([]string, error) {
 }
 
 // failover is a driver.Connector over several servers: one go-sql-driver
-// connector per host, tried in turn from the one that last answered.
+// connector per host, tried in turn from the one that last answered; its
+// connections are nodeConns.
 type failover struct {
 	hosts   []string
 	conns   []driver.Connector
@@ -205,7 +208,7 @@ func (f *failover) connectHost(ctx context.Context, k int) (driver.Conn, error) 
 		c.Close()
 		return nil, err
 	}
-	return c, nil
+	return wrapNode(c), nil
 }
 
 // Driver returns go-sql-driver's driver.
@@ -260,3 +263,118 @@ func asString(v driver.Value) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// nodeConn is a connection of a failover connector. It forwards every
+// call to the driver's connection and watches the errors: once a
+// statement or commit failed with 1047 (the node is no longer part of the
+// cluster's primary component, or not yet), the connection reports itself
+// invalid, so that the pool closes it instead of reusing it, and the retry
+// runs on a new connection, to a node that is ready. Without it a pool
+// would keep its connections to a node cut off from the others, which
+// stay open and refuse every statement.
+type nodeConn struct {
+	c   driver.Conn
+	bad atomic.Bool
+}
+
+// interfaces every connection of go-sql-driver implements.
+type fullConn interface {
+	driver.Conn
+	driver.ConnBeginTx
+	driver.ConnPrepareContext
+	driver.ExecerContext
+	driver.QueryerContext
+	driver.Pinger
+	driver.SessionResetter
+	driver.Validator
+	driver.NamedValueChecker
+}
+
+var _ fullConn = (*nodeConn)(nil)
+
+// wrapNode wraps c, or returns it as it is when it lacks an interface
+// nodeConn forwards.
+func wrapNode(c driver.Conn) driver.Conn {
+	if _, ok := c.(fullConn); !ok {
+		return c
+	}
+	return &nodeConn{c: c}
+}
+
+// seen records err and returns it.
+func (n *nodeConn) seen(err error) error {
+	if err != nil && wsrepNotReady(err) {
+		n.bad.Store(true)
+	}
+	return err
+}
+
+func (n *nodeConn) full() fullConn { return n.c.(fullConn) }
+
+// Prepare implements driver.Conn.
+func (n *nodeConn) Prepare(query string) (driver.Stmt, error) {
+	s, err := n.c.Prepare(query)
+	return s, n.seen(err)
+}
+
+// Close implements driver.Conn.
+func (n *nodeConn) Close() error { return n.c.Close() }
+
+// Begin implements driver.Conn.
+func (n *nodeConn) Begin() (driver.Tx, error) {
+	return n.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// BeginTx implements driver.ConnBeginTx.
+func (n *nodeConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := n.full().BeginTx(ctx, opts)
+	if err != nil {
+		return nil, n.seen(err)
+	}
+	return nodeTx{tx, n}, nil
+}
+
+// PrepareContext implements driver.ConnPrepareContext.
+func (n *nodeConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	s, err := n.full().PrepareContext(ctx, query)
+	return s, n.seen(err)
+}
+
+// ExecContext implements driver.ExecerContext.
+func (n *nodeConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	r, err := n.full().ExecContext(ctx, query, args)
+	return r, n.seen(err)
+}
+
+// QueryContext implements driver.QueryerContext.
+func (n *nodeConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	r, err := n.full().QueryContext(ctx, query, args)
+	return r, n.seen(err)
+}
+
+// Ping implements driver.Pinger.
+func (n *nodeConn) Ping(ctx context.Context) error { return n.seen(n.full().Ping(ctx)) }
+
+// ResetSession implements driver.SessionResetter: a connection that met
+// 1047 is bad.
+func (n *nodeConn) ResetSession(ctx context.Context) error {
+	if n.bad.Load() {
+		return driver.ErrBadConn
+	}
+	return n.full().ResetSession(ctx)
+}
+
+// IsValid implements driver.Validator.
+func (n *nodeConn) IsValid() bool { return !n.bad.Load() && n.full().IsValid() }
+
+// CheckNamedValue implements driver.NamedValueChecker.
+func (n *nodeConn) CheckNamedValue(v *driver.NamedValue) error { return n.full().CheckNamedValue(v) }
+
+// nodeTx is a transaction of a nodeConn, whose commit error it watches.
+type nodeTx struct {
+	tx driver.Tx
+	n  *nodeConn
+}
+
+func (t nodeTx) Commit() error   { return t.n.seen(t.tx.Commit()) }
+func (t nodeTx) Rollback() error { return t.tx.Rollback() }

@@ -121,6 +121,20 @@ func TestGalera(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
+		// A store through node 3 first, then node 1, opened while node 3
+		// is still in the cluster: its connections go to node 3.
+		multi, err := store.Open(ctx, "mysql://root@"+hostPort(c.Node(3))+","+hostPort(c.Node(1))+"/"+db+"?migrate=false&max_conns=4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer multi.Close()
+		insert := func(s core.Store) error {
+			_, err := s.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}})
+			return err
+		}
+		if err := insert(multi); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := conn.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=1'"); err != nil {
 			t.Fatal(err)
 		}
@@ -149,13 +163,20 @@ func TestGalera(t *testing.T) {
 		if !transient(notReady) {
 			t.Errorf("transient(%v) = false; a node that is not ready must be a transient error", notReady)
 		}
-		// A store listing node 3 first opens on node 1.
+		// The store opened before goes on through node 1: its
+		// connections to node 3 meet 1047, are dropped and replaced.
+		began := time.Now()
+		if err := insert(multi); err != nil {
+			t.Errorf("insert through a multi-host store whose node was cut off: %v", err)
+		}
+		t.Logf("insert through the multi-host store once its node was cut off: %s (%d retried)", time.Since(began).Round(time.Millisecond), multi.(*Store).retries.Load())
+		// A store opened now, listing node 3 first, opens on node 1.
 		st, err := store.Open(ctx, "mysql://root@"+hostPort(c.Node(3))+","+hostPort(c.Node(1))+"/"+db+"?migrate=false")
 		if err != nil {
 			t.Fatalf("a multi-host store whose first node is cut off: %v", err)
 		}
 		defer st.Close()
-		if _, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}}); err != nil {
+		if err := insert(st); err != nil {
 			t.Errorf("insert through a multi-host store whose first node is cut off: %v", err)
 		}
 	})
