@@ -38,9 +38,12 @@
 // plain MariaDB server; nodes 2… start from an empty data directory and
 // receive node 1's by rsync, one after the other, so a start takes about
 // ten seconds. A node counts as started once it is Synced. A node killed
-// and started again rejoins through a full state transfer (a few seconds
-// on a small database); its data directory belongs to the mysql user,
-// which rsync needs. Memory is kept modest for machines that run several
+// and started again first recovers its replication position
+// (mariadbd --wsrep-recover, as MariaDB's service does) and then catches
+// up on what it missed from a donor's write-set cache (an incremental
+// state transfer, a few seconds); a full rsync transfer is the fallback
+// when the cache no longer holds it. Data directories belong to the mysql
+// user, which rsync needs. Memory is kept modest for machines that run several
 // servers: innodb-buffer-pool-size=64M, gcache.size=32M,
 // performance-schema off (Options.Settings overrides each).
 //
@@ -205,6 +208,12 @@ type impl interface {
 	createDatabase(ctx context.Context, s *Server, name string) error
 }
 
+// preparer is implemented by servers with work to do before each start
+// (a Galera node recovers its replication position after a crash).
+type preparer interface {
+	prepare(ctx context.Context, s *Server) error
+}
+
 // Kind reports which server this is.
 func (s *Server) Kind() Kind { return s.kind }
 
@@ -366,6 +375,11 @@ func (s *Server) Close() error {
 func (s *Server) startLocked(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.startTimeout)
 	defer cancel()
+	if pr, ok := s.impl.(preparer); ok {
+		if err := pr.prepare(ctx, s); err != nil {
+			return err
+		}
+	}
 	p, err := s.spawn(s.impl.command(s))
 	if err != nil {
 		return err

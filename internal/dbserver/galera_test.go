@@ -5,6 +5,9 @@ package dbserver
 import (
 	"context"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,6 +68,12 @@ func TestGalera(t *testing.T) {
 	if n := queryInt(t, c.Node(2), "test", "SELECT COUNT(*) FROM t"); n != 3 {
 		t.Fatalf("node 2 has %d rows, want 3", n)
 	}
+	// Its position recovered, node 2 caught up on the write sets it missed
+	// (an incremental transfer, from seqno > 0) instead of copying a whole
+	// data directory.
+	if from, ok := istFrom(c.Node(2).LogPath()); !ok || from == 0 {
+		t.Fatalf("node 2 rejoined without an incremental state transfer (from seqno %d, found %v); see %s", from, ok, c.Node(2).LogPath())
+	}
 	execSQL(t, c.Node(2), "test", "INSERT INTO t VALUES (4, 45)")
 	if n := queryInt(t, c.Node(1), "test", "SELECT COUNT(*) FROM t"); n != 4 {
 		t.Fatalf("node 1 has %d rows, want 4", n)
@@ -74,4 +83,23 @@ func TestGalera(t *testing.T) {
 		t.Fatal(err)
 	}
 	execSQL(t, c.Node(3), "other_db", "CREATE TABLE u (v INT PRIMARY KEY)")
+}
+
+// istFrom returns the first seqno of the incremental state transfer the
+// node's last start prepared for (0: a full one), from its log.
+func istFrom(logPath string) (int, bool) {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return 0, false
+	}
+	log := string(b)
+	if i := strings.LastIndex(log, "===== dbserver:"); i >= 0 {
+		log = log[i:]
+	}
+	m := regexp.MustCompile(`Prepared IST receiver for (\d+)-`).FindStringSubmatch(log)
+	if m == nil {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n, true
 }
