@@ -23,8 +23,10 @@ import (
 )
 
 // TestJobServersBehindProxy runs two `backlog serve` processes on one
-// PostgreSQL store behind HAProxy (mode http, round robin, health check
-// /healthz every 500 ms), the workers as remote workers of the proxy and a
+// store (a private PostgreSQL database; one SQLite file, which two
+// processes of one machine share through SQLite's own locking) behind
+// HAProxy (mode http, round robin, health check /healthz every 500 ms),
+// the workers as remote workers of the proxy and a
 // producer enqueueing through it while the faults go on. Once a fifth of
 // the jobs have finished, one server is SIGKILLed, started again 1–2 s
 // later, and then the other one, every 3–5 s until the jobs are done or
@@ -38,21 +40,24 @@ import (
 // HAProxy marked the server down and when jobs resumed.
 func TestJobServersBehindProxy(t *testing.T) {
 	requireFault(t)
-	cfg := loadConfig(t)
-	srv := server(t, dbserver.KindPostgres)
-	db := freshDatabase(t, srv)
-	g := startJobServers(t, db, 2, cfg.lease)
-	g.checkSharedLeases(t)
-	url := g.proxy.URL()
-	runScenario(t, scenario{
-		backend: "postgres", label: "servers", what: "one of two job servers behind HAProxy SIGKILLed at a time",
-		db: db, srv: srv,
-		slotDB:  func(int) string { return url },
-		disrupt: g.killInTurn,
-		produce: cfg.jobs / 4, produceSpread: cfg.killWindow / 2,
-		producerFlags: []string{"--server", url},
-	})
-	g.reportErrors(t)
+	for _, b := range []string{"postgres", "sqlite"} {
+		t.Run(b, func(t *testing.T) {
+			cfg := loadConfig(t)
+			db, srv := backendURL(t, b)
+			g := startJobServers(t, db, 2, cfg.lease)
+			g.checkSharedLeases(t)
+			url := g.proxy.URL()
+			runScenario(t, scenario{
+				backend: b, label: "servers", what: "one of two job servers behind HAProxy SIGKILLed at a time",
+				db: db, srv: srv,
+				slotDB:  func(int) string { return url },
+				disrupt: g.killInTurn,
+				produce: cfg.jobs / 4, produceSpread: cfg.killWindow / 2,
+				producerFlags: []string{"--server", url},
+			})
+			g.reportErrors(t)
+		})
+	}
 }
 
 // jobServers is several `backlog serve` processes on one store behind a
