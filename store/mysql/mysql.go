@@ -32,7 +32,16 @@
 // notify_interval) are removed;
 // every other parameter is passed to the driver (tls, timeout, …). A
 // missing port means 3306; "mysql://user@unix(/run/mysqld/mysqld.sock)/db"
-// is not a URL, use Open with a DSN for sockets.
+// is not a URL, use Open with a DSN for sockets. Several hosts,
+// "mysql://user@h1:3306,h2:3306/dbname", open a store that connects to the
+// first that answers and follows the live ones (WithHosts).
+//
+// # Galera
+//
+// Open and New detect a Galera node (Store.Galera, Store.Topology). Claims
+// stay exclusive across nodes with either strategy (a lost race is a
+// certification conflict, retried), and a limited claim writes its
+// queue's record so that concurrency limits hold across the cluster.
 //
 // # Schema
 //
@@ -51,9 +60,11 @@
 // # Errors
 //
 // Deadlocks (1213, also Galera certification conflicts), lock wait
-// timeouts (1205) and MariaDB's 1020 are retried inside the store with
-// jittered backoff (2 ms doubling to 500 ms, 12 retries); an error that
-// reaches the caller means the call took no effect.
+// timeouts (1205), MariaDB's 1020 and a Galera node's "not ready" (1047)
+// are retried inside the store with jittered backoff (2 ms doubling to
+// 500 ms, 12 retries); an error that reaches the caller means the call
+// took no effect. A connection lost mid-statement is reported, not
+// retried: the statement may have committed.
 //
 // # Notifications
 //
