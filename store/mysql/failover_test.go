@@ -287,6 +287,9 @@ func TestMultiHostDeadHosts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open with a refusing first host: %v", err)
 	}
+	if s := st.(*Store); s.Galera() || strings.Contains(s.Topology(), "Galera") {
+		t.Errorf("a plain MariaDB server: Galera() = %v, Topology() = %q", s.Galera(), s.Topology())
+	}
 	st.Close()
 	t.Logf("open with a refusing first host: %s", time.Since(start).Round(time.Millisecond))
 
