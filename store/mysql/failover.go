@@ -53,6 +53,15 @@ func WithHosts(hosts ...string) Option {
 	return func(c *config) { c.hosts = append([]string(nil), hosts...) }
 }
 
+// checkNet refuses WithHosts on a DSN that is not TCP.
+func checkNet(cfg *mysql.Config) error {
+	switch cfg.Net {
+	case "tcp", "tcp4", "tcp6":
+		return nil
+	}
+	return fmt.Errorf("mysql: WithHosts needs a TCP DSN, not %q", cfg.Net)
+}
+
 // checkHosts validates WithHosts' addresses.
 func checkHosts(hosts []string) error {
 	if len(hosts) == 0 {
@@ -142,34 +151,37 @@ func newConnector(cfg *mysql.Config, hosts []string, first int) (driver.Connecto
 		}
 		return c, nil
 	}
-	if cfg.Net != "tcp" && cfg.Net != "tcp4" && cfg.Net != "tcp6" {
-		return nil, fmt.Errorf("mysql: WithHosts needs a TCP DSN, not %q", cfg.Net)
-	}
 	f := &failover{hosts: hosts, timeout: cfg.Timeout}
 	f.last.Store(int64(first % len(hosts)))
 	if f.timeout <= 0 {
 		f.timeout = DefaultHostTimeout
 	}
-	derived := ""
-	if cfg.TLS != nil {
-		derived = cfg.TLS.ServerName // set from the DSN's address unless the TLS config named a server
-		if h, _, err := net.SplitHostPort(cfg.Addr); err != nil || h != derived {
-			derived = ""
-		}
-	}
 	for _, h := range hosts {
-		hc := cfg.Clone()
-		hc.Addr = h
-		if hc.TLS != nil && derived != "" && hc.TLS.ServerName == derived {
-			hc.TLS.ServerName = "" // the driver sets it from this host
-		}
-		c, err := mysql.NewConnector(hc)
+		c, err := mysql.NewConnector(hostConfig(cfg, h))
 		if err != nil {
 			return nil, fmt.Errorf("mysql: host %s: %w", h, err)
 		}
 		f.conns = append(f.conns, c)
 	}
 	return f, nil
+}
+
+// hostConfig returns a copy of cfg for the server at addr: with TLS, the
+// name checked against the server's certificate is addr's host, unless
+// the TLS configuration named a server of its own (go-sql-driver sets the
+// name from the DSN's address when the configuration names none).
+func hostConfig(cfg *mysql.Config, addr string) *mysql.Config {
+	hc := cfg.Clone()
+	hc.Addr = addr
+	if hc.TLS != nil && !hc.TLS.InsecureSkipVerify {
+		if h, _, err := net.SplitHostPort(cfg.Addr); err == nil && hc.TLS.ServerName == h {
+			hc.TLS.ServerName = ""
+			if h, _, err := net.SplitHostPort(addr); err == nil {
+				hc.TLS.ServerName = h
+			}
+		}
+	}
+	return hc
 }
 
 // Connect returns a connection to the first host that answers, starting

@@ -327,3 +327,28 @@ func TestMultiHostDeadHosts(t *testing.T) {
 		t.Errorf("open with no live host: %v; want an error naming both hosts", err)
 	}
 }
+
+// TestHostConfigTLS: with TLS each host's certificate is checked against
+// its own name, unless the TLS configuration names a server.
+func TestHostConfigTLS(t *testing.T) {
+	cfg, err := DriverConfig("u@tcp(db1:3306)/app?tls=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hostConfig(cfg, "db2:3307"); got.Addr != "db2:3307" || got.TLS.ServerName != "db2" {
+		t.Errorf("host db2: address %q, TLS server name %q", got.Addr, got.TLS.ServerName)
+	}
+	if got := hostConfig(cfg, "[::1]:3306"); got.TLS.ServerName != "::1" {
+		t.Errorf("host [::1]: TLS server name %q", got.TLS.ServerName)
+	}
+	if cfg.TLS.ServerName != "db1" {
+		t.Errorf("hostConfig changed the DSN's configuration: server name %q", cfg.TLS.ServerName)
+	}
+	cfg.TLS.ServerName = "cluster.example"
+	if got := hostConfig(cfg, "db2:3306"); got.TLS.ServerName != "cluster.example" {
+		t.Errorf("a named server: TLS server name %q", got.TLS.ServerName)
+	}
+	if _, err := Open(t.Context(), "u@unix(/tmp/x.sock)/db", WithHosts("h1:3306")); err == nil || !strings.Contains(err.Error(), "TCP") {
+		t.Errorf("Open on a unix socket DSN with one host in WithHosts = %v; want an error naming TCP", err)
+	}
+}

@@ -235,8 +235,13 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	hosts := c.hosts
+	if hosts != nil {
+		if err := checkNet(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if len(hosts) == 1 {
-		cfg.Addr, hosts = hosts[0], nil
+		cfg, hosts = hostConfig(cfg, hosts[0]), nil
 	}
 	server, first, err := probeConfig(ctx, cfg, hosts)
 	if err != nil {
