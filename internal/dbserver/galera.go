@@ -399,7 +399,11 @@ func (g *galeraImpl) prepare(ctx context.Context, s *Server) error {
 	}
 	logPath := filepath.Join(s.dir, "recover.log")
 	_ = os.Remove(logPath)
-	argv := append(g.mariaImpl.command(s), "--wsrep-recover", "--log-error="+logPath)
+	// No network and a socket of its own: clients of the node (which keep
+	// trying while it is down) would otherwise connect to the recovery
+	// run and hold its exit.
+	argv := append(g.mariaImpl.command(s), "--wsrep-recover", "--log-error="+logPath,
+		"--skip-networking", "--socket="+filepath.Join(s.dir, "recover.sock"))
 	if err := s.runTool(ctx, argv...); err != nil {
 		return fmt.Errorf("dbserver: recover the galera position: %w\n%s", err, fileTail(logPath, 2000))
 	}

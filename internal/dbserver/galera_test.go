@@ -42,7 +42,7 @@ func TestGalera(t *testing.T) {
 
 	execSQL(t, c.Node(1), "test", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
 	execSQL(t, c.Node(1), "test", "INSERT INTO t VALUES (1, 42)")
-	if v := queryInt(t, c.Node(3), "test", "SELECT v FROM t WHERE id = 1"); v != 42 {
+	if v := syncQueryInt(t, c.Node(3), "test", "SELECT v FROM t WHERE id = 1"); v != 42 {
 		t.Fatalf("node 3 reads %d, want 42", v)
 	}
 
@@ -57,15 +57,35 @@ func TestGalera(t *testing.T) {
 	execSQL(t, c.Node(1), "test", "INSERT INTO t VALUES (2, 43)")
 	execSQL(t, c.Node(3), "test", "INSERT INTO t VALUES (3, 44)")
 
+	// A client keeps querying node 2 while it is down and starting, as
+	// workers do.
+	knock, knocked := make(chan struct{}), make(chan struct{})
+	client := open(t, c.Node(2), "test") // its pool keeps the connections
+	go func() {
+		defer close(knocked)
+		for {
+			select {
+			case <-knock:
+				return
+			case <-time.After(20 * time.Millisecond):
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, _ = client.ExecContext(pctx, "SELECT COUNT(*) FROM t")
+				cancel()
+			}
+		}
+	}()
 	restart := time.Now()
-	if err := c.Node(2).Start(ctx); err != nil {
+	err := c.Node(2).Start(ctx)
+	close(knock)
+	<-knocked
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("node 2 Synced again %v after its start", time.Since(restart).Round(time.Millisecond))
 	if err := c.WaitSynced(wctx, 2, 3); err != nil {
 		t.Fatal(err)
 	}
-	if n := queryInt(t, c.Node(2), "test", "SELECT COUNT(*) FROM t"); n != 3 {
+	if n := syncQueryInt(t, c.Node(2), "test", "SELECT COUNT(*) FROM t"); n != 3 {
 		t.Fatalf("node 2 has %d rows, want 3", n)
 	}
 	// Its position recovered, node 2 caught up on the write sets it missed
@@ -75,7 +95,7 @@ func TestGalera(t *testing.T) {
 		t.Fatalf("node 2 rejoined without an incremental state transfer (from seqno %d, found %v); see %s", from, ok, c.Node(2).LogPath())
 	}
 	execSQL(t, c.Node(2), "test", "INSERT INTO t VALUES (4, 45)")
-	if n := queryInt(t, c.Node(1), "test", "SELECT COUNT(*) FROM t"); n != 4 {
+	if n := syncQueryInt(t, c.Node(1), "test", "SELECT COUNT(*) FROM t"); n != 4 {
 		t.Fatalf("node 1 has %d rows, want 4", n)
 	}
 
@@ -102,4 +122,26 @@ func istFrom(logPath string) (int, bool) {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n, true
+}
+
+// syncQueryInt is queryInt after the node has applied every write the
+// cluster committed before (wsrep_sync_wait = 1): a node applies others'
+// writes after they commit there, so a plain read may miss the latest.
+func syncQueryInt(t *testing.T, s *Server, db, q string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := open(t, s, db).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	if err := conn.QueryRowContext(ctx, q).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
 }
