@@ -23,8 +23,9 @@ import (
 // TestGalera runs, on one private three-node Galera cluster: detection;
 // a multi-host URL over the nodes; claims from two nodes at once, per
 // strategy, that never share a job and never let a queue's limits be
-// exceeded; and error 1047 from a node cut off from the others, which the
-// store counts transient and a multi-host store passes over.
+// exceeded; error 1047 from a node cut off from the others, which the
+// store counts transient and a multi-host store passes over; and a
+// multi-host store going on when its node is killed.
 func TestGalera(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode")
@@ -180,6 +181,145 @@ func TestGalera(t *testing.T) {
 			t.Errorf("insert through a multi-host store whose first node is cut off: %v", err)
 		}
 	})
+
+	// Last: node 1 does not come back.
+	t.Run("node-killed", func(t *testing.T) {
+		galeraNodeKilled(t, c, open(t, core.StrategySkipLocked, 1)[0].dbName(t))
+	})
+}
+
+// galeraNodeKilled: four producers insert through a store on all three
+// nodes (mysql://root@n1,n2,n3/db) when node 1, the one it is on, is
+// SIGKILLed; the inserts resume on node 2 (the time is logged), and every
+// insert that returned is on node 2 afterwards: the cluster replicated it
+// before the insert returned.
+func galeraNodeKilled(t *testing.T, c *dbserver.GaleraCluster, db string) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var hosts []string
+	for _, n := range c.Nodes() {
+		hosts = append(hosts, hostPort(n))
+	}
+	st, err := store.Open(ctx, "mysql://root@"+strings.Join(hosts, ",")+"/"+db+"?migrate=false&max_conns=8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const producers = 4
+	var (
+		next      atomic.Int64
+		acked     sync.Map
+		failed    atomic.Int64
+		killedAt  atomic.Int64
+		resumedAt [producers]atomic.Int64
+		errsMu    sync.Mutex
+		errTexts  = map[string]int{}
+		stop      = make(chan struct{})
+		wg        sync.WaitGroup
+		okMu      sync.Mutex
+		okAt      []int64 // unix ns of every insert that returned after the kill
+	)
+	for p := range producers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := next.Add(1)
+				_, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "killed", Kind: "k", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}})
+				if err != nil {
+					failed.Add(1)
+					errsMu.Lock()
+					errTexts[err.Error()]++
+					errsMu.Unlock()
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				acked.Store(n, true)
+				if k := killedAt.Load(); k != 0 {
+					now := time.Now().UnixNano()
+					resumedAt[p].CompareAndSwap(0, now)
+					okMu.Lock()
+					okAt = append(okAt, now)
+					okMu.Unlock()
+				}
+			}
+		})
+	}
+	for next.Load() < 200 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	killedAt.Store(time.Now().UnixNano())
+	if err := c.Node(1).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		all := true
+		for p := range producers {
+			all = all && resumedAt[p].Load() != 0
+		}
+		if all {
+			break
+		}
+	}
+	// Go on until the cluster has had time to drop node 1 (its
+	// suspicion timeout, 5 s by default), and measure the longest pause.
+	time.Sleep(time.Until(time.Unix(0, killedAt.Load()).Add(10 * time.Second)))
+	close(stop)
+	wg.Wait()
+	var worst time.Duration
+	for p := range producers {
+		r := resumedAt[p].Load()
+		if r == 0 {
+			t.Fatalf("producer %d never inserted again after node 1 was killed (errors: %v)", p, errTexts)
+		}
+		worst = max(worst, time.Duration(r-killedAt.Load()))
+	}
+	okMu.Lock()
+	slices.Sort(okAt)
+	var stall time.Duration
+	prev := killedAt.Load()
+	for _, at := range okAt {
+		stall, prev = max(stall, time.Duration(at-prev)), at
+	}
+	okMu.Unlock()
+	t.Logf("node 1 SIGKILLed: inserts resumed on another node after %s (slowest of %d producers); the longest pause without a returned insert in the 10 s after the kill: %s; %d inserts failed: %v",
+		worst.Round(time.Millisecond), producers, stall.Round(time.Millisecond), failed.Load(), errTexts)
+	n2, err := Open(ctx, "root@tcp("+hostPort(c.Node(2))+")/"+db, WithMigrate(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	rows, err := n2.DB().QueryContext(ctx, "SELECT CAST(JSON_EXTRACT(args, '$.n') AS SIGNED) FROM backlog_jobs WHERE queue = 'killed'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	on2 := map[int64]bool{}
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		on2[n] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	count, lost := 0, 0
+	acked.Range(func(k, _ any) bool {
+		count++
+		if !on2[k.(int64)] {
+			lost++
+		}
+		return true
+	})
+	t.Logf("%d inserts acknowledged, %d found on node 2, %d missing", count, len(on2), lost)
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged inserts missing on node 2", lost, count)
+	}
 }
 
 // dbName returns the database s is opened on.
