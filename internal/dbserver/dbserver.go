@@ -56,6 +56,34 @@
 // data survive a kill or an immediate stop of the server, not a crash of the
 // machine. Options.Fsync restores the durable defaults.
 //
+// # Standby and failover
+//
+// StartStandby (test helper PostgresPair, which starts both) makes a
+// synchronous streaming standby of a private PostgreSQL: pg_basebackup -R
+// -X stream -c fast from the running primary into a data directory of its
+// own, the standby on its own port, and the primary's
+// synchronous_standby_names set to the standby's application name; it
+// returns once the primary reports the standby "sync", so every commit
+// acknowledged from then on is flushed on both. The pair is up in about
+// three seconds. Failover is scripted, not automatic: the test plays the
+// failover manager, kills the primary (Kill: every process of it, as when
+// its machine dies) and calls Promote on the standby (pg_ctl promote; it
+// waits until the server leaves recovery and clears its
+// synchronous_standby_names so its commits wait for no standby), a tenth of
+// a second. FailoverURL is the multi-host store URL of the pair
+// (target_session_attrs=read-write): clients reach whichever server
+// accepts writes, and reconnect to the promoted standby by themselves.
+//
+// pg_auto_failover (Debian's postgresql-15-auto-failover and
+// pg-auto-failover-cli) installs and runs on Debian 12, but its monitor declares a
+// primary dead only after node_considered_unhealthy_timeout (20 s by
+// default), and a promotion took 32 s after the kill; a keeper left alive
+// restarts its killed postgres as a primary that still waits for its
+// standby, so a machine's loss must kill the keeper too. A scripted
+// promote keeps the tests within seconds and states the failover time the
+// tests measure without the manager's detection delay, which a deployment
+// adds to it.
+//
 // # HAProxy
 //
 // StartHAProxy (HAProxyFor in tests) runs Debian's haproxy in the
