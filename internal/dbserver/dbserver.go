@@ -75,14 +75,14 @@
 // accepts writes, and reconnect to the promoted standby by themselves.
 //
 // pg_auto_failover (Debian's postgresql-15-auto-failover and
-// pg-auto-failover-cli) installs and runs on Debian 12, but its monitor declares a
-// primary dead only after node_considered_unhealthy_timeout (20 s by
-// default), and a promotion took 32 s after the kill; a keeper left alive
-// restarts its killed postgres as a primary that still waits for its
-// standby, so a machine's loss must kill the keeper too. A scripted
-// promote keeps the tests within seconds and states the failover time the
-// tests measure without the manager's detection delay, which a deployment
-// adds to it.
+// pg-auto-failover-cli) installs and runs on Debian 12, but its monitor
+// declares a primary dead only after node_considered_unhealthy_timeout
+// (20 s by default), and a promotion took 32 s after the kill; a keeper
+// left alive restarts its killed postgres as a primary that still waits
+// for its standby, so a machine's loss must kill the keeper too. A
+// scripted promote keeps the tests within seconds; the times to resume
+// they measure leave out a failover manager's detection delay, which a
+// deployment adds to them.
 //
 // # HAProxy
 //
