@@ -108,6 +108,10 @@ type GaleraStatus struct {
 	// BFAborts is wsrep_local_bf_aborts: local transactions aborted by a
 	// replicated one (brute force).
 	BFAborts int64
+	// RecvQueueMax is wsrep_local_recv_queue_max: the most write sets
+	// waiting in the node's receive queue (in memory) to be applied,
+	// since the node started.
+	RecvQueueMax int64
 }
 
 // Status reads node i's (counted from 1) Galera status through its unix
@@ -399,26 +403,64 @@ func (g *galeraImpl) prepare(ctx context.Context, s *Server) error {
 	}
 	logPath := filepath.Join(s.dir, "recover.log")
 	_ = os.Remove(logPath)
-	// No network and a socket of its own: clients of the node (which keep
-	// trying while it is down) would otherwise connect to the recovery
-	// run and hold its exit.
+	// No network and a socket of its own: clients of the node, which keep
+	// trying while it is down, must not reach the recovery run.
 	argv := append(g.mariaImpl.command(s), "--wsrep-recover", "--log-error="+logPath,
 		"--skip-networking", "--socket="+filepath.Join(s.dir, "recover.sock"))
-	if err := s.runTool(ctx, argv...); err != nil {
-		return fmt.Errorf("dbserver: recover the galera position: %w\n%s", err, fileTail(logPath, 2000))
+	p, err := s.spawn(argv)
+	if err != nil {
+		return err
 	}
-	out, _ := os.ReadFile(logPath)
-	for _, line := range strings.Split(string(out), "\n") {
+	// Once the position is logged the run has nothing left to do. It
+	// usually exits at once, but was seen here (MariaDB 10.11.19, after a
+	// kill under load) never to exit and to grow to 7 GB of resident
+	// memory in a minute: give it a moment, then kill it.
+	var exitBy <-chan time.Time
+	for g.startPosition == "" {
+		out, _ := os.ReadFile(logPath)
+		if pos, ok := recoveredPosition(string(out)); ok {
+			g.startPosition = pos
+			exitBy = time.After(3 * time.Second)
+			break
+		}
+		select {
+		case <-p.done:
+			out, _ := os.ReadFile(logPath)
+			if pos, ok := recoveredPosition(string(out)); ok {
+				g.startPosition = pos
+				return nil
+			}
+			// No position: the node starts without one and gets a full
+			// state transfer.
+			return nil
+		case <-ctx.Done():
+			_ = p.killTree()
+			return fmt.Errorf("dbserver: recover the galera position: %w\n%s", ctx.Err(), fileTail(logPath, 2000))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	select {
+	case <-p.done:
+	case <-exitBy:
+		return p.killTree()
+	}
+	return nil
+}
+
+// recoveredPosition finds "WSREP: Recovered position: uuid:seqno" in the
+// log of a --wsrep-recover run, unless the seqno is -1 (unknown).
+func recoveredPosition(log string) (string, bool) {
+	for _, line := range strings.Split(log, "\n") {
 		_, pos, ok := strings.Cut(line, "WSREP: Recovered position: ")
 		if !ok {
 			continue
 		}
 		pos = strings.TrimSpace(pos)
 		if u, n, ok := strings.Cut(pos, ":"); ok && u != "" && n != "-1" {
-			g.startPosition = pos
+			return pos, true
 		}
 	}
-	return nil
+	return "", false
 }
 
 // ping succeeds once the node is Synced in a primary component.
@@ -439,7 +481,7 @@ func galeraStatus(ctx context.Context, g *galeraImpl, s *Server) (GaleraStatus, 
 		return GaleraStatus{}, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state_comment', 'wsrep_cluster_size', 'wsrep_cluster_status', 'wsrep_local_cert_failures', 'wsrep_local_bf_aborts')")
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state_comment', 'wsrep_cluster_size', 'wsrep_cluster_status', 'wsrep_local_cert_failures', 'wsrep_local_bf_aborts', 'wsrep_local_recv_queue_max')")
 	if err != nil {
 		return GaleraStatus{}, err
 	}
@@ -461,6 +503,8 @@ func galeraStatus(ctx context.Context, g *galeraImpl, s *Server) (GaleraStatus, 
 			st.CertFailures, _ = strconv.ParseInt(v, 10, 64)
 		case "wsrep_local_bf_aborts":
 			st.BFAborts, _ = strconv.ParseInt(v, 10, 64)
+		case "wsrep_local_recv_queue_max":
+			st.RecvQueueMax, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	return st, rows.Err()
