@@ -71,6 +71,22 @@ func TestGalera(t *testing.T) {
 		if !s.Galera() || !strings.Contains(s.Topology(), "Galera node (cluster of 3 at open)") {
 			t.Errorf("Galera() = %v, Topology() = %q; want a Galera node in a cluster of 3", s.Galera(), s.Topology())
 		}
+		// Migrate's causal wait is one: the node counts it.
+		causal := func() int64 {
+			var name string
+			var n int64
+			if err := s.DB().QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_causal_reads'").Scan(&name, &n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := causal()
+		if err := s.causalWait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if after := causal(); after <= before {
+			t.Errorf("wsrep_causal_reads %d before the causal wait, %d after: it waited for nothing", before, after)
+		}
 	})
 
 	t.Run("multi-host-url", func(t *testing.T) {

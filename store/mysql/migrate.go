@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -22,7 +23,11 @@ var migrationFiles embed.FS
 // (versions in <prefix>goose_db_version). It is safe to run repeatedly and
 // from several processes at once: GET_LOCK on a name derived from the
 // database and prefix serialises migrators, and a schema already at the
-// newest version returns after one query.
+// newest version returns after one query. On a Galera node it first waits
+// until the node has applied what the cluster committed (causalWait), so
+// that it never reads the version a migration through another node has
+// just moved past; GET_LOCK is the node's own there, so processes that
+// migrate at the same moment should do it through one node.
 func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
 		return core.ErrClosed
@@ -30,6 +35,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	fsys, newest, err := sqlq.RenderMigrations(migrationFiles, struct{ P string }{s.prefix})
 	if err != nil {
 		return fmt.Errorf("mysql: render migrations: %w", err)
+	}
+	if s.server.galera {
+		if err := s.causalWait(ctx); err != nil {
+			return fmt.Errorf("mysql: migrate: %w", err)
+		}
 	}
 	if v, err := s.schemaVersion(ctx); err == nil && v >= newest {
 		return nil
@@ -121,4 +131,32 @@ func (l *getLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
 	}
 	_, err = conn.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", name)
 	return err
+}
+
+// causalWait returns once this Galera node has applied every write set
+// the cluster committed before it was called: one read with
+// wsrep_sync_wait = 1 on a connection of the pool (the node applies write
+// sets in order for all its sessions, so later reads on any connection
+// see at least as much). Without it, a store opened on one node right
+// after another migrated through another node can read the old schema
+// version while the migration's DDL is already applied, and run it again
+// ("Duplicate column name").
+func (s *Store) causalWait(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+		return fmt.Errorf("causal wait: %w", err)
+	}
+	var n int
+	err = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()").Scan(&n)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION wsrep_sync_wait = DEFAULT"); rerr != nil {
+		conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool with the wait on
+	}
+	if err != nil {
+		return fmt.Errorf("causal wait: %w", err)
+	}
+	return nil
 }
