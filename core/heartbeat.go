@@ -186,7 +186,10 @@ func (c *Client) listenLoop(ctx context.Context, n Notifier) {
 	for ctx.Err() == nil {
 		ch, err := n.Listen(ctx)
 		if errors.Is(err, ErrUnsupported) {
-			c.log.Debug("backlog: store notifications are off; polling", "err", err)
+			// Said once, at Info: a store that cannot notify here (poll-only
+			// mode, a transaction pooler) makes every wake-up wait for the
+			// poll interval, which an operator should be able to see.
+			c.log.Info("backlog: store notifications unavailable; waking on the poll interval", "poll_interval", c.cfg.PollInterval, "err", err)
 			return
 		}
 		if err != nil {

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,16 +14,34 @@ import (
 )
 
 // Notifications travel on the channel "backlog_<schema>" with payloads
-// "insert <queue>", "pause <queue>", "resume <queue>" and "cancel <job id>".
+// "insert <queue>", "pause <queue>", "resume <queue>" and "cancel <job id>";
+// "probe <hex>" is a Listen's check of its own connection, which every
+// listener ignores.
 
-// Listen opens a dedicated connection (not one of the pool's), LISTENs on
-// the schema's channel and delivers notifications sent by any store on the
-// same schema until ctx ends or the store is closed; then it closes the
-// channel. When the connection drops, the channel closes too (the engine
-// then listens again and wakes its queues in case it missed something).
-// Delivery is best effort. In poll-only mode (WithNotify(false)) Listen
-// returns an error wrapping core.ErrUnsupported, on which the engine stops
-// listening and relies on polling.
+// listenProbeWait bounds how long Listen waits for its own probe
+// notification before it concludes that LISTEN does not hold on its
+// connection.
+const listenProbeWait = 5 * time.Second
+
+// Listen opens a dedicated connection (not one of the pool's; the one
+// WithListenConnString names, if any), LISTENs on the schema's channel and
+// delivers notifications sent by any store on the same schema until ctx
+// ends or the store is closed; then it closes the channel. When the
+// connection drops, the channel closes too (the engine then listens again
+// and wakes its queues in case it missed something). Delivery is best
+// effort.
+//
+// Before it returns, Listen sends a probe notification through the pool
+// and waits (at most 5 s) until its own connection hears it: behind a
+// transaction pooler a LISTEN is accepted and then hears nothing, since
+// the client holds no server session between transactions. A probe that
+// does not arrive is an error wrapping core.ErrUnsupported, which says so;
+// the engine logs it and wakes on its poll interval instead of waiting for
+// notifications that never come.
+//
+// In poll-only mode (WithNotify(false)), and behind a transaction pooler
+// (WithPooler(PoolerTransaction)) without a listen connection string,
+// Listen returns an error wrapping core.ErrUnsupported at once.
 func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 	if s.closed.Load() {
 		return nil, core.ErrClosed
@@ -29,25 +49,40 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 	if !s.notify {
 		return nil, fmt.Errorf("postgres: notifications are off (poll-only mode): %w", core.ErrUnsupported)
 	}
-	ch := make(chan core.Notification, 64)
-	cfg := s.pool.Config().ConnConfig
+	cfg := s.listen
+	if cfg == nil {
+		if s.pooler == PoolerTransaction {
+			return nil, fmt.Errorf("postgres: behind a transaction pooler LISTEN hears nothing; give the store a direct connection for notifications (listen_host in the URL, WithListenConnString): %w", core.ErrUnsupported)
+		}
+		cfg = s.pool.Config().ConnConfig
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	closeConn := func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(cctx)
+		ccancel()
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		_ = conn.Close(context.Background())
+		closeConn()
 		return nil, err
+	}
+	early, err := s.probeListen(ctx, conn)
+	if err != nil {
+		closeConn()
+		return nil, err
+	}
+	ch := make(chan core.Notification, 64+len(early))
+	for _, n := range early {
+		ch <- n
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	go func() {
 		defer close(ch)
 		defer cancel()
-		defer func() {
-			cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
-			_ = conn.Close(cctx)
-			ccancel()
-		}()
+		defer closeConn()
 		go func() {
 			select { // end the wait when the store closes
 			case <-s.done:
@@ -72,6 +107,40 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 		}
 	}()
 	return ch, nil
+}
+
+// probeListen sends a probe notification through the pool and waits until
+// conn, which LISTENs on the channel, hears it. It returns the
+// notifications heard before the probe, to be delivered first.
+func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) ([]core.Notification, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	payload := "probe " + hex.EncodeToString(b[:])
+	if _, err := s.pool.Exec(ctx, s.q.notify, s.channel, payload); err != nil {
+		return nil, fmt.Errorf("postgres: send the listen probe: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, listenProbeWait)
+	defer cancel()
+	var early []core.Notification
+	for {
+		n, err := conn.WaitForNotification(pctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if pctx.Err() != nil {
+				return nil, fmt.Errorf("postgres: a notification sent on channel %s did not reach the listening connection within %s: LISTEN does not hold here (a transaction pooler such as PgBouncer with pool_mode=transaction in between?); give the store a direct connection for notifications (listen_host in the URL) or set notify=false: %w",
+					s.channel, listenProbeWait, core.ErrUnsupported)
+			}
+			return nil, err
+		}
+		if n.Payload == payload {
+			return early, nil
+		}
+		if note, ok := parseNotification(n.Payload); ok {
+			early = append(early, note)
+		}
+	}
 }
 
 // parseNotification decodes a payload sent by a store.

@@ -45,12 +45,22 @@
 //
 //	schema=backlog        schema holding the tables (lower-case identifier)
 //	strategy=skip-locked  claim strategy: skip-locked (default) or optimistic
-//	notify=false          poll-only mode: no LISTEN/NOTIFY (PgBouncer
-//	                      transaction pooling)
+//	notify=false          poll-only mode: no LISTEN/NOTIFY
+//	pooler=transaction    behind a transaction pooler such as PgBouncer's
+//	                      pool_mode=transaction (WithPooler)
+//	listen_host=db:5432   LISTEN on a direct connection to these hosts,
+//	                      same user, database and parameters
+//	                      (WithListenConnString)
 //	migrate=false         do not migrate on open
 //
 // for example
-// "postgres://root@127.0.0.1:5432/test?sslmode=disable&schema=app_jobs&notify=false".
+// "postgres://root@127.0.0.1:5432/test?sslmode=disable&schema=app_jobs&notify=false",
+// or through PgBouncer
+// "postgres://app@pgbouncer:6432/app?pooler=transaction&listen_host=db:5432".
+// Several hosts ("postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write")
+// are pgx's: a new connection tries them in order and keeps the first that
+// accepts writes, so the store follows a failover by itself
+// (docs/scaling.md).
 //
 // # Schema
 //
@@ -66,6 +76,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/backlogq/backlog/core"
@@ -83,6 +94,8 @@ type config struct {
 	notify   bool
 	migrate  bool
 	maxConns int32
+	pooler   Pooler
+	listen   string // WithListenConnString; "" = the pool's own
 
 	vacuumMinDead int64   // WithVacuumThreshold; negative: off
 	vacuumScale   float64 // WithVacuumThreshold
@@ -108,6 +121,48 @@ func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.stra
 // engine stops listening and wakes on its poll interval.
 func WithNotify(on bool) Option { return func(c *config) { c.notify = on } }
 
+// Pooler names what sits between the store and PostgreSQL.
+type Pooler string
+
+const (
+	// PoolerNone is a direct connection, or a pooler that keeps a server
+	// session per client (PgBouncer's pool_mode=session): the default.
+	PoolerNone Pooler = "none"
+	// PoolerTransaction is a transaction pooler (PgBouncer's
+	// pool_mode=transaction, Odyssey, PgCat, Supavisor…): each transaction
+	// may run on another server session, so nothing that lives in a
+	// session survives it.
+	PoolerTransaction Pooler = "transaction"
+)
+
+// WithPooler says what sits between the store and PostgreSQL (default
+// PoolerNone). Behind PoolerTransaction the store keeps nothing in a
+// server session:
+//
+//   - Open runs statements in pgx's exec mode (unnamed prepared
+//     statements, one round trip), unless the connection string sets
+//     default_query_exec_mode; New refuses a pool whose mode caches
+//     prepared statements (pgx's default), since their names collide on
+//     the pooler's shared sessions ("prepared statement … already exists",
+//     42P05);
+//   - Listen needs a direct connection (WithListenConnString): a LISTEN
+//     through the pooler would silently hear nothing, so without one
+//     Listen returns an error wrapping core.ErrUnsupported and the engine
+//     logs that it wakes on its poll interval instead.
+//
+// Migrations are serialised by a transaction-scoped advisory lock in every
+// mode, so they need nothing more behind a pooler.
+func WithPooler(p Pooler) Option { return func(c *config) { c.pooler = p } }
+
+// WithListenConnString gives Listen its own connection string (pgx URL or
+// key=value), for notifications over a direct connection to PostgreSQL
+// when the pool goes through a transaction pooler (River keeps a separate
+// listener connection for the same reason). "" (the default) listens
+// through the pool's connection settings.
+func WithListenConnString(connString string) Option {
+	return func(c *config) { c.listen = connString }
+}
+
 // WithMigrate says whether Open and New migrate the schema (default true).
 func WithMigrate(migrate bool) Option { return func(c *config) { c.migrate = migrate } }
 
@@ -126,6 +181,8 @@ type Store struct {
 	tables  sqlq.Tables
 	channel string
 	notify  bool
+	pooler  Pooler
+	listen  *pgx.ConnConfig // nil: the pool's connection settings
 	closed  atomic.Bool
 	done    chan struct{} // closed by Close
 	q       queries
@@ -157,6 +214,13 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if err := validSchema(c.schema); err != nil {
 		return c, err
+	}
+	switch c.pooler {
+	case "":
+		c.pooler = PoolerNone
+	case PoolerNone, PoolerTransaction:
+	default:
+		return c, fmt.Errorf("postgres: unknown pooler %q (want %q or %q)", c.pooler, PoolerNone, PoolerTransaction)
 	}
 	switch c.strategy {
 	case "":
@@ -198,6 +262,9 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Store, error
 	if c.maxConns > 0 {
 		pc.MaxConns = c.maxConns
 	}
+	if c.pooler == PoolerTransaction && !setsExecMode(connString) {
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -224,8 +291,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
-	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, done: make(chan struct{}),
+	if c.pooler == PoolerTransaction {
+		switch pool.Config().ConnConfig.DefaultQueryExecMode {
+		case pgx.QueryExecModeCacheStatement:
+			return nil, fmt.Errorf("postgres: behind a transaction pooler the pool must not cache prepared statements: set default_query_exec_mode=exec (or simple_protocol) in its connection string: %w", core.ErrUnsupported)
+		}
+	}
+	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, pooler: c.pooler, done: make(chan struct{}),
 		vacuumMinDead: c.vacuumMinDead, vacuumScale: c.vacuumScale}
+	if c.listen != "" {
+		lc, err := pgx.ParseConfig(c.listen)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: listen connection string: %w", err)
+		}
+		s.listen = lc
+	}
 	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings", Holds: c.schema + ".unique_keys", Rates: c.schema + ".queue_rates"}
 	s.channel = "backlog_" + c.schema
 	s.db = &poolDB{pool: pool, closed: &s.closed}
@@ -248,6 +328,15 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*S
 	}
 	return s, nil
 }
+
+// setsExecMode reports whether a pgx connection string names
+// default_query_exec_mode (URL parameter or key=value).
+func setsExecMode(connString string) bool {
+	return strings.Contains(connString, "default_query_exec_mode")
+}
+
+// Pooler returns what the store was told sits between it and PostgreSQL.
+func (s *Store) Pooler() Pooler { return s.pooler }
 
 // Pool returns the underlying pool, for transactions passed to InsertTx and
 // CompleteTx.

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
 )
@@ -26,7 +28,9 @@ func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
 
 // ParseURL splits a store URL into the connection string for pgx and the
 // options named by backlog's own query parameters (schema, strategy,
-// notify, migrate, vacuum), which it removes. vacuum=false is
+// notify, migrate, vacuum, pooler, listen_host), which it removes.
+// listen_host=H:P[,H2:P2] is WithListenConnString with the URL's user,
+// database and parameters on those hosts. vacuum=false is
 // WithVacuumThreshold(-1, 0): the store leaves its jobs table to
 // autovacuum alone. Every other parameter is left for pgx
 // (sslmode, pool_max_conns, default_query_exec_mode, …). A query that does
@@ -37,16 +41,21 @@ func ParseURL(raw string) (string, []Option, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres: %w", err)
 	}
-	q, err := store.Query(u, "schema", "strategy", "notify", "migrate", "vacuum")
+	q, err := store.Query(u, "schema", "strategy", "notify", "migrate", "vacuum", "pooler", "listen_host")
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres: %w", err)
 	}
 	var opts []Option
+	listenHost := ""
 	for k, vs := range q {
 		v := vs[0]
 		switch k {
 		case "schema":
 			opts = append(opts, WithSchema(v))
+		case "pooler":
+			opts = append(opts, WithPooler(Pooler(v)))
+		case "listen_host":
+			listenHost = v
 		case "strategy":
 			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
 		case "notify", "migrate", "vacuum":
@@ -70,5 +79,15 @@ func ParseURL(raw string) (string, []Option, error) {
 		q.Del(k)
 	}
 	u.RawQuery = q.Encode()
+	if listenHost != "" {
+		// The same URL, other hosts: the user, database and parameters are
+		// the pool's.
+		lu := *u
+		lu.Host = listenHost
+		if _, err := pgx.ParseConfig(lu.String()); err != nil {
+			return "", nil, fmt.Errorf("postgres: listen_host=%q: %w", listenHost, err)
+		}
+		opts = append(opts, WithListenConnString(lu.String()))
+	}
 	return u.String(), opts, nil
 }
