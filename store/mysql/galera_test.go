@@ -354,7 +354,10 @@ func (s *Store) dbName(t *testing.T) string {
 // fails t when a job is claimed twice, when the claimers' ledger of
 // claimed, unfinished jobs, or a listing of running jobs right after a
 // claim, exceeds the limits, or when jobs are left. It returns the number
-// of claims that got jobs and the transient errors the stores retried.
+// of claims that got jobs and the transient errors the stores retried. A
+// claim that returns a transient error (it lost the race more often than
+// the store retries) took no effect: the claimer claims again, as the
+// engine's fetch loop does.
 func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *core.QueueLimits) (int64, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -387,6 +390,7 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 		seen    = map[int64]string{}
 		done    atomic.Int64
 		claims  atomic.Int64
+		gaveUp  atomic.Int64
 		failed  atomic.Bool
 	)
 	check := func(what string, jobs []*core.Job) {
@@ -413,6 +417,13 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 					return
 				}
 				got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: worker, Limit: batch, Now: now, LeaseUntil: now.Add(time.Hour)})
+				if err != nil && transient(err) && ctx.Err() == nil {
+					// A claim that lost the race more times than the
+					// store retries: it took no effect, and the
+					// engine's fetch loop claims again.
+					gaveUp.Add(1)
+					continue
+				}
 				if err != nil {
 					t.Errorf("%s: Claim: %v", worker, err)
 					failed.Store(true)
@@ -472,6 +483,9 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 	var retried int64
 	for _, s := range stores {
 		retried += s.retries.Load()
+	}
+	if n := gaveUp.Load(); n > 0 {
+		t.Logf("%d claims returned a transient error after the store's retries (claimed again)", n)
 	}
 	return claims.Load(), retried - retried0
 }
