@@ -16,6 +16,7 @@ import (
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store"
+	"github.com/backlogq/backlog/store/internal/storebench"
 	"github.com/backlogq/backlog/storetest"
 	"github.com/jackc/pgx/v5"
 )
@@ -156,5 +157,33 @@ func TestListenThroughPgBouncer(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("no notification over listen_host within 5 s of an insert")
+	}
+}
+
+// BenchmarkPgBouncer is BenchmarkClaimFinish and BenchmarkInsert on one
+// private PostgreSQL, directly and through a PgBouncer in transaction
+// pooling (pooler=transaction, exec mode), for the cost of the pooler; b.N
+// is jobs.
+//
+//	go test -run '^$' -bench PgBouncer -benchtime 20000x ./store/postgres/
+func BenchmarkPgBouncer(b *testing.B) {
+	pb, pg := dbserver.PgBouncer(b, dbserver.PgBouncerOptions{})
+	for _, via := range []string{"direct", "pgbouncer"} {
+		url := func() string {
+			var r [6]byte
+			_, _ = crand.Read(r[:])
+			if via == "direct" {
+				return pg.DSN() + "&schema=bl_pgb_" + hex.EncodeToString(r[:])
+			}
+			return pgbouncerURL(pb, pg, "")
+		}
+		b.Run(via+"/claim-finish", func(b *testing.B) {
+			s := openStoreURL(b, url())
+			storebench.Insert(b, s, benchNow, b.N, storebench.Job(benchNow, `{}`))
+			storebench.ClaimFinish(b, s, benchNow)
+		})
+		b.Run(via+"/insert", func(b *testing.B) {
+			storebench.InsertLoop(b, openStoreURL(b, url()), benchNow)
+		})
 	}
 }
