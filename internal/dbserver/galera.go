@@ -442,10 +442,18 @@ func (g *galeraImpl) prepare(ctx context.Context, s *Server) error {
 	select {
 	case <-p.done:
 	case <-exitBy:
+		if f, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+			fmt.Fprintf(f, "===== dbserver: %s: %s\n", time.Now().Format(time.RFC3339Nano), recoveryKilled)
+			f.Close()
+		}
 		return p.killTree()
 	}
 	return nil
 }
+
+// recoveryKilled is the note written to a Galera node's log when its
+// position recovery had to be killed.
+const recoveryKilled = "the --wsrep-recover run did not exit 3 s after it logged the position: killed"
 
 // recoveredPosition finds "WSREP: Recovered position: uuid:seqno" in the
 // log of a --wsrep-recover run, unless the seqno is -1 (unknown).
