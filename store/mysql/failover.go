@@ -41,16 +41,17 @@ const DefaultHostTimeout = 3 * time.Second
 // one goes through the list again: the store follows the live hosts
 // without a restart. So is a connection to a Galera node that answers
 // error 1047 (cut off from the cluster's primary component): the store
-// retries the statement, which took no effect, on a new connection. A statement in flight when its server dies fails
-// with the driver's connection error, which the store does not retry
-// (the statement may have committed); the engine's callers retry.
+// retries the statement, which took no effect, on a new connection. A
+// statement in flight when its server dies fails with the driver's
+// connection error, which the store does not retry (the statement may
+// have committed); the engine's callers retry.
 //
 // Open fails with an error for an empty list, an empty host or a port
 // that is not a number from 1 to 65535, and for a DSN that is not TCP. New
 // refuses it (the caller's *sql.DB dials for itself). One host behaves as
 // the DSN's own address does.
 func WithHosts(hosts ...string) Option {
-	return func(c *config) { c.hosts = append([]string(nil), hosts...) }
+	return func(c *config) { c.hosts = append(make([]string, 0, len(hosts)), hosts...) } // never nil: set
 }
 
 // checkNet refuses WithHosts on a DSN that is not TCP.
