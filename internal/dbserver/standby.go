@@ -36,7 +36,8 @@ import (
 // one.
 //
 // opts is read as for StartPostgres; Fsync and Settings apply to the
-// standby only. The returned Server is read-only (hot standby) until
+// standby only. Options.StartTimeout bounds the copy, the start, and the
+// wait for the "sync" state, each. The returned Server is read-only (hot standby) until
 // promoted: CreateDatabase fails on it, DSN and URL point at it. Start,
 // Stop, Kill and Close act on it alone. Errors wrap ErrUnavailable when
 // pg_basebackup is not installed next to the primary's programs; on any
@@ -82,7 +83,10 @@ func StartStandby(ctx context.Context, primary *Server, opts Options) (*Server, 
 	if !opts.Fsync {
 		args = append(args, "--no-sync")
 	}
-	if err := s.runTool(ctx, args...); err != nil {
+	bctx, bcancel := context.WithTimeout(ctx, s.startTimeout)
+	err = s.runTool(bctx, args...)
+	bcancel()
+	if err != nil {
 		return nil, err
 	}
 	// The copy carries the primary's postgresql.auto.conf, which names an
@@ -181,7 +185,8 @@ func waitSyncState(ctx context.Context, db *sql.DB, name, state, syncState strin
 // not check that the old primary is gone (a caller that promotes while
 // the old primary still takes writes has two primaries). Errors: the
 // server is not PostgreSQL, not running, not a standby (pg_ctl's error),
-// or ctx ended first.
+// or it is still in recovery when ctx ends or Options.StartTimeout has
+// passed.
 func (s *Server) Promote(ctx context.Context) error {
 	im, ok := s.impl.(*postgresImpl)
 	if !ok {
@@ -192,10 +197,12 @@ func (s *Server) Promote(ctx context.Context) error {
 	if s.closed || s.proc == nil || s.proc.exited() {
 		return errors.New("dbserver: Promote: the server is not running")
 	}
-	if err := s.runTool(ctx, im.bins.pgCtl, "promote", "-D", s.dataDir, "-w", "-t", "60"); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, s.startTimeout)
+	defer cancel()
+	if err := s.runTool(ctx, im.bins.pgCtl, "promote", "-D", s.dataDir, "-w", "-t", strconv.Itoa(int(s.startTimeout.Seconds()))); err != nil {
 		return err
 	}
-	db, err := sql.Open("pgx", im.url(s, "postgres"))
+	db, err := sql.Open("pgx", im.url(s, "postgres")+"&connect_timeout=5")
 	if err != nil {
 		return err
 	}
