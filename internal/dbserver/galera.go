@@ -176,17 +176,14 @@ func StartGalera(ctx context.Context, n int, opts Options) (*GaleraCluster, erro
 	if err != nil {
 		return nil, err
 	}
-	provider, ok := lookBin(galeraProviders...)
-	if !ok {
-		// lookBin wants an executable; the library may lack the x bit.
-		for _, p := range galeraProviders {
-			if _, err := os.Stat(p); err == nil {
-				provider, ok = p, true
-				break
-			}
+	provider := ""
+	for _, p := range galeraProviders {
+		if _, err := os.Stat(p); err == nil {
+			provider = p
+			break
 		}
 	}
-	if !ok {
+	if provider == "" {
 		return nil, fmt.Errorf("%w: Galera library not found among %v (Debian package galera-4)", ErrUnavailable, galeraProviders)
 	}
 	for _, prog := range []string{"rsync", "wsrep_sst_rsync"} {
@@ -220,7 +217,7 @@ func StartGalera(ctx context.Context, n int, opts Options) (*GaleraCluster, erro
 		_ = c.Close()
 		return nil, fmt.Errorf("dbserver: %w", err)
 	}
-	ok = false
+	ok := false
 	defer func() {
 		if !ok {
 			_ = c.Close()

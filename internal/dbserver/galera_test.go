@@ -4,6 +4,7 @@ package dbserver
 
 import (
 	"context"
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -144,4 +145,17 @@ func syncQueryInt(t *testing.T, s *Server, db, q string) int {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return v
+}
+
+func TestGaleraUnavailable(t *testing.T) {
+	ctx := context.Background()
+	if _, err := StartGalera(ctx, 3, Options{BinDir: t.TempDir()}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("StartGalera with an empty BinDir: %v, want ErrUnavailable", err)
+	}
+	if _, err := StartGalera(ctx, 3, Options{Port: 3306}); err == nil {
+		t.Fatal("StartGalera with a port succeeded")
+	}
+	if _, err := StartGalera(ctx, 0, Options{}); err == nil {
+		t.Fatal("StartGalera of 0 nodes succeeded")
+	}
 }
