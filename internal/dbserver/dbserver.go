@@ -73,9 +73,10 @@
 // a second. The standby retries streaming 100 ms after losing its primary
 // (wal_retrieve_retry_interval; PostgreSQL takes a promotion requested
 // during that wait only when it ends, and with the default 5 s one
-// promotion in eight took 5.1 s). FailoverURL is the multi-host store URL of the pair
-// (target_session_attrs=read-write): clients reach whichever server
-// accepts writes, and reconnect to the promoted standby by themselves.
+// promotion in eight took 5.1 s). FailoverURL is the multi-host store URL
+// of the pair (target_session_attrs=read-write): clients reach whichever
+// server accepts writes, and reconnect to the promoted standby by
+// themselves.
 //
 // pg_auto_failover (Debian's postgresql-15-auto-failover and
 // pg-auto-failover-cli) installs and runs on Debian 12, but its monitor
