@@ -81,28 +81,7 @@ func failover(standby *dbserver.Server, delay time.Duration) func(context.Contex
 		// started after the promotion ran on a job claimed on the new
 		// primary (the old one is dead, and claims made there before the
 		// kill started their handlers long before).
-		claimed, done := int64(0), int64(0)
-		deadline := time.Now().Add(r.cfg.drain)
-		for done == 0 && time.Now().Before(deadline) {
-			if byJob, _, err := parseLedger(r.c.ledger); err == nil {
-				for _, execs := range byJob {
-					for _, e := range execs {
-						if e.start <= promoted {
-							continue
-						}
-						if claimed == 0 || e.start < claimed {
-							claimed = e.start
-						}
-						if e.end != 0 && e.status == "ok" && (done == 0 || e.end < done) {
-							done = e.end
-						}
-					}
-				}
-			}
-			if done == 0 {
-				time.Sleep(50 * time.Millisecond)
-			}
-		}
+		claimed, done := r.resumedAfter(promoted)
 		if done == 0 {
 			r.note("primary SIGKILLed at %s, standby promoted at %s; no job ran on the new primary within %s", r.c.rel(from), r.c.rel(promoted), r.cfg.drain)
 			r.c.t.Errorf("no job ran on the promoted standby within %s", r.cfg.drain)
