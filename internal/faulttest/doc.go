@@ -6,6 +6,17 @@
 // the lease, and kills a worker under shell handlers that started a child
 // of their own.
 //
+// The topologies that survive the loss of a machine have a scenario each,
+// built from internal/dbserver: a PostgreSQL primary SIGKILLed and its
+// synchronous standby promoted under workers on the multi-host URL
+// (TestPostgresFailover); a Galera node SIGKILLed and rejoining under one
+// worker per node (TestGaleraNodeLoss); PgBouncer in transaction pooling
+// killed and restarted (TestPgBouncerRestart); two `backlog serve` behind
+// HAProxy, each SIGKILLed in turn under remote workers
+// (TestJobServersBehindProxy). Each also runs a producer that enqueues
+// while the faults happen: every job whose enqueue returned must be in
+// the store, final, and run (docs/scaling.md has the figures).
+//
 // Run it (opt-in; it takes a few minutes on two cores; -v prints each
 // scenario's summary):
 //
