@@ -161,19 +161,23 @@ func TestListenThroughPgBouncer(t *testing.T) {
 }
 
 // BenchmarkPgBouncer is BenchmarkClaimFinish and BenchmarkInsert on one
-// private PostgreSQL, directly and through a PgBouncer in transaction
-// pooling (pooler=transaction, exec mode), for the cost of the pooler; b.N
-// is jobs.
+// private PostgreSQL, directly (pgx's default statement cache, and its
+// exec mode, which pooler=transaction uses) and through a PgBouncer in
+// transaction pooling (pooler=transaction), for the cost of the pooler
+// and of its exec mode apart; b.N is jobs.
 //
 //	go test -run '^$' -bench PgBouncer -benchtime 20000x ./store/postgres/
 func BenchmarkPgBouncer(b *testing.B) {
 	pb, pg := dbserver.PgBouncer(b, dbserver.PgBouncerOptions{})
-	for _, via := range []string{"direct", "pgbouncer"} {
+	for _, via := range []string{"direct", "direct-exec", "pgbouncer"} {
 		url := func() string {
 			var r [6]byte
 			_, _ = crand.Read(r[:])
-			if via == "direct" {
+			switch via {
+			case "direct":
 				return pg.DSN() + "&schema=bl_pgb_" + hex.EncodeToString(r[:])
+			case "direct-exec":
+				return pg.DSN() + "&default_query_exec_mode=exec&schema=bl_pgb_" + hex.EncodeToString(r[:])
 			}
 			return pgbouncerURL(pb, pg, "")
 		}
