@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -153,16 +152,7 @@ func (p *pgbouncerImpl) command(s *Server) []string {
 
 func (p *pgbouncerImpl) driverName() string { return "pgx" }
 
-func (p *pgbouncerImpl) url(s *Server, database string) string {
-	u := url.URL{
-		Scheme:   "postgres",
-		User:     url.User("root"),
-		Host:     "127.0.0.1:" + strconv.Itoa(s.port),
-		Path:     "/" + database,
-		RawQuery: "sslmode=disable",
-	}
-	return u.String()
-}
+func (p *pgbouncerImpl) url(s *Server, database string) string { return postgresURL(s.port, database) }
 
 func (p *pgbouncerImpl) driverDSN(s *Server, database string) string { return p.url(s, database) }
 

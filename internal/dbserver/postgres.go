@@ -114,11 +114,15 @@ func (p *postgresImpl) command(s *Server) []string {
 
 func (p *postgresImpl) driverName() string { return "pgx" }
 
-func (p *postgresImpl) url(s *Server, database string) string {
+func (p *postgresImpl) url(s *Server, database string) string { return postgresURL(s.port, database) }
+
+// postgresURL is the backlog store URL of database as user root on
+// 127.0.0.1:port: a PostgreSQL server's, or a pooler's in front of one.
+func postgresURL(port int, database string) string {
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.User("root"),
-		Host:     "127.0.0.1:" + strconv.Itoa(s.port),
+		Host:     "127.0.0.1:" + strconv.Itoa(port),
 		Path:     "/" + database,
 		RawQuery: "sslmode=disable",
 	}
