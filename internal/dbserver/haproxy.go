@@ -9,16 +9,16 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// KindHAProxy is an HAProxy in front of several servers (StartHAProxy).
+const KindHAProxy Kind = "haproxy"
 
 // HAProxyMode says what HAProxy forwards.
 type HAProxyMode string
@@ -101,23 +101,23 @@ type HAProxyOptions struct {
 	StartTimeout time.Duration
 }
 
-// HAProxy is one private HAProxy process (Debian's haproxy, run in the
-// foreground as a child of the calling process with the configuration
-// StartHAProxy wrote). It listens on 127.0.0.1:Port and forwards to the
-// backends given. Its methods are safe for concurrent use.
+// HAProxy is one private HAProxy (Debian's haproxy, run in the foreground
+// as a child of the calling process, as the calling user, with the
+// configuration StartHAProxy wrote). It listens on 127.0.0.1:Port and
+// forwards to the backends given.
+//
+// It is a Server of kind KindHAProxy, started, stopped and killed like the
+// databases: Start, Kill, Close, PID, Running, Port, Dir and LogPath are
+// the Server's. Stop(StopFast) is HAProxy's soft stop (SIGUSR1: the
+// frontend stops listening and open connections may finish, for at most
+// 10 s); Stop(StopImmediate) its hard stop (SIGTERM: open connections are
+// closed at once). DSN and DriverDSN give the frontend's address, not a
+// database's: HAProxy does not know the backends' protocol, so DriverName
+// is "" and CreateDatabase fails (create databases on a backend). Its
+// methods are safe for concurrent use.
 type HAProxy struct {
-	bin          string
-	dir          string
-	ownsDir      bool
-	cfgPath      string
-	sockPath     string
-	logPath      string
-	port         int
-	startTimeout time.Duration
-
-	mu     sync.Mutex // serialises Start, Stop, Kill, Close
-	proc   *process
-	closed bool
+	*Server
+	im *haproxyImpl
 }
 
 // StartHAProxy writes an HAProxy configuration for opts and starts haproxy
@@ -127,9 +127,6 @@ type HAProxy struct {
 // installs it) or the platform is not Linux; on any error nothing is left
 // behind. Close it when done.
 func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
-	if runtime.GOOS != "linux" {
-		return nil, fmt.Errorf("%w: private servers need Linux, this is %s", ErrUnavailable, runtime.GOOS)
-	}
 	bin := opts.Bin
 	if bin == "" {
 		var ok bool
@@ -167,59 +164,94 @@ func StartHAProxy(ctx context.Context, opts HAProxyOptions) (*HAProxy, error) {
 	if !strings.HasPrefix(opts.HealthPath, "/") || strings.ContainsAny(opts.HealthPath, " \t\n#") {
 		return nil, fmt.Errorf("dbserver: HAProxy health path %q: want an absolute path without spaces", opts.HealthPath)
 	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 30 * time.Second
+	}
 
-	h := &HAProxy{bin: bin, port: opts.Port, startTimeout: opts.StartTimeout}
-	if h.startTimeout <= 0 {
-		h.startTimeout = 30 * time.Second
-	}
-	if opts.Dir == "" {
-		d, err := os.MkdirTemp("", "backlog-haproxy-")
-		if err != nil {
-			return nil, fmt.Errorf("dbserver: %w", err)
-		}
-		h.dir, h.ownsDir = d, true
-	} else {
-		d, err := filepath.Abs(opts.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("dbserver: %w", err)
-		}
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("dbserver: %w", err)
-		}
-		if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {
-			return nil, fmt.Errorf("dbserver: directory %s must be empty (%v)", d, err)
-		}
-		h.dir = d
-	}
-	h.cfgPath = filepath.Join(h.dir, "haproxy.cfg")
-	h.sockPath = filepath.Join(h.dir, "admin.sock")
-	h.logPath = filepath.Join(h.dir, "haproxy.log")
-
-	pickPort := opts.Port == 0
-	var err error
-	for range 4 {
-		if pickPort {
-			if h.port, err = freePort(); err != nil {
-				break
-			}
-		}
-		if err = os.WriteFile(h.cfgPath, []byte(haproxyConfig(opts, h.port, h.sockPath)), 0o600); err != nil {
-			err = fmt.Errorf("dbserver: %w", err)
-			break
-		}
-		h.mu.Lock()
-		err = h.startLocked(ctx)
-		h.mu.Unlock()
-		if err == nil || !pickPort || !strings.Contains(strings.ToLower(err.Error()), "address already in use") {
-			break
-		}
-	}
+	im := &haproxyImpl{bin: bin, opts: opts}
+	// haproxy needs no account of its own: as root, it runs as root.
+	s, err := newServer(KindHAProxy, Options{Port: opts.Port, Dir: opts.Dir, StartTimeout: opts.StartTimeout}, "root", im)
 	if err != nil {
-		_ = h.Close()
 		return nil, err
 	}
-	return h, nil
+	im.cfgPath = filepath.Join(s.dir, "haproxy.cfg")
+	im.sockPath = filepath.Join(s.dir, "admin.sock")
+	s.logPath = filepath.Join(s.dir, "haproxy.log")
+	if err := s.startFirst(ctx, opts.Port == 0); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return &HAProxy{Server: s, im: im}, nil
 }
+
+// haproxyImpl runs haproxy as a Server.
+type haproxyImpl struct {
+	bin               string
+	opts              HAProxyOptions // defaults filled in
+	cfgPath, sockPath string
+}
+
+// prepare writes the configuration (the port may have changed since the
+// last try) and removes the admin socket a killed haproxy left, which
+// would be taken for a live one.
+func (p *haproxyImpl) prepare(_ context.Context, s *Server) error {
+	if err := os.WriteFile(p.cfgPath, []byte(haproxyConfig(p.opts, s.port, p.sockPath)), 0o600); err != nil {
+		return fmt.Errorf("dbserver: %w", err)
+	}
+	if err := os.Remove(p.sockPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("dbserver: %w", err)
+	}
+	return nil
+}
+
+// command runs haproxy in the foreground (-db).
+func (p *haproxyImpl) command(*Server) []string { return []string{p.bin, "-db", "-f", p.cfgPath} }
+
+// ping returns nil once the frontend accepts a TCP connection.
+func (p *haproxyImpl) ping(ctx context.Context, s *Server) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", haproxyAddr(s))
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// stop: StopFast is HAProxy's soft stop (SIGUSR1; hard-stop-after in the
+// configuration bounds it), StopImmediate its hard stop (SIGTERM).
+func (p *haproxyImpl) stop(_ context.Context, _ *Server, proc *process, mode StopMode) error {
+	if mode == StopFast {
+		return proc.signal(syscall.SIGUSR1)
+	}
+	return proc.signal(syscall.SIGTERM)
+}
+
+// url is the frontend's base URL, http://127.0.0.1:PORT or
+// tcp://127.0.0.1:PORT; there is no database to name.
+func (p *haproxyImpl) url(s *Server, _ string) string {
+	return string(p.opts.Mode) + "://" + haproxyAddr(s)
+}
+
+// driverDSN is the frontend's address: which driver talks through it
+// depends on the backends.
+func (p *haproxyImpl) driverDSN(s *Server, _ string) string { return haproxyAddr(s) }
+
+func (p *haproxyImpl) driverName() string { return "" }
+
+func (p *haproxyImpl) createDatabase(context.Context, *Server, string) error {
+	return errors.New("HAProxy holds no databases: create it on a backend")
+}
+
+func haproxyAddr(s *Server) string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Addr is the frontend's address, 127.0.0.1:PORT.
+func (h *HAProxy) Addr() string { return haproxyAddr(h.Server) }
+
+// URL is the frontend's base URL for HTTP mode: http://127.0.0.1:PORT.
+func (h *HAProxy) URL() string { return "http://" + h.Addr() }
+
+// ConfigPath is the configuration file StartHAProxy wrote in Dir.
+func (h *HAProxy) ConfigPath() string { return h.im.cfgPath }
 
 // haproxyConfig renders the configuration of opts.
 func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
@@ -256,6 +288,8 @@ func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
 	fmt.Fprintf(&b, "global\n")
 	fmt.Fprintf(&b, "    maxconn 4096\n")
 	fmt.Fprintf(&b, "    stats socket %s mode 600 level admin\n", sock)
+	// A soft stop (SIGUSR1) closes what is still open after 10 s.
+	fmt.Fprintf(&b, "    hard-stop-after 10s\n")
 	fmt.Fprintf(&b, "\ndefaults\n")
 	fmt.Fprintf(&b, "    mode %s\n", opts.Mode)
 	fmt.Fprintf(&b, "    timeout connect %s\n", ms(connect))
@@ -293,158 +327,6 @@ func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
 	return b.String()
 }
 
-// Port is the frontend's TCP port on 127.0.0.1; it stays the same across
-// restarts.
-func (h *HAProxy) Port() int { return h.port }
-
-// Addr is the frontend's address, 127.0.0.1:PORT.
-func (h *HAProxy) Addr() string { return "127.0.0.1:" + strconv.Itoa(h.port) }
-
-// URL is the frontend's base URL for HTTP mode: http://127.0.0.1:PORT.
-func (h *HAProxy) URL() string { return "http://" + h.Addr() }
-
-// Dir is the directory holding the configuration, the admin socket and
-// the log.
-func (h *HAProxy) Dir() string { return h.dir }
-
-// ConfigPath is the configuration file StartHAProxy wrote.
-func (h *HAProxy) ConfigPath() string { return h.cfgPath }
-
-// LogPath is haproxy's output (its warnings, among them every backend
-// marked down or up), across restarts.
-func (h *HAProxy) LogPath() string { return h.logPath }
-
-// PID is the process id of the running haproxy, or 0 when it is not
-// running.
-func (h *HAProxy) PID() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.proc == nil || h.proc.exited() {
-		return 0
-	}
-	return h.proc.pid
-}
-
-// Start starts the stopped or killed haproxy again on the same port and
-// configuration and waits until its frontend accepts connections. It
-// returns an error if it is running or closed, or does not come up within
-// StartTimeout.
-func (h *HAProxy) Start(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return errors.New("dbserver: Start on a closed HAProxy")
-	}
-	if h.proc != nil && !h.proc.exited() {
-		return errors.New("dbserver: Start: HAProxy is running")
-	}
-	return h.startLocked(ctx)
-}
-
-// Stop stops haproxy at once (SIGTERM, HAProxy's hard stop: open
-// connections are closed) and waits until it has exited (at most 10 s;
-// then it is killed and an error returned). Stopping a haproxy that is not
-// running does nothing.
-func (h *HAProxy) Stop() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p := h.proc
-	if p == nil || p.exited() {
-		h.proc = nil
-		return nil
-	}
-	_ = p.signal(syscall.SIGTERM)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.wait(ctx); err != nil {
-		_ = p.killTree()
-		h.proc = nil
-		return fmt.Errorf("dbserver: haproxy did not stop on SIGTERM, killed it: %w", err)
-	}
-	h.proc = nil
-	return nil
-}
-
-// Kill sends SIGKILL to haproxy and waits until it is gone (at most 30 s).
-// Killing a haproxy that is not running does nothing.
-func (h *HAProxy) Kill() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.killLocked()
-}
-
-func (h *HAProxy) killLocked() error {
-	p := h.proc
-	h.proc = nil
-	if p == nil || p.exited() {
-		return nil
-	}
-	return p.killTree()
-}
-
-// Close kills haproxy if it runs and removes its directory when
-// StartHAProxy made it. It is idempotent; after Close, Start fails.
-func (h *HAProxy) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil
-	}
-	h.closed = true
-	err := h.killLocked()
-	if h.ownsDir {
-		if rerr := os.RemoveAll(h.dir); rerr != nil && err == nil {
-			err = fmt.Errorf("dbserver: remove %s: %w", h.dir, rerr)
-		}
-	}
-	return err
-}
-
-// startLocked spawns haproxy in the foreground (-db) and waits until its
-// frontend accepts connections.
-func (h *HAProxy) startLocked(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, h.startTimeout)
-	defer cancel()
-	// A socket left by a killed haproxy would be taken for a live one.
-	_ = os.Remove(h.sockPath)
-	logf, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("dbserver: %w", err)
-	}
-	defer logf.Close() // the child keeps its own descriptor
-	argv := []string{h.bin, "-db", "-f", h.cfgPath}
-	fmt.Fprintf(logf, "\n===== dbserver: %s starting: %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = h.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr(nil, true)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("dbserver: start %s: %w", h.bin, err)
-	}
-	p := &process{pid: cmd.Process.Pid, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	h.proc = p
-	for {
-		c, err := net.DialTimeout("tcp", h.Addr(), time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-p.done:
-			h.proc = nil
-			return fmt.Errorf("dbserver: haproxy exited while starting (%v); end of %s:\n%s", p.err, h.logPath, fileTail(h.logPath, 3000))
-		case <-ctx.Done():
-			_ = h.killLocked()
-			return fmt.Errorf("dbserver: haproxy did not accept connections in time (last error: %v); end of %s:\n%s", err, h.logPath, fileTail(h.logPath, 3000))
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // HAProxyServer is the state of one backend as HAProxy sees it.
 type HAProxyServer struct {
 	Name   string // s1, s2, … in the order of Backends then Backups
@@ -468,7 +350,7 @@ type HAProxyServer struct {
 // socket ("show stat"), in the order they were given.
 func (h *HAProxy) Servers(ctx context.Context) ([]HAProxyServer, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", h.sockPath)
+	c, err := d.DialContext(ctx, "unix", h.im.sockPath)
 	if err != nil {
 		return nil, fmt.Errorf("dbserver: haproxy admin socket: %w", err)
 	}
@@ -532,14 +414,13 @@ func (h *HAProxy) Servers(ctx context.Context) ([]HAProxyServer, error) {
 // error.
 func HAProxyFor(t testing.TB, opts HAProxyOptions) *HAProxy {
 	t.Helper()
-	h, err := StartHAProxy(context.Background(), opts)
-	if err != nil {
-		Unavailable(t, "HAProxy", err)
-	}
-	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
-			t.Errorf("dbserver: close HAProxy: %v", err)
+	var h *HAProxy
+	started(t, "HAProxy", func(ctx context.Context) (*Server, error) {
+		var err error
+		if h, err = StartHAProxy(ctx, opts); err != nil {
+			return nil, err
 		}
+		return h.Server, nil
 	})
 	return h
 }

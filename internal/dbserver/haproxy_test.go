@@ -141,7 +141,7 @@ func TestHAProxyHTTP(t *testing.T) {
 	if err := h.Start(ctx); err == nil {
 		t.Fatal("Start of a running haproxy succeeded")
 	}
-	if err := h.Stop(); err != nil {
+	if err := h.Stop(StopImmediate); err != nil {
 		t.Fatal(err)
 	}
 	if h.PID() != 0 {
