@@ -4,8 +4,6 @@ package postgres
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +28,7 @@ func TestConformanceAfterFailover(t *testing.T) {
 	url := dbserver.FailoverURL("test", primary, standby)
 	t.Logf("primary and synchronous standby up in %s; store URL %s", time.Since(start).Round(time.Millisecond), url)
 
-	st := openStoreURL(t, url+"&schema="+failoverSchema())
+	st := openStoreURL(t, url+"&schema="+randomSchema())
 	p := &failoverProducer{st: st}
 	stop := make(chan struct{})
 	produced := make(chan struct{})
@@ -84,32 +82,8 @@ func TestConformanceAfterFailover(t *testing.T) {
 	}
 
 	suite := time.Now()
-	storetest.Run(t, storetest.Factory{
-		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
-			return openStoreURL(t, url+"&schema="+failoverSchema()+"&strategy="+string(strategy))
-		},
-		BeginTx: func(t testing.TB, s core.Store) (any, func() error, func() error) {
-			tx, err := s.(*Store).Pool().Begin(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tx, func() error { return tx.Commit(context.Background()) }, func() error { return tx.Rollback(context.Background()) }
-		},
-		Reopen: func(t testing.TB, s core.Store) core.Store {
-			ps := s.(*Store)
-			return openStoreURL(t, url+"&schema="+ps.Schema()+"&strategy="+string(ps.Strategy()))
-		},
-	})
+	storetest.Run(t, urlFactory(url))
 	t.Logf("conformance on the promoted standby, both strategies: %s", time.Since(suite).Round(time.Second))
-}
-
-// failoverSchema is a fresh schema name; the private server goes away
-// with the test, and its schemas with it.
-func failoverSchema() string {
-	var b [6]byte
-	_, _ = crand.Read(b[:])
-	return "bl_fo_" + hex.EncodeToString(b[:])
 }
 
 // listAll lists every job of queue.

@@ -4,8 +4,6 @@ package postgres
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -21,24 +19,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// pgbouncerURL is the store URL of the database test through pb, with the
-// parameters a user behind a transaction pooler writes, and a fresh schema.
-func pgbouncerURL(pb, pg *dbserver.Server, extra string) string {
-	var b [6]byte
-	_, _ = crand.Read(b[:])
-	return pb.DSN() + "&pooler=transaction&listen_host=127.0.0.1:" + strconv.Itoa(pg.Port()) + "&schema=bl_pgb_" + hex.EncodeToString(b[:]) + extra
-}
-
-// openURL opens a store from url through the store registry, as the CLI and
-// applications do, closed when t ends.
-func openStoreURL(t testing.TB, url string) *Store {
-	t.Helper()
-	s, err := store.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s.(*Store)
+// pgbouncerBase is the store URL of the database test through pb, with the
+// parameters a user behind a transaction pooler writes; add a schema.
+func pgbouncerBase(pb, pg *dbserver.Server) string {
+	return pb.DSN() + "&pooler=transaction&listen_host=127.0.0.1:" + strconv.Itoa(pg.Port())
 }
 
 // TestConformanceThroughPgBouncer runs the conformance suite through a
@@ -48,23 +32,7 @@ func openStoreURL(t testing.TB, url string) *Store {
 func TestConformanceThroughPgBouncer(t *testing.T) {
 	pb, pg := dbserver.PgBouncer(t, dbserver.PgBouncerOptions{})
 	start := time.Now()
-	storetest.Run(t, storetest.Factory{
-		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
-			return openStoreURL(t, pgbouncerURL(pb, pg, "&strategy="+string(strategy)))
-		},
-		BeginTx: func(t testing.TB, s core.Store) (any, func() error, func() error) {
-			tx, err := s.(*Store).Pool().Begin(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tx, func() error { return tx.Commit(context.Background()) }, func() error { return tx.Rollback(context.Background()) }
-		},
-		Reopen: func(t testing.TB, s core.Store) core.Store {
-			ps := s.(*Store)
-			return openStoreURL(t, pb.DSN()+"&pooler=transaction&schema="+ps.Schema()+"&strategy="+string(ps.Strategy()))
-		},
-	})
+	storetest.Run(t, urlFactory(pgbouncerBase(pb, pg)))
 	t.Logf("conformance through PgBouncer (transaction pooling), both strategies: %s", time.Since(start).Round(time.Second))
 }
 
@@ -76,7 +44,7 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 // a session took the lock again on top of its own.)
 func TestConcurrentMigrationsThroughPgBouncer(t *testing.T) {
 	pb, pg := dbserver.PgBouncer(t, dbserver.PgBouncerOptions{PoolSize: 4})
-	url := pgbouncerURL(pb, pg, "")
+	url := pgbouncerBase(pb, pg) + "&schema=" + randomSchema()
 	for round := range 3 {
 		schemaURL := url + "_" + strconv.Itoa(round)
 		var wg sync.WaitGroup
@@ -119,17 +87,14 @@ func TestListenThroughPgBouncer(t *testing.T) {
 	pb, pg := dbserver.PgBouncer(t, dbserver.PgBouncerOptions{})
 	ctx := context.Background()
 
-	var b [6]byte
-	_, _ = crand.Read(b[:])
-	noDirect := openStoreURL(t, pb.DSN()+"&pooler=transaction&schema=bl_pgb_"+hex.EncodeToString(b[:]))
+	noDirect := openStoreURL(t, pb.DSN()+"&pooler=transaction&schema="+randomSchema())
 	if _, err := noDirect.Listen(ctx); !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "listen_host") {
 		t.Errorf("Listen behind a transaction pooler without listen_host: %v; want core.ErrUnsupported naming listen_host", err)
 	}
 
 	// Not told of the pooler (the exec mode set by hand, as a user who
 	// only fixed the prepared-statement errors would).
-	_, _ = crand.Read(b[:])
-	untold := openStoreURL(t, pb.DSN()+"&default_query_exec_mode=exec&schema=bl_pgb_"+hex.EncodeToString(b[:]))
+	untold := openStoreURL(t, pb.DSN()+"&default_query_exec_mode=exec&schema="+randomSchema())
 	begin := time.Now()
 	if ch, err := untold.Listen(ctx); !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "did not reach") {
 		if err == nil {
@@ -140,7 +105,7 @@ func TestListenThroughPgBouncer(t *testing.T) {
 	}
 	t.Logf("the probe gave up after %s", time.Since(begin).Round(time.Millisecond))
 
-	direct := openStoreURL(t, pgbouncerURL(pb, pg, ""))
+	direct := openStoreURL(t, pgbouncerBase(pb, pg)+"&schema="+randomSchema())
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch, err := direct.Listen(lctx)
@@ -171,15 +136,13 @@ func BenchmarkPgBouncer(b *testing.B) {
 	pb, pg := dbserver.PgBouncer(b, dbserver.PgBouncerOptions{})
 	for _, via := range []string{"direct", "direct-exec", "pgbouncer"} {
 		url := func() string {
-			var r [6]byte
-			_, _ = crand.Read(r[:])
 			switch via {
 			case "direct":
-				return pg.DSN() + "&schema=bl_pgb_" + hex.EncodeToString(r[:])
+				return pg.DSN() + "&schema=" + randomSchema()
 			case "direct-exec":
-				return pg.DSN() + "&default_query_exec_mode=exec&schema=bl_pgb_" + hex.EncodeToString(r[:])
+				return pg.DSN() + "&default_query_exec_mode=exec&schema=" + randomSchema()
 			}
-			return pgbouncerURL(pb, pg, "")
+			return pgbouncerBase(pb, pg) + "&schema=" + randomSchema()
 		}
 		b.Run(via+"/claim-finish", func(b *testing.B) {
 			s := openStoreURL(b, url())
