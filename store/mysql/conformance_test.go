@@ -43,13 +43,7 @@ func conformance(t *testing.T, opts ...Option) {
 			mu.Unlock()
 			return s
 		},
-		BeginTx: func(t testing.TB, s core.Store) (any, func() error, func() error) {
-			tx, err := s.(*Store).DB().BeginTx(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tx, tx.Commit, tx.Rollback
-		},
+		BeginTx: beginTx,
 		Reopen: func(t testing.TB, s core.Store) core.Store {
 			mu.Lock()
 			dsn := dsns[s]
@@ -63,4 +57,14 @@ func conformance(t *testing.T, opts ...Option) {
 			return r
 		},
 	})
+}
+
+// beginTx is the suite's BeginTx for this store: a *sql.Tx on the store's
+// database.
+func beginTx(t testing.TB, s core.Store) (any, func() error, func() error) {
+	tx, err := s.(*Store).DB().BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx, tx.Commit, tx.Rollback
 }

@@ -87,13 +87,7 @@ func galeraConformance(t *testing.T, node *dbserver.Server, strategy core.ClaimS
 			mu.Unlock()
 			return s
 		},
-		BeginTx: func(t testing.TB, s core.Store) (any, func() error, func() error) {
-			tx, err := s.(*Store).DB().BeginTx(context.Background(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tx, tx.Commit, tx.Rollback
-		},
+		BeginTx: beginTx,
 		Reopen: func(t testing.TB, s core.Store) core.Store {
 			mu.Lock()
 			u := urls[s]
