@@ -137,8 +137,13 @@ func (p *producer) refreshWorkers(ctx context.Context) {
 // claimResult is what one claim in flight reports back to the loop.
 type claimResult struct {
 	limit, n int
+	took     time.Duration // the store's Claim call
 	err      error
 }
+
+// claimCostWeight is the weight of the newest claim in the loop's running
+// mean of claim durations (1/claimCostWeight).
+const claimCostWeight = 8
 
 func (p *producer) run(ctx context.Context) {
 	c := p.c
@@ -151,7 +156,10 @@ func (p *producer) run(ctx context.Context) {
 	defer p.handBackWaiting()
 	defer claims.Wait()
 	p.refreshWorkers(ctx)
+	// lastClaim is when the loop last started a claim or had one's
+	// result; claimCost is the running mean of claim durations.
 	var lastClaim, notBefore time.Time
+	var claimCost time.Duration
 	inFlight, failures := 0, 0
 	drained := false // the last claim found fewer jobs than it asked for
 	for {
@@ -160,10 +168,18 @@ func (p *producer) run(ctx context.Context) {
 		if free := p.free(); free > 0 && inFlight < p.inFlight && !drained {
 			now := time.Now()
 			// Under load, slots free one by one. Claim at once when a good
-			// share of them is free; otherwise wait out the cooldown (or
-			// more freed slots) so one claim gathers many jobs. After a
-			// failed claim, wait out its retry delay.
-			wait := c.cfg.FetchCooldown - now.Sub(lastClaim)
+			// share of them is free; otherwise gather freed slots for the
+			// cooldown, or for as long as a claim takes if that is longer,
+			// counted from the last claim's start or result. A claim costs
+			// the store about as much for one job as for a hundred (on
+			// PostgreSQL the scan past the claim index's dead entries
+			// dominates), and the jobs a claim has just started free their
+			// slots moments later: claiming the few slots free when a claim
+			// returns would make every other claim a small one, and leave
+			// most slots empty while it runs. After a failed claim, wait
+			// out its retry delay.
+			gather := max(c.cfg.FetchCooldown, min(claimCost, c.cfg.PollInterval))
+			wait := gather - now.Sub(lastClaim)
 			if free >= p.batchThreshold() {
 				wait = 0
 			}
@@ -178,8 +194,9 @@ func (p *producer) run(ctx context.Context) {
 				claims.Add(1)
 				go func() {
 					defer claims.Done()
+					t0 := time.Now()
 					n, err := p.claim(ctx, limit)
-					results <- claimResult{limit: limit, n: n, err: err}
+					results <- claimResult{limit: limit, n: n, took: time.Since(t0), err: err}
 				}()
 				continue
 			}
@@ -195,6 +212,14 @@ func (p *producer) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				stopTimer(timer)
 				return
+			}
+			lastClaim = time.Now()
+			if r.err == nil {
+				if claimCost == 0 {
+					claimCost = r.took
+				} else {
+					claimCost += (r.took - claimCost) / claimCostWeight
+				}
 			}
 			switch {
 			case r.err != nil:

@@ -1,0 +1,101 @@
+package core_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/memory"
+)
+
+// slowClaimStore is a store whose claims cost a fixed time whatever their
+// size, as on a database where the claim's scan dominates: it records how
+// many jobs each claim asked for and how many it took.
+type slowClaimStore struct {
+	core.Store
+	cost time.Duration
+
+	mu     sync.Mutex
+	claims []claimSize
+}
+
+type claimSize struct{ limit, n int }
+
+func (s *slowClaimStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+	time.Sleep(s.cost)
+	jobs, err := s.Store.Claim(ctx, p)
+	s.mu.Lock()
+	s.claims = append(s.claims, claimSize{p.Limit, len(jobs)})
+	s.mu.Unlock()
+	return jobs, err
+}
+
+// A queue of short jobs on a store whose claims take milliseconds fills
+// its slots in big claims: the jobs a claim starts free their slots
+// moments after it returns, and the loop gathers them instead of claiming
+// the one or two slots free at that instant (which made every other claim
+// a small one that cost as much as a full one, and left the slots idle
+// while it ran).
+func TestShortJobsAreClaimedInBigBatches(t *testing.T) {
+	const workers, jobs = 100, 3000
+	var mu sync.Mutex
+	done := 0
+	finished := make(chan struct{})
+	h := core.NewHandlers()
+	h.HandleRaw("work", func(context.Context, *core.Job) error { return nil })
+	st := &slowClaimStore{Store: memory.New(), cost: 5 * time.Millisecond}
+	c, err := core.NewClient(st, core.Config{
+		Queues:              map[string]core.QueueConfig{"q": {MaxWorkers: workers}},
+		Handlers:            h,
+		Logger:              quietLogger(),
+		PollInterval:        time.Hour,
+		MaintenanceInterval: -1,
+		Retention:           &core.Retention{Completed: 0, Cancelled: -1, Discarded: -1},
+		Observers: []core.Observer{core.ObserverFunc(func(e core.Event) {
+			if e.Kind != core.EventJobCompleted {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if done++; done == jobs {
+				close(finished)
+			}
+		})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, "work", "q", jobs)
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%d of %d jobs completed", done, jobs)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// Claims that found the queue full of due jobs (they took all they
+	// asked for): how many asked for fewer than half the slots.
+	full, small, took := 0, 0, 0
+	for _, cl := range st.claims {
+		if cl.n < cl.limit {
+			continue
+		}
+		full++
+		took += cl.n
+		if cl.limit < workers/2 {
+			small++
+		}
+	}
+	t.Logf("%d claims, %d took all they asked for (%.1f jobs each), %d of those asked for fewer than %d jobs",
+		len(st.claims), full, float64(took)/float64(max(full, 1)), small, workers/2)
+	if full == 0 || small*10 > full {
+		t.Fatalf("%d of %d claims asked for fewer than %d jobs while the queue held more: the loop claims the few slots free when a claim returns", small, full, workers/2)
+	}
+}
