@@ -221,7 +221,7 @@ func (p *haproxyImpl) ping(ctx context.Context, s *Server) error {
 // configuration bounds it), StopImmediate its hard stop (SIGTERM).
 func (p *haproxyImpl) stop(_ context.Context, _ *Server, proc *process, mode StopMode) error {
 	if mode == StopFast {
-		return proc.signal(syscall.SIGUSR1)
+		return proc.signal(sigUSR1)
 	}
 	return proc.signal(syscall.SIGTERM)
 }
@@ -242,6 +242,11 @@ func (p *haproxyImpl) createDatabase(context.Context, *Server, string) error {
 	return errors.New("HAProxy holds no databases: create it on a backend")
 }
 
+// sigUSR1 is SIGUSR1 on Linux (amd64, arm64 and most others), the one
+// platform where servers run; the syscall package names it on Unix only,
+// and this package builds everywhere. TestHAProxyHTTP checks the value.
+const sigUSR1 = syscall.Signal(0xa)
+
 func haproxyAddr(s *Server) string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 // Addr is the frontend's address, 127.0.0.1:PORT.
@@ -255,10 +260,17 @@ func (h *HAProxy) ConfigPath() string { return h.im.cfgPath }
 
 // haproxyConfig renders the configuration of opts.
 func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
-	inter := opts.CheckInterval
-	if inter <= 0 {
-		inter = 500 * time.Millisecond
+	idle := 5 * time.Minute
+	if opts.Mode == HAProxyTCP {
+		idle = time.Hour
 	}
+	ms := func(d, def time.Duration) string {
+		if d <= 0 {
+			d = def
+		}
+		return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms"
+	}
+	inter := ms(opts.CheckInterval, 500*time.Millisecond)
 	fall, rise := opts.Fall, opts.Rise
 	if fall <= 0 {
 		fall = 2
@@ -266,63 +278,46 @@ func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
 	if rise <= 0 {
 		rise = 1
 	}
-	connect := opts.ConnectTimeout
-	if connect <= 0 {
-		connect = time.Second
+	var httpDefaults, httpCheck string
+	if opts.Mode == HAProxyHTTP {
+		httpDefaults = "    timeout http-request 30s\n    timeout http-keep-alive " + ms(opts.IdleTimeout, idle) + "\n"
+		httpCheck = "    option httpchk GET " + opts.HealthPath + "\n    http-check expect status 200\n"
 	}
-	check := opts.CheckTimeout
-	if check <= 0 {
-		check = 2 * time.Second
-	}
-	idle := opts.IdleTimeout
-	if idle <= 0 {
-		idle = 5 * time.Minute
-		if opts.Mode == HAProxyTCP {
-			idle = time.Hour
-		}
-	}
-	ms := func(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms" }
-
+	// hard-stop-after: a soft stop (SIGUSR1) closes what is still open
+	// after 10 s. retries and redispatch: a connection refused or timed out
+	// is tried again, on another server from the second try on (nothing of
+	// the request reached a server).
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by internal/dbserver (StartHAProxy).\n")
-	fmt.Fprintf(&b, "global\n")
-	fmt.Fprintf(&b, "    maxconn 4096\n")
-	fmt.Fprintf(&b, "    stats socket %s mode 600 level admin\n", sock)
-	// A soft stop (SIGUSR1) closes what is still open after 10 s.
-	fmt.Fprintf(&b, "    hard-stop-after 10s\n")
-	fmt.Fprintf(&b, "\ndefaults\n")
-	fmt.Fprintf(&b, "    mode %s\n", opts.Mode)
-	fmt.Fprintf(&b, "    timeout connect %s\n", ms(connect))
-	fmt.Fprintf(&b, "    timeout check %s\n", ms(check))
-	fmt.Fprintf(&b, "    timeout client %s\n", ms(idle))
-	fmt.Fprintf(&b, "    timeout server %s\n", ms(idle))
-	if opts.Mode == HAProxyHTTP {
-		fmt.Fprintf(&b, "    timeout http-request 30s\n")
-		fmt.Fprintf(&b, "    timeout http-keep-alive %s\n", ms(idle))
-	}
-	// A connection refused or timed out is tried again, on another server
-	// from the second try on: nothing of the request reached a server.
-	fmt.Fprintf(&b, "    retries 3\n")
-	fmt.Fprintf(&b, "    option redispatch 1\n")
-	fmt.Fprintf(&b, "\nfrontend fe\n")
-	fmt.Fprintf(&b, "    bind 127.0.0.1:%d\n", port)
-	fmt.Fprintf(&b, "    default_backend be\n")
-	fmt.Fprintf(&b, "\nbackend be\n")
-	fmt.Fprintf(&b, "    balance %s\n", opts.Balance)
-	if opts.Mode == HAProxyHTTP {
-		fmt.Fprintf(&b, "    option httpchk GET %s\n", opts.HealthPath)
-		fmt.Fprintf(&b, "    http-check expect status 200\n")
-	}
-	fmt.Fprintf(&b, "    default-server check inter %s fastinter %s downinter %s fall %d rise %d on-marked-down shutdown-sessions\n",
-		ms(inter), ms(inter), ms(inter), fall, rise)
-	n := 0
-	for _, a := range opts.Backends {
-		n++
-		fmt.Fprintf(&b, "    server s%d %s\n", n, a)
-	}
-	for _, a := range opts.Backups {
-		n++
-		fmt.Fprintf(&b, "    server s%d %s backup\n", n, a)
+	fmt.Fprintf(&b, `# Written by internal/dbserver (StartHAProxy).
+global
+    maxconn 4096
+    stats socket %s mode 600 level admin
+    hard-stop-after 10s
+
+defaults
+    mode %s
+    timeout connect %s
+    timeout check %s
+    timeout client %[5]s
+    timeout server %[5]s
+%[6]s    retries 3
+    option redispatch 1
+
+frontend fe
+    bind 127.0.0.1:%[7]d
+    default_backend be
+
+backend be
+    balance %[8]s
+%[9]s    default-server check inter %[10]s fastinter %[10]s downinter %[10]s fall %[11]d rise %[12]d on-marked-down shutdown-sessions
+`, sock, opts.Mode, ms(opts.ConnectTimeout, time.Second), ms(opts.CheckTimeout, 2*time.Second), ms(opts.IdleTimeout, idle),
+		httpDefaults, port, opts.Balance, httpCheck, inter, fall, rise)
+	for i, a := range append(append([]string(nil), opts.Backends...), opts.Backups...) {
+		backup := ""
+		if i >= len(opts.Backends) {
+			backup = " backup"
+		}
+		fmt.Fprintf(&b, "    server s%d %s%s\n", i+1, a, backup)
 	}
 	return b.String()
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -141,12 +142,39 @@ func TestHAProxyHTTP(t *testing.T) {
 	if err := h.Start(ctx); err == nil {
 		t.Fatal("Start of a running haproxy succeeded")
 	}
+	if _, err := h.Servers(ctx); err != nil {
+		t.Fatalf("admin socket after a restart: %v", err)
+	}
 	if err := h.Stop(StopImmediate); err != nil {
 		t.Fatal(err)
 	}
 	if h.PID() != 0 {
 		t.Fatal("running after Stop")
 	}
+
+	// A soft stop with a keep-alive connection open: haproxy stops
+	// listening and closes the idle connection, well within
+	// hard-stop-after.
+	if sigUSR1 != syscall.SIGUSR1 {
+		t.Fatalf("sigUSR1 is %d, SIGUSR1 is %d here", sigUSR1, syscall.SIGUSR1)
+	}
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if err := h.Stop(StopFast); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begin); d > 5*time.Second || h.PID() != 0 {
+		t.Fatalf("soft stop took %s, pid %d after it", d, h.PID())
+	}
+	if log := fileTail(h.LogPath(), 2000); !strings.Contains(log, "Proxy fe stopped") {
+		t.Errorf("no soft stop in the log:\n%s", log)
+	}
+	t.Logf("soft stop took %s", time.Since(begin).Round(time.Millisecond))
 }
 
 // TestHAProxyTCPFirst puts two TCP servers behind HAProxy with balance
@@ -193,6 +221,12 @@ func TestHAProxyTCPFirst(t *testing.T) {
 	h := HAProxyFor(t, HAProxyOptions{Mode: HAProxyTCP, Balance: BalanceFirst,
 		Backends: []string{ls[0].Addr().String()}, Backups: []string{ls[1].Addr().String()}})
 	waitStatus(t, h, map[string]string{"s1": "UP", "s2": "UP"}, 5*time.Second)
+	if h.Kind() != KindHAProxy || h.DSN() != "tcp://"+h.Addr() || h.DriverDSN("test") != h.Addr() {
+		t.Errorf("kind %s, DSN %s, driver DSN %s", h.Kind(), h.DSN(), h.DriverDSN("test"))
+	}
+	if err := h.CreateDatabase(context.Background(), "x"); err == nil {
+		t.Error("CreateDatabase on HAProxy succeeded")
+	}
 	ask := func() (string, error) {
 		c, err := net.DialTimeout("tcp", h.Addr(), 2*time.Second)
 		if err != nil {
