@@ -115,10 +115,10 @@ func WithSchema(schema string) Option { return func(c *config) { c.schema = sche
 func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
 
 // WithNotify turns LISTEN/NOTIFY on (the default) or off. Off is poll-only
-// mode, for connections through PgBouncer in transaction pooling, which
-// cannot hold a LISTEN: inserts, pauses and cancels send no notifications
-// and Listen returns an error wrapping core.ErrUnsupported, on which the
-// engine stops listening and wakes on its poll interval.
+// mode: inserts, pauses and cancels send no notifications and Listen
+// returns an error wrapping core.ErrUnsupported, on which the engine stops
+// listening and wakes on its poll interval. (Behind a transaction pooler,
+// WithPooler and WithListenConnString keep notifications working.)
 func WithNotify(on bool) Option { return func(c *config) { c.notify = on } }
 
 // Pooler names what sits between the store and PostgreSQL.
@@ -291,11 +291,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
-	if c.pooler == PoolerTransaction {
-		switch pool.Config().ConnConfig.DefaultQueryExecMode {
-		case pgx.QueryExecModeCacheStatement:
-			return nil, fmt.Errorf("postgres: behind a transaction pooler the pool must not cache prepared statements: set default_query_exec_mode=exec (or simple_protocol) in its connection string: %w", core.ErrUnsupported)
-		}
+	if c.pooler == PoolerTransaction && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return nil, fmt.Errorf("postgres: behind a transaction pooler the pool must not cache prepared statements: set default_query_exec_mode=exec (or simple_protocol) in its connection string: %w", core.ErrUnsupported)
 	}
 	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, pooler: c.pooler, done: make(chan struct{}),
 		vacuumMinDead: c.vacuumMinDead, vacuumScale: c.vacuumScale}
