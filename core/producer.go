@@ -167,17 +167,17 @@ func (p *producer) run(ctx context.Context) {
 		var timeout <-chan time.Time
 		if free := p.free(); free > 0 && inFlight < p.inFlight && !drained {
 			now := time.Now()
-			// Under load, slots free one by one. Claim at once when a good
-			// share of them is free; otherwise gather freed slots for the
+			// Under load, slots free one by one. Claim at once when a full
+			// claim's worth is free; otherwise gather freed slots for the
 			// cooldown, or for as long as a claim takes if that is longer,
 			// counted from the last claim's start or result. A claim costs
 			// the store about as much for one job as for a hundred (on
 			// PostgreSQL the scan past the claim index's dead entries
-			// dominates), and the jobs a claim has just started free their
-			// slots moments later: claiming the few slots free when a claim
-			// returns would make every other claim a small one, and leave
-			// most slots empty while it runs. After a failed claim, wait
-			// out its retry delay.
+			// dominates), and short jobs a claim has just started free
+			// their slots moments after it returns: claiming the slots
+			// free at that instant would split the slots between two
+			// claims in turn, each leaving the other's slots empty while
+			// it runs. After a failed claim, wait out its retry delay.
 			gather := max(c.cfg.FetchCooldown, min(claimCost, c.cfg.PollInterval))
 			wait := gather - now.Sub(lastClaim)
 			if free >= p.batchThreshold() {
@@ -265,10 +265,10 @@ func (p *producer) claimFailed(err error, n int) {
 	c.emit(Event{Kind: EventStoreError, At: c.clock.Now(), Queue: p.queue, Err: err})
 }
 
-// batchThreshold is the number of free slots worth a claim before the
-// cooldown has passed: half the queue's workers, at most MaxClaim.
+// batchThreshold is the number of free slots worth a claim at once: the
+// queue's workers, at most MaxClaim.
 func (p *producer) batchThreshold() int {
-	return max(1, min(p.workers()/2, p.c.cfg.MaxClaim))
+	return max(1, min(p.workers(), p.c.cfg.MaxClaim))
 }
 
 // claim takes up to limit jobs, starts as many as there are free slots
