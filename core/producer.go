@@ -156,9 +156,10 @@ func (p *producer) run(ctx context.Context) {
 	defer p.handBackWaiting()
 	defer claims.Wait()
 	p.refreshWorkers(ctx)
-	// lastClaim is when the loop last started a claim or had one's
-	// result; claimCost is the running mean of claim durations.
-	var lastClaim, notBefore time.Time
+	// lastStart is when the loop last started a claim, lastClaim when it
+	// last started one or had one's result; claimCost is the running mean
+	// of claim durations.
+	var lastStart, lastClaim, notBefore time.Time
 	var claimCost time.Duration
 	inFlight, failures := 0, 0
 	drained := false // the last claim found fewer jobs than it asked for
@@ -168,24 +169,29 @@ func (p *producer) run(ctx context.Context) {
 		if free := p.free(); free > 0 && inFlight < p.inFlight && !drained {
 			now := time.Now()
 			// Under load, slots free one by one. Claim at once when a full
-			// claim's worth is free; otherwise gather freed slots for the
-			// cooldown, or for as long as a claim takes if that is longer,
-			// counted from the last claim's start or result. A claim costs
-			// the store about as much for one job as for a hundred (on
-			// PostgreSQL the scan past the claim index's dead entries
-			// dominates), and short jobs a claim has just started free
-			// their slots moments after it returns: claiming the slots
-			// free at that instant would split the slots between two
-			// claims in turn, each leaving the other's slots empty while
-			// it runs. After a failed claim, wait out its retry delay.
-			gather := max(c.cfg.FetchCooldown, min(claimCost, c.cfg.PollInterval))
-			wait := gather - now.Sub(lastClaim)
+			// claim's worth is free; otherwise wait out the cooldown since
+			// the last claim started. While the queue holds more due jobs
+			// than the slots (the last claim took all it asked for),
+			// gather freed slots instead for the cooldown or for as long
+			// as a claim takes, whichever is longer, counted from the last
+			// claim's start or result: a claim costs the store about as
+			// much for one job as for a hundred (on PostgreSQL the scan
+			// past the claim index's dead entries dominates), and short
+			// jobs a claim has just started free their slots moments after
+			// it returns. Claiming the slots free at that instant would
+			// split the slots between two claims in turn, each leaving the
+			// other's slots empty while it runs. After a failed claim,
+			// wait out its retry delay.
+			wait := c.cfg.FetchCooldown - now.Sub(lastStart)
+			if p.more.Load() {
+				wait = max(c.cfg.FetchCooldown, min(claimCost, c.cfg.PollInterval)) - now.Sub(lastClaim)
+			}
 			if free >= p.batchThreshold() {
 				wait = 0
 			}
 			wait = max(wait, notBefore.Sub(now))
 			if wait <= 0 {
-				lastClaim = now
+				lastStart, lastClaim = now, now
 				limit := min(free, c.cfg.MaxClaim)
 				p.mu.Lock()
 				p.reserved += limit
