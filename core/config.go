@@ -101,8 +101,14 @@ type Config struct {
 	// jobs coming due, inserts by other nodes without notifications). 0
 	// means 1 s.
 	PollInterval time.Duration
-	// FetchCooldown is the least time between two claims of one queue, so
-	// claims gather many jobs under load. 0 means 1 ms.
+	// FetchCooldown is the least time between the starts of two claims of
+	// one queue when the second would take fewer jobs than the queue's
+	// workers (at most MaxClaim), so claims gather many jobs under load.
+	// While the queue has more due jobs than slots, such a claim waits
+	// instead, counted from the last claim's start or result, for the
+	// cooldown or the mean duration of recent claims, whichever is
+	// longer (at most PollInterval): slots that short jobs free meanwhile
+	// join it. 0 means 1 ms.
 	FetchCooldown time.Duration
 	// MaxClaim caps the jobs one claim takes. 0 means 200.
 	MaxClaim int
