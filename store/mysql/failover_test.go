@@ -43,13 +43,23 @@ func hostPort(s *dbserver.Server) string { return fmt.Sprintf("127.0.0.1:%d", s.
 // argsNumbers returns the "n" of every job's args in the database "test"
 // of srv.
 func argsNumbers(t *testing.T, ctx context.Context, srv *dbserver.Server) map[int64]bool {
+	return argsNumbersIn(t, ctx, srv, "test", "")
+}
+
+// argsNumbersIn returns the "n" of the args of the jobs in database db of
+// srv that match the SQL condition where ("" for every job).
+func argsNumbersIn(t *testing.T, ctx context.Context, srv *dbserver.Server, db, where string) map[int64]bool {
 	t.Helper()
-	st, err := Open(ctx, "root@tcp("+hostPort(srv)+")/test", WithMigrate(false))
+	st, err := Open(ctx, "root@tcp("+hostPort(srv)+")/"+db, WithMigrate(false))
 	if err != nil {
 		t.Fatalf("open %s: %v", hostPort(srv), err)
 	}
 	defer st.Close()
-	rows, err := st.DB().QueryContext(ctx, "SELECT CAST(JSON_EXTRACT(args, '$.n') AS SIGNED) FROM backlog_jobs")
+	q := "SELECT CAST(JSON_EXTRACT(args, '$.n') AS SIGNED) FROM backlog_jobs"
+	if where != "" {
+		q += " WHERE " + where
+	}
+	rows, err := st.DB().QueryContext(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}

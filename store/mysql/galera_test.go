@@ -303,27 +303,7 @@ func galeraNodeKilled(t *testing.T, c *dbserver.GaleraCluster, db string) {
 	okMu.Unlock()
 	t.Logf("node 1 SIGKILLed: inserts resumed on another node after %s (slowest of %d producers); the longest pause without a returned insert in the 10 s after the kill: %s; %d inserts failed: %v",
 		worst.Round(time.Millisecond), producers, stall.Round(time.Millisecond), failed.Load(), errTexts)
-	n2, err := Open(ctx, "root@tcp("+hostPort(c.Node(2))+")/"+db, WithMigrate(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n2.Close()
-	rows, err := n2.DB().QueryContext(ctx, "SELECT CAST(JSON_EXTRACT(args, '$.n') AS SIGNED) FROM backlog_jobs WHERE queue = 'killed'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	on2 := map[int64]bool{}
-	for rows.Next() {
-		var n int64
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		on2[n] = true
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	on2 := argsNumbersIn(t, ctx, c.Node(2), db, "queue = 'killed'")
 	count, lost := 0, 0
 	acked.Range(func(k, _ any) bool {
 		count++
