@@ -114,77 +114,17 @@ func TestMultiHostFailover(t *testing.T) {
 	}
 
 	const producers = 4
-	var (
-		next      atomic.Int64
-		acked     sync.Map // n → true for every insert that returned nil
-		failed    atomic.Int64
-		killedAt  atomic.Int64 // unix ns
-		resumedAt [producers]atomic.Int64
-		errsMu    sync.Mutex
-		errTexts  = map[string]int{}
-		stop      = make(chan struct{})
-		wg        sync.WaitGroup
-	)
-	acked.Store(int64(0), true)
-	for p := range producers {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				n := next.Add(1)
-				err := insert(n)
-				if err != nil {
-					failed.Add(1)
-					errsMu.Lock()
-					errTexts[err.Error()]++
-					errsMu.Unlock()
-					continue
-				}
-				acked.Store(n, true)
-				if k := killedAt.Load(); k != 0 && resumedAt[p].Load() == 0 {
-					resumedAt[p].Store(time.Now().UnixNano())
-				}
-			}
-		})
-	}
-	for next.Load() < 200 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	killedAt.Store(time.Now().UnixNano())
-	if err := a.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		all := true
-		for p := range producers {
-			all = all && resumedAt[p].Load() != 0
-		}
-		if all || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	load := startInserts(producers, 0, insert)
+	load.acked.Store(int64(0), true)
+	load.kill(t, a.Kill)
+	load.waitResumed(30 * time.Second)
 	time.Sleep(200 * time.Millisecond) // a few more inserts on B
-	close(stop)
-	wg.Wait()
-
-	var worst time.Duration
-	for p := range producers {
-		r := resumedAt[p].Load()
-		if r == 0 {
-			t.Fatalf("producer %d never inserted again after the kill (errors: %v)", p, errTexts)
-		}
-		worst = max(worst, time.Duration(r-killedAt.Load()))
-	}
-	t.Logf("resumed on the second host %s after the kill (slowest of %d producers); %d inserts failed: %v", worst.Round(time.Millisecond), producers, failed.Load(), errTexts)
+	worst := load.end(t)
+	t.Logf("resumed on the second host %s after the kill (slowest of %d producers); %d inserts failed: %v", worst.Round(time.Millisecond), producers, load.failed.Load(), load.errTexts)
 	if worst > 5*time.Second {
 		t.Errorf("resuming took %s; want well under the 3 s per-host bound plus a retry", worst)
 	}
-	for text := range errTexts {
+	for text := range load.errTexts {
 		if !connectionError(text) {
 			t.Errorf("an insert failed with %q, not a connection error", text)
 		}
@@ -203,7 +143,7 @@ func TestMultiHostFailover(t *testing.T) {
 	onA, onB := argsNumbers(t, ctx, a), argsNumbers(t, ctx, b)
 	var lost []int64
 	count, both := 0, 0
-	acked.Range(func(k, _ any) bool {
+	load.acked.Range(func(k, _ any) bool {
 		n := k.(int64)
 		count++
 		if onA[n] && onB[n] {
@@ -361,4 +301,100 @@ func TestHostConfigTLS(t *testing.T) {
 	if _, err := Open(t.Context(), "u@unix(/tmp/x.sock)/db", WithHosts("h1:3306")); err == nil || !strings.Contains(err.Error(), "TCP") {
 		t.Errorf("Open on a unix socket DSN with one host in WithHosts = %v; want an error naming TCP", err)
 	}
+}
+
+// insertLoad is producers inserting numbered jobs until ended, for the tests
+// that kill a server under them: it records the numbers acknowledged, the
+// failures, and when each producer's first insert after the kill returned.
+type insertLoad struct {
+	next      atomic.Int64
+	acked     sync.Map // n → true for every insert that returned nil
+	failed    atomic.Int64
+	killedAt  atomic.Int64   // unix ns
+	resumedAt []atomic.Int64 // per producer, unix ns
+	mu        sync.Mutex
+	errTexts  map[string]int
+	okAt      []int64 // unix ns of every insert that returned after the kill
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// startInserts starts producers goroutines calling insert with 1, 2, 3…,
+// pausing pause after a failed insert.
+func startInserts(producers int, pause time.Duration, insert func(n int64) error) *insertLoad {
+	l := &insertLoad{resumedAt: make([]atomic.Int64, producers), errTexts: map[string]int{}, stop: make(chan struct{})}
+	for p := range producers {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				n := l.next.Add(1)
+				if err := insert(n); err != nil {
+					l.failed.Add(1)
+					l.mu.Lock()
+					l.errTexts[err.Error()]++
+					l.mu.Unlock()
+					time.Sleep(pause)
+					continue
+				}
+				l.acked.Store(n, true)
+				if l.killedAt.Load() != 0 {
+					now := time.Now().UnixNano()
+					l.resumedAt[p].CompareAndSwap(0, now)
+					l.mu.Lock()
+					l.okAt = append(l.okAt, now)
+					l.mu.Unlock()
+				}
+			}
+		})
+	}
+	return l
+}
+
+// kill waits until 200 inserts were started, then records the time and
+// runs kill.
+func (l *insertLoad) kill(t *testing.T, kill func() error) {
+	t.Helper()
+	for l.next.Load() < 200 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	l.killedAt.Store(time.Now().UnixNano())
+	if err := kill(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitResumed waits until every producer had an insert return after the
+// kill, at most d.
+func (l *insertLoad) waitResumed(d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		all := true
+		for p := range l.resumedAt {
+			all = all && l.resumedAt[p].Load() != 0
+		}
+		if all {
+			return
+		}
+	}
+}
+
+// end stops the producers and returns the slowest producer's time from
+// the kill to its first returned insert; it fails t if one never resumed.
+// The load's fields may be read without locks afterwards.
+func (l *insertLoad) end(t *testing.T) time.Duration {
+	t.Helper()
+	close(l.stop)
+	l.wg.Wait()
+	var worst time.Duration
+	for p := range l.resumedAt {
+		r := l.resumedAt[p].Load()
+		if r == 0 {
+			t.Fatalf("producer %d never inserted again after the kill (errors: %v)", p, l.errTexts)
+		}
+		worst = max(worst, time.Duration(r-l.killedAt.Load()))
+	}
+	return worst
 }

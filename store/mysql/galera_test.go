@@ -222,90 +222,27 @@ func galeraNodeKilled(t *testing.T, c *dbserver.GaleraCluster, db string) {
 	}
 	defer st.Close()
 	const producers = 4
-	var (
-		next      atomic.Int64
-		acked     sync.Map
-		failed    atomic.Int64
-		killedAt  atomic.Int64
-		resumedAt [producers]atomic.Int64
-		errsMu    sync.Mutex
-		errTexts  = map[string]int{}
-		stop      = make(chan struct{})
-		wg        sync.WaitGroup
-		okMu      sync.Mutex
-		okAt      []int64 // unix ns of every insert that returned after the kill
-	)
-	for p := range producers {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				n := next.Add(1)
-				_, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "killed", Kind: "k", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}})
-				if err != nil {
-					failed.Add(1)
-					errsMu.Lock()
-					errTexts[err.Error()]++
-					errsMu.Unlock()
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				acked.Store(n, true)
-				if k := killedAt.Load(); k != 0 {
-					now := time.Now().UnixNano()
-					resumedAt[p].CompareAndSwap(0, now)
-					okMu.Lock()
-					okAt = append(okAt, now)
-					okMu.Unlock()
-				}
-			}
-		})
-	}
-	for next.Load() < 200 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	killedAt.Store(time.Now().UnixNano())
-	if err := c.Node(1).Kill(); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		all := true
-		for p := range producers {
-			all = all && resumedAt[p].Load() != 0
-		}
-		if all {
-			break
-		}
-	}
+	load := startInserts(producers, 10*time.Millisecond, func(n int64) error {
+		_, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "killed", Kind: "k", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}})
+		return err
+	})
+	load.kill(t, c.Node(1).Kill)
+	load.waitResumed(time.Minute)
 	// Go on until the cluster has had time to drop node 1 (its
 	// suspicion timeout, 5 s by default), and measure the longest pause.
-	time.Sleep(time.Until(time.Unix(0, killedAt.Load()).Add(10 * time.Second)))
-	close(stop)
-	wg.Wait()
-	var worst time.Duration
-	for p := range producers {
-		r := resumedAt[p].Load()
-		if r == 0 {
-			t.Fatalf("producer %d never inserted again after node 1 was killed (errors: %v)", p, errTexts)
-		}
-		worst = max(worst, time.Duration(r-killedAt.Load()))
-	}
-	okMu.Lock()
-	slices.Sort(okAt)
+	time.Sleep(time.Until(time.Unix(0, load.killedAt.Load()).Add(10 * time.Second)))
+	worst := load.end(t)
+	slices.Sort(load.okAt)
 	var stall time.Duration
-	prev := killedAt.Load()
-	for _, at := range okAt {
+	prev := load.killedAt.Load()
+	for _, at := range load.okAt {
 		stall, prev = max(stall, time.Duration(at-prev)), at
 	}
-	okMu.Unlock()
 	t.Logf("node 1 SIGKILLed: inserts resumed on another node after %s (slowest of %d producers); the longest pause without a returned insert in the 10 s after the kill: %s; %d inserts failed: %v",
-		worst.Round(time.Millisecond), producers, stall.Round(time.Millisecond), failed.Load(), errTexts)
+		worst.Round(time.Millisecond), producers, stall.Round(time.Millisecond), load.failed.Load(), load.errTexts)
 	on2 := argsNumbersIn(t, ctx, c.Node(2), db, "queue = 'killed'")
 	count, lost := 0, 0
-	acked.Range(func(k, _ any) bool {
+	load.acked.Range(func(k, _ any) bool {
 		count++
 		if !on2[k.(int64)] {
 			lost++
