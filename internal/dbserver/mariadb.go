@@ -72,8 +72,13 @@ func StartMariaDB(ctx context.Context, opts Options) (*Server, error) {
 }
 
 // installDB makes the data directory of a new server (mariadb-install-db).
+// Its bootstrap server keeps temporary tables in the server's own
+// directory (--tmpdir, passed on to mariadbd), as the server does. With
+// the shared /tmp, an install that ran while other test binaries started
+// servers of their own failed with "Could not remove temporary table
+// '/tmp/#sql-temptable-…'" and then "Unknown table 'mysql.tmp_user_sys'".
 func (m *mariaImpl) installDB(ctx context.Context, s *Server) error {
-	return s.runTool(ctx, m.bins.install, "--no-defaults", "--datadir="+s.dataDir,
+	return s.runTool(ctx, m.bins.install, "--no-defaults", "--datadir="+s.dataDir, "--tmpdir="+s.dir,
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
 }
 
