@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -102,6 +103,35 @@ func slimJob(j *core.Job) *core.Job {
 		UniqueKey: j.UniqueKey, Tags: j.Tags, CreatedAt: j.CreatedAt, AttemptedAt: j.AttemptedAt,
 		WorkerID: j.WorkerID, LeaseUntil: j.LeaseUntil,
 	}
+}
+
+// claimQueues returns the queues a claim reads: requested, each of which
+// must be among registered (checked through a set: linear in the two
+// lists), or registered when requested is empty. Either way at most
+// MaxWorkerQueues: a worker registered with more (before the cap) must
+// register again or name a subset. Errors are 400 invalid-request problems
+// that name the first stray queue and how many queues are registered,
+// never the whole list.
+func claimQueues(registered, requested []string) ([]string, error) {
+	if len(requested) == 0 {
+		if len(registered) > MaxWorkerQueues {
+			return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("the worker is registered for %d queues, over the limit of %d a claim reads: register again with fewer, or name at most %d in the claim", len(registered), MaxWorkerQueues, MaxWorkerQueues))
+		}
+		return registered, nil
+	}
+	if len(requested) > MaxWorkerQueues {
+		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("queues: %d queues, over the limit of %d", len(requested), MaxWorkerQueues))
+	}
+	set := make(map[string]struct{}, len(registered))
+	for _, q := range registered {
+		set[q] = struct{}{}
+	}
+	for _, q := range requested {
+		if _, ok := set[q]; !ok {
+			return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("queue %q is not among the worker's registered queues %s", q, nameList(registered)))
+		}
+	}
+	return requested, nil
 }
 
 // claimBudgeted claims up to limit jobs for w from queues, in store calls

@@ -22,6 +22,12 @@ const WorkerKindsKey = "backlog.kinds"
 // MaxWorkerKinds is the most kinds one registration may announce.
 const MaxWorkerKinds = 1000
 
+// MaxWorkerQueues is the most queues one registration may name, and so
+// the most one claim may name or claim from: a claim reads the queues one
+// after another, so the cap bounds the store time of every claim. A
+// registration or claim naming more is refused with 400 invalid-request.
+const MaxWorkerQueues = 1000
+
 // kindsRefresh is how long the registry read by Config.RejectUnknownKinds
 // is reused: a worker registered through another server sharing the store
 // is seen within it (one registered here at once).
@@ -54,6 +60,22 @@ func withKinds(w core.WorkerInfo, kinds []string) core.WorkerInfo {
 	}
 	w.Metadata = md
 	return w
+}
+
+// validQueues checks the queue names of a registration or claim (field
+// names them in the message): at most MaxWorkerQueues, each a valid queue
+// name (core.ValidateQueueName). The message quotes at most the first
+// offending name, never the whole list.
+func validQueues(field string, qs []string) error {
+	if len(qs) > MaxWorkerQueues {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("%s: %d queues, over the limit of %d", field, len(qs), MaxWorkerQueues))
+	}
+	for _, q := range qs {
+		if err := core.ValidateQueueName(q); err != nil {
+			return newProblem(SlugInvalidRequest, field+": "+trimInvalid(err.Error()))
+		}
+	}
+	return nil
 }
 
 // validKinds checks the kinds of a registration and returns them sorted,

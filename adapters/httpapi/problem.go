@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -44,6 +45,20 @@ const (
 	SlugInternal             = "internal"
 	SlugNotSupported         = "not-supported"
 )
+
+// nameListMax is how many names nameList quotes.
+const nameListMax = 5
+
+// nameList quotes names for an error message, bounded however many there
+// are: at most the first nameListMax, then how many more, e.g.
+// ["a" "b" "c" "d" "e" and 995 more (1000 in all)].
+func nameList(names []string) string {
+	if len(names) <= nameListMax {
+		return fmt.Sprintf("%q", names)
+	}
+	head := strings.TrimSuffix(fmt.Sprintf("%q", names[:nameListMax]), "]")
+	return fmt.Sprintf("%s and %d more (%d in all)]", head, len(names)-nameListMax, len(names))
+}
 
 // problemInfo is a slug's status and title.
 type problemInfo struct {

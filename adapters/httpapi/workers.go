@@ -213,16 +213,6 @@ func (s *Server) touch(ctx context.Context, w core.WorkerInfo, now time.Time) (c
 	return w, nil
 }
 
-// validQueues checks the queue names of a registration or claim.
-func validQueues(field string, qs []string) error {
-	for _, q := range qs {
-		if err := core.ValidateQueueName(q); err != nil {
-			return newProblem(SlugInvalidRequest, field+": "+trimInvalid(err.Error()))
-		}
-	}
-	return nil
-}
-
 func validTags(tags []string) error {
 	if len(tags) > core.MaxTags {
 		return newProblem(SlugInvalidRequest, fmt.Sprintf("%d tags, over the limit of %d", len(tags), core.MaxTags))
@@ -531,14 +521,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	queues := info.Queues
-	if len(req.Queues) > 0 {
-		for _, q := range req.Queues {
-			if !slices.Contains(info.Queues, q) {
-				return newProblem(SlugInvalidRequest, fmt.Sprintf("queue %q is not among the worker's registered queues %v", q, info.Queues))
-			}
-		}
-		queues = req.Queues
+	queues, err := claimQueues(info.Queues, req.Queues)
+	if err != nil {
+		return err
 	}
 	// A claim is also a heartbeat, written at most once a second per
 	// worker: busy workers claim far more often than liveness needs.
