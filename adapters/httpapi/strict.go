@@ -21,6 +21,11 @@ import (
 //     body could see different jobs;
 //   - field names match exactly: encoding/json accepts "Kind" or "KIND"
 //     for "kind" (and any Unicode case folding of it).
+//   - every string, anywhere in the body (names and values, inside args
+//     and metadata too), is valid UTF-8 without lone surrogate escapes
+//     (\ud800): encoding/json would silently rewrite either to U+FFFD, so
+//     two different unique keys, kinds, tags or metadata keys could become
+//     one. Such a body is refused with 400 invalid-json naming where.
 //
 // checkStrict runs over the body before it is decoded and answers with the
 // problem to send, or nil. Bodies it cannot tokenise are left to
@@ -31,7 +36,7 @@ import (
 func checkStrict(data []byte, dst any) *problem {
 	dec := jsontext.NewDecoder(bytes.NewReader(data),
 		jsontext.AllowDuplicateNames(false),
-		jsontext.AllowInvalidUTF8(true), // UTF-8 is checked where it matters, with its own message
+		jsontext.AllowInvalidUTF8(false), // refused below: encoding/json would rewrite it to U+FFFD
 	)
 	w := strictWalker{dec: dec, structs: map[reflect.Type]map[string]reflect.Type{}}
 	t := reflect.TypeOf(dst)
@@ -141,6 +146,9 @@ func (w *strictWalker) read() (tok jsontext.Token, ok bool, p *problem) {
 	tok, err := w.dec.ReadToken()
 	if err != nil {
 		w.failed = true
+		if p := utf8Problem(err); p != nil {
+			return tok, false, p
+		}
 		return tok, false, duplicateProblem(err)
 	}
 	return tok, true, nil
@@ -153,6 +161,26 @@ func pointerOf(dec *jsontext.Decoder, name string) string {
 		p = p.AppendToken(name)
 	}
 	return "/" + strings.TrimPrefix(string(p), "/")
+}
+
+// utf8Problem turns an error reading a string that is not valid UTF-8,
+// or holds a lone surrogate escape, into its problem; any other error (and
+// nil) gives nil. (jsontext does not export its sentinel for these: its
+// messages are matched, and TestStrictRefusesInvalidUTF8 pins them.)
+func utf8Problem(err error) *problem {
+	var se *jsontext.SyntacticError
+	if err == nil || !errors.As(err, &se) || se.Err == nil {
+		return nil
+	}
+	msg := se.Err.Error()
+	if !strings.Contains(msg, "invalid UTF-8") && !strings.Contains(msg, "surrogate") {
+		return nil
+	}
+	at := ""
+	if se.JSONPointer != "" {
+		at = " at " + string(se.JSONPointer)
+	}
+	return newProblem(SlugInvalidJSON, fmt.Sprintf("a string%s (byte %d) is not valid UTF-8 or holds a lone surrogate escape: JSON text must be UTF-8, and nothing is rewritten to U+FFFD", at, se.ByteOffset))
 }
 
 // duplicateProblem turns a duplicate-name error into its problem; any other

@@ -1,0 +1,45 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/teststores"
+)
+
+// TestStrictRefusesInvalidUTF8: a string that is not UTF-8, or holds a lone
+// surrogate escape, is refused with 400 wherever it is in a body (kind,
+// unique_key, tags, metadata, args, a registration), instead of being
+// rewritten to U+FFFD; nothing is stored.
+func TestStrictRefusesInvalidUTF8(t *testing.T) {
+	h := newHarness(t, teststores.Memory(t), core.Config{}, Config{})
+	for _, tc := range []struct{ path, method, body, at string }{
+		{"/v1/jobs", "POST", "{\"kind\":\"k\xff\"}", "/kind"},
+		{"/v1/jobs", "POST", `{"kind":"k\ud800"}`, "/kind"},
+		{"/v1/jobs", "POST", "{\"kind\":\"k\",\"unique_key\":\"u\xfe\"}", "/unique_key"},
+		{"/v1/jobs", "POST", `{"kind":"k","unique_key":"u\udc00"}`, "/unique_key"},
+		{"/v1/jobs", "POST", "{\"kind\":\"k\",\"tags\":[\"t\xff\"]}", "/tags/0"},
+		{"/v1/jobs", "POST", "{\"kind\":\"k\",\"metadata\":{\"m\xff\":\"v\"}}", ""},
+		{"/v1/jobs", "POST", `{"kind":"k","metadata":{"m":"\ud800"}}`, "/metadata/m"},
+		{"/v1/jobs", "POST", `{"kind":"k","args":{"s":"\udfff"}}`, "/args/s"},
+		{"/v1/jobs", "POST", "{\"kind\":\"k\",\"args\":{\"s\":\"\xff\"}}", "/args/s"},
+		{"/v1/jobs/batch", "POST", "{\"jobs\":[{\"kind\":\"k\"},{\"kind\":\"k\",\"partition_key\":\"p\xc0\"}]}", "/jobs/1/partition_key"},
+		{"/v1/workers/w1", "PUT", "{\"queues\":[\"default\"],\"tags\":[\"\xff\"]}", "/tags/0"},
+	} {
+		r := h.send(req{method: tc.method, path: tc.path, body: tc.body})
+		p := wantProblem(t, r, SlugInvalidJSON)
+		if !strings.Contains(p.Detail, "UTF-8") || !strings.Contains(p.Detail, tc.at) {
+			t.Errorf("%s %q: detail %q, want UTF-8 named at %q", tc.path, tc.body, p.Detail, tc.at)
+		}
+	}
+	if n := len(h.snapshot()); n != 0 {
+		t.Fatalf("%d jobs stored, want none", n)
+	}
+	// Valid UTF-8 and surrogate pairs are accepted as they are.
+	j := h.submit(map[string]any{"kind": "k", "unique_key": "\U0001F600é", "tags": []string{"ü"}})
+	if j.UniqueKey != "\U0001F600é" {
+		t.Fatalf("unique key %q", j.UniqueKey)
+	}
+	h.send(req{method: "POST", path: "/v1/jobs", body: `{"kind":"k2","unique_key":"\ud83d\ude00"}`})
+}
