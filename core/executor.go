@@ -90,6 +90,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 	hjob, openErr := c.cfg.Encryption.OpenForHandler(job)
 	entry := c.cfg.Handlers.lookup(job.Kind)
 	var err error
+	ran := false // the handler was called
 	switch {
 	case ctx.Err() != nil:
 		// Stopped before it started (a job claimed ahead, cancelled or
@@ -121,6 +122,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 		for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
 			fn = c.cfg.Middleware[i](fn)
 		}
+		ran = true
 		err = CallSafely(func() error { return fn(runCtx, hjob) })
 		if err != nil && runCtx.Err() != nil {
 			if cause := context.Cause(runCtx); errors.Is(cause, errTimeout) {
@@ -141,11 +143,17 @@ func (c *Client) execute(p *producer, exec *execution) {
 		c.log.Info("backlog: running job was cancelled", "job_id", job.ID, "kind", job.Kind)
 		span.End(string(OutcomeCancel), err)
 		return
-	case errors.Is(cause, errLeaseUnrenewed):
+	case errors.Is(cause, errLeaseUnrenewed) && !(ran && Classify(ctx, err).Kind != OutcomeRetry):
 		// The store was out of reach for most of the lease: the handler
 		// was stopped before the lease could run out, and the job is
 		// handed back without using an attempt (fenced: if it was
-		// rescued meanwhile, this changes nothing).
+		// rescued meanwhile, this changes nothing). A handler that
+		// returned a deliberate outcome all the same (nil, Continue,
+		// Snooze, Cancel, Permanent: it finished as the stop came, or it
+		// does not watch its context) did its work: that outcome is
+		// written instead, fenced like any other, so a finished job is
+		// never handed back to run again. Only a failure (most often the
+		// context's own error) is handed back.
 		now := c.clock.Now()
 		po := pendingOutcome{job: job, exec: exec, dur: dur, ev: EventJobSnoozed, cause: CauseLeaseUnrenewed,
 			o: HandBack(job, CauseLeaseUnrenewed, now)}
@@ -153,7 +161,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 		queued = true
 		c.completer.add(po)
 		return
-	case errors.Is(cause, ErrLeaseLost):
+	case errors.Is(cause, ErrLeaseLost) && !errors.Is(cause, errLeaseUnrenewed):
 		// The heartbeat found the job no longer ours (rescued, deleted,
 		// finished elsewhere): its outcome could not apply.
 		c.emit(Event{Kind: EventLeaseLost, At: c.clock.Now(), Queue: job.Queue, Job: job, Duration: dur})

@@ -259,3 +259,37 @@ func TestHandlerStoppedBeforeUnrenewedLeaseRunsOut(t *testing.T) {
 		t.Fatalf("job after the outage: attempt %d errors %+v; want the hand-back entry (lease_unrenewed) and the attempt given back", j.Attempt, j.Errors)
 	}
 }
+
+// TestHandlerFinishingAsUnrenewedLeaseStopsItIsNotRerun: a handler that
+// returns nil after the worker stopped it for a lease it could not renew
+// (it finished as the stop came, or it does not watch its context) did
+// the job's work; its completion is written once the store answers, and
+// the job is not handed back to run again (a finished job never re-runs).
+func TestHandlerFinishingAsUnrenewedLeaseStopsItIsNotRerun(t *testing.T) {
+	st := &cutStore{Store: memory.New()}
+	var runs atomic.Int32
+	c := leaseClient(t, st, func(ctx context.Context, j *core.Job) error {
+		if runs.Add(1) > 1 {
+			return nil
+		}
+		<-ctx.Done() // the work ends just as the stop comes
+		return nil
+	}, nil)
+	ctx := context.Background()
+	r, err := c.EnqueueRaw(ctx, "k", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, r.Job.ID, core.StateRunning)
+	for runs.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	st.down.Store(true)
+	time.Sleep(time.Second) // past the stop: the lease is 400 ms
+	st.down.Store(false)
+	j := waitState(t, st, r.Job.ID, core.StateCompleted)
+	time.Sleep(300 * time.Millisecond) // a hand-back would have re-run it by now
+	if n := runs.Load(); n != 1 || len(j.Errors) != 0 || j.Attempt != 1 {
+		t.Fatalf("after the outage: %d runs, attempt %d, errors %+v; want the finished job completed once, never handed back", n, j.Attempt, j.Errors)
+	}
+}

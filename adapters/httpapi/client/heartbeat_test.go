@@ -470,3 +470,49 @@ func TestWorkerHandsBackUnaskedJobs(t *testing.T) {
 	}
 	close(release)
 }
+
+// TestWorkerDoesNotHandBackAFinishedHandler: a handler that returns a
+// result after the Worker stopped it for a lease it could not renew (it
+// finished as the stop came) did the job's work; the Worker reports the
+// completion once the server answers, and the job is not handed back to
+// run again.
+func TestWorkerDoesNotHandBackAFinishedHandler(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, teststores.Memory(t), core.Config{HeartbeatInterval: 2 * time.Second, LeaseDuration: 6 * time.Second}, false)
+	ctx := context.Background()
+	proxy := newBeatProxy(t, s.URL)
+	c, err := client.New(proxy.URL, client.WithToken(workerToken), client.WithLogger(quiet()), client.WithRetry(client.RetryPolicy{MaxAttempts: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.producer.Submit(ctx, client.SubmitRequest{Kind: "k"})
+	var runs atomic.Int32
+	stopped := make(chan struct{})
+	w, err := client.NewWorker(c, client.WorkerConfig{Queues: []string{"default"}, WaitSeconds: 1, Logger: quiet(),
+		Handler: func(ctx context.Context, j *client.Job) (json.RawMessage, error) {
+			if runs.Add(1) > 1 {
+				return json.RawMessage(`"second run"`), nil
+			}
+			<-ctx.Done() // the work ends just as the stop comes
+			close(stopped)
+			return json.RawMessage(`"first run"`), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	waitFor(t, 20*time.Second, "the job to run", func() bool { return len(w.Running()) == 1 })
+	proxy.down.Store(true)
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler was not stopped")
+	}
+	proxy.down.Store(false)
+	waitFor(t, 30*time.Second, "the job to complete", func() bool { return s.job(r.Job.ID).State == core.StateCompleted })
+	time.Sleep(2 * time.Second) // a hand-back would have run it again by now
+	j := s.job(r.Job.ID)
+	if runs.Load() != 1 || string(j.Result) != `"first run"` || len(j.Errors) != 0 {
+		t.Fatalf("job after the outage: %+v (runs %d); want the first run's completion, never handed back", j, runs.Load())
+	}
+}

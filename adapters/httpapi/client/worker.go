@@ -595,7 +595,8 @@ func (w *Worker) runTask(t *task, release func()) {
 	}
 	var res json.RawMessage
 	hjob, err := w.openForHandler(job)
-	if err == nil {
+	ran := err == nil // the handler is called
+	if ran {
 		err = core.CallSafely(func() error {
 			var herr error
 			res, herr = w.cfg.Handler(runCtx, hjob)
@@ -608,17 +609,21 @@ func (w *Worker) runTask(t *task, release func()) {
 	t.returned.Store(true)
 
 	cause := context.Cause(ctx)
-	if errors.Is(cause, ErrLeaseUnrenewed) {
+	unrenewed := errors.Is(cause, ErrLeaseUnrenewed)
+	if unrenewed && !(ran && core.Classify(ctx, err).Kind != core.OutcomeRetry) {
 		// Stopped before a lease the worker could not renew ran out: hand
 		// the job back without using an attempt, with an error entry
 		// saying why (as in process). If the server answers again before
 		// the job is rescued, this applies; otherwise it is refused as
-		// lease-lost and changes nothing.
+		// lease-lost and changes nothing. A handler that returned a
+		// deliberate outcome all the same (a result, Continue, Snooze,
+		// Cancel, Permanent) did its work: that outcome is reported
+		// instead, so a finished job is never handed back to run again.
 		span.End(string(core.OutcomeSnooze), nil)
 		w.report(job, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: job.LeaseToken, HandBack: core.CauseLeaseUnrenewed}}, release)
 		return
 	}
-	if errors.Is(cause, core.ErrLeaseLost) {
+	if errors.Is(cause, core.ErrLeaseLost) && !unrenewed {
 		span.End(core.OutcomeLeaseLost, err)
 		release()
 		w.log.Warn("backlog worker: handler stopped after its lease was lost; no outcome reported", "job_id", job.ID, "kind", job.Kind, "cause", cause)
