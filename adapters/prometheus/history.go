@@ -50,7 +50,9 @@ func (c *historyCache) read(ctx context.Context, now time.Time, maxAge time.Dura
 
 // collectHistory reports the cluster counters (the queue history's
 // totals) and, per queue, the latest gauge of its history when it is
-// at most gaugeFreshness old. It reports false when the store could not
+// at most gaugeFreshness old. The queues without a label of their own
+// are reported as one, other: counters and due jobs summed, the oldest
+// age the largest. It reports false when the store could not
 // be read (the metrics are then left out of the scrape).
 func (m *Metrics) collectHistory(ctx context.Context, ch chan<- prom.Metric) bool {
 	now := m.opts.Now()
@@ -59,9 +61,22 @@ func (m *Metrics) collectHistory(ctx context.Context, ch chan<- prom.Metric) boo
 		m.log.Warn("backlog: metrics scrape could not read the queue history", "err", err)
 		return false
 	}
+	var other *core.QueueTotals // the queues without a label of their own, summed
 	for _, t := range totals {
+		if m.queue(t.Queue) == otherLabel {
+			if other == nil {
+				other = &core.QueueTotals{Queue: otherLabel}
+			}
+			other.Completed += t.Completed
+			other.Failed += t.Failed
+			continue
+		}
 		ch <- prom.MustNewConstMetric(m.clusterCompletedDesc, prom.CounterValue, float64(t.Completed), t.Queue)
 		ch <- prom.MustNewConstMetric(m.clusterFailedDesc, prom.CounterValue, float64(t.Failed), t.Queue)
+	}
+	if other != nil {
+		ch <- prom.MustNewConstMetric(m.clusterCompletedDesc, prom.CounterValue, float64(other.Completed), otherLabel)
+		ch <- prom.MustNewConstMetric(m.clusterFailedDesc, prom.CounterValue, float64(other.Failed), otherLabel)
 	}
 	latest := map[string]core.QueueBucket{}
 	var order []string
@@ -77,10 +92,25 @@ func (m *Metrics) collectHistory(ctx context.Context, ch chan<- prom.Metric) boo
 			latest[b.Queue] = b
 		}
 	}
+	var (
+		otherDepth  int64
+		otherOldest time.Duration
+		folded      bool
+	)
 	for _, q := range order {
 		b := latest[q]
+		if m.queue(q) == otherLabel {
+			folded = true
+			otherDepth += b.Depth
+			otherOldest = max(otherOldest, b.OldestAge)
+			continue
+		}
 		ch <- prom.MustNewConstMetric(m.dueDesc, prom.GaugeValue, float64(b.Depth), q)
 		ch <- prom.MustNewConstMetric(m.oldestDesc, prom.GaugeValue, b.OldestAge.Seconds(), q)
+	}
+	if folded {
+		ch <- prom.MustNewConstMetric(m.dueDesc, prom.GaugeValue, float64(otherDepth), otherLabel)
+		ch <- prom.MustNewConstMetric(m.oldestDesc, prom.GaugeValue, otherOldest.Seconds(), otherLabel)
 	}
 	return true
 }

@@ -42,6 +42,9 @@
 //   - liveness on backlog_workers: active, stale, dead.
 //   - kind is the job's kind, or other once Options.MaxKinds distinct kinds
 //     have been seen.
+//   - queue is the job's queue, or other once Options.MaxQueues distinct
+//     queues (beyond Options.Queues) have been seen; the store gauges of
+//     the queues folded into other are summed (see Metrics.Collect).
 package prometheus
 
 import (
@@ -61,6 +64,16 @@ type Options struct {
 	// MaxKinds bounds the distinct kind label values; kinds seen after
 	// that are counted under kind="other". 0 means 200.
 	MaxKinds int
+	// MaxQueues bounds the distinct queue label values, so that creating
+	// queues cannot grow a scrape and this process's memory without end:
+	// queues seen after that (by events or by a scrape of the store, in
+	// the order seen) are reported under queue="other". 0 means
+	// DefaultMaxQueues (200).
+	MaxQueues int
+	// Queues always get a queue label of their own, and do not count
+	// towards MaxQueues (for example the queues of the server's
+	// configuration).
+	Queues []string
 	// StaleAfter and DeadAfter classify workers by the age of their last
 	// heartbeat (core.WorkerInfo.Liveness): active below StaleAfter
 	// (default 30 s), stale below DeadAfter (default 2 min), dead after.
@@ -106,6 +119,13 @@ type Options struct {
 	History core.QueueHistory
 }
 
+// DefaultMaxQueues is the default of Options.MaxQueues: how many distinct
+// queues get a label of their own.
+const DefaultMaxQueues = 200
+
+// otherLabel is the label value of the kinds and queues beyond the caps.
+const otherLabel = "other"
+
 // DefaultMaxAge is the default of Options.MaxAge: the age of the store
 // gauges a scrape accepts.
 const DefaultMaxAge = 5 * time.Second
@@ -137,8 +157,10 @@ type Metrics struct {
 	opts  Options
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	kinds map[string]bool
+	mu     sync.Mutex
+	kinds  map[string]bool
+	queues map[string]bool // labelled queues: Options.Queues and up to MaxQueues more
+	pinned int             // how many of queues are Options.Queues
 
 	submitted, claimed, completed, failed, retried, snoozed, continued, cancelled *prom.CounterVec
 	discarded, rescued, leaseLost, pruned                                         *prom.CounterVec
@@ -160,6 +182,13 @@ func New(st core.Store, opts Options) *Metrics {
 	}
 	if opts.MaxKinds <= 0 {
 		opts.MaxKinds = 200
+	}
+	if opts.MaxQueues <= 0 {
+		opts.MaxQueues = DefaultMaxQueues
+	}
+	queues := make(map[string]bool, len(opts.Queues))
+	for _, q := range opts.Queues {
+		queues[q] = true
 	}
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 30 * time.Second
@@ -214,7 +243,9 @@ func New(st core.Store, opts Options) *Metrics {
 		rates: rates,
 		opts:  opts,
 		log:   log,
-		kinds: map[string]bool{},
+		kinds:  map[string]bool{},
+		queues: queues,
+		pinned: len(queues),
 
 		submitted: counterVec("jobs_submitted_total", "Jobs inserted by this node (duplicates of unique keys excluded).", "queue", "kind"),
 		claimed:   counterVec("jobs_claimed_total", "Jobs claimed by this node and its remote workers.", "queue", "kind"),
@@ -271,10 +302,26 @@ func (m *Metrics) kind(k string) string {
 		return k
 	}
 	if len(m.kinds) >= m.opts.MaxKinds {
-		return "other"
+		return otherLabel
 	}
 	m.kinds[k] = true
 	return k
+}
+
+// queue returns the label of queue q: q when it is one of Options.Queues
+// or among the first MaxQueues other queues seen, otherwise "other" (also
+// for a queue named other, which takes no place).
+func (m *Metrics) queue(q string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.queues[q] {
+		return q
+	}
+	if q == otherLabel || len(m.queues)-m.pinned >= m.opts.MaxQueues {
+		return otherLabel
+	}
+	m.queues[q] = true
+	return q
 }
 
 // discardReason maps an event's reason to a bounded label value.
@@ -346,6 +393,9 @@ func (m *Metrics) Observe(e core.Event) {
 	queue, kind := e.Queue, ""
 	if e.Job != nil {
 		queue, kind = e.Job.Queue, m.kind(e.Job.Kind)
+	}
+	if queue != "" {
+		queue = m.queue(queue)
 	}
 	ran := func() { m.execution.WithLabelValues(queue, kind).Observe(e.Duration.Seconds()) }
 	switch e.Kind {
@@ -433,6 +483,12 @@ func (m *Metrics) Describe(ch chan<- *prom.Desc) {
 // wait bounded by ScrapeTimeout. A failed store read is logged and sets
 // scrape_error to 1; the gauges it would have produced are left out of
 // that scrape rather than reported as zero.
+//
+// The store gauges of queues without a label of their own (beyond
+// Options.MaxQueues) are reported once, under queue="other": job counts,
+// running jobs, due jobs and cluster counters summed, queue_paused 1 when
+// any of them is paused, the oldest job age the largest. Rate-limit
+// gauges are read and reported only for queues with a label of their own.
 func (m *Metrics) Collect(ch chan<- prom.Metric) {
 	for _, c := range m.collectors() {
 		c.Collect(ch)
@@ -451,7 +507,8 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 		failed = 1
 		m.log.Warn("backlog: metrics scrape could not read queue stats", "err", err)
 	}
-	for _, q := range stats {
+	folded := m.foldStats(stats)
+	for _, q := range folded {
 		for _, st := range core.AllStates {
 			ch <- prom.MustNewConstMetric(m.jobsDesc, prom.GaugeValue, float64(q.Counts[st]), q.Queue, string(st))
 		}
@@ -479,10 +536,36 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 	if m.hist != nil && !m.collectHistory(ctx, ch) {
 		failed = 1
 	}
-	if m.rates != nil && len(stats) > 0 && !m.collectRates(ctx, ch, stats) {
+	if m.rates != nil && len(folded) > 0 && !m.collectRates(ctx, ch, folded) {
 		failed = 1
 	}
 	ch <- prom.MustNewConstMetric(m.scrapeErrDesc, prom.GaugeValue, failed)
+}
+
+// foldStats returns stats with the queues labelled "other" (m.queue) summed
+// into one entry named other, last; the others keep their order. Paused is
+// true for other when any folded queue is paused. (A queue named other is
+// folded too: its series and the folded ones are one.)
+func (m *Metrics) foldStats(stats []core.QueueStats) []core.QueueStats {
+	out := make([]core.QueueStats, 0, min(len(stats), m.opts.MaxQueues+m.pinned+1))
+	var other *core.QueueStats
+	for _, q := range stats {
+		if m.queue(q.Queue) != otherLabel {
+			out = append(out, q)
+			continue
+		}
+		if other == nil {
+			other = &core.QueueStats{Queue: otherLabel, Counts: map[core.State]int{}}
+		}
+		for st, n := range q.Counts {
+			other.Counts[st] += n
+		}
+		other.Paused = other.Paused || q.Paused
+	}
+	if other != nil {
+		out = append(out, *other)
+	}
+	return out
 }
 
 var (

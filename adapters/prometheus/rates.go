@@ -57,13 +57,16 @@ func rateScope(group string) string {
 	return "partition"
 }
 
-// collectRates sends, for every queue with a rate limit, the longest wait
+// collectRates sends, for every queue of stats (folded: foldStats) but
+// other that has a rate limit, the longest wait
 // and the number of groups waiting per scope; it reports false when the
 // store could not be read.
 func (m *Metrics) collectRates(ctx context.Context, ch chan<- prom.Metric, stats []core.QueueStats) bool {
-	queues := make([]string, len(stats))
-	for i, q := range stats {
-		queues[i] = q.Queue
+	queues := make([]string, 0, len(stats))
+	for _, q := range stats {
+		if q.Queue != otherLabel { // the folded queues' limits are not read
+			queues = append(queues, q.Queue)
+		}
 	}
 	now := m.opts.Now()
 	waits, err := m.rates.get(ctx, queues, now, m.opts.MaxAge)
