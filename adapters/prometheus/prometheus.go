@@ -238,11 +238,11 @@ func New(st core.Store, opts Options) *Metrics {
 		return prom.NewHistogramVec(prom.HistogramOpts{Namespace: ns, Name: name, Help: help, Buckets: opts.Buckets}, labels)
 	}
 	return &Metrics{
-		stats: stats,
-		hist:  histCache,
-		rates: rates,
-		opts:  opts,
-		log:   log,
+		stats:  stats,
+		hist:   histCache,
+		rates:  rates,
+		opts:   opts,
+		log:    log,
 		kinds:  map[string]bool{},
 		queues: queues,
 		pinned: len(queues),
