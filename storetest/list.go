@@ -18,6 +18,7 @@ var listTests = []test{
 	{"list/pages-backward-by-id", testListBackward},
 	{"list/pages-by-run-at", testListByRunAt},
 	{"list/default-limit-is-100", testListDefaultLimit},
+	{"list/page-bounded-by-bytes", testListPageBounded},
 	{"stats/counts-jobs-per-queue-and-state", testStats},
 }
 

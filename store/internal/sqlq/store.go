@@ -274,65 +274,7 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 
 // ---- listing and counting ----
 
-// List returns jobs matching p ordered by id (descending when p.Desc),
-// after p.AfterID when non-zero; p.Limit 0 means 100.
-func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	leaves, err := core.ParseArgsPattern(p.ArgsContains)
-	if err != nil {
-		return nil, err
-	}
-	b := newBuilder(s.d, 4+len(p.States)+3*len(leaves))
-	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE 1=1")
-	if p.Queue != "" {
-		b.w(" AND queue = ", b.arg(p.Queue))
-	}
-	if p.Kind != "" {
-		b.w(" AND kind = ", b.arg(p.Kind))
-	}
-	if p.WorkerID != "" {
-		b.w(" AND worker_id = ", b.arg(p.WorkerID))
-	}
-	if len(p.States) > 0 {
-		b.w(" AND state IN (")
-		for i, st := range p.States {
-			if i > 0 {
-				b.w(",")
-			}
-			b.w(b.arg(string(st)))
-		}
-		b.w(")")
-	}
-	if len(leaves) > 0 {
-		b.w(" AND ", s.d.ArgsContain("args", p.ArgsContains, leaves, b.argT))
-	}
-	cmp, dir := ">", ""
-	if p.Desc {
-		cmp, dir = "<", " DESC"
-	}
-	switch {
-	case p.ByRunAt && p.AfterID != 0:
-		at := s.d.Time(core.UTC(p.AfterRunAt))
-		b.w(" AND (run_at ", cmp, " ", b.argT(at, TypeTime), " OR (run_at = ", b.argT(at, TypeTime), " AND id ", cmp, " ", b.arg(p.AfterID), "))")
-	case p.AfterID != 0:
-		b.w(" AND id ", cmp, " ", b.arg(p.AfterID))
-	}
-	if p.ByRunAt {
-		b.w(" ORDER BY run_at", dir, ", id", dir)
-	} else {
-		b.w(" ORDER BY id", dir)
-	}
-	b.w(" LIMIT ", b.arg(limit))
-	var out []*core.Job
-	err = s.retry(ctx, func() (err error) {
-		out, err = ScanJobs(s.db.Query(ctx, b.String(), b.args...))
-		return err
-	})
-	return out, err
-}
+// List and ListPage live in list.go.
 
 // Stats returns per-queue counts by state and pause flags for every queue
 // with jobs or a persisted pause, ordered by queue name.
