@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // decodeBody reads r's JSON body into dst. It enforces MaxBodyBytes, the
@@ -168,4 +169,42 @@ func jsonTypeName(goType string) string {
 		return "an RFC 3339 time string"
 	}
 	return "of type " + goType
+}
+
+// parseDecimal parses s as an integer from lo to hi written in canonical
+// decimal: digits only, no sign, no leading zero (but "0" itself), so
+// that one number has one spelling ("+1", "01" and " 1" are refused).
+func parseDecimal(s string, lo, hi int64) (int64, bool) {
+	if s == "" || len(s) > 19 || s[0] == '0' && len(s) > 1 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+		if n < 0 { // overflow
+			return 0, false
+		}
+	}
+	if n < lo || n > hi {
+		return 0, false
+	}
+	return n, true
+}
+
+// clip bounds user input quoted in an error message: at most 64 bytes,
+// then how many more there were.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }

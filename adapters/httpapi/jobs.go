@@ -646,21 +646,6 @@ func toQueue(q core.QueueStats) QueueInfo {
 	return QueueInfo{Queue: q.Queue, Paused: q.Paused, Counts: counts}
 }
 
-func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
-	stats, err := s.stats.Stats(r.Context(), s.cfg.StatsCacheTTL)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		Queues []QueueInfo `json:"queues"`
-	}{Queues: make([]QueueInfo, 0, len(stats))}
-	for _, q := range stats {
-		out.Queues = append(out.Queues, toQueue(q))
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 // queueName parses the {name} path value.
 func queueName(r *http.Request) (string, error) {
 	name := r.PathValue("name")

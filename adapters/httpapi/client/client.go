@@ -557,15 +557,29 @@ func (c *Client) DeleteJob(ctx context.Context, id int64) error {
 }
 
 // Queues lists every queue with jobs or a persisted pause, by name (GET
-// /v1/queues; producer role).
+// /v1/queues; producer role), reading the server's pages of up to 1000
+// queues one after another.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
-	var out struct {
-		Queues []QueueInfo `json:"queues"`
+	all := []QueueInfo{}
+	after := ""
+	for {
+		var out struct {
+			Queues    []QueueInfo `json:"queues"`
+			NextAfter string      `json:"next_after"`
+		}
+		q := url.Values{"limit": {"1000"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		if _, err := c.do(ctx, call{method: http.MethodGet, path: "/queues", query: q, out: &out, mode: retryIdempotent}); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Queues...)
+		if out.NextAfter == "" || out.NextAfter <= after {
+			return all, nil
+		}
+		after = out.NextAfter
 	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/queues", out: &out, mode: retryIdempotent}); err != nil {
-		return nil, err
-	}
-	return out.Queues, nil
 }
 
 // PauseQueue stops every worker from claiming jobs of queue until
