@@ -474,71 +474,65 @@ func listParams(q url.Values) (core.ListParams, error) {
 // listJobs answers one page of GET /v1/jobs. The page ends after limit
 // jobs or once the args and results of its jobs reach MaxPageBytes
 // (always at least one job), and it carries next_after unless the store
-// had no more jobs. It reads the jobs in chunks (chunkSize) and writes each
-// job as it is encoded, holding one of the MaxHeavyRequests slots.
+// had no more jobs. It reads the page with one store read (readPage),
+// holding one of the MaxHeavyRequests slots, and only then writes it, job
+// by job as each is encoded: a read that fails or runs out of time is
+// answered with a problem, never with part of a page.
+//
+// The read must end within listReadShare of Config.WriteTimeout, leaving
+// the rest for writing: a read that takes longer is answered 503
+// unavailable with Retry-After. A page that cannot be written whole (the
+// client reads too slowly for the write deadline, or went away) is
+// aborted (http.ErrAbortHandler): the connection is closed without the
+// end of the body, so the client sees an unexpected EOF, never a body
+// that ends as if the page were complete.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	p, err := listParams(r.URL.Query())
 	if err != nil {
 		return err
 	}
 	ctx := r.Context()
-	if err := s.heavy.acquire(ctx); err != nil {
-		return err
+	readCtx, cancel := s.listReadContext(ctx)
+	defer cancel()
+	if err := s.heavy.acquire(readCtx); err != nil {
+		return s.listReadError(ctx, err)
 	}
 	defer s.heavy.release()
 
+	jobs, err := s.readPage(readCtx, p)
+	if err != nil {
+		return s.listReadError(ctx, err)
+	}
+	size := 0
+	for _, j := range jobs {
+		size += core.JobWeight(j)
+	}
+	more := len(jobs) >= p.Limit || size >= s.cfg.MaxPageBytes
+
 	var (
-		out       = newJobStream(w)
+		fw        = &failWriter{ResponseWriter: w}
+		out       = newJobStream(fw)
 		last      int64
 		lastRunAt time.Time
-		n         int  // jobs on the page
-		size      int  // their args and result bytes
-		more      bool // the store may hold jobs after the page
+		n         int // jobs on the page
 	)
-	for {
-		want := s.chunkSize(p.Limit-n, size)
-		q := p
-		q.Limit = want
-		if n > 0 {
-			q.AfterID, q.AfterRunAt = last, lastRunAt
-		}
-		jobs, err := s.c.ListJobs(ctx, q)
-		if err != nil {
-			if n == 0 {
-				return err
+	for i, j := range jobs {
+		if err := out.add(s.apiJob(ctx, j)); err != nil {
+			if fw.err != nil {
+				break // the connection failed: aborted below
 			}
-			// The page so far is sound: end it here; the next page
-			// starts after its last job and meets the error itself.
-			reqFrom(ctx).log.Warn("backlog http: list failed part-way; ending the page early", "jobs", n, "err", err)
+			err = fmt.Errorf("job %d cannot be encoded (run `backlog migrate` to repair stored times): %w", j.ID, err)
+			if n == 0 {
+				writeEncodeFailure(w, err)
+				return nil
+			}
+			reqFrom(ctx).log.Error("backlog http: a job of a list page cannot be encoded; ending the page before it", "job_id", j.ID, "err", err)
 			more = true
 			break
 		}
-		more = len(jobs) >= want
-		for i, j := range jobs {
-			if err := out.add(s.apiJob(r.Context(), j)); err != nil {
-				err = fmt.Errorf("job %d cannot be encoded (run `backlog migrate` to repair stored times): %w", j.ID, err)
-				if n == 0 {
-					writeEncodeFailure(w, err)
-					return nil
-				}
-				reqFrom(ctx).log.Error("backlog http: a job of a list page cannot be encoded; ending the page before it", "job_id", j.ID, "err", err)
-				more = true
-				jobs = nil
-				break
-			}
-			jobs[i] = nil // written: let it go
-			n++
-			size += jobBytes(j)
-			last, lastRunAt = j.ID, j.RunAt
-			if n >= p.Limit || size >= s.cfg.MaxPageBytes {
-				more = more || i < len(jobs)-1
-				jobs = nil
-				break
-			}
-		}
-		if jobs == nil || !more {
-			break
-		}
+		jobs[i] = nil // written: let it go
+		n++
+		last, lastRunAt = j.ID, j.RunAt
 	}
 	if !more || n == 0 {
 		last = 0
@@ -547,9 +541,105 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if p.ByRunAt {
 		afterRunAt = &lastRunAt
 	}
-	out.end(last, afterRunAt)
+	if fw.err == nil {
+		out.end(last, afterRunAt)
+	}
+	if fw.err == nil {
+		// Push the end out now, so a connection that cannot take it
+		// fails here rather than after the handler returned.
+		if err := http.NewResponseController(fw.ResponseWriter).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			fw.err = err
+		}
+	}
+	if fw.err != nil {
+		reqFrom(ctx).log.Warn("backlog http: a list page could not be written whole (the client reads too slowly for the write deadline, or went away); aborting its connection", "jobs_written", n, "err", fw.err)
+		panic(http.ErrAbortHandler)
+	}
 	return nil
 }
+
+// listReadShare is the share of Config.WriteTimeout within which a list
+// page must have been read from the store; the rest is left for writing
+// it (8 MiB, the default MaxPageBytes, in 15 s of the default 60 s).
+const listReadShare = 0.75
+
+// listReadContext returns ctx ended listReadShare of WriteTimeout from
+// now (ctx itself when there is no write timeout).
+func (s *Server) listReadContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.WriteTimeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.listReadTime())
+}
+
+func (s *Server) listReadTime() time.Duration {
+	return time.Duration(float64(s.cfg.WriteTimeout) * listReadShare)
+}
+
+// listReadError turns a failed read of a list page into its answer: a
+// read that ran out of its time (listReadContext) while the request is
+// still open becomes 503 unavailable with Retry-After, saying so.
+func (s *Server) listReadError(ctx context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return newProblem(SlugUnavailable, fmt.Sprintf(
+			"the page could not be read within %s (%.0f%% of the server's write timeout); retry later, narrow the filter or ask for a smaller limit",
+			s.listReadTime().Round(time.Millisecond), listReadShare*100))
+	}
+	return err
+}
+
+// readPage reads one list page: with a store that is a core.PageLister,
+// one ListPage bounded by MaxPageBytes; with another store, List in
+// chunks sized for the largest job (chunkSize) until p.Limit jobs or
+// MaxPageBytes. The jobs weigh less than MaxPageBytes plus one job.
+func (s *Server) readPage(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+	if pl, ok := s.st.(core.PageLister); ok {
+		return pl.ListPage(ctx, p, s.cfg.MaxPageBytes)
+	}
+	var out []*core.Job
+	size := 0
+	for len(out) < p.Limit && size < s.cfg.MaxPageBytes {
+		want := s.chunkSize(p.Limit-len(out), size)
+		q := p
+		q.Limit = want
+		if len(out) > 0 {
+			last := out[len(out)-1]
+			q.AfterID, q.AfterRunAt = last.ID, last.RunAt
+		}
+		jobs, err := s.st.List(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range core.CutPage(jobs, s.cfg.MaxPageBytes-size) {
+			out = append(out, j)
+			size += core.JobWeight(j)
+		}
+		if len(jobs) < want {
+			break
+		}
+	}
+	return out, nil
+}
+
+// failWriter remembers the first error writing the answer.
+type failWriter struct {
+	http.ResponseWriter
+	err error
+}
+
+func (w *failWriter) Write(b []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n, err := w.ResponseWriter.Write(b)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *failWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // jobID parses the {id} path value.
 func jobID(r *http.Request) (int64, error) {
