@@ -290,6 +290,10 @@ func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
 			PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata, Deadline: j.Deadline,
 		}
 		p, err := buildInsert(j.Kind, j.Args, opts, now, c.limits())
+		if err == nil {
+			p.UniqueFingerprint = j.UniqueFingerprint
+			err = checkFingerprint(&p)
+		}
 		if err != nil {
 			if len(jobs) == 1 {
 				return nil, err

@@ -200,6 +200,15 @@ type InsertParams struct {
 	// at the final state. 0 ≤ UniqueFor ≤ MaxUniqueFor, kept to the
 	// microsecond. Ignored without a UniqueKey.
 	UniqueFor time.Duration
+	// UniqueFingerprint is kept with the hold the job takes on its unique
+	// key, such as a hash of the request the job was made from (at most
+	// MaxUniqueFingerprintLen bytes of printable ASCII; "" = none): a
+	// later insert that the
+	// hold turns into a duplicate gets it back in
+	// InsertResult.Fingerprint, and can tell whether it asked for the
+	// same thing. Ignored without a UniqueKey, and by an insert that
+	// finds the key held.
+	UniqueFingerprint string
 	// PartitionKey puts the job in a partition of its queue (a tenant or
 	// customer id, ≤ MaxPartitionKeyLen bytes of UTF-8; "" = none) that
 	// QueueLimits.MaxRunningPerPartition bounds.
@@ -277,6 +286,10 @@ func ScopedUniqueKey(p *InsertParams) string {
 type InsertResult struct {
 	Job       *Job
 	Duplicate bool
+	// Fingerprint is, for a duplicate, the UniqueFingerprint the holder's
+	// insert gave its hold ("" when it gave none, or the hold was taken
+	// before stores kept fingerprints).
+	Fingerprint string
 }
 
 // Options are the per-job settings of an enqueue. The zero value means
@@ -399,6 +412,9 @@ func validateInsert(p *InsertParams, lim limits) error {
 	}
 	if !utf8.ValidString(p.PartitionKey) {
 		return invalid("kind %q: partition key is not valid UTF-8", p.Kind)
+	}
+	if err := checkFingerprint(p); err != nil {
+		return err
 	}
 	if !p.UniqueScope.Valid() {
 		return invalid("kind %q: unknown unique scope %d", p.Kind, uint8(p.UniqueScope))

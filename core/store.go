@@ -16,7 +16,7 @@ import (
 // The model follows database/sql/driver: a required interface (this one),
 // optional capability interfaces discovered by type assertion (TxInserter,
 // Notifier, TxCompleter, Migrator, Settings, SealedRewriter, QueueLimiter,
-// QueueHistory), and sentinel errors compared with
+// QueueHistory, UniqueHolder), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
 // ErrInvalidState).
 //
@@ -104,6 +104,11 @@ type Store interface {
 	// second result is marked Duplicate. Inputs without a UniqueKey cost
 	// no more than before keys had holds: no statement of their insert
 	// touches the holds.
+	//
+	// A hold keeps the UniqueFingerprint of the insert that took it, as
+	// long as the hold lasts (whether or not the holder's row exists); a
+	// duplicate's result returns it in InsertResult.Fingerprint. An
+	// operator lists and ends holds through UniqueHolder.
 	Insert(ctx context.Context, now time.Time, jobs []InsertParams) ([]InsertResult, error)
 
 	// Claim moves up to p.Limit due jobs of p.Queue to running for

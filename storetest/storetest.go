@@ -75,6 +75,7 @@ func allTests() []test {
 		leaseTests,
 		deadlineTests,
 		uniqueTests,
+		uniqueHoldTests,
 		txTests,
 		queueTests,
 		adminTests,

@@ -113,6 +113,7 @@ var (
 	_ core.MutableSettings = (*Store)(nil)
 	_ core.SealedRewriter  = (*Store)(nil)
 	_ core.QueueLimiter    = (*Store)(nil)
+	_ core.UniqueHolder    = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -136,6 +137,7 @@ type hold struct {
 	jobID            int64
 	queue, kind, key string
 	uniqueFor        time.Duration
+	fingerprint      string // the holder's InsertParams.UniqueFingerprint
 	// heldUntil is zero while the holder's row exists (its state and
 	// FinishedAt decide then), and FinishedAt+uniqueFor once it is gone.
 	heldUntil time.Time
@@ -195,14 +197,14 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 		sk := core.ScopedUniqueKey(&p)
 		if h, ok := s.holds[sk]; sk != "" && ok {
 			if s.held(h, now) {
-				results[i] = core.InsertResult{Job: s.holderJob(h), Duplicate: true}
+				results[i] = core.InsertResult{Job: s.holderJob(h), Duplicate: true, Fingerprint: h.fingerprint}
 				continue
 			}
 			delete(s.holdOf, h.jobID) // the hold passes to the new job
 		}
 		s.nextID++
 		if sk != "" {
-			s.holds[sk] = &hold{jobID: s.nextID, queue: p.Queue, kind: p.Kind, key: p.UniqueKey, uniqueFor: p.UniqueFor.Truncate(time.Microsecond)}
+			s.holds[sk] = &hold{jobID: s.nextID, queue: p.Queue, kind: p.Kind, key: p.UniqueKey, uniqueFor: p.UniqueFor.Truncate(time.Microsecond), fingerprint: p.UniqueFingerprint}
 			s.holdOf[s.nextID] = sk
 		}
 		j := &core.Job{

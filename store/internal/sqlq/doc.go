@@ -59,7 +59,7 @@
 //	        NULL, started_at, heartbeat_at)
 //	settings(name PK, value bytes NOT NULL)
 //	unique_keys(ukey PK, job_id, queue, kind, unique_key, unique_for µs,
-//	            held_until NULL)
+//	            held_until NULL, fingerprint NULL)
 //
 // with an index on unique_keys(job_id) and on unique_keys(held_until),
 // and a claim index on (queue, priority, run_at, id) for the pending

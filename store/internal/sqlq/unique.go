@@ -22,6 +22,8 @@ import (
 //	held_until  NULL while the holder's row exists; once it is deleted,
 //	            its FinishedAt + unique_for (then an index on it finds
 //	            the holds Prune forgets)
+//	fingerprint the holder's InsertParams.UniqueFingerprint (NULL or ''
+//	            when it gave none), returned with its duplicates
 //
 // A hold is held at now when its job is not final, or final with
 // finished_at + unique_for > now, or gone with held_until > now. Only keyed
@@ -38,6 +40,7 @@ type holdRow struct {
 	queue, kind, key string
 	uniqueFor        time.Duration
 	heldUntil        time.Time
+	fingerprint      string
 }
 
 // InsertKeyed runs the unique-key protocol of every SQL store's Insert on
@@ -104,8 +107,13 @@ func (s *Store) InsertKeyed(ctx context.Context, c Conn, now time.Time, jobs []c
 	}
 	for i := range jobs {
 		if res[i].Job == nil && keys[i] != "" {
-			cp := *res[first[keys[i]]].Job
-			res[i] = core.InsertResult{Job: &cp, Duplicate: true}
+			f := first[keys[i]]
+			cp := *res[f].Job
+			fp := res[f].Fingerprint
+			if !res[f].Duplicate {
+				fp = jobs[f].UniqueFingerprint
+			}
+			res[i] = core.InsertResult{Job: &cp, Duplicate: true, Fingerprint: fp}
 		}
 	}
 	return nil
@@ -145,7 +153,7 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 
 	// 2. The holds, locked.
 	b = newBuilder(s.d, len(keyed))
-	b.w("SELECT ukey, job_id, queue, kind, unique_key, unique_for, held_until FROM ", H, " WHERE ukey IN (")
+	b.w("SELECT ", holdColumns, " FROM ", H, " WHERE ukey IN (")
 	for n, i := range keyed {
 		if n > 0 {
 			b.w(",")
@@ -184,7 +192,7 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 			holders[j.ID] = j
 		}
 	}
-	dup := make(map[string]*core.Job)
+	dup := make(map[string]core.InsertResult)
 	for _, h := range holds {
 		if h.jobID == 0 {
 			continue
@@ -194,7 +202,7 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 			if j == nil {
 				j = &core.Job{ID: h.jobID, Queue: h.queue, Kind: h.kind, UniqueKey: h.key}
 			}
-			dup[h.ukey] = j
+			dup[h.ukey] = core.InsertResult{Job: j, Duplicate: true, Fingerprint: h.fingerprint}
 		}
 	}
 	if len(holds) != len(keyed) {
@@ -204,8 +212,8 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 	// 4. The jobs.
 	send := make([]int, 0, len(chunk))
 	for _, i := range chunk {
-		if j, ok := dup[keys[i]]; ok && keys[i] != "" {
-			res[i] = core.InsertResult{Job: j, Duplicate: true}
+		if d, ok := dup[keys[i]]; ok && keys[i] != "" {
+			res[i] = d
 			continue
 		}
 		send = append(send, i)
@@ -218,20 +226,21 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 
 	// 5. The holds point at the new jobs.
 	var rows [][]string
-	b = newBuilder(s.d, 6*len(keyed))
+	b = newBuilder(s.d, 7*len(keyed))
 	for _, i := range keyed {
 		if _, ok := dup[keys[i]]; ok {
 			continue
 		}
 		p, j := &jobs[i], res[i].Job
 		rows = append(rows, []string{b.argT(keys[i], TypeText), b.argT(j.ID, TypeInt), b.argT(p.Queue, TypeText),
-			b.argT(p.Kind, TypeText), b.argT(p.UniqueKey, TypeText), b.argT(p.UniqueFor.Microseconds(), TypeInt)})
+			b.argT(p.Kind, TypeText), b.argT(p.UniqueKey, TypeText), b.argT(p.UniqueFor.Microseconds(), TypeInt),
+			b.argT(p.UniqueFingerprint, TypeText)})
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	q := s.d.UpdateFrom(H, "v", []string{"k", "jid", "q", "kd", "uk", "uf"}, rows,
-		"job_id = v.jid, queue = v.q, kind = v.kd, unique_key = v.uk, unique_for = v.uf, held_until = NULL",
+	q := s.d.UpdateFrom(H, "v", []string{"k", "jid", "q", "kd", "uk", "uf", "fp"}, rows,
+		"job_id = v.jid, queue = v.q, kind = v.kd, unique_key = v.uk, unique_for = v.uf, held_until = NULL, fingerprint = v.fp",
 		H+".ukey = v.k", "")
 	_, err = c.Exec(ctx, q, b.args...)
 	return err
@@ -248,7 +257,10 @@ func HoldHeld(j *core.Job, uniqueFor time.Duration, heldUntil, now time.Time) bo
 	return !heldUntil.IsZero() && now.Before(heldUntil)
 }
 
-// scanHolds reads holdRows.
+// holdColumns are the columns scanHolds reads.
+const holdColumns = "ukey, job_id, queue, kind, unique_key, unique_for, held_until, COALESCE(fingerprint, '')"
+
+// scanHolds reads holdRows (holdColumns).
 func scanHolds(rows Rows, err error) ([]holdRow, error) {
 	if err != nil {
 		return nil, err
@@ -258,7 +270,7 @@ func scanHolds(rows Rows, err error) ([]holdRow, error) {
 	for rows.Next() {
 		var h holdRow
 		var us int64
-		if err := rows.Scan(&h.ukey, &h.jobID, &h.queue, &h.kind, &h.key, &us, TimeDest(&h.heldUntil)); err != nil {
+		if err := rows.Scan(&h.ukey, &h.jobID, &h.queue, &h.kind, &h.key, &us, TimeDest(&h.heldUntil), &h.fingerprint); err != nil {
 			return nil, err
 		}
 		h.uniqueFor = time.Duration(us) * time.Microsecond
