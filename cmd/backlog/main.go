@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"golang.org/x/term"
@@ -44,6 +45,14 @@ func main() {
 		},
 		setDriverLogger: setMySQLLogger,
 	}
+	// The arguments are copied: hideSecrets overwrites the memory the
+	// runtime's os.Args still points into (secrets_linux.go).
+	argv := os.Args
+	os.Args = make([]string, len(argv))
+	for i, s := range argv {
+		os.Args[i] = strings.Clone(s)
+	}
+	e.hideSecrets = func(secrets []string) error { return hideProcessSecrets(argv, secrets) }
 	os.Exit(run(context.Background(), e, os.Args[1:]))
 }
 
@@ -70,6 +79,11 @@ type env struct {
 	// setDriverLogger routes the process-wide log of database drivers that
 	// have one (MySQL) to print. nil leaves it alone.
 	setDriverLogger func(print func(v ...any))
+	// hideSecrets hides this process's secrets from the processes it
+	// starts: the values given (of secret flags) and its BACKLOG_*
+	// variables, as /proc shows them (secrets.go). nil means nothing is
+	// hidden (tests, which run commands in-process).
+	hideSecrets func(secrets []string) error
 }
 
 // run executes one command line and returns the process exit code. Errors

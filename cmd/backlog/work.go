@@ -68,6 +68,11 @@ func (a *app) newWorkCmd(name string) *cobra.Command {
 	if name == "work" {
 		a.addRemote(cmd, f) // --server URL: a remote worker of a job server (remote.go)
 	}
+	runE := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		a.hideSecrets(cmd) // before any handler starts (secrets.go)
+		return runE(cmd, args)
+	}
 	return cmd
 }
 
