@@ -28,6 +28,8 @@ const (
 	SlugInvalidRequest       = "invalid-request"
 	SlugInvalidJob           = "invalid-job"
 	SlugUnknownKind          = "unknown-kind"
+	SlugQueueNotAllowed      = "queue-not-allowed"
+	SlugTooManyQueues        = "too-many-queues"
 	SlugBodyTooLarge         = "body-too-large"
 	SlugUnsupportedMediaType = "unsupported-media-type"
 	SlugUnauthorized         = "unauthorized"
@@ -71,6 +73,8 @@ var problems = map[string]problemInfo{
 	SlugInvalidRequest:       {http.StatusBadRequest, "Invalid request"},
 	SlugInvalidJob:           {http.StatusUnprocessableEntity, "Invalid job"},
 	SlugUnknownKind:          {http.StatusUnprocessableEntity, "Unknown job kind"},
+	SlugQueueNotAllowed:      {http.StatusUnprocessableEntity, "Queue not allowed"},
+	SlugTooManyQueues:        {http.StatusUnprocessableEntity, "Too many queues"},
 	SlugBodyTooLarge:         {http.StatusRequestEntityTooLarge, "Request body too large"},
 	SlugUnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type"},
 	SlugUnauthorized:         {http.StatusUnauthorized, "Unauthorized"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,72 @@ func TestQueuesArePaged(t *testing.T) {
 	}
 	for _, bad := range []string{"0", "1001", "+1", "01", "-1", "1.0", "x", " 1"} {
 		wantProblem(t, h.do("GET", "/v1/queues?limit="+url.QueryEscape(bad), nil), SlugInvalidRequest)
+	}
+}
+
+// TestSubmissionsCreateQueuesUpToMaxQueues: once the store holds
+// MaxQueues queues, a submission naming a new queue is refused whole with
+// 422 too-many-queues (a burst within one stats read included), while the
+// existing queues take jobs as before.
+func TestSubmissionsCreateQueuesUpToMaxQueues(t *testing.T) {
+	st := teststores.Memory(t)
+	insertQueues(t, st, 8)
+	h := newHarness(t, st, core.Config{}, Config{MaxQueues: 10, StatsCacheTTL: time.Hour})
+	// Two new queues fit, one by one (the stats read is an hour old by
+	// then: the server counts what it admitted itself).
+	h.submit(map[string]any{"kind": "k", "queue": "new1"})
+	h.submit(map[string]any{"kind": "k", "queue": "new2"})
+	p := wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "k", "queue": "new3"}), SlugTooManyQueues)
+	if !strings.Contains(p.Detail, `"new3"`) {
+		t.Fatalf("detail %q", p.Detail)
+	}
+	r := h.do("POST", "/v1/jobs/batch", map[string]any{"jobs": []map[string]any{{"kind": "k", "queue": "p0001"}, {"kind": "k", "queue": "new4"}}})
+	p = wantProblem(t, r, SlugTooManyQueues)
+	if !strings.HasPrefix(p.Detail, "jobs[1]: ") {
+		t.Fatalf("batch detail %q", p.Detail)
+	}
+	if n := len(h.snapshot()); n != 10 {
+		t.Fatalf("%d jobs stored, want 10 (refused submissions insert nothing)", n)
+	}
+	// Existing queues, new ones just admitted included, still take jobs.
+	h.submit(map[string]any{"kind": "k", "queue": "p0007"})
+	h.submit(map[string]any{"kind": "k", "queue": "new1"})
+
+	// A batch creating many queues at once is refused whole.
+	h2 := newHarness(t, teststores.Memory(t), core.Config{}, Config{MaxQueues: 5})
+	var jobs []map[string]any
+	for i := range 6 {
+		jobs = append(jobs, map[string]any{"kind": "k", "queue": fmt.Sprintf("b%d", i)})
+	}
+	wantProblem(t, h2.do("POST", "/v1/jobs/batch", map[string]any{"jobs": jobs}), SlugTooManyQueues)
+	var out BatchResponse
+	h2.must(http.StatusOK, "POST", "/v1/jobs/batch", map[string]any{"jobs": jobs[:5]}, &out)
+}
+
+// TestDefaultMaxQueues: without configuration a server lets submissions
+// create DefaultMaxQueues queues, not more.
+func TestDefaultMaxQueues(t *testing.T) {
+	st := teststores.Memory(t)
+	insertQueues(t, st, DefaultMaxQueues)
+	h := newHarness(t, st, core.Config{}, Config{})
+	wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "k", "queue": "one-more"}), SlugTooManyQueues)
+	h.submit(map[string]any{"kind": "k", "queue": "p0000"})
+	h = newHarness(t, st, core.Config{}, Config{MaxQueues: -1})
+	h.submit(map[string]any{"kind": "k", "queue": "one-more"})
+}
+
+// TestAllowedQueues: with AllowedQueues set, a submission naming any other
+// queue is refused whole with 422 queue-not-allowed.
+func TestAllowedQueues(t *testing.T) {
+	h := newHarness(t, teststores.Memory(t), core.Config{}, Config{AllowedQueues: []string{"default", "mail"}})
+	h.submit(map[string]any{"kind": "k"})
+	h.submit(map[string]any{"kind": "k", "queue": "mail"})
+	p := wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "k", "queue": "other"}), SlugQueueNotAllowed)
+	if !strings.Contains(p.Detail, `"other"`) {
+		t.Fatalf("detail %q", p.Detail)
+	}
+	wantProblem(t, h.do("POST", "/v1/jobs/batch", map[string]any{"jobs": []map[string]any{{"kind": "k"}, {"kind": "k", "queue": "x"}}}), SlugQueueNotAllowed)
+	if n := len(h.snapshot()); n != 2 {
+		t.Fatalf("%d jobs stored, want 2", n)
 	}
 }

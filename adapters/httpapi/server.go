@@ -67,6 +67,17 @@ type Config struct {
 	// default), as the engine polls: idle workers then cost a claim a
 	// second each instead of four.
 	ClaimPollInterval time.Duration
+	// MaxQueues caps the queues submissions may create: once the store
+	// holds MaxQueues queues (Store.Stats: queues with jobs or a pause), a
+	// submission naming a queue it does not hold is refused whole with
+	// 422 too-many-queues. 0 means DefaultMaxQueues (1000); negative
+	// means no cap.
+	MaxQueues int
+	// AllowedQueues, when not nil, are the only queues submissions may
+	// name: a job of any other queue is refused, with its submission, with
+	// 422 queue-not-allowed (backlog serve --queues-from-config-only sets
+	// it to the configured queues).
+	AllowedQueues []string
 	// Logger receives request logs (each with a correlation_id attribute);
 	// nil means the client's logger.
 	Logger *slog.Logger
@@ -231,13 +242,14 @@ type Server struct {
 	lease  *leaseSigner // signs and verifies lease tokens
 	opens  role         // roles that receive sealed values opened (OpenSealedFor)
 
-	wake    *broadcaster
-	workers *workerCache
-	claims  *claimMemory     // jobs this server handed out, for batched outcomes' events
-	heavy   heavySlots       // list pages and claims holding jobs in memory now
-	stats   *core.StatsCache // GET /v1/queues answers, shared for StatsCacheTTL
-	kinds   kindRegistry     // registry read by RejectUnknownKinds
-	waiting atomic.Int64     // long-polls waiting now (for tests)
+	wake      *broadcaster
+	workers   *workerCache
+	claims    *claimMemory     // jobs this server handed out, for batched outcomes' events
+	heavy     heavySlots       // list pages and claims holding jobs in memory now
+	stats     *core.StatsCache // GET /v1/queues answers, shared for StatsCacheTTL
+	kinds     kindRegistry     // registry read by RejectUnknownKinds
+	queueGate queueGate        // MaxQueues and AllowedQueues (queuecap.go)
+	waiting   atomic.Int64     // long-polls waiting now (for tests)
 
 	ctx       context.Context // ended by Close: long-polls return, the listener stops
 	cancel    context.CancelFunc

@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+)
+
+// DefaultMaxQueues is the default of Config.MaxQueues: how many queues the
+// store may hold before submissions may no longer create new ones.
+const DefaultMaxQueues = 1000
+
+// queueAdmitKeep is how long a queue admitted by a submission counts as
+// existing without a read of the store showing it (its jobs may have been
+// deleted, or the insert failed).
+const queueAdmitKeep = time.Minute
+
+// queueGate is what Config.MaxQueues checks submissions against: the
+// queues of the store's last Stats read, plus those this server admitted
+// since, so that a burst of submissions within one read cannot overshoot
+// the cap.
+type queueGate struct {
+	once    sync.Once
+	allowed map[string]bool // Config.AllowedQueues as a set; nil: any
+
+	mu       sync.Mutex
+	stored   map[string]bool      // queues of the last Stats read
+	admitted map[string]time.Time // queues admitted since, and when
+}
+
+// allowedSet returns Config.AllowedQueues as a set (nil when unset).
+func (s *Server) allowedSet() map[string]bool {
+	g := &s.queueGate
+	g.once.Do(func() {
+		if s.cfg.AllowedQueues == nil {
+			return
+		}
+		g.allowed = make(map[string]bool, len(s.cfg.AllowedQueues))
+		for _, q := range s.cfg.AllowedQueues {
+			g.allowed[q] = true
+		}
+	})
+	return g.allowed
+}
+
+// checkQueues refuses a submission (all of ps; prefixed names the item of
+// a batch) that names a queue outside Config.AllowedQueues (422
+// queue-not-allowed), or that would create a queue while the store
+// already holds Config.MaxQueues queues (422 too-many-queues). Nothing of
+// a refused submission is inserted. The store's queues are read through
+// the StatsCache (at most StatsCacheTTL old), only when a submission
+// names a queue this server does not know.
+func (s *Server) checkQueues(ctx context.Context, ps []core.InsertParams, prefixed bool) error {
+	item := func(i int) string {
+		if prefixed {
+			return fmt.Sprintf("jobs[%d]: ", i)
+		}
+		return ""
+	}
+	if allowed := s.allowedSet(); allowed != nil {
+		for i, p := range ps {
+			if !allowed[p.Queue] {
+				return newProblem(SlugQueueNotAllowed, fmt.Sprintf("%squeue %q is not among the queues this server accepts jobs for (%d configured); nothing was inserted", item(i), p.Queue, len(allowed)))
+			}
+		}
+	}
+	limit := s.cfg.MaxQueues
+	if limit == 0 {
+		limit = DefaultMaxQueues
+	}
+	if limit < 0 {
+		return nil
+	}
+	g := &s.queueGate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	fresh := func() []int { // items naming a queue not known here
+		var out []int
+		for i, p := range ps {
+			if g.stored[p.Queue] {
+				continue
+			}
+			if at, ok := g.admitted[p.Queue]; ok && now.Sub(at) < queueAdmitKeep {
+				continue
+			}
+			out = append(out, i)
+		}
+		return out
+	}
+	news := fresh()
+	if len(news) == 0 {
+		return nil
+	}
+	stats, err := s.stats.Stats(ctx, s.cfg.StatsCacheTTL)
+	if err != nil {
+		return err
+	}
+	g.stored = make(map[string]bool, len(stats))
+	for _, q := range stats {
+		g.stored[q.Queue] = true
+	}
+	for q, at := range g.admitted {
+		if g.stored[q] || now.Sub(at) >= queueAdmitKeep {
+			delete(g.admitted, q)
+		}
+	}
+	news = fresh()
+	names := map[string]bool{}
+	for _, i := range news {
+		names[ps[i].Queue] = true
+	}
+	if have := len(g.stored) + len(g.admitted); have+len(names) > limit {
+		i := news[0]
+		return newProblem(SlugTooManyQueues, fmt.Sprintf("%squeue %q does not exist, and the store holds %d queues: submissions may create queues up to %d in all; nothing was inserted", item(i), ps[i].Queue, have, limit))
+	}
+	if g.admitted == nil {
+		g.admitted = map[string]time.Time{}
+	}
+	for q := range names {
+		g.admitted[q] = now
+	}
+	return nil
+}
