@@ -55,6 +55,12 @@ type serveFlags struct {
 	auth                      authFlags // lease secret, per-worker tokens
 	openSealedFor             string    // roles shown sealed values opened (with --keys-file)
 	rejectUnknownKinds        bool      // httpapi.Config.RejectUnknownKinds
+	maxQueues                 int       // httpapi.Config.MaxQueues; ≤ 0: no cap
+	queuesFromConfigOnly      bool      // httpapi.Config.AllowedQueues = configQueues
+	// configQueues are the configured queues (workConfig.queueNames):
+	// the allow-list of --queues-from-config-only, and the queues that
+	// always get a metrics label of their own; not a flag.
+	configQueues []string
 	// kindRetry is the API's retry policy per kind (httpapi.Config.KindRetry),
 	// from the config file (workConfig.kindRetry); not a flag.
 	kindRetry map[string]core.RetryPolicy
@@ -74,6 +80,8 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.bodyTimeout, "body-timeout", httpapi.DefaultBodyReadTimeout, "a request body must arrive within this, or the connection is closed")
 	fl.DurationVar(&f.writeTimeout, "write-timeout", httpapi.DefaultWriteTimeout, "handling a request and writing its answer must end within this (long-polling claims get their wait on top)")
 	fl.StringVar(&f.openSealedFor, "open-sealed-for", httpapi.DefaultOpenSealedFor, "with keys (--keys-file): the API roles that read sealed args, results and errors opened (comma-separated producer, worker, admin, or none); others read ciphertext")
+	fl.IntVar(&f.maxQueues, "max-queues", httpapi.DefaultMaxQueues, "most queues the store may hold for submissions to create a new one (422 too-many-queues beyond); 0 or less: no cap")
+	fl.BoolVar(&f.queuesFromConfigOnly, "queues-from-config-only", false, "accept jobs only for the configured queues (--queue, the config file's queues); others are refused with 422 queue-not-allowed")
 	fl.BoolVar(&f.rejectUnknownKinds, "reject-unknown-kinds", false, "refuse (422 unknown-kind) a submitted job whose kind neither this server's handlers nor a live registered remote worker handles")
 	f.auth.register(fl)
 }
@@ -164,7 +172,7 @@ func newHTTPService(f *serveFlags, st core.Store, out io.Writer, log *slog.Logge
 	h := &httpService{flags: f, out: out, log: log, reg: reg, stats: core.NewStatsCache(st)}
 	h.metrics = prometheus.New(st, prometheus.Options{
 		StaleAfter: f.workerStaleAfter, DeadAfter: f.workerDeadAt, Logger: log,
-		StatsCache: h.stats, MaxAge: metricsMaxAge,
+		StatsCache: h.stats, MaxAge: metricsMaxAge, Queues: f.configQueues,
 		Running: func() int {
 			if c := h.client.Load(); c != nil {
 				return len(c.Running())
@@ -187,6 +195,13 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
 		OpenSealedFor: h.flags.openSealedFor, KindRetry: h.flags.kindRetry,
 		RejectUnknownKinds: h.flags.rejectUnknownKinds,
+		MaxQueues:          h.flags.maxQueues,
+	}
+	if acfg.MaxQueues <= 0 {
+		acfg.MaxQueues = -1 // no cap
+	}
+	if h.flags.queuesFromConfigOnly {
+		acfg.AllowedQueues = append([]string{}, h.flags.configQueues...)
 	}
 	h.flags.auth.apply(&acfg)
 	api, err := httpapi.New(c, acfg)

@@ -56,6 +56,7 @@ func (a *app) newWorkCmd(name string) *cobra.Command {
 					return err
 				}
 				sf.kindRetry = wc.kindRetry()
+				sf.configQueues = wc.queueNames()
 			}
 			s := &server{app: a, cfg: wc, mode: name, serve: sf}
 			return s.run(cmd.Context())
