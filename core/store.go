@@ -185,9 +185,11 @@ type Store interface {
 
 	// List returns jobs matching p, ordered by id (ascending, or descending
 	// when p.Desc), starting after p.AfterID when it is non-zero (keyset
-	// paging: pass the last id of a page to get the next). The filters
-	// mean what ListParams.Matches says; an invalid p.ArgsContains returns
-	// an error wrapping ErrInvalidFilter.
+	// paging: pass the last id of a page to get the next), or by (run_at,
+	// id) with p.ByRunAt. The filters mean what ListParams.Matches says;
+	// an invalid p.ArgsContains returns an error wrapping
+	// ErrInvalidFilter. A page bounded by bytes rather than by a count
+	// alone is the optional PageLister.
 	List(ctx context.Context, p ListParams) ([]*Job, error)
 
 	// Stats returns, for every queue that has jobs or a persisted pause,
@@ -353,9 +355,11 @@ type ListParams struct {
 	// ByRunAt orders by (run_at, id) instead of id: scheduled jobs in the
 	// order they come due (latest first when Desc). The keyset cursor is
 	// then (AfterRunAt, AfterID): jobs after that pair in this order,
-	// when AfterID is set. Stores sort the matching rows for it (no index
-	// serves every filter in run_at order): meant for listings, not for
-	// claims.
+	// when AfterID is set. SQL stores read it from an index on (run_at,
+	// id), as they read id order from the primary key: a page reads its
+	// own rows, in order, and stops (filters are checked on the rows the
+	// index yields, so a filter that keeps few jobs reads more of them).
+	// Meant for listings, not for claims.
 	ByRunAt    bool
 	AfterRunAt time.Time
 }
