@@ -299,7 +299,7 @@ func parseEnvelope(b []byte) (env envelope, sealed bool, err error) {
 	var ver int
 	var kid, ct string
 	if len(m) != 3 || json.Unmarshal(v, &ver) != nil || json.Unmarshal(m["kid"], &kid) != nil || json.Unmarshal(m["ct"], &ct) != nil {
-		return env, true, errors.New("malformed envelope")
+		return env, true, errors.New("malformed envelope: want exactly the members backlog_enc (a number), kid and ct (strings)")
 	}
 	if ver != 1 {
 		return env, true, fmt.Errorf("envelope version %d is not supported", ver)
@@ -378,6 +378,32 @@ func (k *Keyring) openJSON(field, kind string, b []byte) ([]byte, error) {
 func IsSealed(b []byte) bool {
 	_, sealed, _ := parseEnvelope(b)
 	return sealed
+}
+
+// ErrMalformedEnvelope is returned by CheckSealed for a value that claims
+// to be sealed (a JSON object with a top-level "backlog_enc" member) but is
+// not a well-formed envelope. A *DecryptError for such a value wraps it too.
+var ErrMalformedEnvelope = errors.New("backlog: malformed sealed envelope")
+
+// CheckSealed reports whether b (args or a result) claims to be sealed —
+// a JSON object with a top-level "backlog_enc" member — and, if it does,
+// whether it has the envelope's shape without opening it (no key is
+// needed): exactly the members backlog_enc (1), kid (a valid key id) and ct
+// (standard base64 of at least the 28 bytes of nonce and tag). A malformed
+// one returns sealed true and an error wrapping ErrMalformedEnvelope whose
+// text says what is wrong without quoting b. Whether the ciphertext opens
+// (right key, kind and field, not altered) is left to OpenArgs.
+func CheckSealed(b []byte) (sealed bool, err error) {
+	env, sealed, err := parseEnvelope(b)
+	switch {
+	case !sealed:
+		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("%w: %s", ErrMalformedEnvelope, strings.TrimPrefix(err.Error(), "malformed envelope: "))
+	case len(env.ct) < gcmOverhead:
+		return true, fmt.Errorf("%w: ct holds %d bytes, fewer than the %d of nonce and tag", ErrMalformedEnvelope, len(env.ct), gcmOverhead)
+	}
+	return true, nil
 }
 
 // IsSealedText reports whether s (error text) is in the sealed text form.

@@ -396,3 +396,35 @@ func BenchmarkEnqueueArgs1KiB(b *testing.B) {
 		})
 	}
 }
+
+// TestCheckSealed: the envelope's shape is checked without a key; plain
+// JSON, also JSON naming backlog_enc below the top level, is not sealed.
+func TestCheckSealed(t *testing.T) {
+	k, err := core.NewKeyring("k1", map[string][]byte{"k1": bytes.Repeat([]byte{1}, core.KeySize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, plain := range []string{`{}`, `{"a":"backlog_enc"}`, `{"a":{"backlog_enc":1}}`, `["backlog_enc"]`, `"backlog_enc"`, `null`} {
+		if sealed, err := core.CheckSealed([]byte(plain)); sealed || err != nil {
+			t.Errorf("%s: sealed %v, %v; want plain", plain, sealed, err)
+		}
+	}
+	good := k.SealArgs("pay", []byte(`{"n":1}`))
+	if sealed, err := core.CheckSealed(good); !sealed || err != nil {
+		t.Errorf("%s: sealed %v, %v; want a well-formed envelope", good, sealed, err)
+	}
+	for _, bad := range []string{
+		`{"backlog_enc":"x"}`,
+		`{"backlog_enc":1,"kid":"k1"}`,
+		`{"backlog_enc":1,"kid":"k 1","ct":"AAAA"}`,
+		`{"backlog_enc":1,"kid":"k1","ct":"!!"}`,
+		`{"backlog_enc":1,"kid":"k1","ct":"AAAA"}`,
+		`{"backlog_enc":2,"kid":"k1","ct":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`,
+		`{"backlog_enc":1,"kid":"k1","ct":"AAAA","x":1}`,
+	} {
+		sealed, err := core.CheckSealed([]byte(bad))
+		if !sealed || !errors.Is(err, core.ErrMalformedEnvelope) {
+			t.Errorf("%s: sealed %v, %v; want ErrMalformedEnvelope", bad, sealed, err)
+		}
+	}
+}
