@@ -55,7 +55,7 @@ func TestIdempotencyKey(t *testing.T) {
 		h.must(http.StatusCreated, "POST", "/v1/jobs", map[string]any{"kind": "charge", "unique_key": "u", "unique_scope": "kind", "unique_for_seconds": 60}, nil)
 		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "charge", "unique_key": "v", "unique_scope": "tenant"}), SlugInvalidRequest)
 		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "charge", "unique_key": "v", "unique_for_seconds": -1}), SlugInvalidRequest)
-		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "charge", "unique_key": "v", "unique_for_seconds": 400 * 86400}), SlugInvalidJob)
+		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "charge", "unique_key": "v", "unique_for_seconds": 400 * 86400}), SlugInvalidRequest)
 		wantProblem(t, h.send(req{method: "POST", path: "/v1/jobs/batch", body: map[string]any{"jobs": []any{map[string]any{"kind": "charge"}}}, header: map[string]string{"Idempotency-Key": "b"}}), SlugInvalidRequest)
 	})
 }

@@ -114,7 +114,8 @@ type SubmitRequest struct {
 	// or kind (core.UniqueScope).
 	UniqueScope string `json:"unique_scope,omitempty"`
 	// UniqueForSeconds keeps the key held this long after the job
-	// finishes (core.Options.UniqueFor); 0..366 days, default 0 (or
+	// finishes (core.Options.UniqueFor); 0 to the server's
+	// Config.MaxUniqueFor (30 days by default), default 0 (or
 	// IdempotencyWindow with an Idempotency-Key header).
 	UniqueForSeconds *float64 `json:"unique_for_seconds,omitempty"`
 	// PartitionKey puts the job in a partition of its queue (a tenant, a
@@ -191,6 +192,9 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 		d, err := seconds("unique_for_seconds", *req.UniqueForSeconds)
 		if err != nil {
 			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.(*problem).detail)
+		}
+		if d > s.cfg.MaxUniqueFor {
+			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+uniqueForOverLimit(*req.UniqueForSeconds, s.cfg.MaxUniqueFor))
 		}
 		opts.UniqueFor = d
 	}
@@ -271,6 +275,9 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 		}
 		p.Args = args
 	}
+	if p.UniqueKey != "" {
+		p.UniqueFingerprint = submissionFingerprint(&p)
+	}
 	return p, nil
 }
 
@@ -313,7 +320,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeBody(w, r, &req, true); err != nil {
 		return err
 	}
-	if err := idempotencyKey(r, &req); err != nil {
+	idem, err := s.idempotencyKey(r, &req)
+	if err != nil {
 		return err
 	}
 	p, err := s.insertParams(&req, s.now(), CorrelationID(r.Context()), "")
@@ -324,6 +332,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if idem {
+		if err := checkIdempotentReplay(&p, res[0]); err != nil {
+			return err
+		}
+	}
 	status := http.StatusCreated
 	if res[0].Duplicate {
 		status = http.StatusOK
@@ -332,32 +345,35 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// idempotencyKey applies an Idempotency-Key header to a submission: it
-// becomes the job's unique key (held IdempotencyWindow after the job
-// finishes unless unique_for_seconds says otherwise), so a retried
-// submission returns the original job. A body whose unique_key differs
-// from the header is refused.
-func idempotencyKey(r *http.Request, req *SubmitRequest) error {
+// idempotencyKey applies an Idempotency-Key header to a submission and
+// reports whether there was one: the key becomes the job's unique key
+// (held IdempotencyWindow after the job finishes, or Config.MaxUniqueFor
+// when that is shorter, unless unique_for_seconds says otherwise), so a
+// retried submission returns the original job; a submission that reuses
+// the key for another kind, queue or args is refused with 422
+// idempotency-key-reused (checkIdempotentReplay). A body whose unique_key
+// differs from the header is refused.
+func (s *Server) idempotencyKey(r *http.Request, req *SubmitRequest) (bool, error) {
 	keys := r.Header.Values("Idempotency-Key")
 	if len(keys) == 0 {
-		return nil
+		return false, nil
 	}
 	if len(keys) > 1 {
-		return newProblem(SlugInvalidRequest, "Idempotency-Key is given more than once")
+		return false, newProblem(SlugInvalidRequest, "Idempotency-Key is given more than once")
 	}
 	key := keys[0]
 	if key == "" {
-		return newProblem(SlugInvalidRequest, "Idempotency-Key is empty")
+		return false, newProblem(SlugInvalidRequest, "Idempotency-Key is empty")
 	}
 	if req.UniqueKey != "" && req.UniqueKey != key {
-		return newProblem(SlugInvalidRequest, "Idempotency-Key and unique_key differ: give one, or the same in both")
+		return false, newProblem(SlugInvalidRequest, "Idempotency-Key and unique_key differ: give one, or the same in both")
 	}
 	req.UniqueKey = key
 	if req.UniqueForSeconds == nil {
-		w := IdempotencyWindow.Seconds()
+		w := min(IdempotencyWindow, s.cfg.MaxUniqueFor).Seconds()
 		req.UniqueForSeconds = &w
 	}
-	return nil
+	return true, nil
 }
 
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) error {

@@ -46,6 +46,11 @@ const (
 	SlugTooManyRequests      = "too-many-requests"
 	SlugInternal             = "internal"
 	SlugNotSupported         = "not-supported"
+	// SlugIdempotencyKeyReused: an Idempotency-Key came back with another
+	// kind, queue or args than the submission that took it (422).
+	SlugIdempotencyKeyReused = "idempotency-key-reused"
+	// SlugUniqueHoldNotFound: no hold on that unique key is held (404).
+	SlugUniqueHoldNotFound = "unique-hold-not-found"
 )
 
 // nameListMax is how many names nameList quotes.
@@ -91,6 +96,8 @@ var problems = map[string]problemInfo{
 	SlugTooManyRequests:      {http.StatusTooManyRequests, "Too many requests"},
 	SlugInternal:             {http.StatusInternalServerError, "Internal server error"},
 	SlugNotSupported:         {http.StatusNotImplemented, "Not supported by this server's store"},
+	SlugIdempotencyKeyReused: {http.StatusUnprocessableEntity, "Idempotency key reused with another request"},
+	SlugUniqueHoldNotFound:   {http.StatusNotFound, "Unique key not held"},
 }
 
 // problem is an error that carries the problem a handler answers with.

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -23,7 +24,7 @@ import (
 type Tokens struct {
 	Producer string // submit, list and get jobs, list queues and periodic jobs
 	Worker   string // register, heartbeat, claim, deregister, outcomes, get a job
-	Admin    string // everything, including cancel, retry, delete, pause, resume, run periodic jobs now, list workers
+	Admin    string // everything, including cancel, retry, delete, pause, resume, run periodic jobs now, list workers, list and release unique-key holds
 }
 
 // Config configures a Server. The zero value is an open API with default
@@ -144,6 +145,12 @@ type Config struct {
 	// request is inserted. Registrations through other servers sharing
 	// the store are seen within a second. False accepts every kind.
 	RejectUnknownKinds bool
+	// MaxUniqueFor caps what a submission may ask for in
+	// unique_for_seconds (how long its unique key stays held after the
+	// job finishes): a longer one is refused with 400 invalid-request,
+	// so no caller can hold a key for long beyond this. 0 means
+	// DefaultMaxUniqueFor (30 days); at most core.MaxUniqueFor.
+	MaxUniqueFor time.Duration
 }
 
 // Defaults of Config.
@@ -217,6 +224,9 @@ var routes = []route{
 	{"POST", "/v1/periodic/{name}/resume", roleAdmin, (*Server).resumePeriodic},
 	{"POST", "/v1/periodic/{name}/run", roleAdmin, (*Server).runPeriodic},
 
+	{"GET", "/v1/unique", roleAdmin, (*Server).listUniqueHolds},
+	{"DELETE", "/v1/unique/{key}", roleAdmin, (*Server).releaseUniqueHold},
+
 	{"GET", "/v1/workers", roleAdmin, (*Server).listWorkers},
 	{"PUT", "/v1/workers/{id}", roleWorker, (*Server).registerWorker},
 	{"POST", "/v1/workers/{id}/heartbeat", roleWorker, (*Server).heartbeat},
@@ -289,6 +299,12 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.MaxUniqueFor < 0 || cfg.MaxUniqueFor > core.MaxUniqueFor {
+		return nil, fmt.Errorf("httpapi: MaxUniqueFor %s is outside 0..%s", cfg.MaxUniqueFor, core.MaxUniqueFor)
+	}
+	if cfg.MaxUniqueFor == 0 {
+		cfg.MaxUniqueFor = DefaultMaxUniqueFor
 	}
 	if cfg.MaxPageBytes < 0 || cfg.MaxHeavyRequests < 0 {
 		return nil, errors.New("httpapi: MaxPageBytes and MaxHeavyRequests must not be negative")
