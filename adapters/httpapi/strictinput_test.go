@@ -43,3 +43,33 @@ func TestStrictRefusesInvalidUTF8(t *testing.T) {
 	}
 	h.send(req{method: "POST", path: "/v1/jobs", body: `{"kind":"k2","unique_key":"\ud83d\ude00"}`})
 }
+
+// TestHeartbeatNamingAnotherWorkersLeaseIs400: a heartbeat naming a lease
+// token of another worker is 400 invalid-lease-token and changes nothing,
+// with the shared worker token and with per-worker tokens alike.
+func TestHeartbeatNamingAnotherWorkersLeaseIs400(t *testing.T) {
+	for _, tc := range []struct{ name, tokA, tokB string }{
+		{"shared", "shared-token", "shared-token"},
+		{"per-worker", "a-token", "b-token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, teststores.Memory(t), core.Config{}, credentialTokens)
+			h.token = "admin-token"
+			h.submit(map[string]any{"kind": "k"})
+			h.token = tc.tokA
+			h.register("wa", map[string]any{"queues": []string{"default"}})
+			j := h.claim("wa", nil)[0]
+			h.token = tc.tokB
+			h.register("wb", map[string]any{"queues": []string{"default"}})
+			before := h.state()
+			r := h.do("POST", "/v1/workers/wb/heartbeat", map[string]any{"leases": []string{j.LeaseToken}})
+			p := wantProblem(t, r, SlugInvalidLeaseToken)
+			if !strings.Contains(p.Detail, "another worker") {
+				t.Fatalf("detail %q", p.Detail)
+			}
+			if after := h.state(); after != before {
+				t.Fatalf("the refused heartbeat changed the store:\n%s\nthen\n%s", before, after)
+			}
+		})
+	}
+}

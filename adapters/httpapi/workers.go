@@ -340,6 +340,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		// Whatever the credential, a token of another worker is 400
+		// (as in a batch of outcomes), before anything changes.
+		if tok.workerID != id {
+			return newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease token for job %d belongs to another worker", tok.jobID))
+		}
 		toks = append(toks, tok)
 	}
 	ctx := r.Context()
@@ -367,9 +372,6 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			return err
-		}
-		if tok.workerID != id {
-			return newProblem(SlugInvalidLeaseToken, fmt.Sprintf("lease token for job %d belongs to another worker", tok.jobID))
 		}
 		l := core.Lease{JobID: tok.jobID, ClaimSeq: tok.claimSeq}
 		leases = append(leases, l)
