@@ -284,7 +284,7 @@ func parseEnvelope(b []byte) (env envelope, sealed bool, err error) {
 	if kid, ct, ok := exactEnvelope(t); ok {
 		raw, derr := base64.StdEncoding.DecodeString(ct)
 		if derr != nil {
-			return env, true, errors.New("malformed envelope: ct is not base64")
+			return env, true, malformed("ct is not base64")
 		}
 		return envelope{kid: kid, ct: raw}, true, nil
 	}
@@ -299,17 +299,17 @@ func parseEnvelope(b []byte) (env envelope, sealed bool, err error) {
 	var ver int
 	var kid, ct string
 	if len(m) != 3 || json.Unmarshal(v, &ver) != nil || json.Unmarshal(m["kid"], &kid) != nil || json.Unmarshal(m["ct"], &ct) != nil {
-		return env, true, errors.New("malformed envelope: want exactly the members backlog_enc (a number), kid and ct (strings)")
+		return env, true, malformed("want exactly the members backlog_enc (a number), kid and ct (strings)")
 	}
 	if ver != 1 {
-		return env, true, fmt.Errorf("envelope version %d is not supported", ver)
+		return env, true, malformed(fmt.Sprintf("envelope version %d is not supported", ver))
 	}
 	if validKeyID(kid) != nil {
-		return env, true, errors.New("malformed envelope: invalid key id")
+		return env, true, malformed("invalid key id")
 	}
 	raw, derr := base64.StdEncoding.DecodeString(ct)
 	if derr != nil {
-		return env, true, errors.New("malformed envelope: ct is not base64")
+		return env, true, malformed("ct is not base64")
 	}
 	return envelope{kid: kid, ct: raw}, true, nil
 }
@@ -382,16 +382,26 @@ func IsSealed(b []byte) bool {
 
 // ErrMalformedEnvelope is returned by CheckSealed for a value that claims
 // to be sealed (a JSON object with a top-level "backlog_enc" member) but is
-// not a well-formed envelope. A *DecryptError for such a value wraps it too.
+// not a well-formed envelope. The *DecryptError of opening such a value
+// matches it too (errors.Is).
 var ErrMalformedEnvelope = errors.New("backlog: malformed sealed envelope")
+
+// malformedError is a value that claims to be sealed but is not a
+// well-formed envelope; it matches ErrMalformedEnvelope.
+type malformedError string
+
+func malformed(why string) error { return malformedError(why) }
+
+func (e malformedError) Error() string        { return "malformed envelope: " + string(e) }
+func (e malformedError) Is(target error) bool { return target == ErrMalformedEnvelope }
 
 // CheckSealed reports whether b (args or a result) claims to be sealed —
 // a JSON object with a top-level "backlog_enc" member — and, if it does,
 // whether it has the envelope's shape without opening it (no key is
 // needed): exactly the members backlog_enc (1), kid (a valid key id) and ct
 // (standard base64 of at least the 28 bytes of nonce and tag). A malformed
-// one returns sealed true and an error wrapping ErrMalformedEnvelope whose
-// text says what is wrong without quoting b. Whether the ciphertext opens
+// one returns sealed true and an error matching ErrMalformedEnvelope
+// (errors.Is) whose text says what is wrong without quoting b. Whether the ciphertext opens
 // (right key, kind and field, not altered) is left to OpenArgs.
 func CheckSealed(b []byte) (sealed bool, err error) {
 	env, sealed, err := parseEnvelope(b)
@@ -399,9 +409,9 @@ func CheckSealed(b []byte) (sealed bool, err error) {
 	case !sealed:
 		return false, nil
 	case err != nil:
-		return true, fmt.Errorf("%w: %s", ErrMalformedEnvelope, strings.TrimPrefix(err.Error(), "malformed envelope: "))
+		return true, err
 	case len(env.ct) < gcmOverhead:
-		return true, fmt.Errorf("%w: ct holds %d bytes, fewer than the %d of nonce and tag", ErrMalformedEnvelope, len(env.ct), gcmOverhead)
+		return true, malformed(fmt.Sprintf("ct holds %d bytes, fewer than the %d of nonce and tag", len(env.ct), gcmOverhead))
 	}
 	return true, nil
 }

@@ -426,5 +426,8 @@ func TestCheckSealed(t *testing.T) {
 		if !sealed || !errors.Is(err, core.ErrMalformedEnvelope) {
 			t.Errorf("%s: sealed %v, %v; want ErrMalformedEnvelope", bad, sealed, err)
 		}
+		if _, err := k.OpenArgs("pay", []byte(bad)); !errors.Is(err, core.ErrMalformedEnvelope) && !strings.Contains(bad, "AAAA\"}") {
+			t.Errorf("%s: opened with %v; want ErrMalformedEnvelope", bad, err)
+		}
 	}
 }
