@@ -52,11 +52,12 @@ type serveFlags struct {
 	metricsToken              string
 	maxConnections            int
 	bodyTimeout, writeTimeout time.Duration
-	auth                      authFlags // lease secret, per-worker tokens
-	openSealedFor             string    // roles shown sealed values opened (with --keys-file)
-	rejectUnknownKinds        bool      // httpapi.Config.RejectUnknownKinds
-	maxQueues                 int       // httpapi.Config.MaxQueues; ≤ 0: no cap
-	queuesFromConfigOnly      bool      // httpapi.Config.AllowedQueues = configQueues
+	auth                      authFlags     // lease secret, per-worker tokens
+	openSealedFor             string        // roles shown sealed values opened (with --keys-file)
+	rejectUnknownKinds        bool          // httpapi.Config.RejectUnknownKinds
+	maxQueues                 int           // httpapi.Config.MaxQueues; ≤ 0: no cap
+	queuesFromConfigOnly      bool          // httpapi.Config.AllowedQueues = configQueues
+	maxUniqueFor              time.Duration // httpapi.Config.MaxUniqueFor
 	// configQueues are the configured queues (workConfig.queueNames):
 	// the allow-list of --queues-from-config-only, and the queues that
 	// always get a metrics label of their own; not a flag.
@@ -83,6 +84,7 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxQueues, "max-queues", httpapi.DefaultMaxQueues, "most queues the store may hold for submissions to create a new one (422 too-many-queues beyond); 0 or less: no cap")
 	fl.BoolVar(&f.queuesFromConfigOnly, "queues-from-config-only", false, "accept jobs only for the configured queues (--queue, the config file's queues); others are refused with 422 queue-not-allowed")
 	fl.BoolVar(&f.rejectUnknownKinds, "reject-unknown-kinds", false, "refuse (422 unknown-kind) a submitted job whose kind neither this server's handlers nor a live registered remote worker handles")
+	fl.DurationVar(&f.maxUniqueFor, "max-unique-for", httpapi.DefaultMaxUniqueFor, "longest a submission may keep its unique key held after its job finishes (unique_for_seconds; 400 invalid-request above it), at most 8784h (366 days)")
 	f.auth.register(fl)
 }
 
@@ -123,6 +125,9 @@ func (f *serveFlags) resolve(fl *pflag.FlagSet, getenv func(string) string) erro
 	}
 	if f.workerStaleAfter <= 0 || f.workerDeadAt <= f.workerStaleAfter {
 		return usagef("--worker-dead-after (%s) must exceed --worker-stale-after (%s), and both be positive", f.workerDeadAt, f.workerStaleAfter)
+	}
+	if f.maxUniqueFor <= 0 || f.maxUniqueFor > core.MaxUniqueFor {
+		return usagef("--max-unique-for %s is outside (0, %s]", f.maxUniqueFor, core.MaxUniqueFor)
 	}
 	if f.tokens() == (httpapi.Tokens{}) && !loopbackHost(host) {
 		return usagef("refusing to listen on %s without a token: anyone who can reach it could run and delete jobs; "+
@@ -196,6 +201,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 		OpenSealedFor: h.flags.openSealedFor, KindRetry: h.flags.kindRetry,
 		RejectUnknownKinds: h.flags.rejectUnknownKinds,
 		MaxQueues:          h.flags.maxQueues,
+		MaxUniqueFor:       h.flags.maxUniqueFor,
 	}
 	if acfg.MaxQueues <= 0 {
 		acfg.MaxQueues = -1 // no cap
