@@ -285,7 +285,7 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 // With Config.RejectUnknownKinds it first refuses a job of a kind nothing
 // handles (see checkKinds); batch says the jobs are the items of a batch.
 func (s *Server) enqueue(ctx context.Context, ps []core.InsertParams, batch bool) ([]core.InsertResult, error) {
-	if err := s.checkQueues(ctx, ps, batch); err != nil {
+	if err := s.checkSubmission(ctx, ps, batch); err != nil {
 		return nil, err
 	}
 	if err := s.checkKinds(ctx, ps, batch); err != nil {

@@ -73,3 +73,28 @@ func TestHeartbeatNamingAnotherWorkersLeaseIs400(t *testing.T) {
 		})
 	}
 }
+
+// TestProducersMayNotSetReservedMetadata: a submission with the producer
+// token may not set a metadata key starting with "backlog." (such as
+// core.PeriodicMetadataName); the admin token may. Nothing of a refused
+// batch is inserted.
+func TestProducersMayNotSetReservedMetadata(t *testing.T) {
+	h := newHarness(t, teststores.Memory(t), core.Config{}, credentialTokens)
+	h.token = "prod-token"
+	for _, key := range []string{core.PeriodicMetadataName, core.PeriodicMetadataAt, "backlog.anything"} {
+		p := wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "k", "metadata": map[string]string{key: "x"}}), SlugInvalidRequest)
+		if !strings.Contains(p.Detail, "reserved") || !strings.Contains(p.Detail, key) {
+			t.Fatalf("%s: detail %q", key, p.Detail)
+		}
+	}
+	r := h.do("POST", "/v1/jobs/batch", map[string]any{"jobs": []map[string]any{{"kind": "k"}, {"kind": "k", "metadata": map[string]string{"backlog.periodic": "nightly"}}}})
+	if p := wantProblem(t, r, SlugInvalidRequest); !strings.HasPrefix(p.Detail, "jobs[1]: ") {
+		t.Fatalf("batch detail %q", p.Detail)
+	}
+	if n := len(h.snapshot()); n != 0 {
+		t.Fatalf("%d jobs stored, want none", n)
+	}
+	h.submit(map[string]any{"kind": "k", "metadata": map[string]string{"backlogx": "1", "team.backlog.x": "2"}})
+	h.token = "admin-token"
+	h.submit(map[string]any{"kind": "k", "metadata": map[string]string{"backlog.periodic": "nightly"}})
+}
