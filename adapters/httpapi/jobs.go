@@ -256,6 +256,9 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 	if !utf8.Valid(args) {
 		return core.InsertParams{}, newProblem(SlugInvalidJSON, prefix+"args are not valid UTF-8 (JSON text must be UTF-8)")
 	}
+	if err := s.checkSubmittedArgs(req.Kind, args, prefix); err != nil {
+		return core.InsertParams{}, err
+	}
 	// Validate with core's rules, but the args size against this client's
 	// limit (NewInsertRaw knows only the default one).
 	if maxArgs := s.ccfg.MaxArgsBytes; len(args) > maxArgs {

@@ -15,6 +15,33 @@ import (
 // for its own), and jobs are shown opened only to the roles listed in
 // Config.OpenSealedFor.
 
+// checkSubmittedArgs applies the rule for args a producer submits already
+// sealed (docs/security.md, "Sealed args"). Args that are not an envelope
+// pass. An envelope (a JSON object with a top-level "backlog_enc" member)
+// is refused with a 400 problem when it is malformed, and also when
+// Config.AcceptSealedArgs is off: a producer could otherwise submit a copy
+// of another job's sealed args, which run with that job's plaintext. With
+// AcceptSealedArgs on, a server holding keys also refuses an envelope that
+// does not open for kind (another kind's, or a key it lacks). prefix names
+// the item in messages ("" or "jobs[3]: ").
+func (s *Server) checkSubmittedArgs(kind string, args []byte, prefix string) error {
+	sealed, err := core.CheckSealed(args)
+	switch {
+	case !sealed:
+		return nil
+	case err != nil:
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("%sargs: %v (an object with a top-level %q member is a sealed envelope)", prefix, err, "backlog_enc"))
+	case !s.cfg.AcceptSealedArgs:
+		return newProblem(SlugInvalidRequest, prefix+"args are sealed (a top-level \"backlog_enc\" member): this server does not accept args sealed by producers; submit them in clear (a server with keys seals them) or start it with --accept-sealed-args")
+	}
+	if enc := s.encryption(); enc != nil {
+		if _, err := enc.Keys.OpenArgs(kind, args); err != nil {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("%ssealed args do not open for kind %q with this server's keys: %v", prefix, kind, err))
+		}
+	}
+	return nil
+}
+
 // parseOpenSealedFor reads Config.OpenSealedFor.
 func parseOpenSealedFor(spec string) (role, error) {
 	if spec == "" {

@@ -188,3 +188,87 @@ func TestSealedTextIsNeverCut(t *testing.T) {
 		t.Fatalf("over-long sealed text stored as %d bytes; want a note", len(j.Errors[0].Error))
 	}
 }
+
+// TestSubmittedSealedArgsAreRefused: a producer reads another job's sealed
+// args (the ciphertext) and submits them as its own job's args: the job
+// would run with the other job's plaintext. The server refuses args that
+// are an envelope, well-formed or not, with 400, on the single and the
+// batch endpoint, on a server with keys and without; nothing is stored.
+// Plain args are still sealed by a server holding keys.
+func TestSubmittedSealedArgsAreRefused(t *testing.T) {
+	keys := sealedTestKeys(t)
+	for _, withKeys := range []bool{true, false} {
+		st := teststores.Memory(t)
+		var ccfg core.Config
+		if withKeys {
+			ccfg.Encryption = &core.Encryption{Keys: keys}
+		}
+		h := newHarness(t, st, ccfg, Config{Tokens: Tokens{Producer: "p", Admin: "a"}})
+		h.token = "p"
+		victim := h.submit(map[string]any{"kind": "pay", "args": map[string]any{"to": "victim", "cents": 100}})
+		envelope := json.RawMessage(keys.SealArgs("pay", []byte(`{"to":"mallory","cents":100000}`)))
+		if withKeys {
+			if !core.IsSealed(victim.Args) {
+				t.Fatalf("a server with keys stored plain args %s", victim.Args)
+			}
+			envelope = victim.Args // what a producer reads back
+		}
+		for name, args := range map[string]json.RawMessage{
+			"replayed":        envelope,
+			"no kid, no ct":   json.RawMessage(`{"backlog_enc":"x"}`),
+			"ct not base64":   json.RawMessage(`{"backlog_enc":1,"kid":"k1","ct":"!!"}`),
+			"ct too short":    json.RawMessage(`{"backlog_enc":1,"kid":"k1","ct":"AAAA"}`),
+			"version 2":       json.RawMessage(`{"backlog_enc":2,"kid":"k1","ct":"AAAA"}`),
+			"an extra member": json.RawMessage(`{"backlog_enc":1,"kid":"k1","ct":"AAAA","x":1}`),
+		} {
+			r := h.do("POST", "/v1/jobs", map[string]any{"kind": "pay", "args": args})
+			p := wantProblem(t, r, SlugInvalidRequest)
+			if !strings.Contains(p.Detail, "backlog_enc") {
+				t.Errorf("keys %v, %s: detail %q does not say why", withKeys, name, p.Detail)
+			}
+			r = h.do("POST", "/v1/jobs/batch", map[string]any{"jobs": []map[string]any{
+				{"kind": "pay", "args": map[string]any{"to": "x"}}, {"kind": "pay", "args": args},
+			}})
+			if p := wantProblem(t, r, SlugInvalidRequest); !strings.Contains(p.Detail, "jobs[1]") {
+				t.Errorf("keys %v, %s: batch detail %q does not name the item", withKeys, name, p.Detail)
+			}
+		}
+		if n := len(h.snapshot()); n != 1 {
+			t.Fatalf("keys %v: %d jobs stored; want only the first", withKeys, n)
+		}
+	}
+}
+
+// TestAcceptSealedArgs: with Config.AcceptSealedArgs the server takes args
+// producers sealed themselves, stored as given, but still refuses
+// malformed envelopes, and on a server with keys envelopes that do not open
+// for the job's kind.
+func TestAcceptSealedArgs(t *testing.T) {
+	keys := sealedTestKeys(t)
+	other, err := core.NewKeyring("k9", map[string][]byte{"k9": bytes.Repeat([]byte{9}, core.KeySize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withKeys := range []bool{true, false} {
+		st := teststores.Memory(t)
+		var ccfg core.Config
+		if withKeys {
+			ccfg.Encryption = &core.Encryption{Keys: keys}
+		}
+		h := newHarness(t, st, ccfg, Config{AcceptSealedArgs: true})
+		sealed := keys.SealArgs("pay", []byte(`{"to":"bob"}`))
+		j := h.submit(map[string]any{"kind": "pay", "args": json.RawMessage(sealed)})
+		if stored, err := st.Get(t.Context(), j.ID); err != nil || string(stored.Args) != string(sealed) {
+			t.Fatalf("keys %v: stored %s (%v); want the envelope as given", withKeys, stored.Args, err)
+		}
+		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "pay", "args": json.RawMessage(`{"backlog_enc":"x"}`)}), SlugInvalidRequest)
+		wrongKind := h.do("POST", "/v1/jobs", map[string]any{"kind": "refund", "args": json.RawMessage(sealed)})
+		unknownKey := h.do("POST", "/v1/jobs", map[string]any{"kind": "pay", "args": json.RawMessage(other.SealArgs("pay", []byte(`{}`)))})
+		if withKeys {
+			wantProblem(t, wrongKind, SlugInvalidRequest)
+			wantProblem(t, unknownKey, SlugInvalidRequest)
+		} else if wrongKind.status != http.StatusCreated || unknownKey.status != http.StatusCreated {
+			t.Fatalf("a server without keys cannot check what an envelope opens to: %d %s, %d %s", wrongKind.status, wrongKind.body, unknownKey.status, unknownKey.body)
+		}
+	}
+}

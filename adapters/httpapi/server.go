@@ -122,6 +122,15 @@ type Config struct {
 	// Without keys on the client nothing is opened, and values sealed
 	// with a key the server lacks stay sealed. See docs/security.md.
 	OpenSealedFor string
+	// AcceptSealedArgs accepts submitted args that producers sealed
+	// themselves (the {"backlog_enc": …} envelope of core.Keyring.SealArgs),
+	// for producers that seal on their side. Off (the default), such args
+	// are refused with 400 invalid-request, so that no producer can submit
+	// a copy of another job's sealed args (a replay: it runs with that
+	// job's plaintext, which the producer never saw). Malformed envelopes
+	// are refused either way; with keys on the client, so are envelopes
+	// that do not open for the job's kind. See docs/security.md.
+	AcceptSealedArgs bool
 	// KindRetry is the retry policy per job kind for the failures remote
 	// workers report (POST /v1/jobs/{id}/fail, batch outcomes of type
 	// fail, and continuations that fail): core.ExponentialBackoff,
