@@ -55,6 +55,7 @@ type serveFlags struct {
 	auth                      authFlags     // lease secret, per-worker tokens
 	openSealedFor             string        // roles shown sealed values opened (with --keys-file)
 	rejectUnknownKinds        bool          // httpapi.Config.RejectUnknownKinds
+	acceptSealedArgs          bool          // httpapi.Config.AcceptSealedArgs
 	maxQueues                 int           // httpapi.Config.MaxQueues; ≤ 0: no cap
 	queuesFromConfigOnly      bool          // httpapi.Config.AllowedQueues = configQueues
 	maxUniqueFor              time.Duration // httpapi.Config.MaxUniqueFor
@@ -83,6 +84,7 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.openSealedFor, "open-sealed-for", httpapi.DefaultOpenSealedFor, "with keys (--keys-file): the API roles that read sealed args, results and errors opened (comma-separated producer, worker, admin, or none); others read ciphertext")
 	fl.IntVar(&f.maxQueues, "max-queues", httpapi.DefaultMaxQueues, "most queues the store may hold for submissions to create a new one (422 too-many-queues beyond); 0 or less: no cap")
 	fl.BoolVar(&f.queuesFromConfigOnly, "queues-from-config-only", false, "accept jobs only for the configured queues (--queue, the config file's queues); others are refused with 422 queue-not-allowed")
+	fl.BoolVar(&f.acceptSealedArgs, "accept-sealed-args", false, "accept job args that producers sealed themselves ({\"backlog_enc\": …}); unset: refused with 400, so that no producer can submit a copy of another job's sealed args (docs/security.md)")
 	fl.BoolVar(&f.rejectUnknownKinds, "reject-unknown-kinds", false, "refuse (422 unknown-kind) a submitted job whose kind neither this server's handlers nor a live registered remote worker handles")
 	fl.DurationVar(&f.maxUniqueFor, "max-unique-for", httpapi.DefaultMaxUniqueFor, "longest a submission may keep its unique key held after its job finishes (unique_for_seconds; 400 invalid-request above it), at most 8784h (366 days)")
 	f.auth.register(fl)
@@ -198,7 +200,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 	acfg := httpapi.Config{
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
-		OpenSealedFor: h.flags.openSealedFor, KindRetry: h.flags.kindRetry,
+		OpenSealedFor: h.flags.openSealedFor, AcceptSealedArgs: h.flags.acceptSealedArgs, KindRetry: h.flags.kindRetry,
 		RejectUnknownKinds: h.flags.rejectUnknownKinds,
 		MaxQueues:          h.flags.maxQueues,
 		MaxUniqueFor:       h.flags.maxUniqueFor,
