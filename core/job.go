@@ -452,6 +452,9 @@ func ValidateQueueName(name string) error {
 	if name == "" || len(name) > MaxQueueLen {
 		return invalid("queue name %q must be 1..%d bytes", name, MaxQueueLen)
 	}
+	if name == "." || name == ".." {
+		return invalid("queue name %q is not allowed: . and .. are path segments (the queue could not be named in a URL)", name)
+	}
 	for _, r := range name {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.' || r == ':'
 		if !ok {
