@@ -461,6 +461,12 @@ func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
 // p.ByRunAt (GET /v1/jobs; producer role). Pass page.NextAfter as p.After
 // (and page.NextAfterRunAt as p.AfterRunAt) for the next page; 0 means
 // this was the last. See AllJobs for an iterator.
+//
+// A page the server could not read within its time is a *Problem
+// matching ErrUnavailable (503); a page cut off in transit (the server
+// aborts a page it cannot write whole) is a *TransportError wrapping
+// io.ErrUnexpectedEOF. Both are retried under the client's RetryPolicy
+// (a list is read-only), and neither ever yields part of a page.
 func (c *Client) ListJobs(ctx context.Context, p ListParams) (*JobPage, error) {
 	q := url.Values{}
 	if p.Queue != "" {
