@@ -53,6 +53,10 @@ var (
 	// ErrInternal: 500 internal, a server failure logged under the
 	// problem's correlation id.
 	ErrInternal = errors.New("backlog api: internal server error")
+	// ErrIdempotencyKeyReused: 422 idempotency-key-reused, an
+	// Idempotency-Key sent again with another kind, queue or args than
+	// the submission that took it; nothing was inserted.
+	ErrIdempotencyKeyReused = errors.New("backlog api: idempotency key reused with another request")
 )
 
 // Problem is an error response of the API (RFC 9457 problem+json). Every
@@ -100,7 +104,8 @@ func (p *Problem) Error() string {
 	return b.String()
 }
 
-// Is maps problem types to sentinels: job-not-found → core.ErrNotFound,
+// Is maps problem types to sentinels: job-not-found and
+// unique-hold-not-found → core.ErrNotFound,
 // lease-lost → core.ErrLeaseLost, invalid-job → core.ErrInvalidJob,
 // invalid-state → core.ErrInvalidState, unknown-kind (422, a kind no
 // handler or registered worker handles) → core.ErrUnknownKind,
@@ -120,8 +125,10 @@ func (p *Problem) Is(target error) bool {
 
 func (p *Problem) sentinel() error {
 	switch p.Slug() {
-	case "job-not-found":
+	case "job-not-found", "unique-hold-not-found":
 		return core.ErrNotFound
+	case "idempotency-key-reused":
+		return ErrIdempotencyKeyReused
 	case "lease-lost":
 		return core.ErrLeaseLost
 	case "invalid-job":
