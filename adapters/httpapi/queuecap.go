@@ -13,6 +13,10 @@ import (
 // store may hold before submissions may no longer create new ones.
 const DefaultMaxQueues = 1000
 
+// queueGateMaxAge is how old a read of the store's queues may be for the
+// queue cap to decide on a submission naming a queue it does not know.
+const queueGateMaxAge = time.Second
+
 // queueAdmitKeep is how long a queue admitted by a submission counts as
 // existing without a read of the store showing it (its jobs may have been
 // deleted, or the insert failed).
@@ -27,6 +31,7 @@ type queueGate struct {
 	allowed map[string]bool // Config.AllowedQueues as a set; nil: any
 
 	mu       sync.Mutex
+	cache    *core.StatsCache     // the gate's own: its reads precede inserts, so they must not answer GET /v1/queues
 	stored   map[string]bool      // queues of the last Stats read
 	admitted map[string]time.Time // queues admitted since, and when
 }
@@ -51,8 +56,8 @@ func (s *Server) allowedSet() map[string]bool {
 // queue-not-allowed), or that would create a queue while the store
 // already holds Config.MaxQueues queues (422 too-many-queues). Nothing of
 // a refused submission is inserted. The store's queues are read through
-// the StatsCache (at most StatsCacheTTL old), only when a submission
-// names a queue this server does not know.
+// a StatsCache of the gate's own (at most queueGateMaxAge old), only when
+// a submission names a queue this server does not know.
 func (s *Server) checkQueues(ctx context.Context, ps []core.InsertParams, prefixed bool) error {
 	item := func(i int) string {
 		if prefixed {
@@ -95,7 +100,10 @@ func (s *Server) checkQueues(ctx context.Context, ps []core.InsertParams, prefix
 	if len(news) == 0 {
 		return nil
 	}
-	stats, err := s.stats.Stats(ctx, s.cfg.StatsCacheTTL)
+	if g.cache == nil {
+		g.cache = core.NewStatsCache(s.st)
+	}
+	stats, err := g.cache.Stats(ctx, queueGateMaxAge)
 	if err != nil {
 		return err
 	}

@@ -140,3 +140,16 @@ func TestAllowedQueues(t *testing.T) {
 		t.Fatalf("%d jobs stored, want 2", n)
 	}
 }
+
+// TestQueueCapReadsAreItsOwn: the queue cap reads the store's queues
+// before the job is inserted; that read must not become the answer of
+// GET /v1/queues, which must show the job just submitted.
+func TestQueueCapReadsAreItsOwn(t *testing.T) {
+	h := newHarness(t, teststores.Memory(t), core.Config{}, Config{StatsCacheTTL: time.Hour})
+	h.submit(map[string]any{"kind": "k", "queue": "fresh"})
+	var page QueuesResponse
+	h.must(http.StatusOK, "GET", "/v1/queues", nil, &page)
+	if len(page.Queues) != 1 || page.Queues[0].Queue != "fresh" || page.Queues[0].Counts[core.StateAvailable] != 1 {
+		t.Fatalf("queues after a submission: %+v", page.Queues)
+	}
+}
