@@ -10,6 +10,7 @@ import { mountJob } from './job.js';
 import { mountWorkers } from './workers.js';
 import { mountPeriodic } from './periodic.js';
 import { mountQueues, mountQueue } from './queues.js';
+import { mountUnique } from './unique.js';
 
 function meta(name, fallback) {
   const el = document.querySelector(`meta[name="${name}"]`);
@@ -116,7 +117,7 @@ function showBanner(text) {
 // ---- routing -------------------------------------------------------------
 
 // parseRoute reads location.hash: #/ (overview), #/jobs?…, #/jobs/<id>,
-// #/queues, #/queues/<name>, #/periodic, #/workers.
+// #/queues, #/queues/<name>, #/periodic, #/workers, #/unique.
 function parseRoute() {
   const raw = location.hash.replace(/^#/, '') || '/';
   const qi = raw.indexOf('?');
@@ -136,6 +137,7 @@ function parseRoute() {
   }
   if (parts[0] === 'periodic' && parts.length === 1) return { name: 'periodic', params };
   if (parts[0] === 'workers' && parts.length === 1) return { name: 'workers', params };
+  if (parts[0] === 'unique' && parts.length === 1) return { name: 'unique', params };
   return { name: 'missing', params };
 }
 
@@ -147,6 +149,7 @@ const mounts = {
   queue: mountQueue,
   periodic: mountPeriodic,
   workers: mountWorkers,
+  unique: mountUnique,
   missing: (ctx) => {
     ctx.root.append(Object.assign(document.createElement('p'), { textContent: 'No such screen.' }));
     return { refresh: async () => {} };
