@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -58,17 +57,17 @@ func historyWindow(r *http.Request, now time.Time) (time.Time, error) {
 	case since != "" && minutes != "":
 		return time.Time{}, newProblem(SlugInvalidRequest, "give since or minutes, not both")
 	case since != "":
-		t, err := time.Parse(time.RFC3339Nano, since)
+		t, err := parseTime(since)
 		if err != nil {
-			return time.Time{}, newProblem(SlugInvalidRequest, "since is not an RFC 3339 time (like 2030-01-02T03:04:05Z)")
+			return time.Time{}, newProblem(SlugInvalidRequest, "since is not an RFC 3339 time (like 2030-01-02T03:04:05Z): "+err.Error())
 		}
 		if now.Sub(t) > core.HistoryRetention {
 			t = now.Add(-core.HistoryRetention)
 		}
 		return core.HistoryMinute(t), nil
 	case minutes != "":
-		n, err := strconv.Atoi(minutes)
-		if err != nil || n < 1 || n > MaxHistoryMinutes {
+		n, ok := parseDecimal(minutes, 1, int64(MaxHistoryMinutes))
+		if !ok {
 			return time.Time{}, newProblem(SlugInvalidRequest, fmt.Sprintf("minutes must be a whole number from 1 to %d", MaxHistoryMinutes))
 		}
 		return core.HistoryMinute(now.Add(-time.Duration(n-1) * time.Minute)), nil

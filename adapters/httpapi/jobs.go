@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -451,18 +450,18 @@ func listParams(q url.Values) (core.ListParams, error) {
 		}
 	}
 	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return bad("after must be a job id (a non-negative integer), not %q", v)
+		n, ok := parseDecimal(v, 0, math.MaxInt64)
+		if !ok {
+			return bad("after must be a job id (a non-negative integer in canonical decimal), not %q", clip(v))
 		}
 		p.AfterID = n
 	}
 	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxClaimLimit {
-			return bad("limit must be an integer from 1 to %d, not %q", MaxClaimLimit, v)
+		n, ok := parseDecimal(v, 1, MaxClaimLimit)
+		if !ok {
+			return bad("limit must be an integer from 1 to %d in canonical decimal, not %q", MaxClaimLimit, clip(v))
 		}
-		p.Limit = n
+		p.Limit = int(n)
 	}
 	switch v := q.Get("order"); v {
 	case "", "asc":
@@ -479,7 +478,7 @@ func listParams(q url.Values) (core.ListParams, error) {
 		return bad("sort must be id or run_at, not %q", v)
 	}
 	if v := q.Get("after_run_at"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := parseTime(v)
 		switch {
 		case !p.ByRunAt || p.AfterID == 0:
 			return bad("after_run_at goes with sort=run_at and after (the next_after_run_at and next_after of the previous page)")
@@ -666,9 +665,9 @@ func (w *failWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // jobID parses the {id} path value.
 func jobID(r *http.Request) (int64, error) {
 	v := r.PathValue("id")
-	id, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || id < 1 {
-		return 0, newProblem(SlugInvalidRequest, fmt.Sprintf("job id must be a positive integer, not %q", v))
+	id, ok := parseDecimal(v, 1, math.MaxInt64)
+	if !ok {
+		return 0, newProblem(SlugInvalidRequest, fmt.Sprintf("job id must be a positive integer in canonical decimal, not %q", clip(v)))
 	}
 	return id, nil
 }

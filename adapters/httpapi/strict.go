@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -55,9 +57,58 @@ type strictWalker struct {
 }
 
 var (
+	timeType        = reflect.TypeFor[time.Time]()
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
+
+// derefType returns t without pointers (nil for nil).
+func derefType(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// rfc3339Shape is the shape strictTime accepts: RFC 3339's date-time, the
+// fraction and the offset captured.
+var rfc3339Shape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-]([0-9]{2}):([0-9]{2}))$`)
+
+// strictTime checks what time.Time's decoding lets through but RFC 3339
+// and the stores do not keep: an offset outside -23:59..+23:59 (+24:00
+// is not an offset) and more than six fractional digits (every store
+// keeps microseconds, so a finer time would not read back as sent). The
+// rest of the syntax is left to time.Parse.
+func strictTime(s string) error {
+	m := rfc3339Shape.FindStringSubmatch(s)
+	if m == nil {
+		_, err := time.Parse(time.RFC3339Nano, s)
+		if err == nil {
+			err = errors.New("not in RFC 3339's shape")
+		}
+		return fmt.Errorf("a time is not RFC 3339 (like 2030-01-02T03:04:05Z): %q: %v", clip(s), err)
+	}
+	if len(m[1]) > 7 { // the dot and more than six digits
+		return fmt.Errorf("time %q has %d fractional digits: at most 6 (microseconds) are kept", clip(s), len(m[1])-1)
+	}
+	if m[3] != "" && (m[3] > "23" || m[4] > "59") {
+		return fmt.Errorf("time %q has offset %s: offsets run from -23:59 to +23:59", clip(s), m[2])
+	}
+	return nil
+}
+
+// parseTime parses a time of a query string (RFC 3339, as strictTime
+// accepts), returning it in UTC.
+func parseTime(s string) (time.Time, error) {
+	if err := strictTime(s); err != nil {
+		return time.Time{}, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}
 
 // schema returns the type whose field names apply to a JSON value decoded
 // into t: t without pointers, or nil when t decodes itself (its
@@ -79,10 +130,17 @@ func schema(t reflect.Type) reflect.Type {
 // tokens end in an error other than a duplicate name (encoding/json then
 // reports it); the walk stops at the first error.
 func (w *strictWalker) value(t reflect.Type) *problem {
+	isTime := derefType(t) == timeType
 	t = schema(t)
 	tok, ok, p := w.read()
 	if !ok {
 		return p
+	}
+	if isTime && tok.Kind() == '"' {
+		if err := strictTime(tok.String()); err != nil {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("%s: %v", "/"+strings.TrimPrefix(string(w.dec.StackPointer()), "/"), err))
+		}
+		return nil
 	}
 	switch tok.Kind() {
 	case '{':

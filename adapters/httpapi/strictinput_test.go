@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/teststores"
@@ -97,4 +100,53 @@ func TestProducersMayNotSetReservedMetadata(t *testing.T) {
 	h.submit(map[string]any{"kind": "k", "metadata": map[string]string{"backlogx": "1", "team.backlog.x": "2"}})
 	h.token = "admin-token"
 	h.submit(map[string]any{"kind": "k", "metadata": map[string]string{"backlog.periodic": "nightly"}})
+}
+
+// TestStrictTimesIdsAndQueueNames: times with an offset beyond ±23:59 or
+// more than six fractional digits, integers in paths and query strings
+// not in canonical decimal, and the queue names . and .. are refused with
+// a 4xx, and nothing is stored.
+func TestStrictTimesIdsAndQueueNames(t *testing.T) {
+	h := newHarness(t, teststores.Memory(t), core.Config{}, Config{})
+	for _, body := range []string{
+		`{"kind":"k","run_at":"2030-01-01T00:00:00+24:00"}`,
+		`{"kind":"k","run_at":"2030-01-01T00:00:00-24:00"}`,
+		`{"kind":"k","run_at":"2030-01-01T00:00:00+00:60"}`,
+		`{"kind":"k","run_at":"2030-01-01T00:00:00.1234567Z"}`,
+		`{"kind":"k","deadline":"2030-01-01T00:00:00.000000001Z"}`,
+	} {
+		p := wantProblem(t, h.send(req{method: "POST", path: "/v1/jobs", body: body}), SlugInvalidRequest)
+		if !strings.Contains(p.Detail, "/run_at") && !strings.Contains(p.Detail, "/deadline") {
+			t.Errorf("%s: detail %q does not say where", body, p.Detail)
+		}
+	}
+	wantProblem(t, h.send(req{method: "POST", path: "/v1/jobs/batch", body: `{"jobs":[{"kind":"k"},{"kind":"k","run_at":"2030-01-01T00:00:00+24:00"}]}`}), SlugInvalidRequest)
+	for _, q := range []string{".", ".."} {
+		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "k", "queue": q}), SlugInvalidJob)
+		wantProblem(t, h.do("PUT", "/v1/workers/w1", map[string]any{"queues": []string{"default", q}}), SlugInvalidRequest)
+	}
+	if n := len(h.snapshot()); n != 0 {
+		t.Fatalf("%d jobs stored, want none", n)
+	}
+
+	// Times that keep microseconds and offsets within ±23:59 are fine.
+	j := h.submit(map[string]any{"kind": "k", "run_at": "2030-01-01T00:00:00.123456+23:59"})
+	if want := time.Date(2029, 12, 31, 0, 1, 0, 123456000, time.UTC); !j.RunAt.Equal(want) {
+		t.Fatalf("run_at %s, want %s", j.RunAt, want)
+	}
+	id := itoa(j.ID)
+	h.must(http.StatusOK, "GET", "/v1/jobs/"+id, nil, nil)
+	for _, path := range []string{
+		"/v1/jobs/+" + id, "/v1/jobs/0" + id, "/v1/jobs/%20" + id,
+		"/v1/jobs?limit=%2B5", "/v1/jobs?limit=05", "/v1/jobs?after=%2B1", "/v1/jobs?after=00",
+		"/v1/jobs?sort=run_at&after=1&after_run_at=" + url.QueryEscape("2030-01-01T00:00:00+24:00"),
+		"/v1/queues/default/history?minutes=%2B5", "/v1/queues/default/history?minutes=05",
+		"/v1/queues/default/history?since=" + url.QueryEscape("2030-01-01T00:00:00.1234567Z"),
+	} {
+		r := h.do("GET", path, nil)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("GET %s: %d, want 400: %.200s", path, r.status, r.body)
+		}
+	}
+	h.must(http.StatusOK, "GET", "/v1/jobs?limit=5&after=0", nil, nil)
 }
