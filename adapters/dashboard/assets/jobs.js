@@ -404,7 +404,7 @@ export function mountJobs(ctx) {
       noteKinds(jobs.map((j) => j.kind));
       if (!queuesLoaded) {
         queuesLoaded = true;
-        api.get('/queues').then((r) => {
+        api.get('/queues?limit=1000').then((r) => {
           const names = (Array.isArray(r.queues) ? r.queues : []).map((q) => String(q.queue));
           queueList.replaceChildren(...names.map((n) => h('option', { value: n })));
         }).catch(() => {});

@@ -1,4 +1,5 @@
-// Overview: every queue's job counts by state (GET /queues), its paused
+// Overview: the queues' job counts by state (GET /queues, a page of
+// QUEUE_PAGE queues at a time, by name), each queue's paused
 // state with pause/resume, its completed jobs of the last whole minute and
 // charts of its last hour, both from the store's queue history (see
 // charts.js).
@@ -6,6 +7,11 @@
 import { seg } from './api.js';
 import { h, setText, setData, reconcile, fill, badge, setBadge } from './dom.js';
 import { mountCharts } from './charts.js';
+
+// QUEUE_PAGE is how many queues one page of the overview shows (and one
+// poll reads, with their charts): the server pages GET /queues, however
+// many queues there are.
+export const QUEUE_PAGE = 100;
 
 export const STATES = ['scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'discarded'];
 
@@ -17,6 +23,16 @@ export function mountOverview(ctx) {
   const totals = h('tr', { class: 'totals', testid: 'queues-total' });
   const empty = h('p', { class: 'empty', testid: 'queues-empty', hidden: true, text: 'No queues yet: submit a job or start a worker.' });
   const charts = mountCharts(api);
+  // Paging: after is the cursor of the page shown ('' for the first),
+  // nextAfter the server's next_after of it ('' on the last page).
+  let after = '';
+  let nextAfter = '';
+  const first = h('button', { type: 'button', class: 'small', testid: 'queues-first', text: '« First queues' });
+  const next = h('button', { type: 'button', class: 'small', testid: 'queues-next', text: 'More queues »' });
+  const pageInfo = h('span', { class: 'page-info', testid: 'queues-page-info' });
+  const pager = h('div', { class: 'pager', testid: 'queues-pager', hidden: true }, first, pageInfo, next);
+  first.addEventListener('click', () => { after = ''; ctx.refresh(); });
+  next.addEventListener('click', () => { if (nextAfter) { after = nextAfter; ctx.refresh(); } });
   root.append(
     h('h1', { text: 'Queues' }),
     msg, err,
@@ -30,6 +46,7 @@ export function mountOverview(ctx) {
           h('th', { text: '' }))),
         tbody,
         h('tfoot', {}, totals))),
+    pager,
     empty,
     charts.root,
   );
@@ -94,8 +111,19 @@ export function mountOverview(ctx) {
 
   return {
     async refresh() {
-      const qres = await api.get('/queues');
+      let qres = await api.get(`/queues?limit=${QUEUE_PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
       if (!ctx.alive()) return;
+      if (after && !(Array.isArray(qres.queues) && qres.queues.length)) {
+        // The queues of this page are gone: back to the first.
+        after = '';
+        qres = await api.get(`/queues?limit=${QUEUE_PAGE}`);
+        if (!ctx.alive()) return;
+      }
+      nextAfter = typeof qres.next_after === 'string' ? qres.next_after : '';
+      const paged = Boolean(after || nextAfter);
+      pager.hidden = !paged;
+      first.disabled = !after;
+      next.disabled = !nextAfter;
       const queues = (Array.isArray(qres.queues) ? qres.queues : [])
         .map((q) => ({ queue: String(q.queue), paused: Boolean(q.paused), counts: q.counts && typeof q.counts === 'object' ? q.counts : {} }))
         .sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0));
@@ -111,9 +139,12 @@ export function mountOverview(ctx) {
       }
       reconcile(tbody, queues, (q) => q.queue, createRow, updateRow);
       empty.hidden = queues.length > 0;
+      setText(pageInfo, paged && queues.length
+        ? `queues ${queues[0].queue} to ${queues[queues.length - 1].queue}${nextAfter ? ', more follow' : ', the last'}`
+        : '');
       const total = STATES.reduce((n, s) => n + totalCounts[s], 0);
       fill(totals,
-        h('th', { text: 'all queues' }), h('td'),
+        h('th', { text: paged ? 'these queues' : 'all queues' }), h('td'),
         STATES.map((s) => h('td', { class: 'num', text: totalCounts[s] || 0 })),
         h('td', { class: 'num', text: queues.length ? total : 0 }),
         h('td', { class: 'num', testid: 'throughput-total', text: fmtRate(anyRate ? totalRate : null) }),
