@@ -26,14 +26,19 @@ func testListPageBounded(e *env) {
 		return json.RawMessage(fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", n)))
 	}
 	// Jobs of queue "p" of very different weights, run_at out of id order,
-	// the first one
-	// completed with a result, and jobs of another queue between them.
+	// the first one completed with a result, jobs of another queue between
+	// them, and last 20 small ones: more than a store that reads a page in
+	// statements may read in its first.
 	done := e.claimJob(e.job("p", "k"), "w")
 	o := e.outcome(done, core.OutcomeComplete)
 	o.Result = []byte(strings.Repeat("r", 2500))
 	e.apply(o)
 	var jobs []*core.Job
-	for i, n := range []int{10, 3000, 200, 5000, 40, 1000} {
+	sizes := []int{10, 3000, 200, 5000, 40, 1000}
+	for range 20 {
+		sizes = append(sizes, 30)
+	}
+	for i, n := range sizes {
 		p := e.job("p", "k")
 		p.Args = pad(n)
 		p.RunAt = e.now.Add(time.Duration((i*7)%5) * time.Minute)
@@ -55,7 +60,7 @@ func testListPageBounded(e *env) {
 		if len(all) == 0 {
 			e.Fatalf("List(%s) returned no jobs; the fixture has some", describeList(p))
 		}
-		for _, maxBytes := range []int{-1, 0, 1, core.JobWeight(all[0]), core.JobWeight(all[0]) + 1, 6000, 1 << 30} {
+		for _, maxBytes := range []int{-1, 0, 1, core.JobWeight(all[0]), core.JobWeight(all[0]) + 1, 6000, 9500, 1 << 30} {
 			want := wantPage(all, maxBytes)
 			got, err := pl.ListPage(e.ctx, p, maxBytes)
 			if err != nil {

@@ -16,6 +16,10 @@ type dialect struct{ sqlq.Standard }
 
 func (dialect) Name() string { return "sqlite" }
 
+// RowsStopEarly implements sqlq.RowsStopEarly: closing rows resets the
+// statement, so a list page read in one statement stops at its budget.
+func (dialect) RowsStopEarly() bool { return true }
+
 // Time encodes t as unix microseconds; the zero time is NULL.
 func (dialect) Time(t time.Time) any {
 	if t.IsZero() {

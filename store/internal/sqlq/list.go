@@ -13,19 +13,74 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	return s.ListPage(ctx, p, 0)
 }
 
-// ListPage implements core.PageLister: one statement in p's order, read
-// row by row until p.Limit jobs or until the jobs read weigh maxBytes
-// (core.JobWeight); the rows after that are not scanned (SQLite stops
-// stepping; PostgreSQL and MySQL drain what the server already sent when
-// the rows close, without decoding it).
+// ListPage implements core.PageLister: a read in p's order, row by row,
+// until p.Limit jobs or until the jobs read weigh maxBytes
+// (core.JobWeight).
 //
-// The statement is one range read of an index in p's order: the primary
+// Each statement is one range read of an index in p's order: the primary
 // key for id order, jobs_run_at (run_at, id) for run_at order (schema
 // version 10 on SQLite, 11 on PostgreSQL and MySQL). The cursor is
 // written as run_at <= t AND (run_at < t OR id < after) (mirrored for
 // ascending order) so that the first conjunct bounds the index range on
 // every database.
+//
+// Where the dialect's rows stop when closed (RowsStopEarly: SQLite stops
+// stepping the statement) the page is one statement of LIMIT p.Limit.
+// Elsewhere closing rows early still receives the rest of the result
+// (pgx and go-sql-driver/mysql drain it), so the page is read in
+// statements that continue from the last row read: the first of
+// listFirstChunk rows, each next one sized by the weight of the rows read
+// so far to what the budget still holds. Small jobs take two statements;
+// what is received beyond the budget is at most one statement's rows.
 func (s *Store) ListPage(ctx context.Context, p core.ListParams, maxBytes int) ([]*core.Job, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	if es, ok := s.d.(RowsStopEarly); maxBytes <= 0 || (ok && es.RowsStopEarly()) {
+		q := p
+		q.Limit = limit
+		return s.listRead(ctx, q, maxBytes)
+	}
+	var out []*core.Job
+	used := 0
+	want := min(limit, listFirstChunk)
+	for {
+		q := p
+		q.Limit = want
+		if len(out) > 0 {
+			last := out[len(out)-1]
+			q.AfterID, q.AfterRunAt = last.ID, last.RunAt
+		}
+		jobs, err := s.listRead(ctx, q, maxBytes-used)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			used += core.JobWeight(j)
+		}
+		out = append(out, jobs...)
+		if used >= maxBytes || len(jobs) < want || len(out) >= limit {
+			return out, nil
+		}
+		avg := max(1, used/len(out))
+		want = min(limit-len(out), (maxBytes-used)/avg+1)
+	}
+}
+
+// listFirstChunk is the LIMIT of the first statement of a page read in
+// statements (see ListPage).
+const listFirstChunk = 16
+
+// RowsStopEarly is implemented by a Dialect whose driver ends a read when
+// its rows are closed before their end, without receiving the rest.
+type RowsStopEarly interface {
+	RowsStopEarly() bool
+}
+
+// listRead runs ListQuery(p) and scans its rows until they end or the
+// jobs scanned weigh maxBytes (no bound when maxBytes <= 0).
+func (s *Store) listRead(ctx context.Context, p core.ListParams, maxBytes int) ([]*core.Job, error) {
 	q, args, err := s.ListQuery(p)
 	if err != nil {
 		return nil, err
