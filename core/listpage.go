@@ -16,10 +16,11 @@ type PageLister interface {
 	// weigh less than maxBytes plus one job. maxBytes <= 0 sets no byte
 	// bound.
 	//
-	// A page is one ordered read in p's order (an index serves every
-	// order ListParams offers, on SQL stores): its cost grows with the
-	// jobs it returns, not with the jobs the store holds before the
-	// cursor or after the page. Rule list/page-bounded-by-bytes of
+	// A page is read in p's order from the cursor on (an index serves
+	// every order ListParams offers, on SQL stores), in one statement or
+	// a few that continue from the last row: its cost grows with the jobs
+	// it returns, not with the jobs the store holds before the cursor or
+	// after the page. Rule list/page-bounded-by-bytes of
 	// storetest. An invalid p.ArgsContains returns an error wrapping
 	// ErrInvalidFilter, as List does.
 	ListPage(ctx context.Context, p ListParams, maxBytes int) ([]*Job, error)
