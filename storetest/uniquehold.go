@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -14,6 +15,7 @@ var uniqueHoldTests = []test{
 	{"unique-holds/release-frees-a-gone-holders-key", testUniqueHoldReleaseGone},
 	{"unique-holds/release-refuses-live-and-ended-holds", testUniqueHoldReleaseRefused},
 	{"unique-holds/fingerprint-kept-with-the-hold", testUniqueFingerprint},
+	{"unique-holds/release-racing-inserts-fails-none", testUniqueHoldReleaseRace},
 }
 
 // uniqueHolder returns the store as a core.UniqueHolder, or skips.
@@ -239,5 +241,56 @@ func testUniqueFingerprint(e *env) {
 	n := e.expectFresh(p, "the window is over")
 	if r := e.insertResults(again)[0]; !r.Duplicate || r.Job.ID != n.ID || r.Fingerprint != "sha256:second" {
 		e.Fatalf("a duplicate of the hold's new holder: %+v; want job %d with fingerprint %q", r, n.ID, "sha256:second")
+	}
+}
+
+// testUniqueHoldReleaseRace: a release racing inserts of the same key
+// fails none of them: each insert returns the released holder (it came
+// first) or the one new job that took the key after the release.
+func testUniqueHoldReleaseRace(e *env) {
+	u := e.uniqueHolder()
+	for round := range 5 {
+		key := fmt.Sprintf("race-%d", round)
+		p := scopedJob(e, key, "k", key, core.UniqueGlobal, window)
+		j := e.claimJob(p, "w")
+		o := e.outcome(j, core.OutcomeComplete)
+		o.Delete = true
+		e.apply(o)
+		const inserters = 8
+		var wg sync.WaitGroup
+		results := make([]core.InsertResult, inserters)
+		errs := make([]error, inserters+1)
+		start := make(chan struct{})
+		for i := range inserters {
+			wg.Go(func() {
+				<-start
+				res, err := e.s.Insert(e.ctx, e.now, []core.InsertParams{p})
+				if err == nil {
+					results[i] = res[0]
+				}
+				errs[i] = err
+			})
+		}
+		wg.Go(func() {
+			<-start
+			_, errs[inserters] = u.ReleaseUniqueHold(e.ctx, "g:"+key, e.now)
+		})
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				e.Fatalf("round %d: call %d of %d inserts and a release of one key at once failed: %v", round, i, inserters, err)
+			}
+		}
+		fresh := map[int64]bool{}
+		for _, r := range results {
+			if r.Job.ID != j.ID {
+				fresh[r.Job.ID] = true
+			}
+		}
+		if len(fresh) > 1 {
+			e.Fatalf("round %d: inserts racing a release made jobs %v; want at most one new job", round, fresh)
+		}
+		e.advance(time.Second)
 	}
 }

@@ -57,7 +57,9 @@ type holdRow struct {
 //     a conflicting key (Dialect.InsertOrLock; MySQL takes the row's
 //     exclusive lock there);
 //  2. read the holds of those keys, locking them (FOR UPDATE): a row with
-//     job_id 0 is this transaction's own, a new key;
+//     job_id 0 is this transaction's own, a new key; when a hold step 1
+//     met was deleted before step 2 read it (a release, or the hold of a
+//     job deleted before it was final), steps 1 and 2 run again;
 //  3. read the holders of the others (Dialect.CurrentRead), and decide
 //     each: held (the input becomes a Duplicate of the holder) or ended
 //     (the input takes the hold over);
@@ -133,35 +135,13 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 	// order.
 	slices.SortFunc(keyed, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
 
-	// 1. Placeholder holds.
-	H := s.t.Holds
-	verb, suffix := s.d.InsertOrLock("ukey")
-	b := newBuilder(s.d, 5*len(keyed))
-	b.w(verb, " ", H, " (ukey, job_id, queue, kind, unique_key, unique_for, held_until) VALUES ")
-	for n, i := range keyed {
-		if n > 0 {
-			b.w(",")
-		}
-		p := &jobs[i]
-		b.w("(", b.argT(keys[i], TypeText), ", 0, ", b.argT(p.Queue, TypeText), ", ", b.argT(p.Kind, TypeText), ", ",
-			b.argT(p.UniqueKey, TypeText), ", ", b.argT(p.UniqueFor.Microseconds(), TypeInt), ", NULL)")
+	// 1 and 2, again when a hold seen by 1 was deleted before 2 read it
+	// (a release or a deleted job's hold, committed in between): a
+	// statement that starts after that commit inserts the placeholder.
+	holds, err := s.lockHolds(ctx, c, jobs, keys, keyed)
+	for try := 0; err == nil && len(holds) < len(keyed) && try < 3; try++ {
+		holds, err = s.lockHolds(ctx, c, jobs, keys, keyed)
 	}
-	b.w(suffix)
-	if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
-		return err
-	}
-
-	// 2. The holds, locked.
-	b = newBuilder(s.d, len(keyed))
-	b.w("SELECT ", holdColumns, " FROM ", H, " WHERE ukey IN (")
-	for n, i := range keyed {
-		if n > 0 {
-			b.w(",")
-		}
-		b.w(b.argT(keys[i], TypeText))
-	}
-	b.w(") ORDER BY ukey", s.d.LockSuffix(false))
-	holds, err := scanHolds(c.Query(ctx, b.String(), b.args...))
 	if err != nil {
 		return err
 	}
@@ -175,7 +155,7 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 	}
 	holders := make(map[int64]*core.Job, len(holderIDs))
 	if len(holderIDs) > 0 {
-		b = newBuilder(s.d, len(holderIDs))
+		b := newBuilder(s.d, len(holderIDs))
 		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id IN (")
 		for n, id := range holderIDs {
 			if n > 0 {
@@ -226,7 +206,8 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 
 	// 5. The holds point at the new jobs.
 	var rows [][]string
-	b = newBuilder(s.d, 7*len(keyed))
+	H := s.t.Holds
+	b := newBuilder(s.d, 7*len(keyed))
 	for _, i := range keyed {
 		if _, ok := dup[keys[i]]; ok {
 			continue
@@ -244,6 +225,41 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 		H+".ukey = v.k", "")
 	_, err = c.Exec(ctx, q, b.args...)
 	return err
+}
+
+// lockHolds runs steps 1 and 2 of InsertKeyed for the inputs keyed (in
+// scoped-key order): placeholder holds for keys without one, then every
+// hold of those keys, locked.
+func (s *Store) lockHolds(ctx context.Context, c Conn, jobs []core.InsertParams, keys []string, keyed []int) ([]holdRow, error) {
+	// 1. Placeholder holds.
+	H := s.t.Holds
+	verb, suffix := s.d.InsertOrLock("ukey")
+	b := newBuilder(s.d, 5*len(keyed))
+	b.w(verb, " ", H, " (ukey, job_id, queue, kind, unique_key, unique_for, held_until) VALUES ")
+	for n, i := range keyed {
+		if n > 0 {
+			b.w(",")
+		}
+		p := &jobs[i]
+		b.w("(", b.argT(keys[i], TypeText), ", 0, ", b.argT(p.Queue, TypeText), ", ", b.argT(p.Kind, TypeText), ", ",
+			b.argT(p.UniqueKey, TypeText), ", ", b.argT(p.UniqueFor.Microseconds(), TypeInt), ", NULL)")
+	}
+	b.w(suffix)
+	if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
+		return nil, err
+	}
+
+	// 2. The holds, locked.
+	b = newBuilder(s.d, len(keyed))
+	b.w("SELECT ", holdColumns, " FROM ", H, " WHERE ukey IN (")
+	for n, i := range keyed {
+		if n > 0 {
+			b.w(",")
+		}
+		b.w(b.argT(keys[i], TypeText))
+	}
+	b.w(") ORDER BY ukey", s.d.LockSuffix(false))
+	return scanHolds(c.Query(ctx, b.String(), b.args...))
 }
 
 // HoldHeld reports whether a hold on a unique key is held at now: its
