@@ -100,6 +100,18 @@ func (s workerScan) Worker(ctx context.Context, id string) (core.WorkerInfo, err
 	return core.WorkerInfo{}, core.ErrNotFound
 }
 
+// dropsFingerprints keeps no UniqueFingerprint with its holds.
+type dropsFingerprints struct{ *memory.Store }
+
+func (s dropsFingerprints) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+	cp := make([]core.InsertParams, len(jobs))
+	for i, p := range jobs {
+		p.UniqueFingerprint = ""
+		cp[i] = p
+	}
+	return s.Store.Insert(ctx, now, cp)
+}
+
 var broken = []struct {
 	name    string
 	wrap    func(*memory.Store) core.Store
@@ -113,6 +125,7 @@ var broken = []struct {
 	{"local-times", func(s *memory.Store) core.Store { return localTimes{s} }, "insert/state-follows-run-at", "UTC", false},
 	{"racy-settings", func(s *memory.Store) core.Store { return &racySettings{Store: s, m: map[string][]byte{}} }, "settings/get-or-create-is-atomic", "exactly 1", false},
 	{"worker-case-insensitive", func(s *memory.Store) core.Store { return workerScan{s} }, "workers/get-one-record-by-id", "byte for byte", false},
+	{"drops-fingerprints", func(s *memory.Store) core.Store { return dropsFingerprints{s} }, "unique-holds/fingerprint-kept-with-the-hold", "fingerprint", false},
 }
 
 // TestBrokenStore runs the suite against the broken store named by
