@@ -107,3 +107,20 @@ func mustNotContain(t *testing.T, got string, secrets []string) {
 		}
 	}
 }
+
+// TestMaskArgsAndEnviron: a secret is hidden as an argument of its own and
+// after "--flag="; BACKLOG_* values and values equal to a secret are
+// hidden in the environment; the block keeps its length and separators.
+func TestMaskArgsAndEnviron(t *testing.T) {
+	t.Parallel()
+	args := []byte("backlog\x00--admin-token\x00tok1\x00--db=postgres://u:pw@h/db\x00--queue=tok1x\x00serve\x00")
+	maskArgs(args, []string{"tok1", "postgres://u:pw@h/db", ""})
+	if want := "backlog\x00--admin-token\x00xxxx\x00--db=xxxxxxxxxxxxxxxxxxxx\x00--queue=tok1x\x00serve\x00"; string(args) != want {
+		t.Errorf("args %q\nwant %q", args, want)
+	}
+	env := []byte("PATH=/bin\x00BACKLOG_KEYS=k1=abc\x00DATABASE_URL=dsn\x00OTHER=dsnx\x00BACKLOG_EMPTY=\x00")
+	maskEnviron(env, []string{"dsn"})
+	if want := "PATH=/bin\x00BACKLOG_KEYS=xxxxxx\x00DATABASE_URL=xxx\x00OTHER=dsnx\x00BACKLOG_EMPTY=\x00"; string(env) != want {
+		t.Errorf("environ %q\nwant %q", env, want)
+	}
+}
