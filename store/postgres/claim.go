@@ -74,7 +74,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 		lost := false
 		for len(ids) > 0 && want > 0 {
 			n := min(want, len(ids))
-			got, err := scanJobs(s.db.Query(ctx, s.q.claimCAS, now, p.WorkerID, lease, ids[:n], versions[:n]))
+			got, err := scanJobs(s.db.Query(ctx, s.q.claimCAS, s.planEachCall(now, p.WorkerID, lease, ids[:n], versions[:n])...))
 			if err != nil {
 				return claimedSoFar(out, err)
 			}
@@ -306,8 +306,9 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 // its rate instants go to the server as one pipeline (the server runs
 // them in order, each statement with its own snapshot, so the count sees
 // every claim committed before the lock was granted). The pipeline first
-// turns sorts and bitmap scans off for the transaction, as the claim
-// functions do for theirs: the claim reads then walk an index in the
+// turns sorts, bitmap scans and sequential scans off for the transaction,
+// as the claim functions do for theirs (so the generic plans the limited
+// claim's prepared statements settle on are made without them too): the claim reads then walk an index in the
 // order they want on a table without statistics too. (The search for a
 // fair queue's next partition key orders by it, so only jobs_fair serves
 // it; with sorts on, the planner may take jobs_claim there and walk the
@@ -318,13 +319,14 @@ func (s *Store) lockClaimRoom(ctx context.Context, tx pgx.Tx, queue string, now 
 	b := &pgx.Batch{}
 	b.Queue("SET LOCAL enable_sort = off")
 	b.Queue("SET LOCAL enable_bitmapscan = off")
+	b.Queue("SET LOCAL enable_seqscan = off")
 	for _, q := range qs {
 		b.Queue(q.SQL, q.Args...)
 	}
 	br := tx.SendBatch(ctx, b)
 	room, err := func() (*core.ClaimRoom, error) {
 		// A batch's answers are read in order, each to its end.
-		for range 2 {
+		for range 3 {
 			if _, err := br.Exec(); err != nil {
 				return nil, err
 			}

@@ -82,12 +82,6 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 func genericPlanPages(t *testing.T, s *Store, name, sql string, args []any, settings ...string) (int64, []byte) {
 	t.Helper()
 	ctx := t.Context()
-	var plan []struct {
-		Plan struct {
-			Hit  int64 `json:"Shared Hit Blocks"`
-			Read int64 `json:"Shared Read Blocks"`
-		}
-	}
 	var out []byte
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -104,8 +98,21 @@ func genericPlanPages(t *testing.T, s *Store, name, sql string, args []any, sett
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
-		t.Fatalf("%s: plan %s: %v", name, out, err)
+	return planPages(t, out), out
+}
+
+// planPages returns the pages (shared blocks hit or read) of a plan
+// given by EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON).
+func planPages(t *testing.T, out []byte) int64 {
+	t.Helper()
+	var plan []struct {
+		Plan struct {
+			Hit  int64 `json:"Shared Hit Blocks"`
+			Read int64 `json:"Shared Read Blocks"`
+		}
 	}
-	return plan[0].Plan.Hit + plan[0].Plan.Read, out
+	if err := json.Unmarshal(out, &plan); err != nil || len(plan) != 1 {
+		t.Fatalf("plan %s: %v", out, err)
+	}
+	return plan[0].Plan.Hit + plan[0].Plan.Read
 }

@@ -135,7 +135,7 @@ func (s *Store) finishOn(ctx context.Context, q sqlq.Conn, outcomes []core.Outco
 	}
 	for _, r := range rounds {
 		applied := make(map[int64]bool, len(r.idx))
-		rows, err := q.Query(ctx, s.q.finish, r.args.params()...)
+		rows, err := q.Query(ctx, s.q.finish, s.planEachCall(r.args.params()...)...)
 		err = scanInts(rows, err, 1, func(v []int64) { applied[v[0]] = true })
 		if err != nil {
 			return nil, err
@@ -162,7 +162,7 @@ func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core
 	}
 	var n int64
 	err := s.retry(ctx, func() error {
-		tag, err := s.pool.Exec(ctx, s.q.extendLeases, workerID, core.UTC(until), ids, seqs)
+		tag, err := s.pool.Exec(ctx, s.q.extendLeases, s.planEachCall(workerID, core.UTC(until), ids, seqs)...)
 		n = tag.RowsAffected()
 		return err
 	})

@@ -194,6 +194,23 @@ type Store struct {
 	vac           vacuumer
 }
 
+// planEachCall returns args led by pgx.QueryExecModeCacheDescribe when
+// the pool caches prepared statements (pgx's default), so the statement
+// is planned for each call with its actual arguments, and args as they
+// are otherwise (a pool in exec, describe or simple-protocol mode plans
+// each call already). It serves the statements that update jobs by id
+// (finish, optimistic claim, lease renewal): a prepared statement's
+// generic plan, settled on while the jobs table had a few pages, scans
+// the whole table and stays cached on its connection while the table
+// grows (TestPlansCachedWhileSmall, docs/postgres.md "The claim plan").
+// Planning them costs a fraction of a millisecond a call.
+func (s *Store) planEachCall(args ...any) []any {
+	if s.pool.Config().ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return args
+	}
+	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+}
+
 var (
 	_ core.Store           = (*Store)(nil)
 	_ core.Migrator        = (*Store)(nil)
