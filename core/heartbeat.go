@@ -180,44 +180,28 @@ func (c *Client) handBackOrphans(ctx context.Context) {
 }
 
 // listenLoop turns store notifications into wake-ups and local
-// cancellations, reconnecting after failures.
+// cancellations, reconnecting after failures (FollowNotifications).
 func (c *Client) listenLoop(ctx context.Context, n Notifier) {
-	failures := 0
-	for ctx.Err() == nil {
-		ch, err := n.Listen(ctx)
-		if errors.Is(err, ErrUnsupported) {
-			// Said once, at Info: a store that cannot notify here (poll-only
-			// mode, a transaction pooler) makes every wake-up wait for the
-			// poll interval, which an operator should be able to see.
-			c.log.Info("backlog: store notifications unavailable; waking on the poll interval", "poll_interval", c.cfg.PollInterval, "err", err)
-			return
-		}
-		if err != nil {
-			failures++
-			c.log.Warn("backlog: listening for notifications failed; polling meanwhile", "err", err)
-			if !sleepCtx(ctx, retryDelay(failures, c.cfg.PollInterval)) {
-				return
-			}
-			continue
-		}
-		failures = 0
-		for note := range ch {
-			switch note.Kind {
-			case NotifyInsert, NotifyResume:
-				if p := c.producers[note.Queue]; p != nil {
-					p.wake()
-				}
-			case NotifyCancel:
-				c.cancelLocal(note.JobID)
-			}
-		}
-		// The store closed the channel (connection lost): wake everyone in
-		// case notifications were missed, then listen again.
+	wakeAll := func() {
+		// Notifications may have been missed: wake everyone.
 		for _, p := range c.producers {
 			p.wake()
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
-			return
+	}
+	err := FollowNotifications(ctx, n, c.log, "backlog: ", c.cfg.PollInterval, func(note Notification) {
+		switch note.Kind {
+		case NotifyInsert, NotifyResume:
+			if p := c.producers[note.Queue]; p != nil {
+				p.wake()
+			}
+		case NotifyCancel:
+			c.cancelLocal(note.JobID)
 		}
+	}, wakeAll)
+	if err != nil {
+		// Said once, at Info: a store that cannot notify here (poll-only
+		// mode, a transaction pooler) makes every wake-up wait for the
+		// poll interval, which an operator should be able to see.
+		c.log.Info("backlog: store notifications unavailable; waking on the poll interval", "poll_interval", c.cfg.PollInterval, "err", err)
 	}
 }

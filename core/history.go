@@ -145,8 +145,9 @@ func (h *history) giveBack(counts map[historyKey]historyCounts, seen map[string]
 // queues this node knows of (those it works, those it counted since its
 // last sample, and those it last sampled as non-zero), in one
 // AddQueueHistory. Counts it could not write are kept for the next
-// call: none is lost or written twice. It reports what failed, and ""
-// when nothing did.
+// call: none is lost or written twice. It reports what failed, or else
+// the store call it made, and "" when it made none (no counts, no gauge
+// due).
 func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string, error) {
 	h.write.Lock()
 	defer h.write.Unlock()
@@ -202,6 +203,10 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 			zero(q)
 		}
 	}
+	what := ""
+	if dueErr != nil || gauge {
+		what = "read due jobs for the queue history"
+	}
 	if len(samples) > 0 {
 		if err := h.st.AddQueueHistory(ctx, samples); err != nil {
 			if !gauge {
@@ -210,6 +215,7 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 			h.giveBack(counts, seen)
 			return "write the queue history", err
 		}
+		what = "write the queue history"
 	}
 	if gauge {
 		h.gaugedAt, h.gauged = now, gauged
@@ -217,7 +223,7 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 	if dueErr != nil {
 		return "read due jobs for the queue history", dueErr
 	}
-	return "", nil
+	return what, nil
 }
 
 // gaugeDue reports whether the node's last gauge sample is
@@ -237,8 +243,11 @@ func (c *Client) maintainHistory(ctx context.Context, now time.Time) {
 	if h == nil {
 		return
 	}
-	what, err := h.record(ctx, now, h.gaugeDue(now))
-	c.maintErr(ctx, what, err)
+	// A round with nothing to write and no gauge due makes no store call:
+	// it says nothing about whether the store is reachable.
+	if what, err := h.record(ctx, now, h.gaugeDue(now)); what != "" {
+		c.maintErr(ctx, what, err)
+	}
 	before := now.Add(-HistoryRetention)
 	c.repeat(ctx, "prune queue history", func() (int, error) {
 		return h.st.PruneQueueHistory(ctx, before, maintenanceBatch)

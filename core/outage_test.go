@@ -3,11 +3,14 @@ package core_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -291,5 +294,97 @@ func TestHandlerFinishingAsUnrenewedLeaseStopsItIsNotRerun(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a hand-back would have re-run it by now
 	if n := runs.Load(); n != 1 || len(j.Errors) != 0 || j.Attempt != 1 {
 		t.Fatalf("after the outage: %d runs, attempt %d, errors %+v; want the finished job completed once, never handed back", n, j.Attempt, j.Errors)
+	}
+}
+
+func (s *cutStore) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
+	if err := s.err(); err != nil {
+		return 0, err
+	}
+	return s.Store.Prune(ctx, state, before, limit)
+}
+
+func (s *cutStore) RemoveDeadWorkers(ctx context.Context, before time.Time) (int, error) {
+	if err := s.err(); err != nil {
+		return 0, err
+	}
+	return s.Store.RemoveDeadWorkers(ctx, before)
+}
+
+// cutHistoryStore is a cutStore that keeps a queue history, whose calls
+// fail as well while the store is down.
+type cutHistoryStore struct {
+	*cutStore
+	h core.QueueHistory
+}
+
+func (s cutHistoryStore) AddQueueHistory(ctx context.Context, samples []core.QueueSample) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.h.AddQueueHistory(ctx, samples)
+}
+
+func (s cutHistoryStore) QueueHistory(ctx context.Context, queue string, since time.Time) ([]core.QueueBucket, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.h.QueueHistory(ctx, queue, since)
+}
+
+func (s cutHistoryStore) QueueTotals(ctx context.Context) ([]core.QueueTotals, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.h.QueueTotals(ctx)
+}
+
+func (s cutHistoryStore) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.h.DueJobs(ctx, now)
+}
+
+func (s cutHistoryStore) PruneQueueHistory(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.err(); err != nil {
+		return 0, err
+	}
+	return s.h.PruneQueueHistory(ctx, before, limit)
+}
+
+// TestOutageIsNotReportedOverWhileItLasts: a maintenance round whose
+// queue history had nothing to write made no store call, yet counted as
+// one that succeeded, so a node logged "store reachable again" in the
+// middle of an outage (and the outage's length in that line was short).
+// While the store stays down, no round may say it is back.
+func TestOutageIsNotReportedOverWhileItLasts(t *testing.T) {
+	mem := memory.New()
+	st := cutHistoryStore{cutStore: &cutStore{Store: mem}, h: mem}
+	var logs syncbuf.Buffer
+	// Not started: the rounds below are the only ones. A maintenance
+	// interval keeps the queue history on.
+	c, err := core.NewClient(st, core.Config{MaintenanceInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c.Maintain(ctx) // writes the first gauge sample: the next is not due for a while
+	st.down.Store(true)
+	for range 3 {
+		c.Maintain(ctx)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "store unreachable") {
+		t.Fatalf("the outage was not logged:\n%s", out)
+	}
+	if strings.Contains(out, "reachable again") {
+		t.Fatalf("a node said the store was reachable again while it was down:\n%s", out)
+	}
+	st.down.Store(false)
+	c.Maintain(ctx)
+	if !strings.Contains(logs.String(), "reachable again") {
+		t.Fatalf("the end of the outage was not logged:\n%s", logs.String())
 	}
 }

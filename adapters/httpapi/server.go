@@ -600,40 +600,15 @@ func (b *broadcaster) broadcast() {
 }
 
 // listen turns store notifications into wake-ups until Close, listening
-// again after the store drops the channel.
+// again after the store drops the channel (core.FollowNotifications).
 func (s *Server) listen(n core.Notifier) {
-	failures := 0
-	for s.ctx.Err() == nil {
-		ch, err := n.Listen(s.ctx)
-		if errors.Is(err, core.ErrUnsupported) {
-			s.log.Debug("backlog http: store notifications are off; long-polls poll", "err", err)
-			return
+	err := core.FollowNotifications(s.ctx, n, s.log, "backlog http: ", 5*time.Second, func(note core.Notification) {
+		switch note.Kind {
+		case core.NotifyInsert, core.NotifyResume:
+			s.wake.broadcast()
 		}
-		if err != nil {
-			failures++
-			if s.ctx.Err() == nil {
-				s.log.Warn("backlog http: listening for notifications failed; polling meanwhile", "err", err)
-			}
-			d := min(50*time.Millisecond<<min(failures, 8), 5*time.Second)
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(d):
-			}
-			continue
-		}
-		failures = 0
-		for note := range ch {
-			switch note.Kind {
-			case core.NotifyInsert, core.NotifyResume:
-				s.wake.broadcast()
-			}
-		}
-		s.wake.broadcast()
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
+	}, s.wake.broadcast)
+	if err != nil {
+		s.log.Debug("backlog http: store notifications are off; long-polls poll", "err", err)
 	}
 }
