@@ -80,10 +80,8 @@ func (s *Server) checkQueues(ctx context.Context, ps []core.InsertParams, prefix
 		return nil
 	}
 	g := &s.queueGate
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	now := time.Now()
-	fresh := func() []int { // items naming a queue not known here
+	fresh := func() []int { // items naming a queue not known here; g.mu held
 		var out []int
 		for i, p := range ps {
 			if g.stored[p.Queue] {
@@ -96,17 +94,25 @@ func (s *Server) checkQueues(ctx context.Context, ps []core.InsertParams, prefix
 		}
 		return out
 	}
+	g.mu.Lock()
 	news := fresh()
-	if len(news) == 0 {
-		return nil
-	}
 	if g.cache == nil {
 		g.cache = core.NewStatsCache(s.st)
 	}
-	stats, err := g.cache.Stats(ctx, queueGateMaxAge)
+	cache := g.cache
+	g.mu.Unlock()
+	if len(news) == 0 {
+		return nil
+	}
+	// Read without holding g.mu (a scan of every job on the SQL stores):
+	// submissions to known queues go on meanwhile, and concurrent
+	// readers share one read through the cache.
+	stats, err := cache.Stats(ctx, queueGateMaxAge)
 	if err != nil {
 		return err
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.stored = make(map[string]bool, len(stats))
 	for _, q := range stats {
 		g.stored[q.Queue] = true

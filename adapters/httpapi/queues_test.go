@@ -153,3 +153,31 @@ func TestQueueCapReadsAreItsOwn(t *testing.T) {
 		t.Fatalf("queues after a submission: %+v", page.Queues)
 	}
 }
+
+// TestQueueCapHoldsUnderConcurrentSubmissions: submissions creating
+// queues at the same moment never take the store past MaxQueues.
+func TestQueueCapHoldsUnderConcurrentSubmissions(t *testing.T) {
+	st := teststores.Memory(t)
+	h := newHarness(t, st, core.Config{}, Config{MaxQueues: 10})
+	var replies []<-chan reply
+	for i := range 40 {
+		replies = append(replies, h.sendAsync(req{method: "POST", path: "/v1/jobs", body: map[string]any{"kind": "k", "queue": fmt.Sprintf("c%02d", i)}}))
+	}
+	created := 0
+	for _, ch := range replies {
+		switch r := <-ch; r.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusUnprocessableEntity:
+		default:
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+	}
+	stats, err := st.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created != 10 || len(stats) != 10 {
+		t.Fatalf("%d submissions created queues, the store holds %d; want 10 and 10", created, len(stats))
+	}
+}
