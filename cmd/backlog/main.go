@@ -103,9 +103,7 @@ func run(ctx context.Context, e *env, args []string) (code int) {
 	}
 	var q quietError
 	if !errors.As(err, &q) {
-		// Errors quote stored values (kinds, queues, a job's error text):
-		// escape what a terminal would act on. Newlines are kept.
-		fmt.Fprintf(e.stderr, "backlog: %s\n", printable(err.Error(), "\n"))
+		fmt.Fprint(e.stderr, errorLine(err))
 	}
 	var u usageError
 	if errors.As(err, &u) {
@@ -128,3 +126,12 @@ type quietError struct{ err error }
 
 func (e quietError) Error() string { return e.err.Error() }
 func (e quietError) Unwrap() error { return e.err }
+
+// errorLine is how the CLI prints an error that ends a command. Errors
+// quote stored values (kinds, queues, a job's error text): what a
+// terminal would act on is escaped. Newlines and tabs are kept, so a
+// database's multi-line error (pgx indents its detail lines) reads as
+// the server wrote it.
+func errorLine(err error) string {
+	return "backlog: " + printable(err.Error(), "\n\t") + "\n"
+}

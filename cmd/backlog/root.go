@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/backlogq/backlog/core"
@@ -178,7 +180,7 @@ func (a *app) withReadStore(ctx context.Context, fn func(core.Store) error) erro
 		return err
 	}
 	defer st.Close()
-	if err := fn(st); err != nil && !errors.Is(err, core.ErrNotFound) && !errors.Is(err, core.ErrInvalidState) {
+	if err := fn(st); err != nil && schemaMismatch(err) {
 		// Read commands do not migrate: a schema older than this binary
 		// fails its reads.
 		return fmt.Errorf("%w (if the database's schema predates this backlog, run backlog migrate)", err)
@@ -186,6 +188,25 @@ func (a *app) withReadStore(ctx context.Context, fn func(core.Store) error) erro
 		return err
 	}
 	return nil
+}
+
+// schemaMismatch reports whether err is a database's answer that a table,
+// column or function does not exist: what reading a schema older than
+// this binary fails with (PostgreSQL SQLSTATE 42P01, 42703, 42883; MySQL
+// and MariaDB 1146, 1054; SQLite "no such table/column"). A connection
+// refused or a server shutting down is not one.
+func schemaMismatch(err error) bool {
+	if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrInvalidState) {
+		return false
+	}
+	if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) {
+		return pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "42883"
+	}
+	if me := (*mysqldriver.MySQLError)(nil); errors.As(err, &me) {
+		return me.Number == 1146 || me.Number == 1054
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column")
 }
 
 // readOnlyURL adds migrate=false (and, for SQLite, create=false) to a
