@@ -24,17 +24,22 @@ import (
 // its zero priority, state, max_attempts and times are omitted. Result is
 // the stored result when it is valid JSON, else a JSON string of its bytes.
 type Job struct {
-	ID          int64           `json:"id"`
-	Queue       string          `json:"queue"`
-	Kind        string          `json:"kind"`
-	Args        json.RawMessage `json:"args"`
-	Priority    int             `json:"priority,omitzero"`
-	State       core.State      `json:"state,omitzero"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts,omitzero"`
-	RunAt       time.Time       `json:"run_at,omitzero"`
-	Deadline    time.Time       `json:"deadline,omitzero"`
-	UniqueKey   string          `json:"unique_key,omitempty"`
+	ID       int64           `json:"id"`
+	Queue    string          `json:"queue"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args"`
+	Priority int             `json:"priority,omitzero"`
+	State    core.State      `json:"state,omitzero"`
+	Attempt  int             `json:"attempt"`
+	// ClaimSeq counts the job's claims (core.Job.ClaimSeq): it names one
+	// execution, where Attempt does not (a job handed back unrun, say
+	// after its worker could not renew its lease, runs again at the same
+	// attempt). 0 (omitted) before the first claim.
+	ClaimSeq    int64     `json:"claim_seq,omitzero"`
+	MaxAttempts int       `json:"max_attempts,omitzero"`
+	RunAt       time.Time `json:"run_at,omitzero"`
+	Deadline    time.Time `json:"deadline,omitzero"`
+	UniqueKey   string    `json:"unique_key,omitempty"`
 	// PartitionKey groups the job for its queue's per-partition limit.
 	PartitionKey string              `json:"partition_key,omitempty"`
 	Tags         []string            `json:"tags,omitempty"`
@@ -57,7 +62,7 @@ func toJob(j *core.Job) *Job {
 	}
 	out := &Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority, State: j.State,
-		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: utc(j.RunAt), Deadline: utc(j.Deadline),
+		Attempt: j.Attempt, ClaimSeq: j.ClaimSeq, MaxAttempts: j.MaxAttempts, RunAt: utc(j.RunAt), Deadline: utc(j.Deadline),
 		UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata, Errors: j.Errors,
 		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
 		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil),

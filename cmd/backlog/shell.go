@@ -110,13 +110,14 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	// Not the worker's environment: its tokens and database URL are none
 	// of a handler's business. Later entries win (exec keeps the last of
 	// duplicate names), so the job's own variables cannot be overridden.
-	cmd.Env = make([]string, 0, len(base)+len(h.env)+7)
+	cmd.Env = make([]string, 0, len(base)+len(h.env)+8)
 	cmd.Env = append(append(cmd.Env, base...), h.env...)
 	cmd.Env = append(cmd.Env,
 		"BACKLOG_JOB_ID="+strconv.FormatInt(job.ID, 10),
 		"BACKLOG_JOB_KIND="+job.Kind,
 		"BACKLOG_JOB_QUEUE="+job.Queue,
 		"BACKLOG_JOB_ATTEMPT="+strconv.Itoa(job.Attempt),
+		"BACKLOG_JOB_CLAIM_SEQ="+strconv.FormatInt(job.ClaimSeq, 10),
 		"BACKLOG_JOB_MAX_ATTEMPTS="+strconv.Itoa(job.MaxAttempts),
 		"BACKLOG_JOB_PRIORITY="+strconv.Itoa(job.Priority),
 		continueFileEnv+"="+contFile,

@@ -20,7 +20,7 @@ import (
 )
 
 func testJob() *core.Job {
-	return &core.Job{ID: 42, Kind: "demo", Queue: "q1", Attempt: 2, MaxAttempts: 5, Priority: 3, Args: []byte(`{"x":1}`)}
+	return &core.Job{ID: 42, Kind: "demo", Queue: "q1", Attempt: 2, ClaimSeq: 3, MaxAttempts: 5, Priority: 3, Args: []byte(`{"x":1}`)}
 }
 
 func sh(script string) *shellHandler {
@@ -29,13 +29,13 @@ func sh(script string) *shellHandler {
 
 func TestShellSuccessEnvAndStdin(t *testing.T) {
 	t.Parallel()
-	h := sh(`read args; echo "$args|$BACKLOG_JOB_ID|$BACKLOG_JOB_KIND|$BACKLOG_JOB_QUEUE|$BACKLOG_JOB_ATTEMPT|$BACKLOG_JOB_MAX_ATTEMPTS|$BACKLOG_JOB_PRIORITY|$EXTRA|${HOME:+home}"`)
+	h := sh(`read args; echo "$args|$BACKLOG_JOB_ID|$BACKLOG_JOB_KIND|$BACKLOG_JOB_QUEUE|$BACKLOG_JOB_ATTEMPT|$BACKLOG_JOB_CLAIM_SEQ|$BACKLOG_JOB_MAX_ATTEMPTS|$BACKLOG_JOB_PRIORITY|$EXTRA|${HOME:+home}"`)
 	h.env = []string{"EXTRA=yes"}
 	out, err := h.run(context.Background(), testJob())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(out), `{"x":1}|42|demo|q1|2|5|3|yes|home`+"\n"; got != want {
+	if got, want := string(out), `{"x":1}|42|demo|q1|2|3|5|3|yes|home`+"\n"; got != want {
 		t.Fatalf("stdout %q, want %q", got, want)
 	}
 }

@@ -17,17 +17,23 @@ import (
 // outcome of that execution and name it in every heartbeat until the
 // outcome is delivered.
 type Job struct {
-	ID          int64           `json:"id"`
-	Queue       string          `json:"queue"`
-	Kind        string          `json:"kind"`
-	Args        json.RawMessage `json:"args"`
-	Priority    int             `json:"priority"`
-	State       core.State      `json:"state"`
-	Attempt     int             `json:"attempt"` // attempts started so far
-	MaxAttempts int             `json:"max_attempts"`
-	RunAt       time.Time       `json:"run_at"`
-	Deadline    time.Time       `json:"deadline,omitzero"`
-	UniqueKey   string          `json:"unique_key,omitempty"`
+	ID       int64           `json:"id"`
+	Queue    string          `json:"queue"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args"`
+	Priority int             `json:"priority"`
+	State    core.State      `json:"state"`
+	Attempt  int             `json:"attempt"` // attempts started so far
+	// ClaimSeq counts the job's claims: it names one execution (Attempt
+	// does not: a job handed back unrun runs again at the same attempt).
+	// An idempotent handler keys its effects by (ID, ClaimSeq) to tell a
+	// re-run from the same execution's retried call, or by ID alone to do
+	// its work once across executions. 0 from a server that predates it.
+	ClaimSeq    int64     `json:"claim_seq,omitzero"`
+	MaxAttempts int       `json:"max_attempts"`
+	RunAt       time.Time `json:"run_at"`
+	Deadline    time.Time `json:"deadline,omitzero"`
+	UniqueKey   string    `json:"unique_key,omitempty"`
 	// PartitionKey is the job's partition of its queue ("" = none).
 	PartitionKey string              `json:"partition_key,omitempty"`
 	Tags         []string            `json:"tags,omitempty"`
@@ -47,7 +53,7 @@ type Job struct {
 func (j *Job) CoreJob() *core.Job {
 	return &core.Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority,
-		State: j.State, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
+		State: j.State, Attempt: j.Attempt, ClaimSeq: j.ClaimSeq, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
 		Deadline: j.Deadline, UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata,
 		Errors: j.Errors, Result: []byte(j.Result), CreatedAt: j.CreatedAt,
 		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
