@@ -204,13 +204,12 @@ func (c *completer) send(ctx context.Context, batch []*pendingOutcome) []*pendin
 		reqs[i] = p.request()
 	}
 	log := c.w.log.With("outcomes", len(batch))
-	ambiguous := false
 	for failures := 1; ; failures++ {
 		res, err := c.w.c.Outcomes(ctx, c.w.cfg.ID, reqs)
 		switch {
 		case err == nil:
 			c.w.reach.observe(c.w, nil)
-			return c.settle(batch, res, ambiguous)
+			return c.settle(batch, res)
 		case noBatchEndpoint(err):
 			log.Info("backlog worker: the server has no batch outcome endpoint; reporting outcomes one by one", "err", err)
 			c.single.Store(true)
@@ -227,7 +226,6 @@ func (c *completer) send(ctx context.Context, batch []*pendingOutcome) []*pendin
 			c.sendSingly(ctx, batch)
 			return nil
 		case IsRetryable(err) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden):
-			ambiguous = ambiguous || !notApplied(err)
 			if !c.w.reach.observe(c.w, err) {
 				log.Warn("backlog worker: delivering outcomes failed; retrying", "err", err, "failures", failures)
 			}
@@ -272,9 +270,10 @@ func (c *completer) giveUp(batch []*pendingOutcome, err error) {
 	}
 }
 
-// settle handles the results of a delivered batch. ambiguous says an
-// earlier try may have applied it (its answer was lost).
-func (c *completer) settle(batch []*pendingOutcome, res []OutcomeResult, ambiguous bool) (again []*pendingOutcome) {
+// settle handles the results of a delivered batch. An item refused as
+// lease-lost is read back: an earlier try whose answer was lost may have
+// applied it.
+func (c *completer) settle(batch []*pendingOutcome, res []OutcomeResult) (again []*pendingOutcome) {
 	for i, r := range res {
 		p := batch[i]
 		err := r.Err()
@@ -284,10 +283,10 @@ func (c *completer) settle(batch []*pendingOutcome, res []OutcomeResult, ambiguo
 		}
 		log := c.w.log.With("job_id", p.job.ID, "kind", p.job.Kind, "attempt", p.job.Attempt, "outcome", p.o.kind)
 		switch {
-		case r.Unknown || (ambiguous && errors.Is(err, core.ErrLeaseLost)):
-			log.Warn("backlog worker: outcome retried after a lost answer found the lease gone; it most likely applied")
-		case errors.Is(err, core.ErrLeaseLost):
-			log.Warn("backlog worker: lease lost; the outcome did not apply (the job was rescued, cancelled or finished elsewhere)")
+		case r.Unknown || errors.Is(err, core.ErrLeaseLost):
+			// Read back: an earlier try whose answer was lost may have
+			// applied it.
+			c.w.logLeaseLost(log, p.job, p.o)
 		case p.o.kind == "snooze" && p.o.snooze.HandBack != "" && errors.Is(err, ErrInvalidRequest):
 			// A server older than hand-backs refuses the field: the job is
 			// handed back as a plain snooze (no error entry).

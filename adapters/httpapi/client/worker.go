@@ -773,7 +773,6 @@ func attemptCause(err error) string {
 // batch endpoint.
 func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 	log := w.log.With("job_id", job.ID, "kind", job.Kind, "attempt", job.Attempt, "outcome", o.kind)
-	ambiguous := false
 	for failures := 0; ; failures++ {
 		var err error
 		switch o.kind {
@@ -790,11 +789,10 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 		case err == nil:
 			w.reach.observe(w, nil)
 			return
-		case errors.Is(err, core.ErrLeaseLost) && ambiguous:
-			log.Warn("backlog worker: outcome retried after a lost answer found the lease gone; it most likely applied")
-			return
 		case errors.Is(err, core.ErrLeaseLost):
-			log.Warn("backlog worker: lease lost; the outcome did not apply (the job was rescued, cancelled or finished elsewhere)")
+			// Read back: an earlier try whose answer was lost may have
+			// applied it.
+			w.logLeaseLost(log, job, o)
 			return
 		case errors.Is(err, core.ErrNotFound):
 			log.Warn("backlog worker: the job was deleted; outcome dropped")
@@ -826,7 +824,6 @@ func (w *Worker) deliver(ctx context.Context, job *Job, o outcome) {
 			log.Error("backlog worker: outcome not delivered before shutdown; the job comes back when its lease ends", "err", err)
 			return
 		case IsRetryable(err) || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrForbidden):
-			ambiguous = ambiguous || !notApplied(err)
 			if !w.reach.observe(w, err) {
 				log.Warn("backlog worker: delivering outcome failed; retrying", "err", err, "failures", failures+1)
 			}
