@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/url"
@@ -69,6 +70,8 @@ finishes) with no-op jobs on the store named by --db:
   steady    producers and workers together for --duration
   latency   idle workers; enqueue one job every --interval and time
             enqueue → handler start (through the store's notifications)
+  floor     the same burn-down with plain SQL on a minimal table of the
+            store's database: the least a queue can do there
   growth    --rounds burn-downs one after the other on one table with
             completed jobs kept (--retention), and the table after each:
             rows, dead rows, autovacuum and auto-analyze (PostgreSQL)
@@ -122,14 +125,14 @@ machines are in docs/benchmarks.md.`,
 				return nil, err
 			}
 		}
-		return bench.BurnDown(cmd.Context(), st, bench.Config{Jobs: jobs, Workers: workers, Tune: tune})
+		return bench.BurnDown(cmd.Context(), st, bench.Config{Jobs: jobs, Workers: workers, Tune: tune, Server: bench.ServerOf(storeURL)})
 	})
 	burn.Short = "Insert --jobs no-op jobs, then time how fast they are worked off"
 	burn.Flags().IntVar(&jobs, "jobs", 100000, "jobs to insert and burn down")
 	burn.Flags().BoolVar(&analyzeEmpty, "analyze-empty", false, "PostgreSQL: ANALYZE the jobs table while it is still empty, so the planner believes it holds no rows when the jobs arrive")
 
 	steady := run("steady", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
-		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, MaxBacklog: backlogCap, Rate: rate, Tune: tune})
+		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, MaxBacklog: backlogCap, Rate: rate, Tune: tune, Server: bench.ServerOf(storeURL)})
 	})
 	steady.Short = "Producers and workers together for --duration; throughput and commit → start latency"
 	steady.Long = `steady runs --producers goroutines enqueueing batches of --batch jobs and
@@ -167,6 +170,30 @@ zero and the latency is the engine's own delay under that load.`
 	latency.Short = "Time from enqueue to handler start with idle workers"
 	latency.Flags().IntVar(&latencyJobs, "jobs", 200, "jobs to enqueue one by one")
 	latency.Flags().DurationVar(&interval, "interval", 10*time.Millisecond, "pause between enqueues")
+
+	var floorJobs, floorClaimers int
+	floor := run("floor", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+		d, err := floorDB(st, storeURL)
+		if err != nil {
+			return nil, err
+		}
+		return bench.Floor(cmd.Context(), d, bench.FloorConfig{Jobs: floorJobs, Claimers: floorClaimers, Server: bench.ServerOf(storeURL)})
+	})
+	floor.Short = "The least work a claim-and-complete queue can do: plain SQL on a minimal table"
+	floor.Long = `floor measures the database under the engine rather than the engine: it
+creates a scratch table floor_jobs (in the store's schema, or with its
+table prefix) with the fewest columns a queue needs (id, queue, state,
+run_at, args) and one index on pending jobs in claim order (partial on
+PostgreSQL and SQLite), inserts --jobs jobs in batches of 1,000, then
+claims and completes them in batches of 1,000 with plain SQL from
+--claimers goroutines (1 on SQLite): PostgreSQL UPDATE … WHERE id IN
+(SELECT … FOR UPDATE SKIP LOCKED) RETURNING id; MySQL/MariaDB SELECT … FOR
+UPDATE SKIP LOCKED and UPDATE in a transaction; SQLite UPDATE … RETURNING.
+Each batch is then marked completed by id. The table is dropped at the
+end. Compare its jobs/s with burndown's on the same store: the difference
+is what backlog's schema and engine cost.`
+	floor.Flags().IntVar(&floorJobs, "jobs", 100000, "jobs to insert, claim and complete")
+	floor.Flags().IntVar(&floorClaimers, "claimers", 4, "concurrent claimers (always 1 on SQLite)")
 
 	var (
 		fairBacklog, fairLate int
@@ -293,8 +320,35 @@ can share one server. The superuser root needs no password.`,
 		},
 	}
 
-	cmd.AddCommand(burn, steady, latency, growth, fair, withPG)
+	cmd.AddCommand(burn, steady, latency, floor, growth, fair, withPG)
 	return cmd
+}
+
+// sqlStore is what bench floor needs of the SQLite and MySQL stores.
+type sqlStore interface {
+	DB() *sql.DB
+	Prefix() string
+}
+
+// floorDB returns the database of st, opened from storeURL, for bench
+// floor: the store's own pool or *sql.DB, and its schema or table prefix.
+func floorDB(st core.Store, storeURL string) (bench.FloorDB, error) {
+	scheme := ""
+	if u, err := url.Parse(storeURL); err == nil {
+		scheme = strings.ToLower(u.Scheme)
+	}
+	if pg, ok := st.(pgStore); ok {
+		return bench.FloorDB{Dialect: bench.DialectPostgres, Pool: pg.Pool(), Schema: pg.Schema()}, nil
+	}
+	if s, ok := st.(sqlStore); ok {
+		switch scheme {
+		case "sqlite":
+			return bench.FloorDB{Dialect: bench.DialectSQLite, DB: s.DB(), Prefix: s.Prefix()}, nil
+		case "mysql":
+			return bench.FloorDB{Dialect: bench.DialectMySQL, DB: s.DB(), Prefix: s.Prefix()}, nil
+		}
+	}
+	return bench.FloorDB{}, usagef("bench floor runs on sqlite:, postgres: and mysql: stores, not %s", redactURL(storeURL))
 }
 
 // analyzeEmptyTable runs ANALYZE on the jobs table of a PostgreSQL store

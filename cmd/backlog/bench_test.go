@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -40,5 +41,36 @@ func TestBenchCommands(t *testing.T) {
 	r = mustCLI(t, db, "-o", "json", "bench", "growth", "--jobs", "50", "--rounds", "2", "--workers", "10", "--pause", "0s")
 	if !strings.Contains(r.stdout, "jobs_per_sec") {
 		t.Fatalf("growth output %q", r.stdout)
+	}
+}
+
+// bench floor runs the minimal-table floor on the store's database, prints
+// the same fields as burndown plus the CPU split (burndown has it too).
+func TestBenchFloor(t *testing.T) {
+	db := tempDB(t)
+	r := mustCLI(t, db, "-o", "json", "bench", "floor", "--jobs", "2300")
+	var res struct {
+		Dialect    string          `json:"dialect"`
+		Jobs       int             `json:"jobs"`
+		Insert     int64           `json:"insert_ns"`
+		Work       int64           `json:"burndown_ns"`
+		JobsPerSec float64         `json:"jobs_per_sec"`
+		Claimers   int             `json:"claimers"`
+		Client     *float64        `json:"client_core_seconds"`
+		Server     *float64        `json:"server_core_seconds"`
+		PerK       json.RawMessage `json:"core_ms_per_1000_jobs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Dialect != "sqlite" || res.Jobs != 2300 ||
+		res.Insert <= 0 || res.Work <= 0 || res.JobsPerSec <= 0 || res.Claimers != 1 {
+		t.Fatalf("floor output %q: %+v (%v)", r.stdout, res, err)
+	}
+	if runtime.GOOS == "linux" && (res.Client == nil || res.Server == nil || *res.Server != 0 || len(res.PerK) == 0) {
+		t.Fatalf("floor output %q: no CPU split, or server CPU for SQLite", r.stdout)
+	}
+	if r := mustCLI(t, db, "bench", "floor", "--jobs", "10"); !strings.Contains(r.stdout, "floor (sqlite") {
+		t.Fatalf("floor text output %q", r.stdout)
+	}
+	if r := mustCLI(t, db, "-o", "json", "bench", "burndown", "--jobs", "100", "--workers", "10"); runtime.GOOS == "linux" && !strings.Contains(r.stdout, `"server_core_seconds": 0`) {
+		t.Fatalf("burndown output %q: no CPU split", r.stdout)
 	}
 }

@@ -28,6 +28,10 @@ type Config struct {
 	// Tune optionally adjusts the client configuration (claim size,
 	// completer interval, …) before the client is built.
 	Tune func(*core.Config)
+	// Server says where the database server runs (ServerOf the store
+	// URL), for the result's split of CPU between this process and the
+	// server; the zero Server is an in-process store.
+	Server Server
 }
 
 // Result is one run's measurements.
@@ -40,12 +44,15 @@ type Result struct {
 	// while burning down (nil off Linux).
 	InsertCPU *CPU `json:"insert_machine_cpu,omitempty"`
 	WorkCPU   *CPU `json:"burndown_machine_cpu,omitempty"`
+	// ProcCPU splits the burn-down's CPU between this process and the
+	// database server (nil off Linux).
+	*ProcCPU
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d jobs: insert %s (%.0f/s%s), burn-down %s (%.0f jobs/s%s)",
+	return fmt.Sprintf("%d jobs: insert %s (%.0f/s%s), burn-down %s (%.0f jobs/s%s%s)",
 		r.Jobs, r.Insert.Round(time.Millisecond), float64(r.Jobs)/r.Insert.Seconds(), cpuText(r.InsertCPU, int64(r.Jobs), "inserted"),
-		r.Work.Round(time.Millisecond), r.JobsPerSec, cpuText(r.WorkCPU, int64(r.Jobs), "worked"))
+		r.Work.Round(time.Millisecond), r.JobsPerSec, cpuText(r.WorkCPU, int64(r.Jobs), "worked"), procText(r.ProcCPU))
 }
 
 // BurnDown inserts cfg.Jobs no-op jobs into st, then starts a client with
@@ -109,6 +116,7 @@ func BurnDown(ctx context.Context, st core.Store, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	cpu1 := markCPU()
+	proc1 := markProcs(cfg.Server.Procs)
 	t1 := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return Result{}, err
@@ -121,6 +129,7 @@ func BurnDown(ctx context.Context, st core.Store, cfg Config) (Result, error) {
 	}
 	res.Work = time.Since(t1)
 	res.WorkCPU = cpu1.since()
+	res.ProcCPU = proc1.since(cfg.Server, int64(cfg.Jobs))
 	res.JobsPerSec = float64(cfg.Jobs) / res.Work.Seconds()
 	if err := client.Stop(ctx); err != nil {
 		return res, err

@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -68,6 +69,9 @@ func TestBurnDownDrains(t *testing.T) {
 			if err != nil || len(left) != 0 {
 				t.Fatalf("%d jobs left after burn-down (err %v)", len(left), err)
 			}
+			if runtime.GOOS == "linux" {
+				checkProcCPU(t, res.ProcCPU, false) // in-process stores
+			}
 			t.Log(res)
 		})
 	}
@@ -88,6 +92,9 @@ func TestSteadyAndLatencyRun(t *testing.T) {
 			// load; the burn-down test checks that jobs drain.
 			if sr.Inserted == 0 {
 				t.Fatalf("steady run inserted nothing: %v", sr)
+			}
+			if p := sr.ProcCPU; runtime.GOOS == "linux" && (p == nil || p.ClientSeconds <= 0 || p.ServerSeconds == nil || *p.ServerSeconds != 0) {
+				t.Fatalf("steady CPU split %+v, want client > 0, server 0", p)
 			}
 			lr, err := bench.Latency(ctx, st, st, bench.LatencyConfig{Jobs: 20, Interval: 5 * time.Millisecond})
 			if err != nil {

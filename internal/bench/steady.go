@@ -32,6 +32,10 @@ type SteadyConfig struct {
 	// below the workers' capacity; 0 = as fast as they can.
 	Rate int
 	Tune func(*core.Config)
+	// Server says where the database server runs (ServerOf the store
+	// URL), for the result's split of CPU between this process and the
+	// server; the zero Server is an in-process store.
+	Server Server
 }
 
 // Bottleneck values of SteadyResult.
@@ -81,6 +85,9 @@ type SteadyResult struct {
 	// CPU near 100 % busy, inserting and working share the cores, and the
 	// cost per job (inserted and completed) says where they went.
 	CPU *CPU `json:"machine_cpu,omitempty"`
+	// ProcCPU splits the run's CPU between this process and the database
+	// server, per 1,000 jobs completed (nil off Linux).
+	*ProcCPU
 }
 
 func (r SteadyResult) String() string {
@@ -104,11 +111,11 @@ func (r SteadyResult) String() string {
 	}
 	return fmt.Sprintf("steady %s, %d producers × %d%s, %d workers, backlog cap %d: inserted %d (%.0f/s), completed %d (%.0f jobs/s); "+
 		"pending mean %.0f, end %d; producers paused at the cap %.0f%% of the time; %s; "+
-		"commit→start p50 %s, p90 %s, p99 %s, max %s (%d jobs)%s%s",
+		"commit→start p50 %s, p90 %s, p99 %s, max %s (%d jobs)%s%s%s",
 		r.Duration.Round(time.Millisecond), r.Producers, r.Batch, paced, r.Workers, r.BacklogCap,
 		r.Inserted, r.InsertPerS, r.Completed, r.CompletePerS,
 		r.PendingMean, r.PendingEnd, r.CapWaitPct, verdict,
-		rd(l.P50), rd(l.P90), rd(l.P99), rd(l.Max), l.Jobs, cpuText(r.CPU, r.Completed, "completed"), warn)
+		rd(l.P50), rd(l.P90), rd(l.P99), rd(l.Max), l.Jobs, cpuText(r.CPU, r.Completed, "completed"), procText(r.ProcCPU), warn)
 }
 
 // bottleneck judges which side limited a steady run.
@@ -196,6 +203,7 @@ func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult,
 	defer cancel()
 	errs := make(chan error, cfg.Producers)
 	cpu0 := markCPU()
+	proc0 := markProcs(cfg.Server.Procs)
 	start := time.Now()
 	pace := newPacer(start, cfg.Rate, cfg.Batch)
 	for range cfg.Producers {
@@ -249,6 +257,7 @@ func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult,
 	elapsed := time.Since(start)
 	res := SteadyResult{Duration: elapsed, Producers: cfg.Producers, Batch: cfg.Batch, Workers: cfg.Workers, BacklogCap: cfg.MaxBacklog, Rate: cfg.Rate,
 		Inserted: inserted.Load(), Completed: completed.Load(), Leftover: leftover, CPU: cpu0.since()}
+	res.ProcCPU = proc0.since(cfg.Server, res.Completed)
 	res.InsertPerS = float64(res.Inserted) / elapsed.Seconds()
 	res.CompletePerS = float64(res.Completed) / elapsed.Seconds()
 	res.PendingEnd = res.Inserted - res.Completed
