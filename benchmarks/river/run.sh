@@ -3,18 +3,23 @@
 #
 # Builds `backlog` (from this repository) and `riverbench` (this module,
 # River v0.51.1), creates two scratch databases, runs burn-down and
-# steady-state measurements alternating River / backlog, prints one summary
-# table and drops the databases again. See README.md.
+# steady-state measurements alternating River / backlog, each mode with 100
+# and 1,000 workers both tuned and at each system's defaults, prints one
+# summary table and one line per mode and config (River's and backlog's
+# median jobs/s and their ratio), and drops the databases again. See
+# README.md.
 #
 # Environment (all optional):
 #   PG_URL          server to use, without database   (postgres://root@127.0.0.1:5432)
 #   PG_ADMIN_DB     existing database to connect to for CREATE/DROP DATABASE (test)
 #   PG_PARAMS       URL query parameters               (sslmode=disable)
 #   JOBS            jobs per burn-down run             (100000)
-#   RUNS            burn-down / steady runs per config (3)
-#   DEFAULTS_RUNS   runs of River with its library-default fetch settings (1; 0 skips)
+#   RUNS            tuned burn-down / steady runs per config (3)
+#   DEFAULTS_RUNS   runs per mode and worker count with both systems at
+#                   their defaults: River's library fetch settings,
+#                   backlog without --max-claim (1; 0 skips)
 #   STEADY_DURATION measured time of a steady run      (10s)
-#   STEADY_RUNS     steady runs per config             (RUNS)
+#   STEADY_RUNS     tuned steady runs per config       (RUNS)
 #   RESULTS         keep the raw results (JSON records) in this file
 #   MAX_LOAD        wait (up to 60 s) before a run while the 1-minute load
 #                   average is above this              (2 × CPUs)
@@ -37,6 +42,9 @@ MAX_LOAD=${MAX_LOAD:-$((2 * cpus))}
 # River's fetch settings for the "tuned" configurations: the values River's
 # own `river bench` command uses (library defaults: 100ms and 1s).
 RIVER_TUNED=(--fetch-cooldown 2ms --fetch-poll-interval 20ms)
+# backlog's tuned setting at 1,000 workers: claims of up to 1,000 jobs
+# (the engine's default is 200).
+BACKLOG_TUNED_1000=(--max-claim 1000)
 
 tag=$$
 river_db=river_bench_$tag
@@ -123,6 +131,24 @@ record() {
 		"$mode" "$config" "$system" "$run" "$before" "$after" "$out" >>"$results"
 }
 
+# pair MODE WORKERS SETTINGS RUN ARGS…: one run of River, then one of
+# backlog, with WORKERS workers at SETTINGS (tuned or defaults), recorded
+# under the config "workers=WORKERS SETTINGS".
+pair() {
+	local mode=$1 workers=$2 settings=$3 run=$4
+	shift 4
+	local river_args=() backlog_args=()
+	if [[ $settings == tuned ]]; then
+		river_args=("${RIVER_TUNED[@]}")
+		if ((workers >= 1000)); then
+			backlog_args=("${BACKLOG_TUNED_1000[@]}")
+		fi
+	fi
+	local tag=${mode:0:1}${settings:0:1}${workers}_$run
+	record "$mode" "workers=$workers $settings" river "$run" "r$tag" "$@" --workers "$workers" ${river_args[@]+"${river_args[@]}"}
+	record "$mode" "workers=$workers $settings" backlog "$run" "b$tag" "$@" --workers "$workers" ${backlog_args[@]+"${backlog_args[@]}"}
+}
+
 say "== building (go $(go env GOVERSION))"
 (cd "$repo" && go build -o "$work/backlog" ./cmd/backlog)
 (cd "$here" && go build -o "$work/riverbench" ./riverbench)
@@ -140,29 +166,30 @@ for db in "$river_db" "$backlog_db"; do
 done
 
 say "== machine: $cpus CPUs, load $(load)"
-say "== burn-down: $JOBS jobs, $RUNS runs per config, River / backlog alternating"
+say "== burn-down: $JOBS jobs, $RUNS tuned and $DEFAULTS_RUNS default runs per config, River / backlog alternating"
 for run in $(seq "$RUNS"); do
-	record burndown workers=100 river "$run" "rb100_$run" --jobs "$JOBS" --workers 100 "${RIVER_TUNED[@]}"
-	record burndown workers=100 backlog "$run" "bb100_$run" --jobs "$JOBS" --workers 100
-	record burndown workers=1000 river "$run" "rb1000_$run" --jobs "$JOBS" --workers 1000 "${RIVER_TUNED[@]}"
-	record burndown workers=1000 backlog "$run" "bb1000_$run" --jobs "$JOBS" --workers 1000
-	record burndown workers=1000,max-claim=1000 backlog "$run" "bb1000c_$run" --jobs "$JOBS" --workers 1000 --max-claim 1000
+	pair burndown 100 tuned "$run" --jobs "$JOBS"
+	pair burndown 1000 tuned "$run" --jobs "$JOBS"
 done
 for run in $(seq "$DEFAULTS_RUNS"); do
-	record burndown "workers=100,river-defaults" river "$run" "rbdef_$run" --jobs "$JOBS" --workers 100
+	pair burndown 100 defaults "$run" --jobs "$JOBS"
+	pair burndown 1000 defaults "$run" --jobs "$JOBS"
 done
 
-say "== steady: $STEADY_DURATION, $STEADY_RUNS runs per config, 2 producers × 100-job batches, backlog ≤ 20000"
+say "== steady: $STEADY_DURATION, $STEADY_RUNS tuned and $DEFAULTS_RUNS default runs per config, 2 producers × 100-job batches, backlog ≤ 20000"
 for run in $(seq "$STEADY_RUNS"); do
-	record steady workers=100 river "$run" "rs100_$run" --duration "$STEADY_DURATION" --workers 100 "${RIVER_TUNED[@]}"
-	record steady workers=100 backlog "$run" "bs100_$run" --duration "$STEADY_DURATION" --workers 100
-	record steady workers=1000 river "$run" "rs1000_$run" --duration "$STEADY_DURATION" --workers 1000 "${RIVER_TUNED[@]}"
-	record steady workers=1000,max-claim=1000 backlog "$run" "bs1000c_$run" --duration "$STEADY_DURATION" --workers 1000 --max-claim 1000
+	pair steady 100 tuned "$run" --duration "$STEADY_DURATION"
+	pair steady 1000 tuned "$run" --duration "$STEADY_DURATION"
+done
+for run in $(seq "$DEFAULTS_RUNS"); do
+	pair steady 100 defaults "$run" --duration "$STEADY_DURATION"
+	pair steady 1000 defaults "$run" --duration "$STEADY_DURATION"
 done
 
 say "== done, load $(load)"
 echo
 echo "backlog vs River $(cd "$here" && go list -m -f '{{.Version}}' github.com/riverqueue/river) — $cpus CPUs, PostgreSQL at $PG_URL"
-echo "River fetch settings unless marked river-defaults: ${RIVER_TUNED[*]}"
+echo "tuned: River ${RIVER_TUNED[*]}; backlog ${BACKLOG_TUNED_1000[*]} at 1000 workers (its defaults at 100)"
+echo "defaults: River's library defaults (fetch cooldown 100ms, poll 1s); backlog with no flags"
 echo
 "$work/riverbench" summarize "$results"

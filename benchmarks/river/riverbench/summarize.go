@@ -119,6 +119,13 @@ func summarize(args []string) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	if lines := summaryLines(recs); len(lines) > 0 {
+		fmt.Println()
+		fmt.Println("median jobs/s per mode and config, backlog ÷ River:")
+		for _, l := range lines {
+			fmt.Println("  " + l)
+		}
+	}
 	fmt.Println()
 	fmt.Println("per run (load average 1/5/15 min before → after):")
 	for _, r := range recs {
@@ -148,4 +155,53 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// summaryLines returns one line per mode and config that both systems ran
+// with rates (not latency), in the order of their first runs:
+// "steady workers=100 defaults: River 13.9k, backlog 22.7k, ratio 1.63x",
+// the medians of the runs' completed jobs/s and backlog's ÷ River's. A
+// config only one system ran gets "River -" or "backlog -" and no ratio.
+func summaryLines(recs []record) []string {
+	type key struct{ mode, config string }
+	var order []key
+	rates := map[key]map[string][]float64{}
+	for _, r := range recs {
+		if r.Mode == "latency" {
+			continue
+		}
+		c, _, _, _, err := r.value()
+		if err != nil {
+			continue
+		}
+		k := key{r.Mode, r.Config}
+		if rates[k] == nil {
+			rates[k] = map[string][]float64{}
+			order = append(order, k)
+		}
+		rates[k][r.System] = append(rates[k][r.System], c)
+	}
+	var lines []string
+	for _, k := range order {
+		river, backlog := rates[k]["river"], rates[k]["backlog"]
+		ratio := "ratio -"
+		if len(river) > 0 && len(backlog) > 0 && median(river) > 0 {
+			ratio = fmt.Sprintf("ratio %.2fx", median(backlog)/median(river))
+		}
+		lines = append(lines, fmt.Sprintf("%s %s: River %s, backlog %s, %s", k.mode, k.config, kilo(river), kilo(backlog), ratio))
+	}
+	return lines
+}
+
+// kilo formats the median of v in thousands with one decimal ("13.9k"),
+// below 1,000 as is ("950"), and "-" for no runs.
+func kilo(v []float64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	m := median(v)
+	if m < 1000 {
+		return fmt.Sprintf("%.0f", m)
+	}
+	return fmt.Sprintf("%.1fk", m/1000)
 }
