@@ -3,6 +3,10 @@
 # JOBS jobs each on one table with completed jobs kept (backlog: the
 # engine's default retention; River: its own defaults), on one private
 # PostgreSQL cluster with server defaults (autovacuum on), in one command.
+# backlog runs twice: with its default claim strategy (skip-locked, or
+# what BACKLOG_PARAMS says) and with strategy=optimistic. At the end it
+# prints one line per series and round, e.g.
+#   growth series 1 round 3: River 7.9k, backlog 14.1k, ratio 1.78x; optimistic 12.0k, ratio 1.52x
 # See docs/benchmarks.md ("Growth") and benchmarks/river/README.md.
 #
 #   scripts/bench-compare.sh                      # 5 × 50,000 jobs, 2,000 workers
@@ -13,12 +17,16 @@
 #   JOBS          jobs per burn-down                        (50000)
 #   WORKERS       MaxWorkers of each system's queue         (2000)
 #   PAUSE         wait after each round before sampling     (2s)
-#   ORDER         who runs first: "backlog river" or "river backlog" (backlog river)
+#   ORDER         who runs, in this order: backlog, optimistic (backlog with
+#                 strategy=optimistic), river; series 2, 4, … reverse it
+#                 (backlog optimistic river)
 #   SERIES        how many times to run both, the order alternating (1)
 #   PG_SET        settings of the private server, space-separated name=value
 #                 (e.g. "autovacuum_naptime=10s shared_preload_libraries=pg_stat_statements")
 #   BACKLOG_ARGS  extra `backlog bench growth` flags (e.g. "--max-claim 1000")
-#   BACKLOG_PARAMS store URL parameters (e.g. "strategy=optimistic")
+#   BACKLOG_PARAMS store URL parameters of both backlog runs (e.g.
+#                 "pool_max_conns=8"; a strategy= here applies to the
+#                 "backlog" run only)
 #   RIVER_ARGS    extra riverbench growth flags   (--fetch-cooldown 2ms --fetch-poll-interval 20ms,
 #                 the fetch settings of River's own benchmark)
 #   PG_URL        use this running server instead (postgres://USER@HOST:PORT, no
@@ -36,7 +44,7 @@ ROUNDS=${ROUNDS:-5}
 JOBS=${JOBS:-50000}
 WORKERS=${WORKERS:-2000}
 PAUSE=${PAUSE:-2s}
-ORDER=${ORDER:-backlog river}
+ORDER=${ORDER:-backlog optimistic river}
 SERIES=${SERIES:-1}
 BACKLOG_ARGS=${BACKLOG_ARGS:-}
 BACKLOG_PARAMS=${BACKLOG_PARAMS:-}
@@ -86,6 +94,13 @@ run_backlog() {
 	"$bin/backlog" --db "$url" --log-level error bench growth --rounds "$ROUNDS" --jobs "$JOBS" --workers "$WORKERS" --pause "$PAUSE" $BACKLOG_ARGS
 }
 
+# run_optimistic is run_backlog with the optimistic claim strategy.
+run_optimistic() {
+	local params
+	params=$(tr '&' '\n' <<<"$BACKLOG_PARAMS" | grep -v '^strategy=' | paste -sd'&' || true)
+	BACKLOG_PARAMS="${params:+$params&}strategy=optimistic" run_backlog "$1"
+}
+
 run_river() {
 	local db=$1
 	# shellcheck disable=SC2086
@@ -94,10 +109,24 @@ run_river() {
 
 say "== $(getconf _NPROCESSORS_ONLN) CPUs, PostgreSQL at $PG_URL, $ROUNDS rounds × $JOBS jobs, $WORKERS workers"
 base=($ORDER)
+for sys in "${base[@]}"; do
+	case $sys in
+	backlog | optimistic | river) ;;
+	*)
+		say "bench-compare: ORDER: unknown system $sys (backlog, optimistic, river)"
+		exit 2
+		;;
+	esac
+done
+rates=$(mktemp "${TMPDIR:-/tmp}/bench-compare-rates.XXXXXX")
+trap 'cleanup; rm -f "$rates" "$rates.out"' EXIT
 for s in $(seq "$SERIES"); do
 	order=("${base[@]}")
 	if ((s % 2 == 0)); then
-		order=("${base[1]}" "${base[0]}")
+		order=()
+		for ((i = ${#base[@]} - 1; i >= 0; i--)); do
+			order+=("${base[i]}")
+		done
 	fi
 	for sys in "${order[@]}"; do
 		db=growth_${sys}_${s}_$$
@@ -105,9 +134,31 @@ for s in $(seq "$SERIES"); do
 		created+=("$db")
 		echo
 		echo "== $sys, series $s (load $(load))"
-		"run_$sys" "$db"
+		# Keep each round's jobs/s (the first two columns of the table)
+		# for the summary.
+		"run_$sys" "$db" | tee "$rates.out"
+		awk -v s="$s" -v sys="$sys" '$1 == "round" { t = 1; next } t && $1 ~ /^[0-9]+$/ { print s, sys, $1, $2 }' "$rates.out" >>"$rates"
 		echo "   (load after: $(load))"
 		"$bin/riverbench" dropdb --admin-url "$admin_url" "$db"
 		created=("${created[@]:0:${#created[@]}-1}")
 	done
 done
+
+# One line per series and round: each system's jobs/s, backlog's ratios to
+# River's.
+echo
+echo "== growth, jobs/s per round (backlog ÷ River)"
+awk '
+function k(v) { return v == "" ? "-" : (v < 1000 ? sprintf("%.0f", v) : sprintf("%.1fk", v / 1000)) }
+function r(v, w) { return (v == "" || w == "" || w == 0) ? "ratio -" : sprintf("ratio %.2fx", v / w) }
+{ v[$1, $2, $3] = $4; if (!(($1, $3) in seen)) { seen[$1, $3] = 1; order[++n] = $1 SUBSEP $3 } }
+END {
+	for (i = 1; i <= n; i++) {
+		split(order[i], p, SUBSEP)
+		rv = v[p[1], "river", p[2]]; bv = v[p[1], "backlog", p[2]]; ov = v[p[1], "optimistic", p[2]]
+		line = sprintf("growth series %s round %s: River %s", p[1], p[2], k(rv))
+		if ((p[1], "backlog", p[2]) in v) line = line sprintf(", backlog %s, %s", k(bv), r(bv, rv))
+		if ((p[1], "optimistic", p[2]) in v) line = line sprintf("; optimistic %s, %s", k(ov), r(ov, rv))
+		print line
+	}
+}' <(sort -k1,1n -k3,3n "$rates")
