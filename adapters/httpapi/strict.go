@@ -76,11 +76,11 @@ var rfc3339Shape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[
 
 // strictTime checks what time.Time's decoding lets through but RFC 3339
 // and Go's times do not hold: an offset outside -23:59..+23:59 (+24:00
-// is not an offset) and more than nine fractional digits (time.Parse
-// drops what lies beyond nanoseconds without a word). Up to nine digits
-// are accepted, as Go's own encoder writes them (Go clients send
-// nanoseconds); every store keeps microseconds, so times are truncated
-// to microseconds as before. The rest of the syntax is left to
+// is not an offset) and more than six fractional digits: every store
+// keeps microseconds, so a finer time would be stored as another time
+// than the one sent (and time.Parse drops what lies beyond nanoseconds
+// without a word). Go's encoder writes nanoseconds: the Go client sends
+// its times to the microsecond. The rest of the syntax is left to
 // time.Parse.
 func strictTime(s string) error {
 	m := rfc3339Shape.FindStringSubmatch(s)
@@ -91,8 +91,8 @@ func strictTime(s string) error {
 		}
 		return fmt.Errorf("a time is not RFC 3339 (like 2030-01-02T03:04:05Z): %q: %v", clip(s), err)
 	}
-	if len(m[1]) > 10 { // the dot and more than nine digits
-		return fmt.Errorf("time %q has %d fractional digits: at most 9 (nanoseconds; stores keep microseconds)", clip(s), len(m[1])-1)
+	if len(m[1]) > 7 { // the dot and more than six digits
+		return fmt.Errorf("time %q has %d fractional digits: at most 6 (microseconds, what the store keeps)", clip(s), len(m[1])-1)
 	}
 	if m[3] != "" && (m[3] > "23" || m[4] > "59") {
 		return fmt.Errorf("time %q has offset %s: offsets run from -23:59 to +23:59", clip(s), m[2])

@@ -497,7 +497,7 @@ func (c *Client) ListJobs(ctx context.Context, p ListParams) (*JobPage, error) {
 	if p.ByRunAt {
 		q.Set("sort", "run_at")
 		if p.After != 0 {
-			q.Set("after_run_at", p.AfterRunAt.UTC().Format(time.RFC3339Nano))
+			q.Set("after_run_at", wireTime(p.AfterRunAt).UTC().Format(time.RFC3339Nano))
 		}
 	}
 	var out JobPage

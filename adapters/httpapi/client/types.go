@@ -92,6 +92,7 @@ type SubmitRequest struct {
 // UniqueFor as unique_for_seconds.
 func (r SubmitRequest) MarshalJSON() ([]byte, error) {
 	type plain SubmitRequest
+	r.RunAt, r.Deadline = wireTime(r.RunAt), wireTime(r.Deadline)
 	return json.Marshal(struct {
 		plain
 		DelaySeconds     *float64 `json:"delay_seconds,omitempty"`
@@ -296,6 +297,18 @@ type ContinueRequest struct {
 	RunAt      time.Time       `json:"run_at,omitzero"` // zero = now
 }
 
+// MarshalJSON writes the request body, RunAt to the microsecond.
+func (r ContinueRequest) MarshalJSON() ([]byte, error) {
+	type plain ContinueRequest
+	r.RunAt = wireTime(r.RunAt)
+	return json.Marshal(plain(r))
+}
+
+// wireTime is t as the API takes it: to the microsecond, which every store
+// keeps (the server refuses more than six fractional digits rather than
+// store a time other than the one sent).
+func wireTime(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
 // ExtendLeaseRequest extends the lease of one claimed job. Extend 0 means
 // the server's lease duration; at most 1 h.
 type ExtendLeaseRequest struct {
@@ -409,7 +422,7 @@ func (r OutcomeRequest) MarshalJSON() ([]byte, error) {
 		Kind           string          `json:"kind,omitempty"`
 		Args           json.RawMessage `json:"args,omitempty"`
 		RunAt          time.Time       `json:"run_at,omitzero"`
-	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, r.Cause, delay, r.HandBack, r.NextKind, r.NextArgs, r.RunAt})
+	}{r.JobID, r.LeaseToken, r.Type, r.Result, r.Error, r.Trace, r.Action, retryIn, r.Cause, delay, r.HandBack, r.NextKind, r.NextArgs, wireTime(r.RunAt)})
 }
 
 // OutcomeResult is the fate of one item of Client.Outcomes. Applied items
