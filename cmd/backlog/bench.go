@@ -173,6 +173,9 @@ zero and the latency is the engine's own delay under that load.`
 
 	var floorJobs, floorClaimers int
 	floor := run("floor", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+		if floorJobs < 0 || floorClaimers < 1 {
+			return nil, usagef("bench floor: --jobs must be 0 or more and --claimers 1 or more (got %d and %d)", floorJobs, floorClaimers)
+		}
 		d, err := floorDB(st, storeURL)
 		if err != nil {
 			return nil, err

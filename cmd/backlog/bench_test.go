@@ -70,6 +70,11 @@ func TestBenchFloor(t *testing.T) {
 	if r := mustCLI(t, db, "bench", "floor", "--jobs", "10"); !strings.Contains(r.stdout, "floor (sqlite") {
 		t.Fatalf("floor text output %q", r.stdout)
 	}
+	for _, args := range [][]string{{"--jobs", "-1"}, {"--claimers", "0"}} {
+		if r := cli(t, db, append([]string{"bench", "floor"}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "bench floor:") {
+			t.Errorf("bench floor %v: %s", args, r)
+		}
+	}
 	if r := mustCLI(t, db, "-o", "json", "bench", "burndown", "--jobs", "100", "--workers", "10"); runtime.GOOS == "linux" && !strings.Contains(r.stdout, `"server_core_seconds": 0`) {
 		t.Fatalf("burndown output %q: no CPU split", r.stdout)
 	}
