@@ -239,7 +239,7 @@ and lag the round by up to a second or two; elsewhere only rows are known.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBenchStore(cmd.Context(), ppg, func(st core.Store, u string) error {
 				cfg := bench.GrowthConfig{
-					Config:              bench.Config{Jobs: growthJobs, Workers: workers, Tune: tune},
+					Config:              bench.Config{Jobs: growthJobs, Workers: workers, Tune: tune, Server: bench.ServerOf(u)},
 					Rounds:              rounds,
 					Retention:           &core.Retention{Completed: retention, Cancelled: core.DefaultRetention.Cancelled, Discarded: core.DefaultRetention.Discarded},
 					MaintenanceInterval: maint,

@@ -61,7 +61,7 @@ func TestBurnDownDrains(t *testing.T) {
 			defer st.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			res, err := bench.BurnDown(ctx, st, bench.Config{Jobs: 2000, Workers: 20})
+			res, err := bench.BurnDown(ctx, st, bench.Config{Jobs: 2000, Workers: 20, Server: bench.Server{InProcess: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestSteadyAndLatencyRun(t *testing.T) {
 			defer st.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			sr, err := bench.Steady(ctx, st, bench.SteadyConfig{Duration: 300 * time.Millisecond, Workers: 20})
+			sr, err := bench.Steady(ctx, st, bench.SteadyConfig{Duration: 300 * time.Millisecond, Workers: 20, Server: bench.Server{InProcess: true}})
 			if err != nil {
 				t.Fatal(err)
 			}

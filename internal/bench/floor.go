@@ -55,7 +55,7 @@ type FloorConfig struct {
 	Keep bool
 	// Server says where the database server runs (ServerOf the store
 	// URL), for the result's split of CPU between this process and the
-	// server; the zero Server is an in-process store.
+	// server; with the zero Server the server's CPU is omitted.
 	Server Server
 }
 

@@ -22,7 +22,7 @@ var floorDBs = []struct {
 	server bench.Server // the test servers run on this machine
 	open   func(t *testing.T) bench.FloorDB
 }{
-	{"sqlite", bench.Server{}, func(t *testing.T) bench.FloorDB {
+	{"sqlite", bench.Server{InProcess: true}, func(t *testing.T) bench.FloorDB {
 		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "floor.db"))
 		if err != nil {
 			t.Fatal(err)

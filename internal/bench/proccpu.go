@@ -9,42 +9,43 @@ import (
 
 // Server says where the database server of a store runs, so that a run
 // can split its CPU between the benchmark's process and the server. The
-// zero Server is an in-process store (SQLite, memory): server CPU 0.
+// zero Server is a server not known (or on another machine): its CPU is
+// omitted.
 type Server struct {
 	// Procs names the server's processes on this machine (their comm,
 	// e.g. "postgres"); their CPU is the server's.
 	Procs []string
-	// Elsewhere is true when the server runs on another machine (or is
-	// not known): its CPU is omitted.
-	Elsewhere bool
+	// InProcess is true for a store that runs in the benchmark's own
+	// process (SQLite, memory): server CPU 0, all of it is the client's.
+	InProcess bool
 }
 
 // ServerOf returns where the server of the store URL rawURL runs:
 // postgres: and postgresql: URLs with a loopback host, "localhost" or no
 // host (a Unix socket) have the processes named "postgres"; mysql: URLs
 // with such a host have "mariadbd" and "mysqld"; sqlite: is in-process;
-// any other URL is Elsewhere.
+// any other URL gives the zero Server (not known).
 func ServerOf(rawURL string) Server {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return Server{Elsewhere: true}
+		return Server{}
 	}
 	var procs []string
 	switch strings.ToLower(u.Scheme) {
 	case "sqlite", "memory":
-		return Server{}
+		return Server{InProcess: true}
 	case "postgres", "postgresql":
 		procs = []string{"postgres"}
 	case "mysql":
 		procs = []string{"mariadbd", "mysqld"}
 	default:
-		return Server{Elsewhere: true}
+		return Server{}
 	}
 	h := u.Hostname()
 	if ip := net.ParseIP(h); h == "" || h == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return Server{Procs: procs}
 	}
-	return Server{Elsewhere: true}
+	return Server{}
 }
 
 // ProcCPU splits a measured span's CPU between the benchmark's own
@@ -59,7 +60,8 @@ type ProcCPU struct {
 	// core-seconds, the backends that exited during the span included
 	// (through their parent's waited-for children's time). Such processes
 	// count whoever they serve. 0 for an in-process store.
-	// Nil when the server runs elsewhere.
+	// Nil when the server is not known (Server's zero value, e.g. on
+	// another machine).
 	ServerSeconds *float64 `json:"server_core_seconds,omitempty"`
 	// PerThousand is the CPU per 1,000 jobs completed in the span, in
 	// core-milliseconds.
@@ -67,7 +69,7 @@ type ProcCPU struct {
 }
 
 // CPUPerThousand is CPU time per 1,000 jobs, in core-milliseconds.
-// Server and Total are nil when the server runs elsewhere.
+// Server and Total are nil when the server is not known.
 type CPUPerThousand struct {
 	Client float64  `json:"client"`
 	Server *float64 `json:"server,omitempty"`
@@ -101,8 +103,8 @@ func (m procMark) since(srv Server, jobs int64) *ProcCPU {
 		k = 1e6 / float64(jobs)
 	}
 	p.PerThousand.Client = p.ClientSeconds * k
-	if srv.Elsewhere {
-		return p
+	if !srv.InProcess && len(srv.Procs) == 0 {
+		return p // the server is not known
 	}
 	var server float64
 	for key, s := range now.server {
@@ -115,13 +117,13 @@ func (m procMark) since(srv Server, jobs int64) *ProcCPU {
 }
 
 // procText is "; CPU per 1,000 jobs: client 12 + server 30 = 42 core-ms",
-// "; CPU per 1,000 jobs: client 12 core-ms (server elsewhere)" or "".
+// "; CPU per 1,000 jobs: client 12 core-ms (server not measured)" or "".
 func procText(p *ProcCPU) string {
 	switch {
 	case p == nil:
 		return ""
 	case p.ServerSeconds == nil:
-		return fmt.Sprintf("; CPU per 1,000 jobs: client %.0f core-ms (server elsewhere)", p.PerThousand.Client)
+		return fmt.Sprintf("; CPU per 1,000 jobs: client %.0f core-ms (server not measured)", p.PerThousand.Client)
 	}
 	return fmt.Sprintf("; CPU per 1,000 jobs: client %.0f + server %.0f = %.0f core-ms", p.PerThousand.Client, *p.PerThousand.Server, *p.PerThousand.Total)
 }
