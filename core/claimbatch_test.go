@@ -47,7 +47,9 @@ func TestShortJobsAreClaimedInBigBatches(t *testing.T) {
 	h.HandleRaw("work", func(context.Context, *core.Job) error { return nil })
 	st := &slowClaimStore{Store: memory.New(), cost: 5 * time.Millisecond}
 	c, err := core.NewClient(st, core.Config{
-		Queues:              map[string]core.QueueConfig{"q": {MaxWorkers: workers}},
+		// The gathering of one claim at a time (claim-ahead has its own
+		// test, TestAutoClaimAhead).
+		Queues:              map[string]core.QueueConfig{"q": {MaxWorkers: workers, ClaimAhead: core.NoClaimAhead}},
 		Handlers:            h,
 		Logger:              quietLogger(),
 		PollInterval:        time.Hour,
@@ -97,5 +99,77 @@ func TestShortJobsAreClaimedInBigBatches(t *testing.T) {
 		len(st.claims), full, float64(took)/float64(max(full, 1)), small, workers*9/10)
 	if full == 0 || small*10 > full {
 		t.Fatalf("%d of %d claims asked for fewer than %d jobs while the queue held more: the loop claims the slots free when a claim returns instead of gathering those its jobs free moments later", small, full, workers*9/10)
+	}
+}
+
+// TestAutoClaimAhead: by default a queue claims ahead (up to MaxWorkers
+// jobs waiting for a slot, two claims at once) while its jobs are short
+// next to its claims, and not when they are long: jobs that run for
+// several claim round trips are not held back from other nodes.
+func TestAutoClaimAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		run       time.Duration
+		wantAhead bool
+	}{
+		{"short jobs", 0, true},
+		{"long jobs", 40 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const workers, jobs = 20, 400
+			var mu sync.Mutex
+			done := 0
+			finished := make(chan struct{})
+			h := core.NewHandlers()
+			h.HandleRaw("work", func(context.Context, *core.Job) error { time.Sleep(tc.run); return nil })
+			st := &slowClaimStore{Store: memory.New(), cost: 5 * time.Millisecond}
+			c, err := core.NewClient(st, core.Config{
+				Queues:              map[string]core.QueueConfig{"q": {MaxWorkers: workers}},
+				Handlers:            h,
+				Logger:              quietLogger(),
+				PollInterval:        time.Hour,
+				MaintenanceInterval: -1,
+				Retention:           &core.Retention{Completed: 0, Cancelled: -1, Discarded: -1},
+				Observers: []core.Observer{core.ObserverFunc(func(e core.Event) {
+					if e.Kind != core.EventJobCompleted {
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if done++; done == jobs {
+						close(finished)
+					}
+				})},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enqueueN(t, c, "work", "q", jobs)
+			ctx := context.Background()
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.Stop(ctx) }()
+			select {
+			case <-finished:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%d of %d jobs completed", done, jobs)
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			ahead := 0 // claims that asked for more than the slots
+			for _, cl := range st.claims {
+				if cl.limit > workers {
+					ahead++
+				}
+			}
+			t.Logf("%d claims, %d asked for more than the %d slots", len(st.claims), ahead, workers)
+			if tc.wantAhead && ahead == 0 {
+				t.Fatalf("no claim asked for more than the %d slots: short jobs were not claimed ahead", workers)
+			}
+			if !tc.wantAhead && ahead > 0 {
+				t.Fatalf("%d claims asked for more than the %d slots: jobs of 40 ms (8 claim round trips) were claimed ahead", ahead, workers)
+			}
+		})
 	}
 }

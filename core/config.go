@@ -15,15 +15,20 @@ type QueueConfig struct {
 	// 0 means 50.
 	MaxWorkers int
 	// ClaimAhead is how many claimed jobs of the queue this node may hold
-	// waiting for a free slot; with it the queue runs two claims at once.
-	// 0 (the default) claims only what can start at once. A queue's slots
-	// otherwise turn over at most once per claim round trip, so on a
-	// database whose claim takes milliseconds to commit (MySQL/MariaDB
-	// with durable commits: about 10 ms) short jobs finish faster with
-	// ClaimAhead about MaxWorkers. Waiting jobs are running in the store
-	// (leased, extended by heartbeats, rescued if the node dies) but not
-	// yet started, so other nodes cannot take them: keep it at 0 for long
-	// jobs. A stopping node hands its waiting jobs back unrun.
+	// waiting for a free slot; while it holds room for any, the queue runs
+	// two claims at once. A queue's slots otherwise turn over at most once
+	// per claim round trip (MaxWorkers / claim latency jobs per second),
+	// which bounds queues of short jobs. Waiting jobs are running in the
+	// store (leased, extended by heartbeats, rescued if the node dies) but
+	// not yet started, so other nodes cannot take them. A stopping node
+	// hands its waiting jobs back unrun.
+	//
+	// 0 (the default, AutoClaimAhead) adapts: the node holds up to
+	// MaxWorkers jobs ahead while the queue's jobs run, on average, for
+	// less than AutoClaimAheadRatio claim round trips, and none otherwise
+	// (long jobs are not held back from other nodes). NoClaimAhead (any
+	// negative value) never claims ahead; a positive value holds up to
+	// that many, whatever the jobs' length.
 	ClaimAhead int
 	// Limits, when set, are the queue's concurrency limits (QueueLimits)
 	// to store at Start if the queue's limits were never set in the
@@ -220,9 +225,6 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 		if q.MaxWorkers <= 0 {
 			q.MaxWorkers = 50
-		}
-		if q.ClaimAhead < 0 {
-			return out, fmt.Errorf("backlog: queue %q: claim ahead %d is negative", name, q.ClaimAhead)
 		}
 		if q.Limits != nil {
 			if err := q.Limits.Validate(); err != nil {

@@ -59,7 +59,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 	defer p.jobDone()
 	job := exec.job
 
-	start := c.clock.Now()
+	start, began := c.clock.Now(), time.Now()
 	due := job.RunAt
 	if job.CreatedAt.After(due) {
 		due = job.CreatedAt
@@ -135,6 +135,9 @@ func (c *Client) execute(p *producer, exec *execution) {
 	}
 	exec.returned.Store(true)
 	dur := c.clock.Now().Sub(start)
+	if ran {
+		p.observeRun(int64(time.Since(began))) // the wall clock, for AutoClaimAhead
+	}
 
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errJobCancelled):

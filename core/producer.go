@@ -11,19 +11,22 @@ import (
 // producer is one queue's fetch loop: it claims as many due jobs as it has
 // free slots, never more, and starts an execution for each.
 //
-// With QueueConfig.ClaimAhead, a node also holds up to that many claimed jobs
-// per queue waiting for a slot, and runs two claims at once: slots freed
-// while a claim is committing are refilled from the waiting jobs instead
-// of waiting for that claim. Without it a queue's slots turn over at most
-// once per claim round trip (MaxWorkers / claim latency jobs per second).
+// With QueueConfig.ClaimAhead (adapted to the jobs' length by default), a
+// node also holds claimed jobs per queue waiting for a slot, and runs two
+// claims at once: slots freed while a claim is committing are refilled
+// from the waiting jobs instead of waiting for that claim. Without it a
+// queue's slots turn over at most once per claim round trip (MaxWorkers /
+// claim latency jobs per second).
 type producer struct {
-	c        *Client
-	queue    string
-	conf     int         // executions at once the node's configuration gives
-	ahead    int         // claimed jobs that may wait for a slot
-	inFlight int         // claims at once
-	more     atomic.Bool // the last claim filled its limit: the queue likely has more
-	wakeCh   chan struct{}
+	c      *Client
+	queue  string
+	conf   int         // executions at once the node's configuration gives
+	ahead  int         // QueueConfig.ClaimAhead: >0 fixed, AutoClaimAhead, <0 none
+	more   atomic.Bool // the last claim filled its limit: the queue likely has more
+	wakeCh chan struct{}
+	// runMean and claimMean are running means (ns) of the queue's handler
+	// run times and claim round trips on this node, for AutoClaimAhead.
+	runMean, claimMean atomic.Int64
 
 	mu       sync.Mutex
 	max      int          // executions at once: conf, or QueueLimits.WorkersPerNode
@@ -34,11 +37,7 @@ type producer struct {
 }
 
 func newProducer(c *Client, queue string, q QueueConfig) *producer {
-	p := &producer{c: c, queue: queue, conf: q.MaxWorkers, max: q.MaxWorkers, ahead: q.ClaimAhead, inFlight: 1, wakeCh: make(chan struct{}, 1)}
-	if p.ahead > 0 {
-		p.inFlight = 2
-	}
-	return p
+	return &producer{c: c, queue: queue, conf: q.MaxWorkers, max: q.MaxWorkers, ahead: q.ClaimAhead, wakeCh: make(chan struct{}, 1)}
 }
 
 // wake asks the loop to claim now (coalescing: many wakes make one claim).
@@ -78,7 +77,7 @@ func (p *producer) jobDone() {
 func (p *producer) free() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.max + p.ahead - p.active - len(p.waiting) - p.reserved
+	return p.max + p.aheadLocked() - p.active - len(p.waiting) - p.reserved
 }
 
 // workers returns how many executions the queue runs at once now.
@@ -149,7 +148,7 @@ func (p *producer) run(ctx context.Context) {
 	c := p.c
 	poll := time.NewTicker(c.cfg.PollInterval)
 	defer poll.Stop()
-	results := make(chan claimResult, p.inFlight)
+	results := make(chan claimResult, 2) // at most two claims at once
 	var claims sync.WaitGroup
 	// Claims in flight when the loop stops still track their jobs; wait
 	// for them, then hand back the jobs that never started.
@@ -166,7 +165,7 @@ func (p *producer) run(ctx context.Context) {
 	for {
 		var timer *time.Timer
 		var timeout <-chan time.Time
-		if free := p.free(); free > 0 && inFlight < p.inFlight && !drained {
+		if free := p.free(); free > 0 && inFlight < p.claimsAtOnce() && !drained {
 			now := time.Now()
 			// Under load, slots free one by one. Claim at once when a full
 			// claim's worth is free; otherwise wait out the cooldown since
@@ -226,6 +225,7 @@ func (p *producer) run(ctx context.Context) {
 				} else {
 					claimCost += (r.took - claimCost) / claimCostWeight
 				}
+				p.claimMean.Store(max(int64(claimCost), 1))
 			}
 			switch {
 			case r.err != nil:

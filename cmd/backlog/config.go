@@ -383,15 +383,12 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 			if q.MaxWorkers < 0 {
 				return nil, usagef("config: queue %q: max_workers %d is negative", name, q.MaxWorkers)
 			}
-			if q.ClaimAhead < 0 {
-				return nil, usagef("config: queue %q: claim_ahead %d is negative", name, q.ClaimAhead)
-			}
 			n := q.MaxWorkers
 			if n == 0 {
 				n = defaultMaxWorkers
 			}
 			wc.queues[name] = n
-			if q.ClaimAhead > 0 {
+			if q.ClaimAhead != 0 {
 				if wc.claimAhead == nil {
 					wc.claimAhead = map[string]int{}
 				}

@@ -294,7 +294,6 @@ func TestWorkConfigResolve(t *testing.T) {
 		`{"handlers": {"x": {}}}`:                                         `handler "x" has no command`,
 		"{\n  \"queues\": {\"a\": {\"max_workers\": 1},}\n}":              ":2:",
 		`{"queues": {"a b": {}}, "handlers": {"x": {"command": "true"}}}`: "queue name",
-		`{"queues": {"a": {"claim_ahead": -1}}}`:                          "claim_ahead -1 is negative",
 		`{"handlers": {"x": {"command": "true"}}, "lease": "100ms"}`:      "--lease must be at least 1s",
 	} {
 		p := writeFile(t, dir, "bad.json", content)
