@@ -40,46 +40,11 @@ func (s *slowClaimStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core
 // while it ran).
 func TestShortJobsAreClaimedInBigBatches(t *testing.T) {
 	const workers, jobs = 100, 3000
-	var mu sync.Mutex
-	done := 0
-	finished := make(chan struct{})
-	h := core.NewHandlers()
-	h.HandleRaw("work", func(context.Context, *core.Job) error { return nil })
 	st := &slowClaimStore{Store: memory.New(), cost: 5 * time.Millisecond}
-	c, err := core.NewClient(st, core.Config{
-		// The gathering of one claim at a time (claim-ahead has its own
-		// test, TestAutoClaimAhead).
-		Queues:              map[string]core.QueueConfig{"q": {MaxWorkers: workers, ClaimAhead: core.NoClaimAhead}},
-		Handlers:            h,
-		Logger:              quietLogger(),
-		PollInterval:        time.Hour,
-		MaintenanceInterval: -1,
-		Retention:           &core.Retention{Completed: 0, Cancelled: -1, Discarded: -1},
-		Observers: []core.Observer{core.ObserverFunc(func(e core.Event) {
-			if e.Kind != core.EventJobCompleted {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if done++; done == jobs {
-				close(finished)
-			}
-		})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enqueueN(t, c, "work", "q", jobs)
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Stop(ctx) }()
-	select {
-	case <-finished:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%d of %d jobs completed", done, jobs)
-	}
+	// The gathering of one claim at a time (claim-ahead has its own test,
+	// TestAutoClaimAhead).
+	drainQueue(t, st, core.QueueConfig{MaxWorkers: workers, ClaimAhead: core.NoClaimAhead}, jobs,
+		func(context.Context, *core.Job) error { return nil })
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	// Claims that found the queue full of due jobs (they took all they
@@ -117,44 +82,9 @@ func TestAutoClaimAhead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const workers, jobs = 20, 400
-			var mu sync.Mutex
-			done := 0
-			finished := make(chan struct{})
-			h := core.NewHandlers()
-			h.HandleRaw("work", func(context.Context, *core.Job) error { time.Sleep(tc.run); return nil })
 			st := &slowClaimStore{Store: memory.New(), cost: 5 * time.Millisecond}
-			c, err := core.NewClient(st, core.Config{
-				Queues:              map[string]core.QueueConfig{"q": {MaxWorkers: workers}},
-				Handlers:            h,
-				Logger:              quietLogger(),
-				PollInterval:        time.Hour,
-				MaintenanceInterval: -1,
-				Retention:           &core.Retention{Completed: 0, Cancelled: -1, Discarded: -1},
-				Observers: []core.Observer{core.ObserverFunc(func(e core.Event) {
-					if e.Kind != core.EventJobCompleted {
-						return
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					if done++; done == jobs {
-						close(finished)
-					}
-				})},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			enqueueN(t, c, "work", "q", jobs)
-			ctx := context.Background()
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = c.Stop(ctx) }()
-			select {
-			case <-finished:
-			case <-time.After(60 * time.Second):
-				t.Fatalf("%d of %d jobs completed", done, jobs)
-			}
+			drainQueue(t, st, core.QueueConfig{MaxWorkers: workers}, jobs,
+				func(context.Context, *core.Job) error { time.Sleep(tc.run); return nil })
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			ahead := 0 // claims that asked for more than the slots
@@ -171,5 +101,50 @@ func TestAutoClaimAhead(t *testing.T) {
 				t.Fatalf("%d claims asked for more than the %d slots: jobs of 40 ms (8 claim round trips) were claimed ahead", ahead, workers)
 			}
 		})
+	}
+}
+
+// drainQueue runs a client over st working queue "q" with qc and handler
+// fn for kind "work" until jobs enqueued jobs completed, then stops it.
+func drainQueue(t *testing.T, st core.Store, qc core.QueueConfig, jobs int, fn func(context.Context, *core.Job) error) {
+	t.Helper()
+	var mu sync.Mutex
+	done := 0
+	finished := make(chan struct{})
+	h := core.NewHandlers()
+	h.HandleRaw("work", fn)
+	c, err := core.NewClient(st, core.Config{
+		Queues:              map[string]core.QueueConfig{"q": qc},
+		Handlers:            h,
+		Logger:              quietLogger(),
+		PollInterval:        time.Hour,
+		MaintenanceInterval: -1,
+		Retention:           &core.Retention{Completed: 0, Cancelled: -1, Discarded: -1},
+		Observers: []core.Observer{core.ObserverFunc(func(e core.Event) {
+			if e.Kind != core.EventJobCompleted {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if done++; done == jobs {
+				close(finished)
+			}
+		})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueueN(t, c, "work", "q", jobs)
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop(ctx) }()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%d of %d jobs completed", done, jobs)
 	}
 }

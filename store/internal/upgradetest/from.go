@@ -16,6 +16,23 @@ import (
 // calls check for what the migration itself must have done.
 func RunFrom(t *testing.T, b Backend, version int64, check func(t *testing.T)) {
 	ctx := context.Background()
+	pending, _, _ := upgradeBelow(t, b, version)
+	now := pending.RunAt.Add(time.Minute)
+	got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, Tags: pending.Tags, Limit: 10, WorkerID: "upgrade-w", Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(got) != 1 || got[0].ID != pending.ID {
+		t.Fatalf("claim after the upgrade: %d jobs, %v; want the pending job %d", len(got), err, pending.ID)
+	}
+	check(t)
+}
+
+// upgradeBelow migrates b's store to every migration numbered below
+// version (numbers below it may have gaps), writes there with raw SQL the
+// pending, running and completed jobs of Jobs, runs Migrate, and checks
+// that the schema reached the newest version and that the rows read back
+// unchanged. It returns the three jobs, their ids set.
+func upgradeBelow(t *testing.T, b Backend, version int64) (pending, running, completed *core.Job) {
+	t.Helper()
+	ctx := context.Background()
 	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +43,7 @@ func RunFrom(t *testing.T, b Backend, version int64, check func(t *testing.T)) {
 	if err := sqlq.Migrate(ctx, b.DB, b.Dialect, below(t, full, version), b.Versions); err != nil {
 		t.Fatalf("migrate to the versions below %d: %v", version, err)
 	}
-	pending, running, completed := Jobs()
+	pending, running, completed = Jobs()
 	b.InsertV1(t, pending, 4)
 	b.InsertV1(t, running, 5)
 	b.InsertV1(t, completed, 7)
@@ -41,10 +58,5 @@ func RunFrom(t *testing.T, b Backend, version int64, check func(t *testing.T)) {
 	for _, want := range []*core.Job{pending, running, completed} {
 		checkGet(t, b.Store, want)
 	}
-	now := pending.RunAt.Add(time.Minute)
-	got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, Tags: pending.Tags, Limit: 10, WorkerID: "upgrade-w", Now: now, LeaseUntil: now.Add(time.Minute)})
-	if err != nil || len(got) != 1 || got[0].ID != pending.ID {
-		t.Fatalf("claim after the upgrade: %d jobs, %v; want the pending job %d", len(got), err, pending.ID)
-	}
-	check(t)
+	return pending, running, completed
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/backlogq/backlog/core"
-	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // RunQueueHistory migrates b's store to every migration numbered below
@@ -26,32 +25,7 @@ func RunQueueHistory(t *testing.T, b Backend, version int64) {
 	if !ok {
 		t.Fatalf("%T is no core.QueueHistory", b.Store)
 	}
-	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if newest < version {
-		t.Fatalf("newest migration is %d; want at least %d (queue history)", newest, version)
-	}
-	if err := sqlq.Migrate(ctx, b.DB, b.Dialect, below(t, full, version), b.Versions); err != nil {
-		t.Fatalf("migrate to the versions below %d: %v", version, err)
-	}
-	pending, running, completed := Jobs()
-	b.InsertV1(t, pending, 4)
-	b.InsertV1(t, running, 5)
-	b.InsertV1(t, completed, 7)
-	before := snapshotN(t, b, 3)
-
-	if err := b.Store.Migrate(ctx); err != nil {
-		t.Fatalf("migrate to version %d: %v", version, err)
-	}
-	if v := schemaVersion(t, b); v != newest {
-		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
-	}
-	sameRows(t, "the migration", before, snapshotN(t, b, 3))
-	for _, want := range []*core.Job{pending, running, completed} {
-		checkGet(t, b.Store, want)
-	}
+	pending, _, _ := upgradeBelow(t, b, version)
 
 	now := pending.RunAt.Add(time.Minute)
 	if got, err := qh.QueueHistory(ctx, "", now.Add(-core.HistoryRetention)); err != nil || len(got) != 0 {

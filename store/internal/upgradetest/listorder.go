@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
-	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // RunListOrder migrates b's store to every migration numbered below
@@ -28,32 +27,7 @@ func RunListOrder(t *testing.T, b Backend, version int64) {
 	if !ok {
 		t.Fatalf("%T has no List and ListPage", b.Store)
 	}
-	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if newest < version {
-		t.Fatalf("newest migration is %d; want at least %d (list order)", newest, version)
-	}
-	if err := sqlq.Migrate(ctx, b.DB, b.Dialect, below(t, full, version), b.Versions); err != nil {
-		t.Fatalf("migrate to the versions below %d: %v", version, err)
-	}
-	pending, running, completed := Jobs()
-	b.InsertV1(t, pending, 4)
-	b.InsertV1(t, running, 5)
-	b.InsertV1(t, completed, 7)
-	before := snapshotN(t, b, 3)
-
-	if err := b.Store.Migrate(ctx); err != nil {
-		t.Fatalf("migrate to version %d: %v", version, err)
-	}
-	if v := schemaVersion(t, b); v != newest {
-		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
-	}
-	sameRows(t, "the migration", before, snapshotN(t, b, 3))
-	for _, want := range []*core.Job{pending, running, completed} {
-		checkGet(t, b.Store, want)
-	}
+	pending, running, completed := upgradeBelow(t, b, version)
 
 	want := []int64{completed.ID, running.ID, pending.ID}
 	for _, desc := range []bool{false, true} {
@@ -65,7 +39,10 @@ func RunListOrder(t *testing.T, b Backend, version int64) {
 			var got []int64
 			p := core.ListParams{Queue: "upgrade", ByRunAt: true, Desc: desc, Limit: 1}
 			for range 5 {
-				var jobs []*core.Job
+				var (
+					jobs []*core.Job
+					err  error
+				)
 				if bounded {
 					p.Limit = 100
 					jobs, err = ls.ListPage(ctx, p, 1)
