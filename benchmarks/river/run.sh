@@ -114,7 +114,9 @@ record() {
 	shift 5
 	local cmd
 	case $system in
-	river) cmd=("$work/riverbench" "$mode" --database-url "$(river_url)" --schema "$schema" "$@") ;;
+	# River's run goes through backlog bench cpu, which adds the same
+	# client/server CPU split backlog's own results carry.
+	river) cmd=("$work/backlog" --db "$(river_url)" bench cpu -- "$work/riverbench" "$mode" --database-url "$(river_url)" --schema "$schema" "$@") ;;
 	backlog) cmd=("$work/backlog" --db "$(backlog_url "$schema")" --log-level error -o json bench "$mode" "$@") ;;
 	esac
 	wait_for_calm

@@ -323,7 +323,26 @@ can share one server. The superuser root needs no password.`,
 		},
 	}
 
-	cmd.AddCommand(burn, steady, latency, floor, growth, fair, withPG)
+	cpu := &cobra.Command{
+		Use:   "cpu -- COMMAND [ARG...]",
+		Short: "Run another benchmark command and add its CPU split (client, database server) to its JSON",
+		Long: `cpu runs COMMAND (for example River's riverbench from benchmarks/river)
+and prints its JSON output with the fields backlog's own modes report added:
+client_core_seconds (the command's CPU), server_core_seconds (the CPU of the
+database server of --db over the run, when it runs on this machine) and
+core_ms_per_1000_jobs, per the output's "completed" (else "jobs") count.
+Linux only; elsewhere the output is printed as it came.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out, err := bench.Measured(cmd.Context(), bench.ServerOf(a.dbURL), args, a.env.stderr)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(a.env.stdout, string(out))
+			return err
+		},
+	}
+	cmd.AddCommand(burn, steady, latency, floor, growth, fair, withPG, cpu)
 	return cmd
 }
 
