@@ -2,15 +2,15 @@ package core
 
 // Claim-ahead settings of QueueConfig.ClaimAhead.
 const (
-	// AutoClaimAhead (0, the default) claims up to MaxWorkers jobs ahead
-	// while the queue's jobs are short: their running mean run time is
-	// under AutoClaimAheadRatio times the running mean of the queue's
+	// NoClaimAhead (0, the default) never claims ahead: a claim asks only
+	// for the slots free at that moment, one claim at a time.
+	NoClaimAhead = 0
+	// AutoClaimAhead (any negative value) claims up to MaxWorkers jobs
+	// ahead while the queue's jobs are short: their running mean run time
+	// is under AutoClaimAheadRatio times the running mean of the queue's
 	// claim round trips on this node. Until both are measured it claims
 	// none ahead.
-	AutoClaimAhead = 0
-	// NoClaimAhead never claims ahead: a claim asks only for the slots
-	// free at that moment, one claim at a time.
-	NoClaimAhead = -1
+	AutoClaimAhead = -1
 	// AutoClaimAheadRatio is how many claim round trips a queue's mean
 	// job may last for AutoClaimAhead to claim ahead. A job claimed ahead
 	// waits for a slot about one job's run time: at most a few claim
@@ -29,7 +29,7 @@ func (p *producer) aheadLocked() int {
 	switch {
 	case p.ahead > 0:
 		return p.ahead
-	case p.ahead < 0:
+	case p.ahead == NoClaimAhead:
 		return 0
 	}
 	run, claim := p.runMean.Load(), p.claimMean.Load()

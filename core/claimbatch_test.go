@@ -41,9 +41,9 @@ func (s *slowClaimStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core
 func TestShortJobsAreClaimedInBigBatches(t *testing.T) {
 	const workers, jobs = 100, 3000
 	st := &slowClaimStore{Store: memory.New(), cost: 5 * time.Millisecond}
-	// The gathering of one claim at a time (claim-ahead has its own test,
+	// The default: one claim at a time (claim-ahead has its own test,
 	// TestAutoClaimAhead).
-	drainQueue(t, st, core.QueueConfig{MaxWorkers: workers, ClaimAhead: core.NoClaimAhead}, jobs,
+	drainQueue(t, st, core.QueueConfig{MaxWorkers: workers}, jobs,
 		func(context.Context, *core.Job) error { return nil })
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -67,10 +67,10 @@ func TestShortJobsAreClaimedInBigBatches(t *testing.T) {
 	}
 }
 
-// TestAutoClaimAhead: by default a queue claims ahead (up to MaxWorkers
-// jobs waiting for a slot, two claims at once) while its jobs are short
-// next to its claims, and not when they are long: jobs that run for
-// several claim round trips are not held back from other nodes.
+// TestAutoClaimAhead: with AutoClaimAhead a queue claims ahead (up to
+// MaxWorkers jobs waiting for a slot, two claims at once) while its jobs
+// are short next to its claims, and not when they are long: jobs that run
+// for several claim round trips are not held back from other nodes.
 func TestAutoClaimAhead(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -83,7 +83,7 @@ func TestAutoClaimAhead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const workers, jobs = 20, 400
 			st := &slowClaimStore{Store: memory.New(), cost: 5 * time.Millisecond}
-			drainQueue(t, st, core.QueueConfig{MaxWorkers: workers}, jobs,
+			drainQueue(t, st, core.QueueConfig{MaxWorkers: workers, ClaimAhead: core.AutoClaimAhead}, jobs,
 				func(context.Context, *core.Job) error { time.Sleep(tc.run); return nil })
 			st.mu.Lock()
 			defer st.mu.Unlock()

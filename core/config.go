@@ -23,12 +23,16 @@ type QueueConfig struct {
 	// not yet started, so other nodes cannot take them. A stopping node
 	// hands its waiting jobs back unrun.
 	//
-	// 0 (the default, AutoClaimAhead) adapts: the node holds up to
-	// MaxWorkers jobs ahead while the queue's jobs run, on average, for
-	// less than AutoClaimAheadRatio claim round trips, and none otherwise
-	// (long jobs are not held back from other nodes). NoClaimAhead (any
-	// negative value) never claims ahead; a positive value holds up to
-	// that many, whatever the jobs' length.
+	// 0 (the default, NoClaimAhead) never claims ahead. AutoClaimAhead
+	// (any negative value) adapts: the node holds up to MaxWorkers jobs
+	// ahead while the queue's jobs run, on average, for less than
+	// AutoClaimAheadRatio claim round trips, and none otherwise (long jobs
+	// are not held back from other nodes). A positive value holds up to
+	// that many, whatever the jobs' length. It is not the default: a job
+	// held ahead may start after the store became unreachable, and if its
+	// outcome cannot be written before its lease runs out it runs again;
+	// and the held jobs of a node that dies wait for their leases to run
+	// out (docs/benchmarks.md, "Claiming ahead while jobs are short").
 	ClaimAhead int
 	// Limits, when set, are the queue's concurrency limits (QueueLimits)
 	// to store at Start if the queue's limits were never set in the

@@ -91,7 +91,7 @@ machines are in docs/benchmarks.md.`,
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&workers, "workers", 100, "MaxWorkers of the benchmark queue")
 	pf.IntVar(&maxClaim, "max-claim", 0, "jobs per claim at most (0 = the engine default)")
-	pf.IntVar(&claimAhead, "claim-ahead", 0, "claimed jobs the benchmark queue may hold waiting for a slot (core.QueueConfig.ClaimAhead; 0 = adapt to the jobs' length, the default; -1 = none)")
+	pf.IntVar(&claimAhead, "claim-ahead", 0, "claimed jobs the benchmark queue may hold waiting for a slot (core.QueueConfig.ClaimAhead; 0 = none, the default; -1 = adapt to the jobs' length)")
 	pf.DurationVar(&poll, "poll-interval", 0, "idle queues' poll interval (0 = the engine default, 1s)")
 	pf.BoolVar(&ppg.on, "private-postgres", false, "run on a private PostgreSQL cluster made for the run (initdb; needs PostgreSQL's server programs) instead of --db")
 	pf.StringArrayVar(&ppg.settings, "pg-set", nil, "server setting name=value of the private PostgreSQL (repeatable), e.g. autovacuum=off or fsync=on")
