@@ -168,20 +168,21 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 
 	out := stdout.Bytes()
 	errTail := stderr.String()
-	if runErr == nil {
+	if runErr == nil || cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		// Exit 0: the command did its work. Wait reports an error for an
+		// exit 0 too when the context ended first (the stop came as the
+		// command finished, or it ignores SIGTERM and finished anyway) or
+		// when processes it started kept stdout/stderr open (killed
+		// above); neither undoes the work, and calling it a failure would
+		// hand a finished job back to run again.
 		return out, nil
 	}
 
 	var ee *exec.ExitError
 	if !errors.As(runErr, &ee) {
 		if ctx.Err() != nil {
-			// Exited 0 (or was never started) while being cancelled.
+			// Never started: stopped before it could.
 			return nil, &shellError{msg: fmt.Sprintf("command stopped: %v", context.Cause(ctx)), stderr: errTail}
-		}
-		if errors.Is(runErr, exec.ErrWaitDelay) {
-			// Exit 0, but processes it started kept stdout/stderr open
-			// (they were killed above). The command itself succeeded.
-			return out, nil
 		}
 		// Not started: missing executable, permission denied…
 		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", runErr), stderr: errTail}

@@ -140,6 +140,25 @@ func TestShellCancelKillsGroup(t *testing.T) {
 	waitFor(t, 5*time.Second, "the TERM-ignoring child to die", func() bool { return !alive(pid) })
 }
 
+// TestShellExitZeroAfterStopCompletes: a command that exits 0 after its
+// context ended (the stop came as it finished, or it ignores SIGTERM and
+// finishes its work) did the work; the handler reports success, not a
+// failure that would hand the finished job back to run again.
+func TestShellExitZeroAfterStopCompletes(t *testing.T) {
+	t.Parallel()
+	h := sh(`trap "" TERM; sleep 0.6; echo done`)
+	h.killGrace = 5 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	out, err := h.run(ctx, testJob())
+	if ctx.Err() == nil {
+		t.Fatal("the command ended before the stop")
+	}
+	if err != nil || string(out) != "done\n" {
+		t.Fatalf("exit 0 after the stop: %q %v; want the output and no error", out, err)
+	}
+}
+
 // alive reports whether pid runs (a zombie waiting for its reaper is dead).
 func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
