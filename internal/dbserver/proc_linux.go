@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -220,4 +221,19 @@ func readStat(pid int) (stat, bool) {
 func alive(p procID) bool {
 	st, ok := readStat(p.pid)
 	return ok && st.start == p.start && st.state != 'Z' && st.state != 'X'
+}
+
+// machineLock takes an exclusive flock on name in the temporary directory,
+// waiting for any other process of this machine that holds it, and
+// returns the function that releases it.
+func machineLock(name string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }

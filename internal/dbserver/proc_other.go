@@ -38,3 +38,6 @@ func (p *process) exited() bool                { return true }
 func (p *process) wait(context.Context) error  { return nil }
 func (p *process) signal(syscall.Signal) error { return os.ErrProcessDone }
 func (p *process) killTree() error             { return nil }
+
+// machineLock is a no-op off Linux, where no server starts.
+func machineLock(string) (func(), error) { return func() {}, nil }

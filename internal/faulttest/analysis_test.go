@@ -17,7 +17,7 @@ import (
 func TestLedgerAnalysis(t *testing.T) {
 	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
 	rel := func(at int64) string { return strconv.FormatInt(at/int64(time.Millisecond), 10) + "ms" }
-	type want struct{ mid, after, outage, unexplained, overlaps, outlived, vanished int }
+	type want struct{ mid, after, outage, stall, unexplained, overlaps, outlived, vanished int }
 	outage := []window{{ms(1000), ms(3000)}}
 	for _, tc := range []struct {
 		name  string
@@ -33,6 +33,12 @@ func TestLedgerAnalysis(t *testing.T) {
 			nil, want{unexplained: 1}},
 		{"stopped by its worker outside an outage, run again",
 			[]*execution{{wpid: 10, start: ms(5000), end: ms(6000), status: "term"}, {wpid: 11, start: ms(7000), end: ms(7100), status: "ok"}},
+			nil, want{unexplained: 1}},
+		{"stopped by its worker outside an outage, its log says the lease could not be renewed",
+			[]*execution{{wpid: 12, start: ms(5000), end: ms(6000), status: "term"}, {wpid: 11, start: ms(7000), end: ms(7100), status: "ok"}},
+			nil, want{stall: 1}},
+		{"finished outside an outage, its worker's log says the lease could not be renewed",
+			[]*execution{{wpid: 12, start: ms(5000), end: ms(6000), status: "ok"}, {wpid: 11, start: ms(7000), end: ms(7100), status: "ok"}},
 			nil, want{unexplained: 1}},
 		{"stopped during an outage, but the rerun overlaps it",
 			[]*execution{{wpid: 10, start: ms(500), end: ms(2500), status: "term"}, {wpid: 11, start: ms(2000), end: ms(4100), status: "ok"}},
@@ -70,8 +76,10 @@ func TestLedgerAnalysis(t *testing.T) {
 			for i, e := range tc.execs {
 				e.job, e.attempt, e.pid, e.worker = 1, i+1, 1000+i, "w"+strconv.Itoa(e.wpid)
 			}
-			v := analyze(map[int64][]*execution{1: tc.execs}, tc.kills, outage, rel)
-			got := want{v.dupMid, v.dupAfterEnd, v.dupOutage, len(v.unexplained), len(v.overlaps), len(v.outlived), len(v.vanished)}
+			// Worker w12 logged stopping job 1's first attempt.
+			unrenewed := map[stopKey]bool{{"w12", 1, 1}: true}
+			v := analyze(map[int64][]*execution{1: tc.execs}, tc.kills, outage, unrenewed, rel)
+			got := want{v.dupMid, v.dupAfterEnd, v.dupOutage, v.dupStall, len(v.unexplained), len(v.overlaps), len(v.outlived), len(v.vanished)}
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v\n%+v", got, tc.want, v)
 			}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -530,4 +531,82 @@ func fileTail(path string, n int64) string {
 	off := max(fi.Size()-n, 0)
 	b, _ := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
 	return string(b)
+}
+
+// logLinesAbout returns, per worker log, the lines that name one of ids
+// (job_id=N) or report the store out of reach, at most max per worker: why
+// a worker stopped or handed back a job the ledger cannot explain.
+func (c *cluster) logLinesAbout(ids []int64, max int) string {
+	c.mu.Lock()
+	var logs []string
+	for _, w := range c.all {
+		logs = append(logs, w.log)
+	}
+	c.mu.Unlock()
+	var b strings.Builder
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var lines []string
+		for _, line := range strings.Split(string(data), "\n") {
+			hit := strings.Contains(line, "unreachable") || strings.Contains(line, "heartbeat")
+			for _, id := range ids {
+				hit = hit || strings.Contains(line, "job_id="+strconv.FormatInt(id, 10)+" ")
+			}
+			if hit {
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) > 0 {
+			fmt.Fprintf(&b, "  %s:\n    %s\n", filepath.Base(path), strings.Join(firstN(lines, max), "\n    "))
+		}
+	}
+	return b.String()
+}
+
+// dupJobIDs reads the job ids of analyze's duplicate descriptions ("job N: …").
+func dupJobIDs(items []string) []int64 {
+	var out []int64
+	for _, s := range items {
+		var id int64
+		if _, err := fmt.Sscanf(s, "job %d:", &id); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// unrenewedStops reads, from every worker's log, the executions it stopped
+// because it could not renew their lease (core's warning "lease could not
+// be renewed", with job_id and attempt).
+func (c *cluster) unrenewedStops() map[stopKey]bool {
+	c.mu.Lock()
+	workers := slices.Clone(c.all)
+	c.mu.Unlock()
+	out := map[stopKey]bool{}
+	for _, w := range workers {
+		data, err := os.ReadFile(w.log)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.Contains(line, "lease could not be renewed") {
+				continue
+			}
+			k := stopKey{worker: w.id}
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "job_id="); ok {
+					k.job, _ = strconv.ParseInt(v, 10, 64)
+				} else if v, ok := strings.CutPrefix(f, "attempt="); ok {
+					k.attempt, _ = strconv.Atoi(v)
+				}
+			}
+			if k.job != 0 {
+				out[k] = true
+			}
+		}
+	}
+	return out
 }

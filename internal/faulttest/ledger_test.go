@@ -194,6 +194,7 @@ type verdict struct {
 	dupMid      int           // second starts explained by a worker killed mid-execution
 	dupAfterEnd int           // … killed within OutcomeWindow after the execution ended
 	dupOutage   int           // … stopped by its worker (SIGTERM) during a database outage
+	dupStall    int           // … stopped by its worker (SIGTERM) whose log says it could not renew the lease, outside any outage
 	maxAfterEnd time.Duration // the longest such gap between an end and the kill
 	unexplained []string
 	overlaps    []string
@@ -207,10 +208,21 @@ type verdict struct {
 // heartbeat).
 type window struct{ from, to int64 }
 
+// stopKey names an execution a worker stopped because it could not renew
+// the lease: the worker's id, the job and the attempt, as its log gives
+// them.
+type stopKey struct {
+	worker  string
+	job     int64
+	attempt int
+}
+
 // analyze applies the checks of the package documentation to the
-// executions of each job, given the workers the test killed and the
-// database outages it staged. rel formats a monotonic time for messages.
-func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window, rel func(int64) string) verdict {
+// executions of each job, given the workers the test killed, the
+// database outages it staged and the executions workers logged stopping
+// for a lease they could not renew (unrenewed). rel formats a monotonic
+// time for messages.
+func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window, unrenewed map[stopKey]bool, rel func(int64) string) verdict {
 	var v verdict
 	killed := map[string]killRecord{}
 	for _, k := range kills {
@@ -284,6 +296,14 @@ func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window,
 				// documented price. A finished ("ok") execution is never
 				// explained this way.
 				v.dupOutage++
+			case prev.status == "term" && e.start > prev.end && unrenewed[stopKey{prev.worker, prev.job, prev.attempt}]:
+				// No outage was staged, but the store did not answer the
+				// worker's heartbeat within its bound (a stall: a loaded
+				// machine, a slow commit), and the worker logged stopping
+				// this handler before the lease could run out: the same
+				// documented price as an outage. Counted apart, so a run
+				// with many shows.
+				v.dupStall++
 			default:
 				why := "its worker was not killed"
 				if pkilled && pk >= e.start {

@@ -380,7 +380,7 @@ func runScenario(t *testing.T, sc scenario) {
 	r.mu.Lock()
 	outages := slices.Clone(r.outages)
 	r.mu.Unlock()
-	v := analyze(byJob, kills, outages, c.rel)
+	v := analyze(byJob, kills, outages, c.unrenewedStops(), c.rel)
 
 	states, causes := map[string]int{}, map[string]int{}
 	var notFinal, discarded, noRun []string
@@ -402,11 +402,11 @@ func runScenario(t *testing.T, sc scenario) {
 
 	summary := fmt.Sprintf("%s/%s (%s): %d jobs, %d workers × %d, lease %s; %d worker kills, %d worker exits on their own; "+
 		"%d executions (%d ended by SIGTERM, %d without an end and without a kill); "+
-		"duplicates: %d explained (%d killed mid-run, %d killed with the outcome in flight, at most %s after the end, %d stopped by their worker during the outage), %d unexplained; "+
+		"duplicates: %d explained (%d killed mid-run, %d killed with the outcome in flight, at most %s after the end, %d stopped by their worker during the outage, %d stopped by their worker in a stall outside it), %d unexplained; "+
 		"%d overlapping; %d outlived their worker; final states %s; error entries by cause: %s; wall %s",
 		backend, label, what, cfg.jobs, cfg.workers, cfg.conc, cfg.lease, len(kills), len(exits),
 		v.executions, v.terminated, len(v.vanished),
-		v.dupMid+v.dupAfterEnd+v.dupOutage, v.dupMid, v.dupAfterEnd, v.maxAfterEnd.Round(time.Millisecond), v.dupOutage, len(v.unexplained),
+		v.dupMid+v.dupAfterEnd+v.dupOutage+v.dupStall, v.dupMid, v.dupAfterEnd, v.maxAfterEnd.Round(time.Millisecond), v.dupOutage, v.dupStall, len(v.unexplained),
 		len(v.overlaps), len(v.outlived), formatStates(states), formatStates(causes), elapsed.Round(100*time.Millisecond))
 	var lost []string
 	if prod != nil {
@@ -430,6 +430,10 @@ func runScenario(t *testing.T, sc scenario) {
 	fail("completed jobs without a finished execution in the ledger", noRun)
 	fail("jobs running without a live worker running them", holders)
 	fail("duplicate executions no dead worker explains", v.unexplained)
+	if len(v.unexplained) > 0 {
+		t.Logf("what the workers logged about those jobs and the store (run began at %s):\n%s",
+			wall.UTC().Format(time.RFC3339Nano), c.logLinesAbout(dupJobIDs(v.unexplained), 40))
+	}
 	fail("overlapping executions of one job", v.overlaps)
 	fail(fmt.Sprintf("handlers that outlived their SIGKILLed worker by more than %s", OutliveBound), v.outlived)
 	fail("malformed ledger lines", problems)
