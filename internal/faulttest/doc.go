@@ -10,7 +10,8 @@
 // built from internal/dbserver: a PostgreSQL primary SIGKILLed and its
 // synchronous standby promoted under workers on the multi-host URL
 // (TestPostgresFailover); a Galera node SIGKILLed and rejoining under one
-// worker per node (TestGaleraNodeLoss); PgBouncer in transaction pooling
+// worker per node, each on a multi-host URL naming its node first
+// (TestGaleraNodeLoss); PgBouncer in transaction pooling
 // killed and restarted (TestPgBouncerRestart); two `backlog serve` behind
 // HAProxy, each SIGKILLed in turn under remote workers
 // (TestJobServersBehindProxy). Each also runs a producer that enqueues
