@@ -83,7 +83,11 @@ func TestGalera(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("node 2 Synced again %v after its start", time.Since(restart).Round(time.Millisecond))
-	if err := c.WaitSynced(wctx, 2, 3); err != nil {
+	// A deadline of its own: the rejoin may have used most of wctx's
+	// minute on a loaded machine (59 s once, beside other clusters).
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	if err := c.WaitSynced(sctx, 2, 3); err != nil {
 		t.Fatal(err)
 	}
 	if n := syncQueryInt(t, c.Node(2), "test", "SELECT COUNT(*) FROM t"); n != 3 {
