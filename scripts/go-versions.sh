@@ -4,7 +4,7 @@
 # The oldest supported Go is the release named by go.mod's `go` line (1.26.0
 # means go1.26.0); README.md's Requirements line states the range. 1.26.0 is
 # what the code needs (new(expr) with an expression in storetest,
-# errors.AsType in cmd/backlog) and what dependencies' go.mod lines demand
+# errors.AsType in cli) and what dependencies' go.mod lines demand
 # (pressly/goose v3.28.0, prometheus/client_golang v1.25.0, modernc.org/sqlite
 # v1.61.1, golang.org/x/sys v0.49.0 all say go 1.26.0). For that
 # release and for each one in BACKLOG_GO_VERSIONS (default: go1.27.4, the

@@ -21,9 +21,10 @@
 //		})
 //	}
 //
-// A program that wants the CLI to serve that database builds its own copy of
-// cmd/backlog's main with one more blank import; store.Open then accepts
-// "mydb://…" URLs exactly like the built-in schemes.
+// A program that wants the CLI to serve that database builds the stock
+// command (package cli) with one more blank import, in a main of three
+// lines (see package cli); store.Open then accepts "mydb://…" URLs exactly
+// like the built-in schemes, in every command.
 package store
 
 import (
@@ -182,5 +183,51 @@ func Query(u *url.URL, names ...string) (url.Values, error) {
 	return q, nil
 }
 
-// redact hides a password in u for error messages.
-func redact(u *url.URL) string { return u.Redacted() }
+// redact hides the secrets of u for error messages (RedactURL).
+func redact(u *url.URL) string { return RedactURL(u.String()) }
+
+// secretParams are the query parameters RedactURL hides (compared
+// case-insensitively): passwords as MySQL, PostgreSQL (libpq, pgx) and
+// job-server URLs name them, and tokens.
+var secretParams = []string{"password", "pass", "pwd", "sslpassword", "token", "access_token", "secret"}
+
+// RedactURL returns the store or server URL u fit for logs and error
+// messages: a password in its user info and the values of its
+// password-like query parameters (password, pass, pwd, sslpassword,
+// token, access_token, secret, in any case) become "xxxxx"; the rest,
+// user name included, is kept. A URL that does not parse is reduced to
+// its scheme ("postgres:…"), or "(unparsable URL)" without one, since it
+// might hold a secret anywhere. The CLI, the Go client of the HTTP API and
+// Open's errors all print URLs through it.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		if i := strings.Index(u, ":"); i > 0 && validScheme(u[:i]) {
+			return u[:i] + ":…"
+		}
+		return "(unparsable URL)"
+	}
+	if p.User != nil {
+		if _, has := p.User.Password(); has {
+			p.User = url.UserPassword(p.User.Username(), "xxxxx")
+		}
+	}
+	if p.RawQuery != "" {
+		q, err := url.ParseQuery(p.RawQuery)
+		if err != nil {
+			p.RawQuery = "…"
+			return p.String()
+		}
+		changed := false
+		for k := range q {
+			if slices.Contains(secretParams, strings.ToLower(k)) {
+				q.Set(k, "xxxxx")
+				changed = true
+			}
+		}
+		if changed {
+			p.RawQuery = q.Encode()
+		}
+	}
+	return p.String()
+}

@@ -79,3 +79,26 @@ func TestRegisterPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestRedactURL: passwords in the user info and in password-like query
+// parameters are hidden, whatever the scheme; an unparsable URL keeps
+// only its scheme.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"sqlite:backlog.db":                                      "sqlite:backlog.db",
+		"postgres://u:pw@h:5432/db?x=1":                          "postgres://u:xxxxx@h:5432/db?x=1",
+		"postgres://u@h:5432/db?password=pw&sslmode=disable":     "postgres://u@h:5432/db?password=xxxxx&sslmode=disable",
+		"postgres://h/db?sslpassword=k&PASSWORD=p":               "postgres://h/db?PASSWORD=xxxxx&sslpassword=xxxxx",
+		"mysql://h/db?password=pw&user=u":                        "mysql://h/db?password=xxxxx&user=u",
+		"mysql://app:pw@n1:3306,n2:3306/app?strategy=optimistic": "mysql://app:xxxxx@n1:3306,n2:3306/app?strategy=optimistic",
+		"http://127.0.0.1:8080/?token=t":                         "http://127.0.0.1:8080/?token=xxxxx",
+		"postgres://u:p%zz@h/db":                                 "postgres:…",
+		"no scheme %zz":                                          "(unparsable URL)",
+		"postgres://h/db?password=%zz":                           "postgres://h/db?…",
+		"sqlite:///abs/path.db?prefix=app_":                      "sqlite:///abs/path.db?prefix=app_",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

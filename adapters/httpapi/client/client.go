@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store"
 )
 
 // Defaults of a Client.
@@ -323,7 +324,7 @@ func (c *Client) once(ctx context.Context, cl call, body []byte) (time.Duration,
 			// failure worth retrying.
 			return 0, fmt.Errorf("backlog client: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
 		}
-		return 0, &TransportError{Method: cl.method, URL: redact(u), Sent: !dialFailed(err), Err: err}
+		return 0, &TransportError{Method: cl.method, URL: store.RedactURL(u), Sent: !dialFailed(err), Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -349,7 +350,7 @@ func (c *Client) once(ctx context.Context, cl call, body []byte) (time.Duration,
 			return 0, fmt.Errorf("backlog client: %s %s: %w", cl.method, cl.path, context.Cause(ctx))
 		}
 		// The response was cut or garbled: the call may have applied.
-		return 0, &TransportError{Method: cl.method, URL: redact(u), Sent: true, Err: fmt.Errorf("decode response (status %d): %w", resp.StatusCode, err)}
+		return 0, &TransportError{Method: cl.method, URL: store.RedactURL(u), Sent: true, Err: fmt.Errorf("decode response (status %d): %w", resp.StatusCode, err)}
 	}
 	return 0, nil
 }
@@ -377,16 +378,6 @@ func decodeProblem(resp *http.Response) *Problem {
 		p.CorrelationID = resp.Header.Get(CorrelationHeader)
 	}
 	return p
-}
-
-// redact strips user info from u, for error messages.
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil || p.User == nil {
-		return u
-	}
-	p.User = nil
-	return p.String()
 }
 
 func jobPath(id int64, suffix string) string {

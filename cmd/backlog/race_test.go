@@ -1,7 +1,0 @@
-//go:build race
-
-package main
-
-// raceEnabled: the test binary has the race detector, so binaries that
-// tests build use it too (and reuse the compiled packages).
-const raceEnabled = true
