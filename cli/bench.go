@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,7 @@ func (a *app) newBenchCmd() *cobra.Command {
 		reopen, analyzeEmpty                              bool
 		duration, interval, poll, retention, maint, pause time.Duration
 		ppg                                               privatePG
+		cpuProfile                                        string
 	)
 	tune := func(c *core.Config) {
 		if maxClaim > 0 {
@@ -96,6 +98,7 @@ machines are in docs/benchmarks.md.`,
 	pf.BoolVar(&ppg.on, "private-postgres", false, "run on a private PostgreSQL cluster made for the run (initdb; needs PostgreSQL's server programs) instead of --db")
 	pf.StringArrayVar(&ppg.settings, "pg-set", nil, "server setting name=value of the private PostgreSQL (repeatable), e.g. autovacuum=off or fsync=on")
 	pf.StringVar(&ppg.params, "pg-params", "", "store URL query parameters on the private PostgreSQL, e.g. strategy=optimistic&pool_max_conns=8")
+	pf.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process over the measured run to FILE (go tool pprof FILE); on SQLite it holds the database's work too, which runs in-process")
 
 	// storeURL is the URL of the store a subcommand runs on.
 	var storeURL string
@@ -106,7 +109,14 @@ machines are in docs/benchmarks.md.`,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				return a.withBenchStore(cmd.Context(), ppg, func(st core.Store, u string) error {
 					storeURL = u
+					stop, err := startCPUProfile(cpuProfile)
+					if err != nil {
+						return err
+					}
 					res, err := fn(cmd, st)
+					if perr := stop(); err == nil && perr != nil {
+						return perr
+					}
 					if err != nil {
 						return err
 					}
@@ -490,4 +500,25 @@ func (t *streamTable) line(s string) {
 		b.WriteString(c + strings.Repeat(" ", t.widths[i]-utf8.RuneCountInString(c)+2))
 	}
 	fmt.Fprintln(t.w, b.String())
+}
+
+// startCPUProfile starts writing a CPU profile of this process to path
+// (runtime/pprof) and returns the function that stops it and closes the
+// file. An empty path profiles nothing.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
