@@ -100,8 +100,9 @@ func (q *completer) loop() {
 	}
 }
 
-// write finishes one batch, retrying until it succeeds or stop gives up.
-func (q *completer) write(batch []pendingOutcome) {
+// write finishes one batch, retrying until it succeeds or stop gives up,
+// and reports which outcomes applied (nil when it gave up).
+func (q *completer) write(batch []pendingOutcome) (applied []bool) {
 	c := q.c
 	outs := make([]Outcome, len(batch))
 	for i := range batch {
@@ -130,16 +131,18 @@ func (q *completer) write(batch []pendingOutcome) {
 		// land before other nodes' rescue grace ends.
 		if !sleepCtx(q.stopCtx, retryDelay(failures, time.Second)) {
 			q.untrackAll(batch)
-			return
+			return nil
 		}
 	}
 	defer q.untrackAll(batch)
+	applied = make([]bool, len(batch))
 	for i, r := range res {
 		p := batch[i]
 		if !r.Applied && failures > 0 && q.appliedBefore(&p.o) {
 			// An earlier try committed but its reply was lost.
 			r.Applied = true
 		}
+		applied[i] = r.Applied
 		if !r.Applied {
 			if !p.quiet {
 				c.log.Warn("backlog: lease lost; outcome not applied", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind)
@@ -165,6 +168,7 @@ func (q *completer) write(batch []pendingOutcome) {
 		}
 		c.emit(Event{Kind: p.ev, At: p.o.At, Queue: p.job.Queue, Job: p.job, Err: p.err, Reason: p.reason, Duration: p.dur, Cause: cause})
 	}
+	return applied
 }
 
 // untrackAll forgets the executions of a written (or abandoned) batch.

@@ -29,7 +29,13 @@ type execution struct {
 // execution. Called by the claim itself, before the claim gate opens, so
 // the orphan check never mistakes a fresh claim for a lost one.
 func (c *Client) track(job *Job, leaseUntil time.Time) *execution {
-	ctx, cancel := context.WithCancelCause(c.workCtx)
+	return c.trackIn(c.workCtx, job, leaseUntil)
+}
+
+// trackIn is track with the handler's context derived from parent
+// (WorkJob's caller's context instead of the client's work context).
+func (c *Client) trackIn(parent context.Context, job *Job, leaseUntil time.Time) *execution {
+	ctx, cancel := context.WithCancelCause(parent)
 	e := &execution{job: job, ctx: ctx, cancel: cancel}
 	e.leaseUntil.Store(leaseUntil.UnixNano())
 	c.mu.Lock()
@@ -57,6 +63,22 @@ var errTimeout = errors.New("backlog: attempt timed out")
 func (c *Client) execute(p *producer, exec *execution) {
 	defer c.execs.Done()
 	defer p.jobDone()
+	po, ok, _ := c.attempt(exec, p.observeRun)
+	if !ok {
+		c.untrack(exec)
+		return
+	}
+	c.completer.add(po)
+}
+
+// attempt runs one claimed job's handler as the engine does (deadline,
+// decryption, middleware, timeout, panics, lease and cancellation causes)
+// and returns the outcome to write with ok set, or ok unset when nothing
+// is to be written (cancelled in the store, lease lost): the caller then
+// untracks exec. herr is what the handler returned (or what stood for it
+// when it did not run). observeRun, when set, gets the handler's wall
+// time in ns. Shared by the engine (execute) and WorkJob.
+func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pendingOutcome, ok bool, herr error) {
 	job := exec.job
 
 	start, began := c.clock.Now(), time.Now()
@@ -67,13 +89,6 @@ func (c *Client) execute(p *producer, exec *execution) {
 	c.emit(Event{Kind: EventJobClaimed, At: start, Queue: job.Queue, Job: job, QueueWait: max(start.Sub(due), 0)})
 
 	ctx := exec.ctx
-	queued := false
-	defer func() {
-		if !queued {
-			c.untrack(exec)
-		}
-	}()
-
 	st := &execState{job: job, workerID: c.cfg.WorkerID, maxResult: c.cfg.MaxResultBytes, store: c.store, clock: c.clock}
 	if enc := c.cfg.Encryption; enc != nil && enc.Results {
 		if tc, ok := c.store.(TxCompleter); ok {
@@ -135,8 +150,8 @@ func (c *Client) execute(p *producer, exec *execution) {
 	}
 	exec.returned.Store(true)
 	dur := c.clock.Now().Sub(start)
-	if ran {
-		p.observeRun(int64(time.Since(began))) // the wall clock, for AutoClaimAhead
+	if ran && observeRun != nil {
+		observeRun(int64(time.Since(began))) // the wall clock, for AutoClaimAhead
 	}
 
 	switch cause := context.Cause(ctx); {
@@ -145,7 +160,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 		// a finish would only fail its fence.
 		c.log.Info("backlog: running job was cancelled", "job_id", job.ID, "kind", job.Kind)
 		span.End(string(OutcomeCancel), err)
-		return
+		return pendingOutcome{}, false, err
 	case errors.Is(cause, errLeaseUnrenewed) && !(ran && Classify(ctx, err).Kind != OutcomeRetry):
 		// The store was out of reach for most of the lease: the handler
 		// was stopped before the lease could run out, and the job is
@@ -161,17 +176,15 @@ func (c *Client) execute(p *producer, exec *execution) {
 		po := pendingOutcome{job: job, exec: exec, dur: dur, ev: EventJobSnoozed, cause: CauseLeaseUnrenewed,
 			o: HandBack(job, CauseLeaseUnrenewed, now)}
 		span.End(string(OutcomeSnooze), nil)
-		queued = true
-		c.completer.add(po)
-		return
+		return po, true, err
 	case errors.Is(cause, ErrLeaseLost) && !errors.Is(cause, errLeaseUnrenewed):
 		// The heartbeat found the job no longer ours (rescued, deleted,
 		// finished elsewhere): its outcome could not apply.
 		c.emit(Event{Kind: EventLeaseLost, At: c.clock.Now(), Queue: job.Queue, Job: job, Duration: dur})
 		span.End(OutcomeLeaseLost, err)
-		return
+		return pendingOutcome{}, false, err
 	}
-	po := c.decide(ctx, job, entry, err, st)
+	po = c.decide(ctx, job, entry, err, st)
 	if openErr != nil && po.o.Error != nil {
 		po.o.Error.Cause = CauseDecrypt
 	}
@@ -179,8 +192,7 @@ func (c *Client) execute(p *producer, exec *execution) {
 	c.cfg.Encryption.SealOutcome(&po.o, job.Kind)
 	po.dur = dur
 	po.exec = exec
-	queued = true
-	c.completer.add(po)
+	return po, true, err
 }
 
 // errLeaseUnrenewed is the cancellation cause of handlers whose lease this
