@@ -31,7 +31,9 @@ func newWorkClient(t *testing.T, h *core.Handlers, mod func(*core.Config)) (*cor
 
 func TestWorkJobAppliesTheEnginesOutcomes(t *testing.T) {
 	h := core.NewHandlers()
-	h.HandleRaw("ok", func(ctx context.Context, j *core.Job) error { return core.RecordRawResult(ctx, []byte(`{"done":true}`)) })
+	h.HandleRaw("ok", func(ctx context.Context, j *core.Job) error {
+		return core.RecordRawResult(ctx, []byte(`{"done":true}`))
+	})
 	h.HandleRaw("fail", func(context.Context, *core.Job) error { return errors.New("boom") }, core.WithRetry(core.DelayList{time.Minute}))
 	h.HandleRaw("snooze", func(context.Context, *core.Job) error { return core.Snooze(time.Hour) })
 	h.HandleRaw("cancel", func(context.Context, *core.Job) error { return core.Cancel(errors.New("not wanted")) })
