@@ -255,3 +255,27 @@ func TestWorkJobCancelledWhileRunningWritesNothing(t *testing.T) {
 		t.Fatal("execution left tracked")
 	}
 }
+
+func TestWorkJobOpensSealedArgsAndSealsTheResult(t *testing.T) {
+	k := mustKeyring(t, "k1", map[string][]byte{"k1": testKey(1)})
+	h := core.NewHandlers()
+	h.HandleRaw("echo", func(ctx context.Context, j *core.Job) error { return core.RecordRawResult(ctx, j.Args) })
+	c, _ := newWorkClient(t, h, func(cfg *core.Config) {
+		cfg.Encryption = &core.Encryption{Keys: k, Results: true}
+	})
+	ctx := context.Background()
+	r, err := c.EnqueueRaw(ctx, "echo", []byte(`{"secret":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.WorkJob(ctx, r.Job.ID)
+	if err != nil || res.Err != nil || res.Job.State != core.StateCompleted {
+		t.Fatalf("WorkJob: %v %+v", err, res)
+	}
+	if strings.Contains(string(res.Job.Result), "secret") {
+		t.Fatalf("result stored in clear: %s", res.Job.Result)
+	}
+	if b, err := k.OpenResult("echo", res.Job.Result); err != nil || string(b) != `{"secret":1}` {
+		t.Fatalf("opened result %s, %v", b, err)
+	}
+}
