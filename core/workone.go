@@ -87,7 +87,7 @@ func (c *Client) WorkJob(ctx context.Context, id int64) (*WorkResult, error) {
 	now := c.clock.Now()
 	if j.RunAt.After(now) {
 		return nil, fmt.Errorf("%w: work job %d: due at %s, the client's clock reads %s",
-			ErrNotDue, id, j.RunAt.Format(timeLayout), now.Format(timeLayout))
+			ErrNotDue, id, j.RunAt.Format(workJobTimeLayout), now.Format(workJobTimeLayout))
 	}
 
 	exec, err := c.claimOne(ctx, j, now)
@@ -117,7 +117,7 @@ func (c *Client) WorkJob(ctx context.Context, id int64) (*WorkResult, error) {
 	return res, nil
 }
 
-const timeLayout = "2006-01-02T15:04:05.999999Z07:00"
+const workJobTimeLayout = "2006-01-02T15:04:05.999999Z07:00"
 
 // claimOne claims j for WorkJob and tracks its execution. Jobs the claims
 // return before it are handed back unrun (no attempt used, no error entry)
