@@ -1,6 +1,7 @@
 package backlogtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -122,7 +123,7 @@ func RequireManyEnqueued(t testing.TB, st Lister, expects []Expect) []*core.Job 
 			jobs = append(jobs, listKind(t, st, ms[i].kind)...)
 		}
 	}
-	slices.SortFunc(jobs, func(a, b *core.Job) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(jobs, func(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) })
 	var problems []string
 	if len(jobs) != len(expects) {
 		problems = append(problems, fmt.Sprintf("want %d jobs of these kinds, found %d", len(expects), len(jobs)))
@@ -139,16 +140,6 @@ func RequireManyEnqueued(t testing.TB, st Lister, expects []Expect) []*core.Job 
 		t.Fatalf("backlogtest: %s;%s", strings.Join(problems, "; "), describe(jobs, "of these kinds"))
 	}
 	return jobs
-}
-
-func cmpID(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // matcher is one kind, args pattern and options.
