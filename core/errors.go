@@ -40,6 +40,13 @@ var (
 	ErrUnknownKind = errors.New("backlog: no handler registered for kind")
 
 	// ErrClosed is returned by a client or store after it was stopped or
-	// closed.
+	// closed. Every method of a closed Store returns an error wrapping it
+	// (storetest rule close/calls-after-close-return-err-closed).
 	ErrClosed = errors.New("backlog: closed")
+
+	// ErrInvalidArgument means a Store method was called with an argument
+	// the engine never produces: Claim with Limit < 1, Prune of a state
+	// that is not final, Finish with an outcome of unknown kind. The call
+	// changed nothing.
+	ErrInvalidArgument = errors.New("backlog: invalid argument")
 )

@@ -18,7 +18,7 @@ import (
 // Notifier, TxCompleter, Migrator, Settings, SealedRewriter, QueueLimiter,
 // QueueHistory, UniqueHolder), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
-// ErrInvalidState).
+// ErrInvalidState, ErrInvalidArgument, ErrClosed).
 //
 // # Time
 //
@@ -27,8 +27,10 @@ import (
 // with one time source per call and the conformance suite drives time without
 // sleeping. Times handed in are normally UTC truncated to microseconds; a
 // store keeps the instant of whatever time it is handed (whatever its
-// location), with at least microsecond precision, and returns it in UTC. Nodes sharing a store should
-// have clocks within a small fraction of the lease (NTP is plenty).
+// location), with at least microsecond precision, and returns it in UTC
+// (storetest rule lease/extend-with-non-utc-time-returns-utc for
+// ExtendLeases). Nodes sharing a store should have clocks within a small
+// fraction of the lease (NTP is plenty).
 //
 // # Due jobs and ordering
 //
@@ -65,9 +67,17 @@ import (
 //
 // # Errors
 //
-// Invalid arguments the engine never produces (Claim with Limit < 1, Prune
-// of a state that is not final, an outcome of unknown kind) return an
-// error and change nothing.
+// Invalid arguments the engine never produces return an error wrapping
+// ErrInvalidArgument and change nothing: Claim with Limit < 1 (storetest
+// rule claim/limit-below-one-is-an-invalid-argument), Prune of a state
+// that is not final (its error also wraps ErrInvalidState; storetest rule
+// prune/non-final-state-is-an-invalid-argument), Finish with an outcome
+// of unknown kind, which fails the whole batch before any outcome of it
+// applies (storetest rule finish/unknown-outcome-kind-is-an-invalid-argument).
+//
+// After Close, every method returns an error wrapping ErrClosed (never a
+// panic, never a result read from the database or a cache); a second Close
+// returns nil (storetest rule close/calls-after-close-return-err-closed).
 //
 // Methods return ErrNotFound (wrapped) for a missing id. Transient database
 // errors (deadlocks, lock wait timeouts, SQLITE_BUSY, serialization failures)
@@ -146,21 +156,24 @@ type Store interface {
 	ExtendLeases(ctx context.Context, workerID string, leases []Lease, until time.Time) (int, error)
 
 	// Rescue takes up to limit running jobs whose LeaseUntil is before
-	// now, oldest lease first, calls decide(job, job.LeaseUntil) for each
-	// (the job as read; decide must not call the store) and applies the
-	// outcome it returns (OutcomeRetry or OutcomeDiscard, with its error
-	// entry, as Finish would but without the holder fence), provided the
-	// row is still running with that ClaimSeq and that LeaseUntil (a
-	// lease extended meanwhile is left alone). It returns the jobs it
-	// changed, as they now are.
+	// now, oldest lease first (LeaseUntil, then id; storetest rule
+	// rescue/takes-the-oldest-lease-first), calls decide(job,
+	// job.LeaseUntil) for each (the job as read; decide must not call the
+	// store) and applies the outcome it returns (OutcomeRetry or
+	// OutcomeDiscard, with its error entry, as Finish would but without
+	// the holder fence), provided the row is still running with that
+	// ClaimSeq and that LeaseUntil (a lease extended meanwhile is left
+	// alone). It returns the jobs it changed, as they now are.
 	Rescue(ctx context.Context, now time.Time, limit int, decide RescueFunc) ([]*Job, error)
 
-	// RescueWorkers is Rescue for up to limit running jobs, in id order,
-	// held by workers whose registry record has a HeartbeatAt before
-	// heartbeatBefore (workers declared dead), whatever their lease;
-	// decide receives the worker's HeartbeatAt. Jobs held by workers with
-	// a later heartbeat or with no record at all are not touched (the
-	// latter come back through Rescue).
+	// RescueWorkers is Rescue for up to limit running jobs, in job id
+	// order across all the dead workers (not worker by worker; storetest
+	// rule dead-workers/takes-jobs-in-id-order), held by workers whose
+	// registry record has a HeartbeatAt before heartbeatBefore (workers
+	// declared dead), whatever their lease; decide receives the worker's
+	// HeartbeatAt. Jobs held by workers with a later heartbeat or with no
+	// record at all are not touched (the latter come back through
+	// Rescue).
 	RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide RescueFunc) ([]*Job, error)
 
 	// DiscardExpired moves up to limit jobs in scheduled, available or
@@ -177,7 +190,11 @@ type Store interface {
 	// A pruned job's unique key stays held until FinishedAt + UniqueFor
 	// (see Insert): pruning inside the window does not free it. Prune
 	// also forgets up to limit holds that ended before `before` (they no
-	// longer hold anything; they are not counted).
+	// longer hold anything; they are not counted). Once a pruned job's
+	// hold has ended, an Insert with its scoped key makes a new job,
+	// whether the window ended before or after the prune, or the job had
+	// no window at all (storetest rule
+	// prune/key-of-a-pruned-job-is-free-once-its-window-ends).
 	Prune(ctx context.Context, state State, before time.Time, limit int) (int, error)
 
 	// Get returns one job, or ErrNotFound.
@@ -194,13 +211,20 @@ type Store interface {
 
 	// Stats returns, for every queue that has jobs or a persisted pause,
 	// its job count per state and whether it is paused, ordered by name.
+	// Paused is true exactly while a PauseQueue is in force (persisted, so
+	// every handle on the database sees it): a queue never paused, one
+	// resumed, or one whose record exists only for its QueueLimits is not
+	// paused (storetest rules pause/stats-show-pause-even-without-jobs
+	// and pause/stats-show-only-persisted-pauses).
 	Stats(ctx context.Context) ([]QueueStats, error)
 
 	// Cancel moves a job not in a final state to cancelled (FinishedAt=now,
 	// lease cleared) and returns it. A running job's holder learns of it
-	// from a NotifyCancel (stores that implement Notifier send one for every
-	// cancel) or when its fenced finish fails. A job already final returns
-	// ErrInvalidState; a missing one ErrNotFound.
+	// from a NotifyCancel (stores that implement Notifier send one, with
+	// the job's id, for every cancel, whatever state the job was in and
+	// whether or not it was ever claimed; storetest rule
+	// notify/every-cancel-notifies) or when its fenced finish fails. A job
+	// already final returns ErrInvalidState; a missing one ErrNotFound.
 	Cancel(ctx context.Context, id int64, now time.Time) (*Job, error)
 
 	// Retry makes a job available now (RunAt=now, FinishedAt cleared) and
@@ -251,7 +275,8 @@ type Store interface {
 	// and Rescue takes whatever remains when its lease runs out.
 	RemoveDeadWorkers(ctx context.Context, before time.Time) (int, error)
 
-	// Close releases the store's resources. The store is unusable after.
+	// Close releases the store's resources. The store is unusable after:
+	// every method returns an error wrapping ErrClosed (see Errors above).
 	Close() error
 }
 
@@ -458,7 +483,9 @@ func (w WorkerInfo) Liveness(now time.Time, staleAfter, deadAfter time.Duration)
 // documents (*sql.Tx for the database/sql stores, pgx.Tx for Postgres);
 // other types return ErrUnsupported. Semantics otherwise match Insert; a
 // store that is also a Notifier sends the insert notification only if the
-// transaction commits (for example with pg_notify inside it), or not at all.
+// transaction commits (for example with pg_notify inside it), or not at all:
+// a rolled-back InsertTx wakes no listener (storetest rule
+// notify/rolled-back-tx-insert-sends-nothing).
 type TxInserter interface {
 	InsertTx(ctx context.Context, tx any, now time.Time, jobs []InsertParams) ([]InsertResult, error)
 }
@@ -494,7 +521,11 @@ const (
 // then closes the channel. Delivery is best effort: the engine still polls,
 // so a lost notification delays work by at most one poll interval. A store
 // that declares Notifier must deliver an insert notification for every
-// Insert of a due job.
+// Insert of a due job, one for each queue that got due jobs: a batch with
+// due jobs in several queues wakes every one of them (storetest rules
+// notify/insert-of-due-job-wakes-listener and
+// notify/batch-insert-notifies-every-queue), and a NotifyCancel for every
+// Cancel (see Store.Cancel).
 type Notifier interface {
 	Listen(ctx context.Context) (<-chan Notification, error)
 }
@@ -1039,7 +1070,8 @@ type QueueLimiter interface {
 
 	// QueueRateStates returns the stored GCRA instants of queue's
 	// rate-limited groups that are after now (the groups whose rate is
-	// in use), sorted by group; QueueLimits.RateWaits turns them into
+	// in use), sorted by group (byte order; storetest rule
+	// policy/rate-states-sorted-by-group); QueueLimits.RateWaits turns them into
 	// the waits an operator sees.
 	QueueRateStates(ctx context.Context, queue string, now time.Time) ([]RateState, error)
 }

@@ -19,6 +19,7 @@ var claimTests = []test{
 	{"claim/marks-jobs-running-for-the-worker", testClaimMarks},
 	{"claim/empty-queue-returns-nothing", testClaimEmpty},
 	{"claim/concurrent-claimers-never-share-a-job", testClaimConcurrent},
+	{"claim/limit-below-one-is-an-invalid-argument", testClaimLimitBelowOne},
 }
 
 func testClaimOrder(e *env) {

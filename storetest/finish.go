@@ -27,6 +27,7 @@ var finishTests = []test{
 	{"finish/after-delete-is-fenced", testFinishAfterDelete},
 	{"finish/second-finish-of-one-attempt-is-fenced", testFinishTwice},
 	{"finish/batch-of-500-mixed-outcomes-in-one-call", testFinishBatch},
+	{"finish/unknown-outcome-kind-is-an-invalid-argument", testFinishUnknownKind},
 }
 
 func testFinishComplete(e *env) {

@@ -18,6 +18,8 @@ var leaseTests = []test{
 	{"rescue/discards-when-attempts-are-used-up", testRescueDiscardAttempts},
 	{"rescue/discards-when-deadline-has-passed", testRescueDiscardDeadline},
 	{"rescue/respects-limit", testRescueLimit},
+	{"lease/extend-with-non-utc-time-returns-utc", testExtendNonUTC},
+	{"rescue/takes-the-oldest-lease-first", testRescueOldestLeaseFirst},
 }
 
 var deadlineTests = []test{

@@ -25,6 +25,8 @@ var listTests = []test{
 var pruneTests = []test{
 	{"prune/deletes-only-the-named-final-state-before-cutoff", testPrune},
 	{"prune/respects-limit-so-callers-can-loop", testPruneLimit},
+	{"prune/non-final-state-is-an-invalid-argument", testPruneNonFinal},
+	{"prune/key-of-a-pruned-job-is-free-once-its-window-ends", testPruneFreesEndedHolds},
 }
 
 func testListFilters(e *env) {

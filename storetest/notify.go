@@ -12,6 +12,9 @@ var notifyTests = []test{
 	{"notify/pause-and-resume-notify", testNotifyPause},
 	{"notify/channel-closes-when-context-ends", testNotifyClose},
 	{"notify/tx-insert-committed-after-a-later-insert-wakes-listener", testNotifyLateCommit},
+	{"notify/every-cancel-notifies", testNotifyEveryCancel},
+	{"notify/batch-insert-notifies-every-queue", testNotifyBatchEveryQueue},
+	{"notify/rolled-back-tx-insert-sends-nothing", testNotifyTxRollback},
 }
 
 // notifyWait bounds the real time the suite waits for a notification.

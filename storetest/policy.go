@@ -23,6 +23,7 @@ var policyTests = []test{
 	{"policy/aging-orders-by-effective-priority", testPolicyAging},
 	{"policy/aging-ends-starvation", testPolicyStarvation},
 	{"policy/workers-per-node-kept-limits-nothing", testPolicyWorkersPerNode},
+	{"policy/rate-states-sorted-by-group", testRateStatesSorted},
 }
 
 func testPolicyRoundTrip(e *env) {

@@ -11,6 +11,7 @@ var queueTests = []test{
 	{"pause/other-queues-are-unaffected", testPauseOthers},
 	{"pause/pause-and-resume-are-idempotent", testPauseIdempotent},
 	{"pause/stats-show-pause-even-without-jobs", testPauseStats},
+	{"pause/stats-show-only-persisted-pauses", testStatsOnlyPersistedPauses},
 }
 
 // claimPaused claims from a paused queue, which must return no jobs and

@@ -20,6 +20,7 @@ var deadWorkerTests = []test{
 	{"dead-workers/rescued-job-is-retried-with-no-heartbeat-error", testRescueWorkersAvailable},
 	{"dead-workers/discards-when-attempts-are-used-up", testRescueWorkersDiscard},
 	{"dead-workers/respects-limit", testRescueWorkersLimit},
+	{"dead-workers/takes-jobs-in-id-order", testRescueWorkersIDOrder},
 }
 
 // tagged returns insert parameters for a due job with the given tags.

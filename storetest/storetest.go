@@ -92,6 +92,7 @@ func allTests() []test {
 		deadWorkerTests,
 		notifyTests,
 		semanticsTests,
+		closeTests,
 	)
 }
 

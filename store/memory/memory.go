@@ -245,7 +245,7 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 // and a nil error.
 func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
 	if p.Limit < 1 {
-		return nil, fmt.Errorf("memory: claim limit %d is below 1", p.Limit)
+		return nil, fmt.Errorf("memory: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -295,14 +295,15 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // Finish implements core.Store. Each outcome applies only when its job is
 // still running under the outcome's worker id at the outcome's ClaimSeq (the
 // fence); otherwise its result says Applied=false and the job is untouched.
-// An outcome of an unknown kind fails the whole call before any is applied.
+// An outcome of an unknown kind fails the whole call before any is applied,
+// with an error wrapping core.ErrInvalidArgument.
 func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
 	for _, o := range outcomes {
 		switch o.Kind {
 		case core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze,
 			core.OutcomeContinue, core.OutcomeCancel, core.OutcomeDiscard:
 		default:
-			return nil, fmt.Errorf("memory: job %d: unknown outcome kind %q", o.JobID, o.Kind)
+			return nil, fmt.Errorf("memory: job %d: unknown outcome kind %q: %w", o.JobID, o.Kind, core.ErrInvalidArgument)
 		}
 	}
 	if err := s.lock(ctx); err != nil {
@@ -510,10 +511,10 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 // in the final state `state` whose FinishedAt is before `before`, keeping
 // their unique keys held until FinishedAt+UniqueFor, and forgets up to
 // limit holds that ended before `before`. A state that is not final is an
-// error wrapping core.ErrInvalidState.
+// error wrapping core.ErrInvalidArgument and core.ErrInvalidState.
 func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
 	if !state.Final() {
-		return 0, fmt.Errorf("memory: prune of state %q: %w (only completed, cancelled and discarded jobs are pruned)", state, core.ErrInvalidState)
+		return 0, fmt.Errorf("memory: prune of state %q: %w: %w (only completed, cancelled and discarded jobs are pruned)", state, core.ErrInvalidArgument, core.ErrInvalidState)
 	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err

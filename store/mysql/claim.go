@@ -132,8 +132,8 @@ func (s *Store) claimArgs(p core.ClaimParams, limit int) []any {
 // run_at, id). A paused queue yields no jobs and a nil error. Deadlocks and
 // lock wait timeouts are retried inside.
 func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
-	if p.Limit <= 0 {
-		return nil, nil
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("mysql: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
 	}
 	var out []*core.Job
 	err := s.retry(ctx, func() (err error) {

@@ -34,7 +34,7 @@ import (
 //     period (notifyGapGrace) before giving up on them; most gaps are ids of
 //     rolled-back inserts, ignored duplicates or jobs already finished and
 //     deleted, and they simply expire.
-//   - Pause, resume, the cancel of a claimed job and Retry are rare. Each
+//   - Pause, resume, cancel and Retry are rare. Each
 //     writes a row to the notifications table in the same transaction as the
 //     change, and the poller reads that table the same way (id > ?, gaps
 //     remembered too). The table holds about a minute of rows: writers prune
@@ -86,7 +86,7 @@ const errNoSuchTable = 1146
 // Listen implements core.Notifier. The channel receives NotifyInsert for
 // queues that received due jobs (from this or any other process, through
 // Insert or a committed InsertTx, and from Retry), NotifyPause and
-// NotifyResume, and NotifyCancel for cancelled jobs that had been claimed,
+// NotifyResume, and NotifyCancel for every cancelled job,
 // within about one notify interval (WithNotifyInterval, default 10 ms) of
 // the commit. It starts at the present: nothing committed before Listen
 // returns is delivered again. The channel closes when ctx ends, when the
@@ -565,10 +565,10 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) er
 
 // Cancel moves a job not in a final state to cancelled (FinishedAt=now,
 // lease cleared) and returns it; ErrInvalidState for a final job,
-// ErrNotFound for a missing one. When the job had been claimed, listeners
-// are told in the same transaction, so the node running it can stop it.
+// ErrNotFound for a missing one. Listeners are told of every cancel, in the
+// same transaction, so the node running the job, if any, can stop it.
 func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
-	j, err := s.Store.Cancel(withNote(ctx, "INSERT INTO "+s.notesTable()+" (kind, queue, job_id, created_at) SELECT 'cancel', queue, id, ? FROM "+s.t.Jobs+" WHERE id = ? AND worker_id IS NOT NULL",
+	j, err := s.Store.Cancel(withNote(ctx, "INSERT INTO "+s.notesTable()+" (kind, queue, job_id, created_at) SELECT 'cancel', queue, id, ? FROM "+s.t.Jobs+" WHERE id = ?",
 		s.d.Time(now), id), id, now)
 	if err == nil {
 		s.pruneNotes(ctx, now)

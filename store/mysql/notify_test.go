@@ -146,8 +146,8 @@ func TestNotifyEvents(t *testing.T) {
 		got[n.Queue]++
 	}
 
-	// A claimed job's cancel notifies (with the job), an unclaimed one's
-	// does not; Retry notifies an insert of the job's queue.
+	// Every cancel notifies (with the job), of a claimed job or of one
+	// never claimed; Retry notifies an insert of the job's queue.
 	claimed, err := s.Claim(ctx, core.ClaimParams{Queue: "a", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
@@ -157,6 +157,9 @@ func TestNotifyEvents(t *testing.T) {
 	}
 	if _, err := s.Cancel(ctx, claimed[0].ID, t0); err != nil {
 		t.Fatal(err)
+	}
+	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyCancel, Queue: "b", JobID: res[3].Job.ID}) {
+		t.Fatalf("after cancelling never-claimed job %d: %+v", res[3].Job.ID, n)
 	}
 	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyCancel, Queue: "a", JobID: claimed[0].ID}) {
 		t.Fatalf("after cancelling claimed job %d: %+v", claimed[0].ID, n)
@@ -177,8 +180,8 @@ func TestNotifyEvents(t *testing.T) {
 		t.Fatalf("after ResumeQueue: %+v", n)
 	}
 	var rows int
-	if err := s.DB().QueryRow("SELECT COUNT(*) FROM backlog_notifications").Scan(&rows); err != nil || rows != 4 {
-		t.Fatalf("%d notification rows (%v); want 4: pause, cancel, insert (retry), resume", rows, err)
+	if err := s.DB().QueryRow("SELECT COUNT(*) FROM backlog_notifications").Scan(&rows); err != nil || rows != 5 {
+		t.Fatalf("%d notification rows (%v); want 5: pause, two cancels, insert (retry), resume", rows, err)
 	}
 	select {
 	case n := <-ch:

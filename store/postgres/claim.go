@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,8 +17,8 @@ import (
 // statement; with core.StrategyOptimistic a candidate read and a
 // compare-and-set, repeated a few times when other claimers win races.
 func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
-	if p.Limit <= 0 {
-		return nil, nil
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("postgres: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
 	}
 	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
 	hint := s.LimitedHint(p.Queue)

@@ -193,16 +193,14 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) er
 
 // Cancel moves a job not in a final state to cancelled (FinishedAt=now,
 // lease cleared) and returns it; ErrInvalidState for a final job,
-// ErrNotFound for a missing one. When the job had been claimed, listeners
-// are told, so the node running it can stop it.
+// ErrNotFound for a missing one. Listeners are told of every cancel, so
+// the node running the job, if any, can stop it.
 func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
 	j, err := s.Store.Cancel(ctx, id, now)
 	if err != nil {
 		return nil, err
 	}
-	if j.WorkerID != "" {
-		s.send(ctx, core.NotifyCancel, strconv.FormatInt(id, 10))
-	}
+	s.send(ctx, core.NotifyCancel, strconv.FormatInt(id, 10))
 	return j, nil
 }
 

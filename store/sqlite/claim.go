@@ -78,8 +78,8 @@ RETURNING {columns}`
 // with claimSQL, in one write transaction, and returns them in claim order
 // (priority, run_at, id). A paused queue yields no jobs and a nil error.
 func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
-	if p.Limit <= 0 {
-		return nil, nil
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("sqlite: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
 	}
 	d := dialect{}
 	out, err := inTx(ctx, s, func(c sqlq.Conn) ([]*core.Job, error) {

@@ -68,7 +68,7 @@ func OutcomeChange(o *core.Outcome) (Change, error) {
 	case core.OutcomeDiscard:
 		ch.State, ch.FinishedAt = core.StateDiscarded, at
 	default:
-		return ch, fmt.Errorf("job %d: unknown outcome kind %q", o.JobID, o.Kind)
+		return ch, fmt.Errorf("job %d: unknown outcome kind %q: %w", o.JobID, o.Kind, core.ErrInvalidArgument)
 	}
 	if ch.RunAt.IsZero() && (o.Kind == core.OutcomeRetry || o.Kind == core.OutcomeSnooze || o.Kind == core.OutcomeContinue) {
 		ch.RunAt = at // no RunAt given: due at once

@@ -11,10 +11,10 @@ import (
 
 // Prune deletes up to limit jobs in the final state state whose FinishedAt
 // is before before, and returns how many. A non-final state is an error
-// wrapping core.ErrInvalidState.
+// wrapping core.ErrInvalidArgument and core.ErrInvalidState.
 func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
 	if !state.Final() {
-		return 0, fmt.Errorf("prune: state %q is not final: %w", state, core.ErrInvalidState)
+		return 0, fmt.Errorf("prune: state %q is not final: %w: %w", state, core.ErrInvalidArgument, core.ErrInvalidState)
 	}
 	if limit <= 0 {
 		return 0, nil
