@@ -107,7 +107,7 @@ func testNotifyBatchEveryQueue(e *env) {
 	ch := e.listen(e.ctx)
 	later := e.job("batch-c", "k")
 	later.RunAt = e.now.Add(time.Hour)
-	e.insert(e.job("batch-a", "k"), e.job("batch-b", "k"), e.job("batch-a", "k"), later, e.job("batch-d", "k"))
+	e.insert(later, e.job("batch-a", "k"), e.job("batch-b", "k"), e.job("batch-a", "k"), e.job("batch-d", "k"))
 	e.awaitQueues(ch, core.NotifyInsert, []string{"batch-a", "batch-b", "batch-d"}, "one Insert with due jobs in queues batch-a, batch-b and batch-d")
 }
 
@@ -421,6 +421,17 @@ func testExtendNonUTC(e *env) {
 		e.Fatalf("List of running jobs returned %d; want 1", len(listed))
 	}
 	check(listed[0], "List")
+	// The lease ends at that instant, whatever the location it came in:
+	// a second before it, Rescue leaves the job alone; a second after,
+	// it takes it.
+	e.now = until.UTC().Add(-time.Second)
+	if got := e.rescue(10); len(got) != 0 {
+		e.Fatalf("Rescue at %s took job %d, whose lease ExtendLeases set to %s, a second later; a store keeps the instant it is handed, whatever its location", ts(e.now), got[0].ID, ts(until))
+	}
+	e.now = until.UTC().Add(time.Second)
+	if got := e.rescue(10); len(got) != 1 || got[0].ID != j.ID {
+		e.Fatalf("Rescue at %s returned %v; want job %d, whose lease ExtendLeases set to %s, a second earlier", ts(e.now), ids(got), j.ID, ts(until))
+	}
 }
 
 // testStatsOnlyPersistedPauses: Stats shows a queue paused exactly while
