@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
@@ -79,7 +80,7 @@ func TestEnqueueSingle(t *testing.T) {
 	r := mustCLI(t, db, "enqueue", "email", `{"to":"ann@example.com"}`, "-o", "json",
 		"--queue", "mail", "--priority", "2", "--in", "1h", "--max-attempts", "3",
 		"--tag", "a", "--tag", "b", "--meta", "tenant=42", "--meta", "k=v=w", "--deadline", "2h")
-	v := decodeJSON[jobView](t, r.stdout)
+	v := decodeJSON[apitypes.Job](t, r.stdout)
 	var args bytes.Buffer
 	_ = json.Compact(&args, v.Args)
 	if v.ID == 0 || v.Kind != "email" || v.Queue != "mail" || v.Priority != 2 || v.MaxAttempts != 3 ||
@@ -103,8 +104,8 @@ func TestEnqueueSingle(t *testing.T) {
 	}
 
 	// Unique keys: the second enqueue is a duplicate of the first.
-	r1 := decodeJSON[jobView](t, mustCLI(t, db, "enqueue", "sync", "--unique-key", "u1", "-o", "json").stdout)
-	r2 := decodeJSON[jobView](t, mustCLI(t, db, "enqueue", "sync", "--unique-key", "u1", "-o", "json").stdout)
+	r1 := decodeJSON[enqueuedJob](t, mustCLI(t, db, "enqueue", "sync", "--unique-key", "u1", "-o", "json").stdout)
+	r2 := decodeJSON[enqueuedJob](t, mustCLI(t, db, "enqueue", "sync", "--unique-key", "u1", "-o", "json").stdout)
 	if r1.Duplicate || !r2.Duplicate || r1.ID != r2.ID {
 		t.Fatalf("unique: first %+v second %+v", r1, r2)
 	}
@@ -285,8 +286,8 @@ func TestJobsCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, "exit status 1: boom ⏎ second line") || !strings.Contains(r.stdout, "1/20") {
 		t.Fatalf("list table:\n%s", r.stdout)
 	}
-	list := func(args ...string) []jobView {
-		return decodeJSON[[]jobView](t, mustCLI(t, db, append([]string{"jobs", "list", "-o", "json"}, args...)...).stdout)
+	list := func(args ...string) []*apitypes.Job {
+		return decodeJSON[[]*apitypes.Job](t, mustCLI(t, db, append([]string{"jobs", "list", "-o", "json"}, args...)...).stdout)
 	}
 	if js := list("--queue", "other"); len(js) != 2 || js[0].Queue != "other" {
 		t.Fatalf("--queue: %+v", js)
@@ -320,7 +321,7 @@ func TestJobsCommands(t *testing.T) {
 			t.Errorf("get lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	g := decodeJSON[jobView](t, mustCLI(t, db, "jobs", "get", fmt.Sprint(failedID), "-o", "json").stdout)
+	g := decodeJSON[apitypes.Job](t, mustCLI(t, db, "jobs", "get", fmt.Sprint(failedID), "-o", "json").stdout)
 	if len(g.Errors) != 1 || g.Errors[0].Trace != "line1\nboom" {
 		t.Fatalf("get json: %+v", g)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/backlogq/backlog/adapters/httpapi"
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
@@ -248,9 +249,7 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 		}
 		r := res[0]
 		if a.jsonOutput() {
-			v := viewJob(r.Job)
-			v.Duplicate = r.Duplicate
-			return writeJSON(a.env.stdout, v)
+			return writeJSON(a.env.stdout, enqueuedJob{Job: apitypes.FromCore(r.Job), Duplicate: r.Duplicate})
 		}
 		if r.Duplicate {
 			fmt.Fprintf(a.env.stdout, "duplicate of job %d (unique key %q); nothing inserted\n", r.Job.ID, p.UniqueKey)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
@@ -89,7 +90,7 @@ newest error message, truncated; "jobs get ID" shows everything.`,
 					return fmt.Errorf("list jobs: %w", err)
 				}
 				if a.jsonOutput() {
-					return writeJSON(a.env.stdout, viewJobs(jobs))
+					return writeJSON(a.env.stdout, apitypes.FromCoreAll(jobs))
 				}
 				t := newTable(a.env.stdout, "ID", "QUEUE", "KIND", "STATE", "ATTEMPT", "PRIORITY", "RUN_AT", "LAST ERROR")
 				for _, j := range jobs {
@@ -149,7 +150,7 @@ func (a *app) newJobsGetCmd() *cobra.Command {
 					return fmt.Errorf("job %d: %w", ids[0], describe(err))
 				}
 				if a.jsonOutput() {
-					return writeJSON(a.env.stdout, viewJob(j))
+					return writeJSON(a.env.stdout, apitypes.FromCore(j))
 				}
 				return printJob(a.env.stdout, j)
 			})
@@ -193,11 +194,11 @@ func (d described) Unwrap() error { return d.err }
 
 // actionResult is one id's outcome of cancel, retry or delete in JSON output.
 type actionResult struct {
-	ID    int64    `json:"id"`
-	OK    bool     `json:"ok"`
-	State string   `json:"state,omitempty"`
-	Error string   `json:"error,omitempty"`
-	Job   *jobView `json:"job,omitempty"`
+	ID    int64         `json:"id"`
+	OK    bool          `json:"ok"`
+	State string        `json:"state,omitempty"`
+	Error string        `json:"error,omitempty"`
+	Job   *apitypes.Job `json:"job,omitempty"`
 }
 
 // maxBulkJobs bounds the jobs one filtered bulk action touches.
@@ -268,8 +269,7 @@ counts what it would touch and lists the first 100 ids.`,
 					} else {
 						if j != nil {
 							r.State = string(j.State)
-							v := viewJob(j)
-							r.Job = &v
+							r.Job = apitypes.FromCore(j)
 						}
 						if !a.jsonOutput() {
 							if j != nil {

@@ -22,7 +22,7 @@ func TestQueueLimitsCommand(t *testing.T) {
 	}
 	// Two jobs of one partition: a claim takes one of them.
 	for range 2 {
-		j := decodeJSON[jobView](t, mustCLI(t, db, "-o", "json", "enqueue", "k", "--queue", "reports", "--partition-key", "acme").stdout)
+		j := decodeJSON[enqueuedJob](t, mustCLI(t, db, "-o", "json", "enqueue", "k", "--queue", "reports", "--partition-key", "acme").stdout)
 		if j.PartitionKey != "acme" {
 			t.Fatalf("enqueued %+v", j)
 		}

@@ -11,69 +11,17 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
-// jobView is a job as the CLI prints it in JSON: the stored fields, with the
-// result as text (it is bytes in core.Job, which JSON would base64-encode).
-// A result that is not valid UTF-8 is given as result_base64 instead.
-type jobView struct {
-	ID           int64               `json:"id"`
-	Queue        string              `json:"queue"`
-	Kind         string              `json:"kind"`
-	State        core.State          `json:"state"`
-	Args         json.RawMessage     `json:"args"`
-	Priority     int                 `json:"priority"`
-	Attempt      int                 `json:"attempt"`
-	MaxAttempts  int                 `json:"max_attempts"`
-	RunAt        time.Time           `json:"run_at"`
-	Deadline     time.Time           `json:"deadline,omitzero"`
-	UniqueKey    string              `json:"unique_key,omitempty"`
-	PartitionKey string              `json:"partition_key,omitempty"`
-	Tags         []string            `json:"tags,omitempty"`
-	Metadata     map[string]string   `json:"metadata,omitempty"`
-	Errors       []core.AttemptError `json:"errors,omitempty"`
-	Result       *string             `json:"result,omitempty"`
-	ResultBase64 string              `json:"result_base64,omitempty"`
-	CreatedAt    time.Time           `json:"created_at"`
-	AttemptedAt  time.Time           `json:"attempted_at,omitzero"`
-	FinishedAt   time.Time           `json:"finished_at,omitzero"`
-	WorkerID     string              `json:"worker_id,omitempty"`
-	LeaseUntil   time.Time           `json:"lease_until,omitzero"`
-	Duplicate    bool                `json:"duplicate,omitempty"`
-}
-
-func viewJob(j *core.Job) jobView {
-	v := jobView{
-		ID: j.ID, Queue: j.Queue, Kind: j.Kind, State: j.State, Args: j.Args,
-		Priority: j.Priority, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts,
-		RunAt: j.RunAt, Deadline: j.Deadline, UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags,
-		Metadata: j.Metadata, Errors: j.Errors, CreatedAt: j.CreatedAt,
-		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
-		LeaseUntil: j.LeaseUntil,
-	}
-	if len(v.Args) == 0 || !json.Valid(v.Args) {
-		// Never emit invalid JSON, whatever a store returned.
-		b, _ := json.Marshal(string(j.Args))
-		v.Args = b
-	}
-	if j.Result != nil {
-		if utf8.Valid(j.Result) {
-			s := string(j.Result)
-			v.Result = &s
-		} else {
-			v.ResultBase64 = base64.StdEncoding.EncodeToString(j.Result)
-		}
-	}
-	return v
-}
-
-func viewJobs(js []*core.Job) []jobView {
-	out := make([]jobView, 0, len(js))
-	for _, j := range js {
-		out = append(out, viewJob(j))
-	}
-	return out
+// enqueuedJob is what enqueue -o json prints: the job as the HTTP API
+// shows it (apitypes.Job, which jobs get and jobs list print too), with
+// "duplicate": true when the unique key was held by a live job and
+// nothing was inserted (the API gives that beside the job instead).
+type enqueuedJob struct {
+	*apitypes.Job
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // writeJSON writes v as indented JSON followed by a newline.

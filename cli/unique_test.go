@@ -37,7 +37,7 @@ func TestUniqueCommand(t *testing.T) {
 	mustCLI(t, db, "enqueue", "report", "--queue", "reports", "--unique-key", "tenant-42", "--unique-for", "720h")
 	gone := deleteOnComplete(t, db, "reports")
 	mustCLI(t, db, "enqueue", "mail", "--queue", "mail", "--unique-key", "welcome", "--unique-scope", "queue", "--unique-for", "1h")
-	if j := decodeJSON[jobView](t, mustCLI(t, db, "-o", "json", "enqueue", "report", "--queue", "reports", "--unique-key", "tenant-42").stdout); j.ID != gone.ID {
+	if j := decodeJSON[enqueuedJob](t, mustCLI(t, db, "-o", "json", "enqueue", "report", "--queue", "reports", "--unique-key", "tenant-42").stdout); j.ID != gone.ID {
 		t.Fatalf("enqueue of the held key made job %d; want the gone job %d back", j.ID, gone.ID)
 	}
 
@@ -87,7 +87,7 @@ func TestUniqueCommand(t *testing.T) {
 	if r := cliServer(t, url, remoteTokens.Admin, "unique", "release", "tenant-42"); r.code == 0 || !strings.Contains(r.stderr, "nothing holds it") {
 		t.Fatalf("second release: %s", r)
 	}
-	if j := decodeJSON[jobView](t, mustCLI(t, db, "-o", "json", "enqueue", "report", "--queue", "reports", "--unique-key", "tenant-42").stdout); j.ID == gone.ID {
+	if j := decodeJSON[enqueuedJob](t, mustCLI(t, db, "-o", "json", "enqueue", "report", "--queue", "reports", "--unique-key", "tenant-42").stdout); j.ID == gone.ID {
 		t.Fatalf("enqueue after the release returned the gone job %d", j.ID)
 	}
 

@@ -117,7 +117,7 @@ func TestWorkSnoozeCancelTimeout(t *testing.T) {
 	  "shutdown_timeout": "10s"
 	}`, marker, pidFile))
 	id := func(args ...string) int64 {
-		return decodeJSON[jobView](t, mustCLI(t, db, append([]string{"enqueue", "-o", "json"}, args...)...).stdout).ID
+		return decodeJSON[enqueuedJob](t, mustCLI(t, db, append([]string{"enqueue", "-o", "json"}, args...)...).stdout).ID
 	}
 	snoozy := id("snoozy")
 	slow := id("slowsnooze")
@@ -172,7 +172,7 @@ func TestWorkSnoozeCancelTimeout(t *testing.T) {
 func TestWorkSignals(t *testing.T) {
 	t.Parallel()
 	db := tempDB(t)
-	long := decodeJSON[jobView](t, mustCLI(t, db, "enqueue", "long", "-o", "json").stdout).ID
+	long := decodeJSON[enqueuedJob](t, mustCLI(t, db, "enqueue", "long", "-o", "json").stdout).ID
 	w := startWorker(t, db, "--handler", "long=sleep 30", "--shutdown-timeout", "1m")
 	st := openStore(t, db)
 	waitFor(t, 20*time.Second, "the job to run", func() bool {
@@ -209,7 +209,7 @@ func TestWorkSignals(t *testing.T) {
 func TestWorkSoftStopFinishesJobs(t *testing.T) {
 	t.Parallel()
 	db := tempDB(t)
-	id := decodeJSON[jobView](t, mustCLI(t, db, "enqueue", "short", "-o", "json").stdout).ID
+	id := decodeJSON[enqueuedJob](t, mustCLI(t, db, "enqueue", "short", "-o", "json").stdout).ID
 	// The command marks its start: by then the worker counts it as running
 	// (the job's state in the store turns running a little earlier).
 	mark := filepath.Join(t.TempDir(), "started")
@@ -309,7 +309,7 @@ func TestWorkTagsRouteJobs(t *testing.T) {
 	t.Parallel()
 	db := tempDB(t)
 	id := func(args ...string) int64 {
-		return decodeJSON[jobView](t, mustCLI(t, db, append([]string{"enqueue", "k", "-o", "json"}, args...)...).stdout).ID
+		return decodeJSON[enqueuedJob](t, mustCLI(t, db, append([]string{"enqueue", "k", "-o", "json"}, args...)...).stdout).ID
 	}
 	plain := id()
 	gpu := id("--tag", "gpu")

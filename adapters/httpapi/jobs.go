@@ -14,87 +14,14 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
-// Job is a job as the API shows it (see api-spec "Job representation").
-// Times are UTC; unset optional fields are omitted. The job holding the
-// unique key of a duplicate submission whose row is gone carries only id,
-// queue, kind, args ({}), attempt and unique_key (HeldJob in openapi.json):
-// its zero priority, state, max_attempts and times are omitted. Result is
-// the stored result when it is valid JSON, else a JSON string of its bytes.
-type Job struct {
-	ID       int64           `json:"id"`
-	Queue    string          `json:"queue"`
-	Kind     string          `json:"kind"`
-	Args     json.RawMessage `json:"args"`
-	Priority int             `json:"priority,omitzero"`
-	State    core.State      `json:"state,omitzero"`
-	Attempt  int             `json:"attempt"`
-	// ClaimSeq counts the job's claims (core.Job.ClaimSeq): it names one
-	// execution, where Attempt does not (a job handed back unrun, say
-	// after its worker could not renew its lease, runs again at the same
-	// attempt). 0 (omitted) before the first claim.
-	ClaimSeq    int64     `json:"claim_seq,omitzero"`
-	MaxAttempts int       `json:"max_attempts,omitzero"`
-	RunAt       time.Time `json:"run_at,omitzero"`
-	Deadline    time.Time `json:"deadline,omitzero"`
-	UniqueKey   string    `json:"unique_key,omitempty"`
-	// PartitionKey groups the job for its queue's per-partition limit.
-	PartitionKey string              `json:"partition_key,omitempty"`
-	Tags         []string            `json:"tags,omitempty"`
-	Metadata     map[string]string   `json:"metadata,omitempty"`
-	Errors       []core.AttemptError `json:"errors,omitempty"`
-	Result       json.RawMessage     `json:"result,omitempty"`
-	CreatedAt    time.Time           `json:"created_at,omitzero"`
-	AttemptedAt  time.Time           `json:"attempted_at,omitzero"`
-	FinishedAt   time.Time           `json:"finished_at,omitzero"`
-	WorkerID     string              `json:"worker_id,omitempty"`
-	LeaseUntil   time.Time           `json:"lease_until,omitzero"`
-	// LeaseToken is set on jobs returned by a claim only.
-	LeaseToken string `json:"lease_token,omitempty"`
-}
-
-// toJob converts a stored job to its API form; nil stays nil.
-func toJob(j *core.Job) *Job {
-	if j == nil {
-		return nil
-	}
-	out := &Job{
-		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority, State: j.State,
-		Attempt: j.Attempt, ClaimSeq: j.ClaimSeq, MaxAttempts: j.MaxAttempts, RunAt: utc(j.RunAt), Deadline: utc(j.Deadline),
-		UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata, Errors: j.Errors,
-		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
-		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil),
-	}
-	if len(out.Args) == 0 || !validJSON(out.Args) {
-		b, _ := json.Marshal(string(j.Args))
-		if len(j.Args) == 0 {
-			b = []byte("{}")
-		}
-		out.Args = b
-	}
-	if len(j.Result) > 0 {
-		if validJSON(j.Result) {
-			out.Result = j.Result
-		} else {
-			out.Result, _ = json.Marshal(string(j.Result))
-		}
-	}
-	if len(j.Errors) > 0 {
-		out.Errors = make([]core.AttemptError, len(j.Errors))
-		for i, e := range j.Errors {
-			e.At = utc(e.At)
-			out.Errors[i] = e
-		}
-	}
-	return out
-}
-
-// validJSON reports whether b is one JSON value in UTF-8 (json.Valid alone
-// lets invalid bytes inside strings through): only such bytes are copied
-// into an answer as they are.
-func validJSON(b []byte) bool { return json.Valid(b) && utf8.Valid(b) }
+// Job is a job as the API shows it: apitypes.Job, the one type the
+// server encodes, the Go client decodes and the backlog command prints
+// (docs/http-api.md; the Job schema of openapi.json).
+type Job = apitypes.Job
 
 func utc(t time.Time) time.Time {
 	if t.IsZero() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
@@ -84,10 +85,10 @@ func (s *Server) encryption() *core.Encryption { return s.ccfg.Encryption }
 func (s *Server) apiJob(ctx context.Context, j *core.Job) *Job {
 	enc := s.encryption()
 	if j == nil || enc == nil || reqFrom(ctx).roles&s.opens == 0 {
-		return toJob(j)
+		return apitypes.FromCore(j)
 	}
 	opened, _ := enc.Keys.OpenJob(j)
-	return toJob(opened)
+	return apitypes.FromCore(opened)
 }
 
 // sealOutcome seals what a remote worker's outcome writes, as the engine

@@ -5,61 +5,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
-// Job is a job as the API returns it. Times are UTC; a zero time means the
-// field was absent (not set). Result is the stored result as a JSON value
-// (the server turns a result that is not valid JSON into a JSON string).
-// LeaseToken is set only on jobs returned by Claim: it names that one
-// claim of the job (a later claim of the same job, even at the same
-// attempt after a snooze, gets another token); present it with every
-// outcome of that execution and name it in every heartbeat until the
-// outcome is delivered.
-type Job struct {
-	ID       int64           `json:"id"`
-	Queue    string          `json:"queue"`
-	Kind     string          `json:"kind"`
-	Args     json.RawMessage `json:"args"`
-	Priority int             `json:"priority"`
-	State    core.State      `json:"state"`
-	Attempt  int             `json:"attempt"` // attempts started so far
-	// ClaimSeq counts the job's claims: it names one execution (Attempt
-	// does not: a job handed back unrun runs again at the same attempt).
-	// An idempotent handler keys its effects by (ID, ClaimSeq) to tell a
-	// re-run from the same execution's retried call, or by ID alone to do
-	// its work once across executions. 0 from a server that predates it.
-	ClaimSeq    int64     `json:"claim_seq,omitzero"`
-	MaxAttempts int       `json:"max_attempts"`
-	RunAt       time.Time `json:"run_at"`
-	Deadline    time.Time `json:"deadline,omitzero"`
-	UniqueKey   string    `json:"unique_key,omitempty"`
-	// PartitionKey is the job's partition of its queue ("" = none).
-	PartitionKey string              `json:"partition_key,omitempty"`
-	Tags         []string            `json:"tags,omitempty"`
-	Metadata     map[string]string   `json:"metadata,omitempty"`
-	Errors       []core.AttemptError `json:"errors,omitempty"` // oldest first
-	Result       json.RawMessage     `json:"result,omitempty"`
-	CreatedAt    time.Time           `json:"created_at"`
-	AttemptedAt  time.Time           `json:"attempted_at,omitzero"`
-	FinishedAt   time.Time           `json:"finished_at,omitzero"`
-	WorkerID     string              `json:"worker_id,omitempty"`
-	LeaseUntil   time.Time           `json:"lease_until,omitzero"`
-	LeaseToken   string              `json:"lease_token,omitempty"`
-}
-
-// CoreJob converts j to a *core.Job (for code shared with in-process
-// handlers). Result is copied as its JSON bytes; LeaseToken is dropped.
-func (j *Job) CoreJob() *core.Job {
-	return &core.Job{
-		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority,
-		State: j.State, Attempt: j.Attempt, ClaimSeq: j.ClaimSeq, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
-		Deadline: j.Deadline, UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata,
-		Errors: j.Errors, Result: []byte(j.Result), CreatedAt: j.CreatedAt,
-		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
-		LeaseUntil: j.LeaseUntil,
-	}
-}
+// Job is a job as the API returns it: apitypes.Job, the type the server
+// encodes. Times are UTC; a zero time means the field was absent (not
+// set). Result is the stored result as a JSON value (the server turns a
+// result that is not valid JSON into a JSON string). LeaseToken is set
+// only on jobs returned by Claim: present it with every outcome of that
+// execution and name it in every heartbeat until the outcome is
+// delivered. Job.CoreJob converts it for code shared with in-process
+// handlers.
+type Job = apitypes.Job
 
 // SubmitRequest is one job to submit (POST /v1/jobs, one item of POST
 // /v1/jobs/batch). Only Kind is required; zero values take the server's
