@@ -60,6 +60,24 @@ import (
 // fence of their own (the row is unchanged since they selected it). Stores
 // write no error prose of their own there.
 //
+// # Serialized writers
+//
+// Rules worded in SQL terms (a primary key on the hold, never "select,
+// then insert"; SKIP LOCKED or a version column; SELECT … FOR UPDATE on
+// the queue's record; an additive upsert, never "read, then write") exist
+// because SQL databases run write transactions side by side. A store whose
+// write transactions run one at a time, across every goroutine and
+// process that can reach the data (SQLite's BEGIN IMMEDIATE, bbolt's
+// single writer, store/memory's mutex), meets each of them by reading and
+// writing in the same write transaction: nothing can come between. A read
+// in one transaction and a write in a later one does not, which is why
+// Rescue and SealedRewriter fence their writes. The rules that prove it
+// under concurrency are storetest rules
+// claim/concurrent-claimers-never-share-a-job,
+// unique/concurrent-one-job, settings/get-or-create-is-atomic,
+// limits/concurrent-claimers-never-exceed and
+// history/counts-add-across-handles.
+//
 // # Names and keys
 //
 // Queue names, kinds, unique keys, tags and worker ids compare byte for byte
@@ -77,14 +95,21 @@ import (
 //
 // After Close, every method returns an error wrapping ErrClosed (never a
 // panic, never a result read from the database or a cache); a second Close
-// returns nil (storetest rule close/calls-after-close-return-err-closed).
+// returns nil (storetest rule close/calls-after-close-return-err-closed,
+// which calls the methods of Store and Listen, QueueLimits and Setting;
+// the other capabilities' methods are held to the same, unchecked). Close
+// also closes every channel Listen returned (see Notifier).
 //
 // Methods return ErrNotFound (wrapped) for a missing id. Transient database
 // errors (deadlocks, lock wait timeouts, SQLITE_BUSY, serialization failures)
 // are retried inside the store; an error that reaches the engine means the
 // call did not take effect, or for batch calls that no item took effect.
 // Stores must be safe for concurrent use by many goroutines and, for
-// databases shared between processes, by many processes.
+// databases shared between processes, by many processes. A database that
+// one process at a time can open (bbolt, Pebble, Badger) is not shared:
+// its store's constructor fails, after a bounded wait at most, when
+// another process holds the file, rather than blocking for ever (no
+// storetest rule checks it).
 type Store interface {
 	// Insert stores jobs in one round trip and returns one result per
 	// input, in input order. The state is scheduled when RunAt is after now,
@@ -108,7 +133,9 @@ type Store interface {
 	// Otherwise (the holder is final and its window over, or its row
 	// was deleted before it was final) the new job takes the hold over.
 	// The database enforces it (a primary or unique key on the scoped key,
-	// never "select, then insert"), so concurrent inserts of one scoped
+	// never "select, then insert", or a read and a write in one write
+	// transaction where writers are serialized: see Serialized writers in
+	// the Store doc), so concurrent inserts of one scoped
 	// key, from any goroutine or process, yield exactly one job. Two
 	// inputs of one batch with the same scoped key yield one job; the
 	// second result is marked Duplicate. Inputs without a UniqueKey cost
@@ -163,7 +190,11 @@ type Store interface {
 	// OutcomeDiscard, with its error entry, as Finish would but without
 	// the holder fence), provided the row is still running with that
 	// ClaimSeq and that LeaseUntil (a lease extended meanwhile is left
-	// alone). It returns the jobs it changed, as they now are.
+	// alone). It returns the jobs it changed, as they now are. An outcome
+	// of any other kind leaves its job as it is: not changed, not
+	// returned, and selected again by the next Rescue while its lease stays
+	// expired (the engine's DecideRescue never returns one; no storetest
+	// rule checks this).
 	Rescue(ctx context.Context, now time.Time, limit int, decide RescueFunc) ([]*Job, error)
 
 	// RescueWorkers is Rescue for up to limit running jobs, in job id
@@ -181,16 +212,44 @@ type Store interface {
 	// (FinishedAt=now) with an error entry saying the deadline passed, and
 	// returns how many. Running jobs past their deadline are left to the
 	// engine that runs them (or to Rescue).
+	//
+	// The entry is the store's own: Attempt is the job's attempt as
+	// stored (0 for a job never claimed), At is now, Error names the
+	// deadline ("deadline passed: the job was not finished by " and the
+	// deadline in RFC 3339 with fractions, as the SQL stores write it),
+	// and Cause is CauseDeadline (see AttemptError.Cause). storetest rule
+	// deadline/discard-expired-takes-only-pending-jobs-past-deadline
+	// checks the entry's At and that Error is not empty; no rule checks
+	// its text or Cause.
+	//
+	// limit bounds the jobs discarded, the count returned: callers loop
+	// while it equals limit, so a call returns limit whenever at least
+	// limit jobs qualify (storetest rule
+	// deadline/discard-expired-respects-limit). Which ones a call takes
+	// when more qualify is not part of the contract (the SQL stores take
+	// the earliest deadline first, then id).
 	DiscardExpired(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// Prune deletes up to limit jobs in final state `state` whose
 	// FinishedAt is before `before`, and returns how many. Callers loop
-	// while the count equals limit, so no call holds locks for long.
+	// while the count equals limit, so no call holds locks for long, and a
+	// call returns limit whenever at least limit jobs qualify (storetest
+	// rule prune/respects-limit-so-callers-can-loop). Which ones a call
+	// deletes when more qualify is not part of the contract (the SQL
+	// stores take the oldest FinishedAt first, then id).
 	//
 	// A pruned job's unique key stays held until FinishedAt + UniqueFor
 	// (see Insert): pruning inside the window does not free it. Prune
 	// also forgets up to limit holds that ended before `before` (they no
-	// longer hold anything; they are not counted). Once a pruned job's
+	// longer hold anything; they are not counted): holds whose holder's
+	// row is gone and whose end, the holder's FinishedAt + UniqueFor, is
+	// before `before`, whatever state the holder was in and whichever
+	// call deleted its row (this one included; the SQL stores take the
+	// earliest end first). Holds whose holder's row exists are never
+	// forgotten: they end with their row, and a hold with no window
+	// (UniqueFor 0) goes with the row that took it. No storetest rule
+	// checks the forgetting (a hold that has ended holds nothing whether
+	// or not it is kept). Once a pruned job's
 	// hold has ended, an Insert with its scoped key makes a new job,
 	// whether the window ended before or after the prune, or the job had
 	// no window at all (storetest rule
@@ -275,13 +334,14 @@ type Store interface {
 	// and Rescue takes whatever remains when its lease runs out.
 	RemoveDeadWorkers(ctx context.Context, before time.Time) (int, error)
 
-	// Close releases the store's resources. The store is unusable after:
-	// every method returns an error wrapping ErrClosed (see Errors above).
+	// Close releases the store's resources (an embedded database's file
+	// lock included, so another process may open it). The store is
+	// unusable after: every method returns an error wrapping ErrClosed
+	// (see Errors above), and every channel Listen returned is closed
+	// (see Notifier). A second Close returns nil.
 	Close() error
 }
 
-// ClaimParams selects what a Claim takes. All fields but Tags are
-// required.
 // Lease names one execution a worker holds: a job at the ClaimSeq its
 // claim gave it.
 type Lease struct {
@@ -292,9 +352,13 @@ type Lease struct {
 // RescueFunc decides the outcome of a running job whose holder is lost.
 // lastSeen is when the holder was last known alive (the expired
 // LeaseUntil, or the dead worker's last heartbeat). It returns an
-// OutcomeRetry or OutcomeDiscard for j (the engine's DecideRescue).
+// OutcomeRetry or OutcomeDiscard for j (the engine's DecideRescue); a
+// store leaves j as it is for an outcome of any other kind (see
+// Store.Rescue).
 type RescueFunc func(j *Job, lastSeen time.Time) Outcome
 
+// ClaimParams selects what a Claim takes. All fields but Tags are
+// required.
 type ClaimParams struct {
 	Queue      string
 	WorkerID   string
@@ -486,6 +550,20 @@ func (w WorkerInfo) Liveness(now time.Time, staleAfter, deadAfter time.Duration)
 // transaction commits (for example with pg_notify inside it), or not at all:
 // a rolled-back InsertTx wakes no listener (storetest rule
 // notify/rolled-back-tx-insert-sends-nothing).
+//
+// tx must be a writable transaction on the store's own database; anything
+// else is the caller's mistake, which a store reports when it can tell.
+// The built-in stores check only tx's type and write through it: a
+// read-only transaction fails with the database's error on PostgreSQL and
+// MySQL (the caller must roll back), while SQLite's driver ignores
+// read-only and the insert takes place; a transaction on another database
+// puts the jobs there when it has the same tables, and fails otherwise. A
+// store whose transactions say which database they belong to and whether
+// they may write (bbolt's Tx.DB and Tx.Writable) returns an error wrapping
+// ErrUnsupported for either and writes nothing. An error from InsertTx
+// may leave part of the batch written in tx: the caller rolls back. No
+// storetest rule checks read-only or foreign transactions (storetest rule
+// tx/insert-rejects-unsupported-tx-type checks another type).
 type TxInserter interface {
 	InsertTx(ctx context.Context, tx any, now time.Time, jobs []InsertParams) ([]InsertResult, error)
 }
@@ -494,6 +572,18 @@ type TxInserter interface {
 // of a running job is written inside the caller's transaction, so the
 // handler's own writes and the completion commit together or not at all.
 // It is fenced like Finish and returns ErrLeaseLost when the fence fails.
+//
+// The engine (core.CompleteTx) passes one kind of outcome only:
+// OutcomeComplete for the execution its handler runs (JobID, WorkerID,
+// ClaimSeq, Attempt), At its clock's now, Result the handler's recorded
+// result (nil for none; sealed under Config.Encryption), Delete false and
+// no Error. The store applies it as Finish applies the same outcome. The
+// SQL stores run their Finish statements in tx and so accept every kind
+// Finish accepts; a store may instead refuse other kinds with an error
+// wrapping ErrInvalidArgument. After the commit the engine still finishes
+// the execution, and that Finish fails its fence (Applied false), as it
+// should. The rules tx/complete-* check OutcomeComplete only; tx must
+// be a writable transaction on the store's database, as for TxInserter.
 type TxCompleter interface {
 	CompleteTx(ctx context.Context, tx any, o Outcome) error
 }
@@ -524,8 +614,31 @@ const (
 // Insert of a due job, one for each queue that got due jobs: a batch with
 // due jobs in several queues wakes every one of them (storetest rules
 // notify/insert-of-due-job-wakes-listener and
-// notify/batch-insert-notifies-every-queue), and a NotifyCancel for every
-// Cancel (see Store.Cancel).
+// notify/batch-insert-notifies-every-queue), a NotifyPause when
+// PauseQueue pauses a queue and a NotifyResume when ResumeQueue resumes
+// one (storetest rule notify/pause-and-resume-notify), and a NotifyCancel
+// for every Cancel (see Store.Cancel). Each is sent once its change is
+// committed, never for a change rolled back.
+//
+// A store may send more: insert notifications for jobs not yet due, for
+// a Retry, or twice for one change. The engine wakes the queue's fetch
+// loop for each NotifyInsert and NotifyResume (a wake-up that finds
+// nothing costs one claim), ignores NotifyPause and kinds it does not
+// know, and stops the handler of the named job for a NotifyCancel
+// without reading the job or writing an outcome: a job that was not in
+// fact cancelled stays running until the worker's heartbeat hands it back
+// unrun (CauseClaimLost) or Rescue takes it, and the handler's work is
+// thrown away. So a NotifyCancel must name a job whose cancel was
+// committed, never any other.
+//
+// The channel closes when ctx ends (storetest rule
+// notify/channel-closes-when-context-ends) and when the store is closed
+// (the built-in stores close it at once, SQLite within its notify
+// interval; no rule checks this); Listen on a closed store returns an
+// error wrapping ErrClosed. The engine takes a closed channel for a gap
+// in delivery: it wakes every queue and listens again. A store that
+// cannot notify in its current configuration returns an error wrapping
+// ErrUnsupported from Listen, and the engine polls.
 type Notifier interface {
 	Listen(ctx context.Context) (<-chan Notification, error)
 }
@@ -544,7 +657,9 @@ type Settings interface {
 	// atomic: of callers racing on one key, from any goroutine or process,
 	// exactly one creates it and every one returns the value that one
 	// stored. The database enforces it (a primary key on the key and an
-	// insert that does nothing on conflict), never "select, then insert".
+	// insert that does nothing on conflict), never "select, then insert"
+	// (unless, in a store whose writers are serialized, both happen in one
+	// write transaction; see Serialized writers in the Store doc).
 	// A key or value out of bounds returns an error and stores nothing.
 	GetOrCreateSetting(ctx context.Context, key string, value []byte) (stored []byte, created bool, err error)
 
@@ -845,7 +960,18 @@ type Migrator interface {
 	Migrate(ctx context.Context) error
 }
 
-// ClaimStrategy names how a store keeps claims exclusive.
+// ClaimStrategy names how a store keeps claims exclusive. The engine never
+// reads it: a store that offers several takes it as an option, and
+// storetest.Factory.Strategies runs the suite once per strategy named.
+//
+// A store whose write transactions run one at a time (see Serialized
+// writers in Store) needs neither: it reads the due jobs and marks them
+// running in one write transaction. Such a store declares no strategy
+// (an empty Factory.Strategies: one run, "strategy=default", as for
+// store/memory), or StrategyOptimistic when it takes the option anyway:
+// store/sqlite does, claiming with one UPDATE … WHERE id IN (SELECT …
+// LIMIT n) RETURNING statement, and refuses StrategySkipLocked with an
+// error wrapping ErrUnsupported.
 type ClaimStrategy string
 
 // The claim strategies (see store/internal/sqlq).
@@ -895,8 +1021,9 @@ type QueueLimits struct {
 	// taking due jobs strictly in claim order: a tenant that enqueued
 	// 100,000 jobs does not hold back one that enqueued 100 afterwards.
 	// Each claim reads the due jobs of up to FairPartitions partition
-	// keys, in turn after the last ones served, and interleaves them, the
-	// partition with the fewest running jobs first (see ClaimRoom.Pick);
+	// keys, in turn after the last ones served (a store may read every
+	// partition key instead, as store/memory does), and interleaves them,
+	// the partition with the fewest running jobs first (see ClaimRoom.Pick);
 	// within a partition the claim order holds. Jobs without a partition
 	// key take their turn as the queue's head (in claim order) reaches
 	// them: give every job of a fair queue a key.
@@ -1042,7 +1169,14 @@ func (l QueueLimits) Validate() error {
 // a group without one starts with a full burst, which is what an old
 // instant means. A fair claim reads candidates partition by partition
 // from the cursor, plus the queue's head in claim order (see
-// QueueLimits.Fair); an aging claim reads each priority level's oldest
+// QueueLimits.Fair). The cursor only bounds what one claim reads: a store
+// that reads the due jobs of every partition key in each fair claim
+// (store/memory) may ignore it (FairCursor, SetFairCursor,
+// FairCursorMoved) and store none; one that reads at most FairPartitions
+// of them must keep it, or the partition keys after the first
+// FairPartitions never get a turn (storetest rule
+// policy/fair-turn-goes-round; policy/fair-partitions-take-turns checks
+// the interleaving). An aging claim reads each priority level's oldest
 // due jobs, so the jobs aging lifts are among them; ClaimRoom.Pick
 // orders and takes them.
 //
