@@ -576,8 +576,9 @@ type TxInserter interface {
 // The engine (core.CompleteTx) passes one kind of outcome only:
 // OutcomeComplete for the execution its handler runs (JobID, WorkerID,
 // ClaimSeq, Attempt), At its clock's now, Result the handler's recorded
-// result (nil for none; sealed under Config.Encryption), Delete false and
-// no Error. The store applies it as Finish applies the same outcome. The
+// result (nil for none; sealed when Config.Encryption seals results),
+// Delete false and no Error. The store applies it as Finish applies the
+// same outcome. The
 // SQL stores run their Finish statements in tx and so accept every kind
 // Finish accepts; a store may instead refuse other kinds with an error
 // wrapping ErrInvalidArgument. After the commit the engine still finishes
@@ -633,8 +634,8 @@ const (
 //
 // The channel closes when ctx ends (storetest rule
 // notify/channel-closes-when-context-ends) and when the store is closed
-// (the built-in stores close it at once, SQLite within its notify
-// interval; no rule checks this); Listen on a closed store returns an
+// (store/memory, PostgreSQL and MySQL close it at once, SQLite within
+// its notify interval; no rule checks this); Listen on a closed store returns an
 // error wrapping ErrClosed. The engine takes a closed channel for a gap
 // in delivery: it wakes every queue and listens again. A store that
 // cannot notify in its current configuration returns an error wrapping
