@@ -7,6 +7,7 @@
 package apitypes
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"time"
 	"unicode/utf8"
@@ -51,14 +52,18 @@ type Job struct {
 	Metadata     map[string]string   `json:"metadata,omitempty"`
 	Errors       []core.AttemptError `json:"errors,omitempty"` // oldest first
 	// Result is the stored result as a JSON value: the result itself when
-	// it is JSON, else a JSON string of its bytes (see FromCore); nil when
-	// there is none.
-	Result      json.RawMessage `json:"result,omitempty"`
-	CreatedAt   time.Time       `json:"created_at,omitzero"`
-	AttemptedAt time.Time       `json:"attempted_at,omitzero"`
-	FinishedAt  time.Time       `json:"finished_at,omitzero"`
-	WorkerID    string          `json:"worker_id,omitempty"`
-	LeaseUntil  time.Time       `json:"lease_until,omitzero"`
+	// it is JSON, else a JSON string of its text (see FromCore); nil when
+	// there is none or when it is not UTF-8 (ResultBase64).
+	Result json.RawMessage `json:"result,omitempty"`
+	// ResultBase64 holds a stored result that is not valid UTF-8, which
+	// no JSON string can carry: its exact bytes, standard base64 with
+	// padding. Result is then empty.
+	ResultBase64 string    `json:"result_base64,omitempty"`
+	CreatedAt    time.Time `json:"created_at,omitzero"`
+	AttemptedAt  time.Time `json:"attempted_at,omitzero"`
+	FinishedAt   time.Time `json:"finished_at,omitzero"`
+	WorkerID     string    `json:"worker_id,omitempty"`
+	LeaseUntil   time.Time `json:"lease_until,omitzero"`
 	// LeaseToken is set only on jobs returned by a claim: it names that
 	// one claim of the job (a later claim of the same job, even at the
 	// same attempt after a snooze, gets another token). A remote worker
@@ -71,8 +76,9 @@ type Job struct {
 // FromCore converts a stored job to its API form; nil stays nil. Times
 // become UTC (zero stays zero). Args and Result are copied as they are
 // when they are one JSON value in UTF-8; otherwise they become a JSON
-// string of their bytes (bytes that are not UTF-8 read as U+FFFD), and
-// empty args become {}. j is not modified; the slices and map of the
+// string of their bytes (args' bytes that are not UTF-8 read as U+FFFD:
+// args are JSON when stored), and empty args become {}. A result that is
+// not UTF-8 goes to ResultBase64 instead, byte for byte. j is not modified; the slices and map of the
 // answer may share j's.
 func FromCore(j *core.Job) *Job {
 	if j == nil {
@@ -91,12 +97,14 @@ func FromCore(j *core.Job) *Job {
 	case !validJSON(j.Args):
 		out.Args, _ = json.Marshal(string(j.Args))
 	}
-	if len(j.Result) > 0 {
-		if validJSON(j.Result) {
-			out.Result = j.Result
-		} else {
-			out.Result, _ = json.Marshal(string(j.Result))
-		}
+	switch {
+	case len(j.Result) == 0:
+	case validJSON(j.Result):
+		out.Result = j.Result
+	case utf8.Valid(j.Result):
+		out.Result, _ = json.Marshal(string(j.Result))
+	default:
+		out.ResultBase64 = base64.StdEncoding.EncodeToString(j.Result)
 	}
 	if len(j.Errors) > 0 {
 		out.Errors = make([]core.AttemptError, len(j.Errors))
@@ -120,13 +128,20 @@ func FromCoreAll(jobs []*core.Job) []*Job {
 
 // CoreJob converts j to a *core.Job (for code shared with in-process
 // handlers). Result is copied as its JSON bytes (a result the server
-// turned into a JSON string stays that string); LeaseToken is dropped.
+// turned into a JSON string stays that string), or decoded from
+// ResultBase64; LeaseToken is dropped.
 func (j *Job) CoreJob() *core.Job {
+	result := []byte(j.Result)
+	if j.ResultBase64 != "" {
+		if b, err := base64.StdEncoding.DecodeString(j.ResultBase64); err == nil {
+			result = b
+		}
+	}
 	return &core.Job{
 		ID: j.ID, Queue: j.Queue, Kind: j.Kind, Args: j.Args, Priority: j.Priority,
 		State: j.State, Attempt: j.Attempt, ClaimSeq: j.ClaimSeq, MaxAttempts: j.MaxAttempts, RunAt: j.RunAt,
 		Deadline: j.Deadline, UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata,
-		Errors: j.Errors, Result: []byte(j.Result), CreatedAt: j.CreatedAt,
+		Errors: j.Errors, Result: result, CreatedAt: j.CreatedAt,
 		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
 		LeaseUntil: j.LeaseUntil,
 	}

@@ -47,13 +47,19 @@ func TestFromCore(t *testing.T) {
 	}{
 		{"JSON result", `[1]`, `{"a":1}`, `[1]`, `{"a":1}`},
 		{"text result", `{}`, "hello\n", `{}`, `"hello\n"`},
-		{"result not UTF-8", `{}`, "\"a\xffb\"", `{}`, `"\"a\ufffdb\""`},
+		{"result not UTF-8", `{}`, "\"a\xffb\"", `{}`, ``},
 		{"no args, empty result", ``, ``, `{}`, ``},
 		{"args not JSON", `nope`, ``, `"nope"`, ``},
 	} {
 		a := FromCore(&core.Job{Args: []byte(c.args), Result: []byte(c.result)})
 		if string(a.Args) != c.wantArgs || string(a.Result) != c.wantResult {
 			t.Errorf("%s: args %s result %s; want %s and %s", c.name, a.Args, a.Result, c.wantArgs, c.wantResult)
+		}
+		if back := a.CoreJob(); string(back.Result) != c.result && (c.wantResult == "" || c.wantResult == c.result) {
+			t.Errorf("%s: result read back %q, want %q", c.name, back.Result, c.result)
+		}
+		if (a.ResultBase64 != "") != (c.name == "result not UTF-8") {
+			t.Errorf("%s: result_base64 %q", c.name, a.ResultBase64)
 		}
 		if !json.Valid(a.Args) || a.Result != nil && !json.Valid(a.Result) {
 			t.Errorf("%s: invalid JSON in args %q or result %q", c.name, a.Args, a.Result)
