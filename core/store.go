@@ -219,8 +219,8 @@ type Store interface {
 	// deadline in RFC 3339 with fractions, as the SQL stores write it),
 	// and Cause is CauseDeadline (see AttemptError.Cause). storetest rule
 	// deadline/discard-expired-takes-only-pending-jobs-past-deadline
-	// checks the entry's At and that Error is not empty; no rule checks
-	// its text or Cause.
+	// checks the entry's At, its Cause and that Error starts with
+	// "deadline passed".
 	//
 	// limit bounds the jobs discarded, the count returned: callers loop
 	// while it equals limit, so a call returns limit whenever at least

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -348,6 +349,8 @@ func testDiscardExpired(e *env) {
 			e.Errorf("job %d discarded by DiscardExpired has errors %+v; want an entry saying the deadline passed", j.ID, got.Errors)
 		} else if last := got.Errors[len(got.Errors)-1]; !last.At.Equal(e.now) {
 			e.Errorf("job %d: the deadline error entry has At %s; want now %s", j.ID, ts(last.At), ts(e.now))
+		} else if last.Cause != core.CauseDeadline || !strings.HasPrefix(last.Error, "deadline passed") {
+			e.Errorf("job %d: the deadline error entry is %+v; want Cause %q and an Error starting \"deadline passed\"", j.ID, last, core.CauseDeadline)
 		}
 	}
 	for _, j := range keep {

@@ -498,7 +498,8 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 		j.Errors = append(j.Errors, core.AttemptError{
 			Attempt: j.Attempt,
 			At:      now,
-			Error:   fmt.Sprintf("deadline passed at %s", j.Deadline.Format(time.RFC3339Nano)),
+			Error:   "deadline passed: the job was not finished by " + j.Deadline.Format(time.RFC3339Nano),
+			Cause:   core.CauseDeadline,
 		})
 		j.State = core.StateDiscarded
 		j.FinishedAt = now
