@@ -195,7 +195,7 @@ func (c *Client) listenLoop(ctx context.Context, n Notifier) {
 				p.wake()
 			}
 		case NotifyCancel:
-			c.cancelLocal(note.JobID)
+			c.cancelNotified(ctx, note.JobID)
 		}
 	}, wakeAll)
 	if err != nil {
@@ -204,4 +204,33 @@ func (c *Client) listenLoop(ctx context.Context, n Notifier) {
 		// poll interval, which an operator should be able to see.
 		c.log.Info("backlog: store notifications unavailable; waking on the poll interval", "poll_interval", c.cfg.PollInterval, "err", err)
 	}
+}
+
+// cancelNotified stops the handler of job id on this node for a
+// NotifyCancel, once the store confirms the cancel of that very execution:
+// a notification may arrive after the job was retried and claimed again
+// (MySQL's poller delivers up to its interval late, PostgreSQL's after the
+// commit), and stopping that new execution would throw its work away and
+// leave the job running until its lease ran out. The check reads the job
+// on a goroutine of its own, so the listener never waits on the store;
+// when the read fails (a deleted job included) the handler is stopped, as
+// the notification asked.
+func (c *Client) cancelNotified(ctx context.Context, id int64) {
+	c.mu.Lock()
+	e := c.running[id]
+	c.mu.Unlock()
+	if e == nil {
+		return
+	}
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
+		defer cancel()
+		j, err := c.store.Get(rctx, id)
+		if err == nil && (j.State != StateCancelled || j.ClaimSeq != e.job.ClaimSeq) {
+			c.log.Debug("backlog: cancel notification for a job not cancelled at this claim; ignored",
+				"job_id", id, "state", j.State, "claim_seq", e.job.ClaimSeq, "stored_claim_seq", j.ClaimSeq)
+			return
+		}
+		e.cancel(errJobCancelled)
+	}()
 }

@@ -86,3 +86,74 @@ func mustInsert(t *testing.T, kind string, now time.Time) core.InsertParams {
 	}
 	return p
 }
+
+// handNotifier is a memory store whose notifications the test sends.
+type handNotifier struct {
+	*memory.Store
+	ch chan core.Notification
+}
+
+func (n *handNotifier) Listen(ctx context.Context) (<-chan core.Notification, error) {
+	out := make(chan core.Notification)
+	go func() {
+		defer close(out) // when ctx ends, as the contract asks
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case note := <-n.ch:
+				select {
+				case out <- note:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// TestStaleCancelNotificationDoesNotStopANewExecution: a NotifyCancel that
+// arrives after the job was retried and claimed again (a late delivery)
+// must not stop the new execution, whose work would be thrown away and
+// whose job would stay running until its lease ran out; a notification of
+// a cancel the store holds stops the handler.
+func TestStaleCancelNotificationDoesNotStopANewExecution(t *testing.T) {
+	for _, cancelled := range []bool{false, true} {
+		st := &handNotifier{Store: memory.New(), ch: make(chan core.Notification, 4)}
+		release := make(chan struct{})
+		var stopped atomic.Int32
+		c := leaseClient(t, st, func(ctx context.Context, j *core.Job) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				stopped.Add(1)
+				return ctx.Err()
+			}
+		}, func(cfg *core.Config) { cfg.LeaseDuration, cfg.HeartbeatInterval = 5*time.Second, time.Second })
+		ctx := context.Background()
+		r, err := c.EnqueueRaw(ctx, "k", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, st, r.Job.ID, core.StateRunning)
+		if cancelled { // another node's cancel, committed in the store
+			if _, err := st.Cancel(ctx, r.Job.ID, time.Now().UTC()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.ch <- core.Notification{Kind: core.NotifyCancel, JobID: r.Job.ID}
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for stopped.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := stopped.Load() == 1; got != cancelled {
+			t.Fatalf("cancel committed in the store %v: handler stopped %v; want %v", cancelled, got, cancelled)
+		}
+		close(release)
+		if !cancelled {
+			waitState(t, st, r.Job.ID, core.StateCompleted)
+		}
+	}
+}

@@ -625,12 +625,14 @@ const (
 // a Retry, or twice for one change. The engine wakes the queue's fetch
 // loop for each NotifyInsert and NotifyResume (a wake-up that finds
 // nothing costs one claim), ignores NotifyPause and kinds it does not
-// know, and stops the handler of the named job for a NotifyCancel
-// without reading the job or writing an outcome: a job that was not in
-// fact cancelled stays running until the worker's heartbeat hands it back
-// unrun (CauseClaimLost) or Rescue takes it, and the handler's work is
-// thrown away. So a NotifyCancel must name a job whose cancel was
-// committed, never any other.
+// know, and for a NotifyCancel of a job running on its node reads the
+// job and stops its handler, writing no outcome, when the store holds
+// it cancelled at the claim that node runs (a notification that arrives
+// after the job was retried and claimed again is ignored; a failed read
+// stops the handler all the same). So a NotifyCancel must name a job
+// whose cancel was committed, never any other: one that was not stops
+// its handler whenever the read fails, and the job stays running until
+// the worker's heartbeat hands it back or Rescue takes it.
 //
 // The channel closes when ctx ends (storetest rule
 // notify/channel-closes-when-context-ends) and when the store is closed
