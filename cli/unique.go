@@ -9,34 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
-
-// uniqueHoldView is a hold on a unique key in JSON output.
-type uniqueHoldView struct {
-	Key              string     `json:"key"`
-	Scope            string     `json:"scope"`
-	ScopedKey        string     `json:"scoped_key"`
-	Queue            string     `json:"queue"`
-	Kind             string     `json:"kind"`
-	JobID            int64      `json:"job_id"`
-	JobGone          bool       `json:"job_gone"`
-	State            core.State `json:"state,omitempty"`
-	UniqueForSeconds float64    `json:"unique_for_seconds"`
-	Until            *time.Time `json:"until,omitempty"`
-}
-
-func toUniqueHoldView(h core.UniqueHold) uniqueHoldView {
-	v := uniqueHoldView{
-		Key: h.Key, Scope: h.Scope.String(), ScopedKey: h.ScopedKey, Queue: h.Queue, Kind: h.Kind,
-		JobID: h.JobID, JobGone: h.JobGone, State: h.State, UniqueForSeconds: h.UniqueFor.Seconds(),
-	}
-	if !h.Until.IsZero() {
-		u := h.Until.UTC()
-		v.Until = &u
-	}
-	return v
-}
 
 // uniqueOps are the unique-key hold calls of this command line: on the
 // store (--db, core.UniqueHolder) or through the job server (--server,
@@ -149,9 +124,9 @@ held all the same), and when the hold ends (- while the job has not finished).
 					cur = next
 				}
 				if a.jsonOutput() {
-					out := make([]uniqueHoldView, len(all))
+					out := make([]apitypes.UniqueHold, len(all))
 					for i, h := range all {
-						out[i] = toUniqueHoldView(h)
+						out[i] = apitypes.UniqueHoldFromCore(h)
 					}
 					return writeJSON(a.env.stdout, out)
 				}
@@ -211,7 +186,7 @@ holding job's row, if any, is left as it is; retrying it afterwards is refused.`
 					return fmt.Errorf("release unique key %s: %w", oneLine(key), err)
 				}
 				if a.jsonOutput() {
-					return writeJSON(a.env.stdout, toUniqueHoldView(h))
+					return writeJSON(a.env.stdout, apitypes.UniqueHoldFromCore(h))
 				}
 				fmt.Fprintf(a.env.stdout, "unique key %s (%s scope) released from job %d\n", oneLine(h.Key), h.Scope, h.JobID)
 				return nil

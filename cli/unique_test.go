@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
@@ -47,11 +48,11 @@ func TestUniqueCommand(t *testing.T) {
 		!strings.Contains(lines[2], "queue") || !strings.Contains(lines[2], "available") {
 		t.Fatalf("unique list:\n%s", r.stdout)
 	}
-	holds := decodeJSON[[]uniqueHoldView](t, mustCLI(t, db, "-o", "json", "unique", "list").stdout)
+	holds := decodeJSON[[]apitypes.UniqueHold](t, mustCLI(t, db, "-o", "json", "unique", "list").stdout)
 	if len(holds) != 2 || holds[0].ScopedKey != "g:tenant-42" || !holds[0].JobGone || holds[0].Until == nil || holds[1].ScopedKey != "q4:mail:welcome" || holds[1].Until != nil {
 		t.Fatalf("unique list -o json: %+v", holds)
 	}
-	if page := decodeJSON[[]uniqueHoldView](t, mustCLI(t, db, "-o", "json", "unique", "list", "--after", "g:tenant-42").stdout); len(page) != 1 || page[0].Key != "welcome" {
+	if page := decodeJSON[[]apitypes.UniqueHold](t, mustCLI(t, db, "-o", "json", "unique", "list", "--after", "g:tenant-42").stdout); len(page) != 1 || page[0].Key != "welcome" {
 		t.Fatalf("unique list --after: %+v", page)
 	}
 
@@ -76,7 +77,7 @@ func TestUniqueCommand(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("unique list through the server: %s", r)
 	}
-	if got := decodeJSON[[]uniqueHoldView](t, r.stdout); len(got) != 2 || got[0].ScopedKey != holds[0].ScopedKey || got[0].JobID != gone.ID ||
+	if got := decodeJSON[[]apitypes.UniqueHold](t, r.stdout); len(got) != 2 || got[0].ScopedKey != holds[0].ScopedKey || got[0].JobID != gone.ID ||
 		!got[0].JobGone || got[0].Until == nil || !got[0].Until.Equal(*holds[0].Until) || got[0].UniqueForSeconds != 720*3600 || got[1].State != core.StateAvailable {
 		t.Fatalf("unique list through the server: %+v; on the store: %+v", got, holds)
 	}
@@ -92,7 +93,7 @@ func TestUniqueCommand(t *testing.T) {
 	}
 
 	// On the store: cancel, then release.
-	id := decodeJSON[[]uniqueHoldView](t, mustCLI(t, db, "-o", "json", "unique", "list", "--after", "g:tenant-42").stdout)[0].JobID
+	id := decodeJSON[[]apitypes.UniqueHold](t, mustCLI(t, db, "-o", "json", "unique", "list", "--after", "g:tenant-42").stdout)[0].JobID
 	mustCLI(t, db, "jobs", "cancel", itoa(id))
 	if r := mustCLI(t, db, "unique", "release", "welcome", "--scope", "queue", "--queue", "mail"); !strings.Contains(r.stdout, "released from job") {
 		t.Fatalf("release after cancel: %s", r)

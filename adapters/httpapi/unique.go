@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
 
@@ -30,28 +31,8 @@ func uniqueForOverLimit(v float64, max time.Duration) string {
 }
 
 // UniqueHold is one hold on a unique key, as GET /v1/unique lists it and
-// DELETE /v1/unique/{key} returns it (core.UniqueHold).
-type UniqueHold struct {
-	// Key is the unique key as the job gave it; Scope is global, queue or
-	// kind; ScopedKey is the key within its scope (the hold's identity,
-	// core.ScopedUniqueKey).
-	Key       string `json:"key"`
-	Scope     string `json:"scope"`
-	ScopedKey string `json:"scoped_key"`
-	Queue     string `json:"queue"`
-	Kind      string `json:"kind"`
-	// JobID is the holding job; JobGone says its row was deleted or
-	// pruned (the key stays held until Until all the same), and State is
-	// its state otherwise.
-	JobID   int64      `json:"job_id"`
-	JobGone bool       `json:"job_gone"`
-	State   core.State `json:"state,omitempty"`
-	// UniqueForSeconds is the holder's window after it is final.
-	UniqueForSeconds float64 `json:"unique_for_seconds"`
-	// Until is when the hold ends (RFC 3339, UTC); absent while the
-	// holder is not final (held for as long as it lives).
-	Until *time.Time `json:"until,omitempty"`
-}
+// DELETE /v1/unique/{key} returns it (apitypes.UniqueHold).
+type UniqueHold = apitypes.UniqueHold
 
 // UniqueHoldsResponse answers GET /v1/unique. NextAfter, when present, is
 // the cursor of the next page (after=NextAfter); a page may be short, or
@@ -66,17 +47,7 @@ type UniqueHoldResponse struct {
 	Hold UniqueHold `json:"hold"`
 }
 
-func toUniqueHold(h core.UniqueHold) UniqueHold {
-	out := UniqueHold{
-		Key: h.Key, Scope: h.Scope.String(), ScopedKey: h.ScopedKey, Queue: h.Queue, Kind: h.Kind,
-		JobID: h.JobID, JobGone: h.JobGone, State: h.State, UniqueForSeconds: h.UniqueFor.Seconds(),
-	}
-	if !h.Until.IsZero() {
-		u := h.Until.UTC()
-		out.Until = &u
-	}
-	return out
-}
+func toUniqueHold(h core.UniqueHold) UniqueHold { return apitypes.UniqueHoldFromCore(h) }
 
 // uniqueHolder returns the store's core.UniqueHolder, or a 501 problem.
 func (s *Server) uniqueHolder() (core.UniqueHolder, error) {

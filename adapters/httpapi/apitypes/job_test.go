@@ -108,3 +108,22 @@ func TestCoreJobRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n%+v\nwant\n%+v", got, j)
 	}
 }
+
+// TestUniqueHoldRoundTrip: a hold converts to the API form (UTC, seconds)
+// and back unchanged.
+func TestUniqueHoldRoundTrip(t *testing.T) {
+	until := time.Date(2026, 11, 27, 9, 0, 0, 123000, time.FixedZone("CET", 3600))
+	h := core.UniqueHold{Key: "k", Scope: core.UniqueQueue, ScopedKey: "q:default:k", Queue: "default", Kind: "email",
+		JobID: 7, State: core.StateCompleted, UniqueFor: 90 * time.Minute, Until: until}
+	a := UniqueHoldFromCore(h)
+	if a.Scope != "queue" || a.UniqueForSeconds != 5400 || a.Until == nil || a.Until.Location() != time.UTC {
+		t.Fatalf("API form %+v", a)
+	}
+	back := a.Core()
+	if back.Until.Equal(until) && back.Until.Location() == time.UTC {
+		back.Until = h.Until
+	}
+	if back != h {
+		t.Fatalf("round trip %+v, want %+v", back, h)
+	}
+}

@@ -5,36 +5,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
+	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
 )
-
-// uniqueHold is a hold on a unique key as the API writes it.
-type uniqueHold struct {
-	Key              string     `json:"key"`
-	Scope            string     `json:"scope"`
-	ScopedKey        string     `json:"scoped_key"`
-	Queue            string     `json:"queue"`
-	Kind             string     `json:"kind"`
-	JobID            int64      `json:"job_id"`
-	JobGone          bool       `json:"job_gone"`
-	State            core.State `json:"state"`
-	UniqueForSeconds float64    `json:"unique_for_seconds"`
-	Until            *time.Time `json:"until"`
-}
-
-func (h uniqueHold) core() core.UniqueHold {
-	sc, _ := core.ParseUniqueScope(h.Scope)
-	out := core.UniqueHold{
-		ScopedKey: h.ScopedKey, Key: h.Key, Scope: sc, Queue: h.Queue, Kind: h.Kind, JobID: h.JobID, JobGone: h.JobGone,
-		State: h.State, UniqueFor: time.Duration(h.UniqueForSeconds * float64(time.Second)).Round(time.Microsecond),
-	}
-	if h.Until != nil {
-		out.Until = h.Until.UTC()
-	}
-	return out
-}
 
 // UniqueHolds returns a page of the holds on unique keys held now, by
 // scoped key after `after` ("" = from the start), at most limit of them
@@ -50,15 +24,15 @@ func (c *Client) UniqueHolds(ctx context.Context, after string, limit int) (hold
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var out struct {
-		Holds     []uniqueHold `json:"holds"`
-		NextAfter string       `json:"next_after"`
+		Holds     []apitypes.UniqueHold `json:"holds"`
+		NextAfter string                `json:"next_after"`
 	}
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/unique", query: q, out: &out, mode: retryIdempotent}); err != nil {
 		return nil, "", err
 	}
 	holds = make([]core.UniqueHold, len(out.Holds))
 	for i, h := range out.Holds {
-		holds[i] = h.core()
+		holds[i] = h.Core()
 	}
 	return holds, out.NextAfter, nil
 }
@@ -82,10 +56,10 @@ func (c *Client) ReleaseUniqueHold(ctx context.Context, key string, scope core.U
 		q.Set("kind", kind)
 	}
 	var out struct {
-		Hold uniqueHold `json:"hold"`
+		Hold apitypes.UniqueHold `json:"hold"`
 	}
 	if _, err := c.do(ctx, call{method: http.MethodDelete, path: "/unique/" + url.PathEscape(key), query: q, out: &out, mode: retrySafe}); err != nil {
 		return core.UniqueHold{}, err
 	}
-	return out.Hold.core(), nil
+	return out.Hold.Core(), nil
 }
