@@ -191,3 +191,9 @@ func (dialect) ArgsContain(col string, _ []byte, leaves []core.ArgsLeaf, arg fun
 	b.WriteString(")")
 	return b.String()
 }
+
+// DuplicateKeyUpdate implements sqlq.DuplicateKeyUpserter: the history's
+// additive upserts are INSERT … ON DUPLICATE KEY UPDATE c = c + VALUES(c)
+// (VALUES() still works on MySQL 8.0.20+, where it is deprecated in
+// favour of a row alias that MariaDB lacks).
+func (dialect) DuplicateKeyUpdate() bool { return true }

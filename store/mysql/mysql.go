@@ -168,6 +168,14 @@ var (
 	_ core.QueueLimiter    = (*Store)(nil)
 	_ core.MutableSettings = (*Store)(nil)
 	_ core.Notifier        = (*Store)(nil)
+	// The shared SQL of store/internal/sqlq, promoted from the embedded
+	// *sqlq.Store: the queue history (<prefix>queue_history and
+	// <prefix>queue_totals), re-sealing stored values after a key
+	// rotation (fenced by the version column), and listing and
+	// releasing unique-key holds.
+	_ core.QueueHistory   = (*Store)(nil)
+	_ core.SealedRewriter = (*Store)(nil)
+	_ core.UniqueHolder   = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
