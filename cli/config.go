@@ -28,8 +28,9 @@ type fileConfig struct {
 	HandlerEnv []string               `json:"handler_env"`
 	Timeout    *duration              `json:"timeout"`
 	Retry      *retryPolicy           `json:"retry"`
-	// RetryByKind is serve's retry policy per kind for the failures remote
-	// workers report through its HTTP API (see workConfig.kindRetry).
+	// RetryByKind is the retry policy per kind, for kinds whose handler
+	// has none here (remote workers' kinds above all; see
+	// workConfig.kindRetry).
 	RetryByKind     map[string]*retryPolicy `json:"retry_by_kind"`
 	CompletedTTL    *duration               `json:"completed_ttl"`
 	Lease           *duration               `json:"lease"`
@@ -272,8 +273,8 @@ type workConfig struct {
 	handlers map[string]*handlerConfig
 	timeout  time.Duration
 	retry    core.RetryPolicy // nil = exponential backoff
-	// retryByKind is the file's retry_by_kind: serve's HTTP API applies
-	// it to remote workers' failures (see kindRetry).
+	// retryByKind is the file's retry_by_kind: the policy of kinds whose
+	// handler has none here, wherever they run (see kindRetry).
 	retryByKind     map[string]core.RetryPolicy
 	completedTTL    time.Duration
 	lease           time.Duration
@@ -527,6 +528,9 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		if hc.timeout < 0 || hc.snooze < 0 {
 			return nil, usagef("handler %q: timeout and snooze must not be negative", kind)
 		}
+		if _, both := wc.retryByKind[kind]; both && hc.retry != nil {
+			return nil, usagef("config: kind %q has a retry in its handler and one in retry_by_kind; a kind has one retry policy, wherever it runs: keep one", kind)
+		}
 	}
 	switch {
 	case wc.timeout < 0:
@@ -541,20 +545,16 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	return wc, nil
 }
 
-// kindRetry is the retry policy per kind of serve's HTTP API (the
-// failures of remote workers): a kind's retry_by_kind entry, else the
-// retry of its local handler, so a kind fails the same whether it runs
-// here or remotely. Kinds in neither get the run's default (retry), the
-// API's fallback. A worker's retry_in_seconds comes before all of them.
-func (wc *workConfig) kindRetry() map[string]core.RetryPolicy {
-	out := map[string]core.RetryPolicy{}
-	for kind, hc := range wc.handlers {
-		if hc.retry != nil {
-			out[kind] = hc.retry
-		}
+// kindRetry is the retry policy of kind: its handler's retry, else its
+// retry_by_kind entry (nil: the run's default, retry). The engine applies
+// it to every failure of the kind, whether this node's handler, a remote
+// worker of serve's HTTP API or a rescue reports it (core.Handlers.Declare
+// for kinds with no handler here).
+func (wc *workConfig) kindRetry(kind string) core.RetryPolicy {
+	if hc := wc.handlers[kind]; hc != nil && hc.retry != nil {
+		return hc.retry
 	}
-	maps.Copy(out, wc.retryByKind)
-	return out
+	return wc.retryByKind[kind]
 }
 
 // parseQueueFlag reads NAME or NAME=MAXWORKERS.

@@ -63,9 +63,6 @@ type serveFlags struct {
 	// the allow-list of --queues-from-config-only, and the queues that
 	// always get a metrics label of their own; not a flag.
 	configQueues []string
-	// kindRetry is the API's retry policy per kind (httpapi.Config.KindRetry),
-	// from the config file (workConfig.kindRetry); not a flag.
-	kindRetry map[string]core.RetryPolicy
 }
 
 func (f *serveFlags) register(fl *pflag.FlagSet) {
@@ -200,7 +197,7 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 	acfg := httpapi.Config{
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
-		OpenSealedFor: h.flags.openSealedFor, AcceptSealedArgs: h.flags.acceptSealedArgs, KindRetry: h.flags.kindRetry,
+		OpenSealedFor: h.flags.openSealedFor, AcceptSealedArgs: h.flags.acceptSealedArgs,
 		RejectUnknownKinds: h.flags.rejectUnknownKinds,
 		MaxQueues:          h.flags.maxQueues,
 		MaxUniqueFor:       h.flags.maxUniqueFor,

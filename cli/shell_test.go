@@ -331,8 +331,9 @@ func TestShellContinueInEngine(t *testing.T) {
 }
 
 // TestRetryPolicyConfig: retry, a handler's retry and retry_by_kind take a
-// list of delays or an exponential backoff; serve's API gets retry_by_kind
-// over the handlers' own.
+// list of delays or an exponential backoff; a kind's policy is its
+// handler's retry, else its retry_by_kind entry, and a kind given both is
+// refused (one policy per kind, wherever it runs).
 func TestRetryPolicyConfig(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]core.RetryPolicy{
@@ -361,25 +362,27 @@ func TestRetryPolicyConfig(t *testing.T) {
 		}
 	}
 
-	dir := t.TempDir()
-	path := filepath.Join(dir, "c.json")
-	if err := os.WriteFile(path, []byte(`{
+	resolve := func(config string) (*workConfig, error) {
+		path := filepath.Join(t.TempDir(), "c.json")
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f := &workFlags{}
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse([]string{"--config", path}); err != nil {
+			t.Fatal(err)
+		}
+		return f.resolve(fs, defaultDB, false)
+	}
+	wc, err := resolve(`{
 	  "handlers": {
 	    "local": {"command": "true", "retry": {"base": "3s", "jitter": 0}},
-	    "both": {"command": "true", "retry": ["1s"]}
+	    "byfile": {"command": "true"}
 	  },
 	  "retry": {"base": "5s"},
-	  "retry_by_kind": {"remote": ["7s", "1m"], "both": {"base": "9s", "jitter": 0}}
-	}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f := &workFlags{}
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	f.register(fs)
-	if err := fs.Parse([]string{"--config", path}); err != nil {
-		t.Fatal(err)
-	}
-	wc, err := f.resolve(fs, defaultDB, false)
+	  "retry_by_kind": {"remote": ["7s", "1m"], "byfile": {"base": "9s", "jitter": 0}}
+	}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,13 +390,21 @@ func TestRetryPolicyConfig(t *testing.T) {
 		fmt.Sprint(wc.handlers["local"].retry) != fmt.Sprint(core.ExponentialBackoff{Base: 3 * time.Second, Jitter: -1}) {
 		t.Fatalf("policies: %#v %#v", wc.retry, wc.handlers["local"].retry)
 	}
-	got := wc.kindRetry()
-	want := map[string]core.RetryPolicy{
+	for kind, want := range map[string]core.RetryPolicy{
 		"local":  core.ExponentialBackoff{Base: 3 * time.Second, Jitter: -1},
-		"both":   core.ExponentialBackoff{Base: 9 * time.Second, Jitter: -1},
+		"byfile": core.ExponentialBackoff{Base: 9 * time.Second, Jitter: -1},
 		"remote": core.DelayList{7 * time.Second, time.Minute},
+		"other":  nil,
+	} {
+		if got := wc.kindRetry(kind); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("kind %s: policy %v, want %v", kind, got, want)
+		}
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("API policies %v, want %v", got, want)
+	_, err = resolve(`{
+	  "handlers": {"both": {"command": "true", "retry": ["1s"]}},
+	  "retry_by_kind": {"both": ["9s"]}
+	}`)
+	if err == nil || !strings.Contains(err.Error(), `kind "both" has a retry in its handler and one in retry_by_kind`) {
+		t.Fatalf("a kind with two policies: %v; want it refused", err)
 	}
 }

@@ -55,7 +55,6 @@ func (a *app) newWorkCmd(name string) *cobra.Command {
 				if err := sf.resolve(cmd.Flags(), a.env.getenv); err != nil {
 					return err
 				}
-				sf.kindRetry = wc.kindRetry()
 				sf.configQueues = wc.queueNames()
 			}
 			s := &server{app: a, cfg: wc, mode: name, serve: sf}
@@ -281,14 +280,21 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		if hc.timeout > 0 {
 			opts = append(opts, core.WithTimeout(hc.timeout))
 		}
-		if hc.retry != nil {
-			opts = append(opts, core.WithRetry(hc.retry))
+		if p := wc.kindRetry(kind); p != nil {
+			opts = append(opts, core.WithRetry(p))
 		}
 		fn := sh.handle
 		if hc.webhook != nil {
 			fn = hc.webhook
 		}
 		handlers.HandleRaw(kind, fn, opts...)
+	}
+	// Kinds run elsewhere (remote workers, other nodes) with a policy of
+	// their own: the engine and serve's HTTP API retry them by it.
+	for _, kind := range slices.Sorted(maps.Keys(wc.retryByKind)) {
+		if _, here := wc.handlers[kind]; !here {
+			handlers.Declare(kind, core.WithRetry(wc.retryByKind[kind]))
+		}
 	}
 	queues := make(map[string]core.QueueConfig, len(wc.queues))
 	for q, n := range wc.queues {

@@ -265,7 +265,7 @@ func (c *Client) checkKinds(jobs []InsertParams) error {
 		return nil
 	}
 	for i, j := range jobs {
-		if h.Has(j.Kind) {
+		if h.Known(j.Kind) {
 			continue
 		}
 		err := fmt.Errorf("%w %q: this client runs handlers and has none for it (Config.AllowUnknownKinds lets it enqueue kinds other nodes handle)", ErrUnknownKind, j.Kind)

@@ -116,7 +116,7 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 		err = errDeadline
 	case openErr != nil:
 		err = openErr
-	case entry == nil:
+	case entry == nil || entry.fn == nil: // unknown, or declared to run elsewhere
 		err = fmt.Errorf("%w %q (worker %s knows %d kinds)", ErrUnknownKind, job.Kind, c.cfg.WorkerID, len(c.cfg.Handlers.Kinds()))
 	default:
 		timeout := entry.timeout
@@ -184,7 +184,7 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 		span.End(OutcomeLeaseLost, err)
 		return pendingOutcome{}, false, err
 	}
-	po = c.decide(ctx, job, entry, err, st)
+	po = c.decide(ctx, job, err, st)
 	if openErr != nil && po.o.Error != nil {
 		po.o.Error.Cause = CauseDecrypt
 	}
@@ -203,7 +203,7 @@ var errDeadline = errors.New("backlog: job deadline passed")
 
 // decide turns a handler's return into a fenced outcome with Decide,
 // under the kind's retry policy (the client's default when it has none).
-func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err error, st *execState) pendingOutcome {
+func (c *Client) decide(ctx context.Context, job *Job, err error, st *execState) pendingOutcome {
 	st.mu.Lock()
 	quiet, result := st.completedTx, st.result
 	st.mu.Unlock()
@@ -211,12 +211,8 @@ func (c *Client) decide(ctx context.Context, job *Job, entry *handlerEntry, err 
 	if v.Kind == OutcomeComplete {
 		v.Result = result
 	}
-	policy := c.cfg.Retry
-	if entry != nil && entry.retry != nil {
-		policy = entry.retry
-	}
 	d := Decide(job, v, DecidePolicy{
-		Now: c.clock.Now(), Retry: policy, MaxArgsBytes: c.cfg.MaxArgsBytes, DeleteCompleted: c.cfg.Retention.Completed == 0,
+		Now: c.clock.Now(), Retry: c.RetryPolicy(job.Kind), MaxArgsBytes: c.cfg.MaxArgsBytes, DeleteCompleted: c.cfg.Retention.Completed == 0,
 	})
 	d.Outcome.WorkerID = c.cfg.WorkerID
 	return pendingOutcome{job: job, o: d.Outcome, ev: d.Event, reason: d.Reason, err: d.Err, quiet: quiet}
@@ -236,4 +232,17 @@ type sealingTxCompleter struct {
 func (s sealingTxCompleter) CompleteTx(ctx context.Context, tx any, o Outcome) error {
 	o.Result = s.keys.SealResult(s.kind, o.Result)
 	return s.tc.CompleteTx(ctx, tx, o)
+}
+
+// RetryPolicy returns the policy that schedules the retry of a failed
+// attempt of kind: the kind's WithRetry (given to its handler, or to
+// Handlers.Declare for a kind run elsewhere), else Config.Retry. The
+// engine uses it for its own handlers' failures, and the HTTP API for the
+// failures remote workers report, so a kind fails the same way whatever
+// runs it.
+func (c *Client) RetryPolicy(kind string) RetryPolicy {
+	if e := c.cfg.Handlers.lookup(kind); e != nil && e.retry != nil {
+		return e.retry
+	}
+	return c.cfg.Retry
 }

@@ -74,10 +74,46 @@ func (h *Handlers) HandleRaw(kind string, fn HandlerFunc, opts ...KindOption) {
 	h.m[kind] = e
 }
 
-// Has reports whether kind has a handler; a nil registry has none.
-func (h *Handlers) Has(kind string) bool { return h.lookup(kind) != nil }
+// Declare names a kind that other processes run (remote workers of the
+// HTTP API, shell or webhook handlers of another node) with the options
+// that hold for its jobs wherever they run: WithRetry sets the policy
+// that schedules the retry of every failure of the kind, whether a local
+// handler, a remote worker (the HTTP API decides through
+// Client.RetryPolicy) or a rescue reports it, so a kind has one retry
+// policy. A declared kind counts as known to Enqueue's unknown-kind
+// check; this client does not run it: a job of the kind that one of its
+// queues claims fails its attempt with ErrUnknownKind and is retried, as
+// for a kind it has no word of. Like a handler, a declaration makes the
+// client check kinds at Enqueue (Config.AllowUnknownKinds turns that off).
+// Declaring a kind that has a handler, or twice, panics, as registering
+// twice does.
+func (h *Handlers) Declare(kind string, opts ...KindOption) {
+	e := &handlerEntry{}
+	for _, o := range opts {
+		o(&e.kindConfig)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, dup := h.m[kind]; dup {
+		panic(fmt.Sprintf("backlog: kind %q registered twice: a kind has one handler or one declaration", kind))
+	}
+	h.m[kind] = e
+}
 
-// count returns how many kinds are registered; 0 for a nil registry.
+// Has reports whether kind has a handler here; a nil registry has none
+// (a declared kind has none: see Declare).
+func (h *Handlers) Has(kind string) bool {
+	e := h.lookup(kind)
+	return e != nil && e.fn != nil
+}
+
+// Known reports whether kind has a handler here or was declared (see
+// Declare): the kinds Enqueue's unknown-kind check and the HTTP API's
+// Config.RejectUnknownKinds accept without asking anyone else.
+func (h *Handlers) Known(kind string) bool { return h.lookup(kind) != nil }
+
+// count returns how many kinds are registered or declared; 0 for a nil
+// registry.
 func (h *Handlers) count() int {
 	if h == nil {
 		return 0
@@ -87,13 +123,16 @@ func (h *Handlers) count() int {
 	return len(h.m)
 }
 
-// Kinds returns the registered kinds, sorted.
+// Kinds returns the kinds that have a handler here, sorted (declared
+// kinds are not among them).
 func (h *Handlers) Kinds() []string {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]string, 0, len(h.m))
-	for k := range h.m {
-		out = append(out, k)
+	for k, e := range h.m {
+		if e.fn != nil {
+			out = append(out, k)
+		}
 	}
 	sort.Strings(out)
 	return out

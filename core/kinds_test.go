@@ -3,8 +3,10 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/backlogq/backlog/core"
 )
@@ -133,4 +135,47 @@ func TestHandlersHas(t *testing.T) {
 	if !h.Has("greet") || h.Has("other") {
 		t.Fatal("Has does not match the registry")
 	}
+}
+
+// TestDeclaredKind: a kind declared to run elsewhere is known to Enqueue,
+// its retry policy is the one the engine (and the HTTP API, through
+// RetryPolicy) applies to its failures, and this client does not run it:
+// a job of it claimed here fails with ErrUnknownKind and is retried by
+// that policy.
+func TestDeclaredKind(t *testing.T) {
+	h := core.NewHandlers()
+	h.HandleRaw("local", func(context.Context, *core.Job) error { return nil })
+	h.Declare("remote", core.WithRetry(core.DelayList{7 * time.Second}))
+	c, _ := newClient(t, h, func(cfg *core.Config) { cfg.Retry = core.DelayList{time.Hour} })
+	ctx := context.Background()
+	if h.Has("remote") || !h.Known("remote") || strings.Join(h.Kinds(), ",") != "local" {
+		t.Fatalf("Has %v Known %v Kinds %v; want a declared kind known but not handled here", h.Has("remote"), h.Known("remote"), h.Kinds())
+	}
+	if got := c.RetryPolicy("remote"); fmt.Sprint(got) != fmt.Sprint(core.DelayList{7 * time.Second}) {
+		t.Fatalf("RetryPolicy(remote) = %v", got)
+	}
+	if got := c.RetryPolicy("local"); fmt.Sprint(got) != fmt.Sprint(core.DelayList{time.Hour}) {
+		t.Fatalf("RetryPolicy(local) = %v; want the client's default", got)
+	}
+	if _, err := c.EnqueueRaw(ctx, "nope", nil, nil); !errors.Is(err, core.ErrUnknownKind) {
+		t.Fatalf("enqueue of an undeclared kind: %v", err)
+	}
+	r, err := c.EnqueueRaw(ctx, "remote", nil, nil)
+	if err != nil {
+		t.Fatalf("enqueue of a declared kind: %v", err)
+	}
+	res, err := c.WorkJob(ctx, r.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res.Err, core.ErrUnknownKind) || res.Job.State != core.StateRetryable ||
+		len(res.Job.Errors) != 1 || res.Job.RunAt.Sub(res.Job.Errors[0].At) != 7*time.Second {
+		t.Fatalf("a declared kind claimed here: err %v, job %+v; want ErrUnknownKind, retried in 7s", res.Err, res.Job)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("declaring a kind that has a handler did not panic")
+		}
+	}()
+	h.Declare("local")
 }

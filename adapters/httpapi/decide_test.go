@@ -11,16 +11,19 @@ import (
 )
 
 // TestKindRetryPrecedence: the delay of a remote failure is the worker's
-// retry_in_seconds, else the server's policy for the kind, else the
-// server's default; through the single endpoint and the batch alike.
+// retry_in_seconds, else the engine's policy for the kind (declared on the
+// server's client: core.Client.RetryPolicy), else the server's default;
+// through the single endpoint and the batch alike.
 func TestKindRetryPrecedence(t *testing.T) {
 	teststores.Run(t, func(t *testing.T, st core.Store) {
 		clock := newFakeClock()
-		h := newHarness(t, st, core.Config{Clock: clock, Retry: core.DelayList{time.Hour}}, Config{KindRetry: map[string]core.RetryPolicy{
-			"fast":  core.DelayList{5 * time.Second},
-			"exp":   core.ExponentialBackoff{Base: 2 * time.Second, Max: time.Minute, Jitter: -1},
-			"unset": nil,
-		}})
+		// Kinds remote workers run, declared with their policies on the
+		// server's engine (one policy per kind, wherever it runs).
+		kinds := core.NewHandlers()
+		kinds.Declare("fast", core.WithRetry(core.DelayList{5 * time.Second}))
+		kinds.Declare("exp", core.WithRetry(core.ExponentialBackoff{Base: 2 * time.Second, Max: time.Minute, Jitter: -1}))
+		kinds.Declare("unset")
+		h := newHarness(t, st, core.Config{Clock: clock, Retry: core.DelayList{time.Hour}, Handlers: kinds, AllowUnknownKinds: true}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		fail := func(kind string, fields map[string]any) time.Duration {
 			t.Helper()

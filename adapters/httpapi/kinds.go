@@ -115,7 +115,7 @@ func (k *kindRegistry) forget() {
 
 // checkKinds refuses, when Config.RejectUnknownKinds is set, a submission
 // holding a job of a kind that neither the server's client has a handler
-// for nor a live registered worker (not yet declared dead) announced:
+// for or declares (core.Handlers.Known) nor a live registered worker (not yet declared dead) announced:
 // 422 unknown-kind naming the first such job and kind. prefixed names
 // the item of a batch.
 func (s *Server) checkKinds(ctx context.Context, ps []core.InsertParams, prefixed bool) error {
@@ -125,7 +125,7 @@ func (s *Server) checkKinds(ctx context.Context, ps []core.InsertParams, prefixe
 	handlers := s.ccfg.Handlers
 	var known map[string]bool
 	for i, p := range ps {
-		if handlers.Has(p.Kind) {
+		if handlers.Known(p.Kind) {
 			continue
 		}
 		if known == nil {

@@ -263,9 +263,10 @@ func checkCause(cause string) error {
 
 // decide is the engine's decision (core.Decide) on an attempt of j that
 // a remote worker reported as v, at now. The delay before a retry is, in
-// order: the one the worker sent (retry_in_seconds, v.RetryIn), the
-// policy of j's kind (Config.KindRetry), the client's default policy
-// (core.Config.Retry). A failure the worker reported (failVerdict) keeps
+// order: the one the worker sent (retry_in_seconds, v.RetryIn), then the
+// engine's policy of j's kind (core.Client.RetryPolicy: the kind's
+// WithRetry, given to its handler or to core.Handlers.Declare, else
+// core.Config.Retry), the same as for the engine's own handlers. A failure the worker reported (failVerdict) keeps
 // the cause it reported in its error entry; with cause deadline the job
 // is discarded for its deadline, as the engine does when an attempt ends
 // by the job's deadline, whatever this server's clock says. The caller
@@ -276,10 +277,7 @@ func (s *Server) decide(j *core.Job, now time.Time, v core.Verdict) core.Decisio
 		// Sealed by a worker holding keys: the limit of its plaintext.
 		maxArgs = core.SealedSize(maxArgs)
 	}
-	policy := s.ccfg.Retry
-	if p := s.cfg.KindRetry[j.Kind]; p != nil {
-		policy = p
-	}
+	policy := s.c.RetryPolicy(j.Kind)
 	var re *reportedError
 	reported := errors.As(v.Err, &re)
 	if reported && re.cause == core.CauseDeadline && v.Kind == core.OutcomeRetry {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -131,15 +130,6 @@ type Config struct {
 	// are refused either way; with keys on the client, so are envelopes
 	// that do not open for the job's kind. See docs/security.md.
 	AcceptSealedArgs bool
-	// KindRetry is the retry policy per job kind for the failures remote
-	// workers report (POST /v1/jobs/{id}/fail, batch outcomes of type
-	// fail, and continuations that fail): core.ExponentialBackoff,
-	// core.DelayList or any core.RetryPolicy. The delay before a retry is,
-	// in order of precedence: the retry_in_seconds the worker sent with
-	// its failure, the policy of the job's kind here, the server's default
-	// (core.Config.Retry of the client). Nil entries are ignored. The map
-	// is copied by New.
-	KindRetry map[string]core.RetryPolicy
 	// MaxHeavyRequests bounds how many list pages and claims hold jobs in
 	// memory at once; a request that finds no slot free within 5 s is
 	// answered 429 too-many-requests with Retry-After. Long-polling claims
@@ -324,7 +314,6 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	if cfg.MaxHeavyRequests == 0 {
 		cfg.MaxHeavyRequests = DefaultMaxHeavyRequests
 	}
-	cfg.KindRetry = maps.Clone(cfg.KindRetry)
 	ccfg := c.Config()
 	if cfg.Logger == nil {
 		cfg.Logger = ccfg.Logger

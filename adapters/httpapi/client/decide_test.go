@@ -47,7 +47,7 @@ func (e *eventsByJob) get(id int64) (core.Event, bool) {
 // reason and cause). The retry
 // policies are the same on both sides: a default DelayList{1h} and, for
 // kind "exp", an exact ExponentialBackoff (the engine's per-kind policy
-// in process, Config.KindRetry on the server).
+// in process, declared on the server's engine).
 func TestSameDecisionInProcessAndRemote(t *testing.T) {
 	teststores.Run(t, func(t *testing.T, st core.Store) {
 		continueAt := core.UTC(time.Now().Add(24 * time.Hour)).Truncate(time.Second)
@@ -113,14 +113,17 @@ func TestSameDecisionInProcessAndRemote(t *testing.T) {
 
 		// Remote: the API over its own client on the same store.
 		remoteEvents := &eventsByJob{m: map[int64]core.Event{}}
+		serverKinds := core.NewHandlers()
+		serverKinds.Declare("exp", core.WithRetry(exp))
 		serverCore, err := core.NewClient(st, core.Config{
+			Handlers: serverKinds, AllowUnknownKinds: true,
 			Logger: quiet(), Retry: core.DelayList{time.Hour}, MaintenanceInterval: -1,
 			Retention: &core.Retention{Completed: time.Hour}, Observers: []core.Observer{remoteEvents},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		api, err := httpapi.New(serverCore, httpapi.Config{KindRetry: map[string]core.RetryPolicy{"exp": exp}})
+		api, err := httpapi.New(serverCore, httpapi.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
