@@ -82,6 +82,14 @@ const (
 	MaxTagLen             = 128      // bytes per tag
 	MaxMetadataBytes      = 64 << 10 // bytes of metadata keys and values together
 	MaxErrorBytes         = 16 << 10 // bytes kept of one attempt's error text (message + trace)
+	// MaxErrorEntries is the most entries a job's Errors history keeps.
+	// A store that appends an entry (an outcome's, a rescue's, a deadline
+	// discard's) to a history already this long first drops the oldest
+	// entry after the first: the first failure, which often tells the
+	// cause, and the latest MaxErrorEntries-1 stay, and a job that fails
+	// often stays within MaxErrorEntries × MaxErrorBytes of history
+	// (storetest rule finish/errors-history-is-bounded).
+	MaxErrorEntries = 20
 )
 
 // AttemptError is one entry of a job's error history: one per failed

@@ -19,6 +19,7 @@ var finishTests = []test{
 	{"finish/every-outcome-clears-lease-and-keeps-worker", testFinishClearsLease},
 	{"finish/round-trips-result-bytes-and-error-history", testFinishRoundTrip},
 	{"finish/errors-accumulate-in-order-across-attempts", testFinishErrorsAccumulate},
+	{"finish/errors-history-is-bounded", testFinishErrorsBounded},
 	{"finish/stale-worker-is-fenced", testFinishStaleWorker},
 	{"finish/stale-claim-is-fenced", testFinishStaleClaim},
 	{"finish/late-outcome-of-an-earlier-claim-at-the-same-attempt-is-fenced", testFinishEarlierClaim},
@@ -246,6 +247,50 @@ func testFinishErrorsAccumulate(e *env) {
 	e.apply(o)
 	if d := diffErrors(e.get(j.ID).Errors, want); len(d) > 0 {
 		e.Fatalf("the errors history must hold one entry per failed attempt, oldest first:\n%s", lines(d))
+	}
+}
+
+// testFinishErrorsBounded: a history of core.MaxErrorEntries entries
+// drops its oldest entry after the first before another is appended, by
+// Finish and by the store's own entries (a deadline discard): the first
+// failure and the latest ones stay.
+func testFinishErrorsBounded(e *env) {
+	n := core.MaxErrorEntries + 5
+	p := e.job("q", "k")
+	p.MaxAttempts = n + 10
+	p.Deadline = e.now.Add(time.Hour)
+	j := e.claimJob(p, "w")
+	for attempt := 1; attempt <= n; attempt++ {
+		o := e.outcome(j, core.OutcomeRetry)
+		o.Error = &core.AttemptError{Attempt: attempt, At: e.now, Error: fmt.Sprintf("failure %d", attempt)}
+		o.RunAt = e.now.Add(time.Second)
+		e.apply(o)
+		e.advance(time.Second)
+		if attempt < n {
+			j = e.claimOne("q", "w")
+		}
+	}
+	attempts := func(errs []core.AttemptError) []int {
+		out := make([]int, len(errs))
+		for i, x := range errs {
+			out[i] = x.Attempt
+		}
+		return out
+	}
+	want := []int{1}
+	for a := n - core.MaxErrorEntries + 2; a <= n; a++ {
+		want = append(want, a)
+	}
+	if got := attempts(e.get(j.ID).Errors); fmt.Sprint(got) != fmt.Sprint(want) {
+		e.Fatalf("after %d failed attempts the errors history holds the entries of attempts %v; want at most core.MaxErrorEntries (%d): the first and the latest, %v", n, got, core.MaxErrorEntries, want)
+	}
+	e.advance(2 * time.Hour)
+	if _, err := e.s.DiscardExpired(e.ctx, e.now, 10); err != nil {
+		e.Fatalf("DiscardExpired: %v", err)
+	}
+	got := e.get(j.ID).Errors
+	if len(got) != core.MaxErrorEntries || got[0].Attempt != 1 || got[1].Attempt != want[2] || got[len(got)-1].Cause != core.CauseDeadline {
+		e.Fatalf("after a deadline discard of a full history the entries are of attempts %v (last %+v); want %d: the first, the latest failures from attempt %d, then the deadline's entry", attempts(got), got[len(got)-1], core.MaxErrorEntries, want[2])
 	}
 }
 

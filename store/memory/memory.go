@@ -333,7 +333,7 @@ func (s *Store) finish(o core.Outcome) bool {
 	if o.Error != nil {
 		e := *o.Error
 		e.At = core.UTC(e.At)
-		j.Errors = append(j.Errors, e)
+		j.Errors = appendError(j.Errors, e)
 	}
 
 	switch o.Kind {
@@ -495,7 +495,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 	})
 	for _, j := range expired {
 		old := j.State
-		j.Errors = append(j.Errors, core.AttemptError{
+		j.Errors = appendError(j.Errors, core.AttemptError{
 			Attempt: j.Attempt,
 			At:      now,
 			Error:   "deadline passed: the job was not finished by " + j.Deadline.Format(time.RFC3339Nano),
@@ -1197,4 +1197,14 @@ func cloneWorker(w core.WorkerInfo) core.WorkerInfo {
 	w.StartedAt = core.UTC(w.StartedAt)
 	w.HeartbeatAt = core.UTC(w.HeartbeatAt)
 	return w
+}
+
+// appendError appends e to a job's errors history, first dropping the
+// oldest entry after the first when the history already holds
+// core.MaxErrorEntries.
+func appendError(errs []core.AttemptError, e core.AttemptError) []core.AttemptError {
+	if len(errs) >= core.MaxErrorEntries {
+		errs = slices.Delete(errs, 1, 2)
+	}
+	return append(errs, e)
 }

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,10 +57,13 @@ func (dialect) Time(t time.Time) any {
 }
 
 // AppendJSON appends the JSON text val to the JSON array col (NULL counts
-// as empty). JSON_EXTRACT(val,'$') makes the text a JSON value on both
+// as empty), after removing its second element when it already holds
+// core.MaxErrorEntries. JSON_EXTRACT(val,'$') makes the text a JSON value on both
 // servers (MariaDB has no CAST … AS JSON).
 func (dialect) AppendJSON(col, val string) string {
-	return "JSON_ARRAY_APPEND(COALESCE(" + col + ",'[]'),'$',JSON_EXTRACT(" + val + ",'$'))"
+	c := "COALESCE(" + col + ",'[]')"
+	return "JSON_ARRAY_APPEND(IF(JSON_LENGTH(" + c + ") >= " + strconv.Itoa(core.MaxErrorEntries) +
+		", JSON_REMOVE(" + c + ",'$[1]'), " + c + "),'$',JSON_EXTRACT(" + val + ",'$'))"
 }
 
 // Returning reports RETURNING for INSERT and DELETE on MariaDB only.

@@ -23,13 +23,13 @@ import (
 // (ra), finished_at or NULL (fi), an error entry to append or NULL (er),
 // the result (rs) and whether to set it (sr), the next kind (kd) and args
 // (ag) or NULL to keep them. Arguments: the rows' values, then the token.
-const finishUpdateSQL = `
+var finishUpdateSQL = `
 UPDATE {jobs} AS j
 JOIN (%s) AS v ON j.id = v.id
 SET j.state = v.st, j.attempt = v.na, j.run_at = COALESCE(v.ra, j.run_at), j.finished_at = v.fi,
     j.lease_until = NULL, j.version = ?,
     j.errors = CASE WHEN v.er IS NULL THEN j.errors
-                    ELSE JSON_ARRAY_APPEND(COALESCE(j.errors, '[]'), '$', JSON_EXTRACT(v.er, '$')) END,
+                    ELSE ` + dialect{}.AppendJSON("j.errors", "v.er") + ` END,
     j.result = CASE WHEN v.sr = 1 THEN v.rs ELSE j.result END,
     j.kind = COALESCE(v.kd, j.kind), j.args = COALESCE(v.ag, j.args)
 WHERE j.state = 'running' AND j.worker_id = v.fw AND j.claim_seq = v.fc`

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"errors"
+	"strconv"
 
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
@@ -36,9 +37,13 @@ func (dialect) Cast(ph string, t sqlq.Type) string {
 	return ph
 }
 
-// AppendJSON appends the jsonb value val to the jsonb array col.
+// AppendJSON appends the jsonb value val to the jsonb array col (NULL
+// counts as empty), after removing its second element when it already
+// holds core.MaxErrorEntries.
 func (dialect) AppendJSON(col, val string) string {
-	return col + " || jsonb_build_array(" + val + "::jsonb)"
+	c := "COALESCE(" + col + ",'[]'::jsonb)"
+	return "(CASE WHEN jsonb_array_length(" + c + ") >= " + strconv.Itoa(core.MaxErrorEntries) +
+		" THEN " + c + " - 1 ELSE " + c + " END) || jsonb_build_array(" + val + "::jsonb)"
 }
 
 func (dialect) LockSuffix(skipLocked bool) string {

@@ -111,7 +111,7 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" AS v(id, fw, fc, st, na, ra, fi, er, rs, sr, kd, ag, del))," +
 		" u AS (UPDATE " + t.Jobs + " j SET state = v.st, attempt = v.na, run_at = COALESCE(v.ra, j.run_at), finished_at = v.fi," +
 		" lease_until = NULL, version = j.version + 1," +
-		" errors = CASE WHEN v.er IS NULL THEN j.errors ELSE j.errors || jsonb_build_array(v.er::jsonb) END," +
+		" errors = CASE WHEN v.er IS NULL THEN j.errors ELSE " + dialect{}.AppendJSON("j.errors", "v.er") + " END," +
 		" result = CASE WHEN v.sr THEN v.rs ELSE j.result END, kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag::jsonb, j.args)" +
 		" FROM v WHERE NOT v.del AND " + fence + " RETURNING j.id)," +
 		" d AS (DELETE FROM " + t.Jobs + " j USING v WHERE v.del AND " + fence + " RETURNING j.id, j.unique_key AS uk, v.fi)," +

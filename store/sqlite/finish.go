@@ -20,12 +20,12 @@ import (
 // or NULL (fi), an error entry to append or NULL (er), the result (rs) and
 // whether to set it (sr), the next kind (kd) and args (ag) or NULL to keep
 // them.
-const finishUpdateSQL = `
+var finishUpdateSQL = `
 WITH v(id, fw, fc, st, na, ra, fi, er, rs, sr, kd, ag) AS (VALUES %s)
 UPDATE {jobs} AS j
 SET state = v.st, attempt = v.na, run_at = COALESCE(v.ra, j.run_at), finished_at = v.fi,
     lease_until = NULL, version = j.version + 1,
-    errors = CASE WHEN v.er IS NULL THEN j.errors ELSE json_insert(j.errors, '$[#]', json(v.er)) END,
+    errors = CASE WHEN v.er IS NULL THEN j.errors ELSE ` + sqlq.Standard{}.AppendJSON("j.errors", "v.er") + ` END,
     result = CASE WHEN v.sr = 1 THEN v.rs ELSE j.result END,
     kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag, j.args)
 FROM v

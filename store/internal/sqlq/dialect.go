@@ -57,9 +57,13 @@ type Dialect interface {
 	Time(t time.Time) any
 
 	// AppendJSON returns an expression evaluating to the JSON array column
-	// col with the JSON value expression val appended (SQLite:
-	// json_insert(col,'$[#]',json(val)); Postgres: col || jsonb_build_array(val::jsonb);
-	// MySQL: JSON_ARRAY_APPEND(col,'$',CAST(val AS JSON))).
+	// col (the errors history) with the JSON value expression val
+	// appended, after dropping the array's second element when it already
+	// holds core.MaxErrorEntries (SQLite: json_insert(…,'$[#]',json(val))
+	// over json_remove(col,'$[1]'); Postgres: (col - 1) ||
+	// jsonb_build_array(val::jsonb); MySQL: JSON_ARRAY_APPEND over
+	// JSON_REMOVE(col,'$[1]')). val appears once in the expression (it may
+	// be a bound parameter); col may appear several times.
 	AppendJSON(col, val string) string
 
 	// Returning reports whether statements of kind s accept a RETURNING
@@ -168,9 +172,11 @@ func (Standard) Time(t time.Time) any {
 	return t
 }
 
-// AppendJSON uses SQLite's json_insert.
+// AppendJSON uses SQLite's json_insert, after json_remove of the second
+// element of a full history (core.MaxErrorEntries).
 func (Standard) AppendJSON(col, val string) string {
-	return "json_insert(" + col + ",'$[#]',json(" + val + "))"
+	return "json_insert(CASE WHEN json_array_length(" + col + ") >= " + strconv.Itoa(core.MaxErrorEntries) +
+		" THEN json_remove(" + col + ",'$[1]') ELSE " + col + " END,'$[#]',json(" + val + "))"
 }
 
 // Returning reports true for every statement kind.
