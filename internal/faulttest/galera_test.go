@@ -237,39 +237,40 @@ func galeraURL(gc *dbserver.GaleraCluster, n int, database string) string {
 // firstStart returns the earliest start of a job by a worker of slot after
 // the monotonic time after (0: none), from the ledger.
 func firstStart(c *cluster, slot int, after int64) int64 {
-	byJob, _, err := parseLedger(c.ledger)
-	if err != nil {
+	starts := startsAfter(c, slot, after)
+	if len(starts) == 0 {
 		return 0
 	}
-	prefix := fmt.Sprintf("%s-w%d-", c.name, slot)
-	var first int64
-	for _, execs := range byJob {
-		for _, e := range execs {
-			if strings.HasPrefix(e.worker, prefix) && e.start > after && (first == 0 || e.start < first) {
-				first = e.start
-			}
-		}
-	}
-	return first
+	return slices.Min(starts)
 }
 
 // lastStart returns the latest start of a job by a worker of slot after
 // the monotonic time after (0: none), from the ledger.
 func lastStart(c *cluster, slot int, after int64) int64 {
-	byJob, _, err := parseLedger(c.ledger)
-	if err != nil {
+	starts := startsAfter(c, slot, after)
+	if len(starts) == 0 {
 		return 0
 	}
+	return slices.Max(starts)
+}
+
+// startsAfter returns the starts of jobs by the workers of slot after the
+// monotonic time after, from the ledger (none when it cannot be read).
+func startsAfter(c *cluster, slot int, after int64) []int64 {
+	byJob, _, err := parseLedger(c.ledger)
+	if err != nil {
+		return nil
+	}
 	prefix := fmt.Sprintf("%s-w%d-", c.name, slot)
-	var last int64
+	var out []int64
 	for _, execs := range byJob {
 		for _, e := range execs {
-			if strings.HasPrefix(e.worker, prefix) && e.start > after && e.start > last {
-				last = e.start
+			if strings.HasPrefix(e.worker, prefix) && e.start > after {
+				out = append(out, e.start)
 			}
 		}
 	}
-	return last
+	return out
 }
 
 // summary describes the stall, the resume and what the probes saw,
