@@ -280,8 +280,15 @@ func haproxyConfig(opts HAProxyOptions, port int, sock string) string {
 	}
 	var httpDefaults, httpCheck string
 	if opts.Mode == HAProxyHTTP {
-		httpDefaults = "    timeout http-request 30s\n    timeout http-keep-alive " + ms(opts.IdleTimeout, idle) + "\n"
-		httpCheck = "    option httpchk GET " + opts.HealthPath + "\n    http-check expect status 200\n"
+		// L7 retries for reads only: a GET or HEAD whose server closed
+		// its kept-alive connection without a full answer (a server going
+		// away mid-request: one GET in about 3,000 got a 502 in
+		// TestHAProxyHTTP) is sent again, to another server; any other
+		// method is never sent twice (a POST may have been processed).
+		httpDefaults = "    timeout http-request 30s\n    timeout http-keep-alive " + ms(opts.IdleTimeout, idle) + "\n" +
+			"    retry-on conn-failure empty-response junk-response response-timeout\n"
+		httpCheck = "    option httpchk GET " + opts.HealthPath + "\n    http-check expect status 200\n" +
+			"    http-request disable-l7-retry if !METH_GET !METH_HEAD\n"
 	}
 	// hard-stop-after: a soft stop (SIGUSR1) closes what is still open
 	// after 10 s. retries and redispatch: a connection refused or timed out
