@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -77,5 +79,22 @@ func TestBenchFloor(t *testing.T) {
 	}
 	if r := mustCLI(t, db, "-o", "json", "bench", "burndown", "--jobs", "100", "--workers", "10"); runtime.GOOS == "linux" && !strings.Contains(r.stdout, `"server_core_seconds": 0`) {
 		t.Fatalf("burndown output %q: no CPU split", r.stdout)
+	}
+}
+
+// TestBenchCPUProfile: --cpuprofile writes a CPU profile of the run that
+// pprof reads (gzip-compressed protocol buffers), and a path that cannot
+// be created is an error before anything runs.
+func TestBenchCPUProfile(t *testing.T) {
+	db := tempDB(t)
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	mustCLI(t, db, "bench", "burndown", "--jobs", "300", "--workers", "20", "--cpuprofile", path)
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile %s: %d bytes, %v; want a gzip-compressed pprof profile", path, len(b), err)
+	}
+	r := cli(t, db, "bench", "burndown", "--jobs", "10", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "cpu.prof"))
+	if r.code == 0 || !strings.Contains(r.stderr, "--cpuprofile") {
+		t.Fatalf("an unwritable --cpuprofile: %s; want an error naming the flag", r)
 	}
 }
