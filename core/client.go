@@ -69,6 +69,9 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	if c.WorkerID == "" {
 		c.WorkerID = defaultWorkerID()
 	}
+	if err := checkTxHandlers(store, c.Handlers); err != nil {
+		return nil, err
+	}
 	cl := &Client{
 		cfg:       c,
 		store:     store,

@@ -89,7 +89,7 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 	c.emit(Event{Kind: EventJobClaimed, At: start, Queue: job.Queue, Job: job, QueueWait: max(start.Sub(due), 0)})
 
 	ctx := exec.ctx
-	st := &execState{job: job, workerID: c.cfg.WorkerID, maxResult: c.cfg.MaxResultBytes, store: c.store, clock: c.clock}
+	st := &execState{job: job, workerID: c.cfg.WorkerID, maxResult: c.cfg.MaxResultBytes, store: c.store, clock: c.clock, client: c}
 	if enc := c.cfg.Encryption; enc != nil && enc.Results {
 		if tc, ok := c.store.(TxCompleter); ok {
 			st.store = sealingTxCompleter{Store: c.store, tc: tc, keys: enc.Keys, kind: job.Kind}

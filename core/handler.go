@@ -45,6 +45,7 @@ func WithRetry(p RetryPolicy) KindOption { return func(c *kindConfig) { c.retry 
 
 type handlerEntry struct {
 	fn HandlerFunc
+	tx bool // registered by HandleTx: needs a TxRunner store
 	kindConfig
 }
 
@@ -173,6 +174,7 @@ type execState struct {
 	completedTx bool
 	store       Store
 	clock       Clock
+	client      *Client // decides the outcome HandleTx writes in its transaction
 }
 
 type execKey struct{}

@@ -77,6 +77,7 @@ func allTests() []test {
 		uniqueTests,
 		uniqueHoldTests,
 		txTests,
+		txRunTests,
 		queueTests,
 		adminTests,
 		listTests,

@@ -164,6 +164,7 @@ var (
 	_ core.Migrator        = (*Store)(nil)
 	_ core.TxInserter      = (*Store)(nil)
 	_ core.TxCompleter     = (*Store)(nil)
+	_ core.TxRunner        = (*Store)(nil)
 	_ core.Settings        = (*Store)(nil)
 	_ core.QueueLimiter    = (*Store)(nil)
 	_ core.MutableSettings = (*Store)(nil)

@@ -1,0 +1,87 @@
+package core_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/memory"
+	"github.com/backlogq/backlog/store/sqlite"
+)
+
+// txArgs are the args of the HandleTx tests' jobs.
+type txArgs struct{}
+
+func (txArgs) Kind() string { return "tx_effect" }
+
+// TestHandleTxNeedsTxRunner: a client with a HandleTx kind on a store
+// without core.TxRunner (the memory store) is refused with an error
+// wrapping ErrUnsupported that names the kind.
+func TestHandleTxNeedsTxRunner(t *testing.T) {
+	h := core.NewHandlers()
+	core.HandleTx(h, func(context.Context, any, *core.TypedJob[txArgs]) error { return nil })
+	_, err := core.NewClient(memory.New(), core.Config{Handlers: h})
+	if !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), `"tx_effect"`) || !strings.Contains(err.Error(), "TxRunner") {
+		t.Fatalf("NewClient with a HandleTx kind on the memory store returned %v; want an error wrapping ErrUnsupported naming the kind and core.TxRunner", err)
+	}
+}
+
+// TestHandleTxPanicRollsBackAndDeleteCommits: a transactional handler
+// that panics after its write on attempt 1 leaves nothing, and the
+// completion of attempt 2 is the deletion of the job (completed jobs not
+// kept), committed with its write.
+func TestHandleTxPanicRollsBackAndDeleteCommits(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.DB().Exec("CREATE TABLE effects (job_id INTEGER, attempt INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	h := core.NewHandlers()
+	core.HandleTx(h, func(ctx context.Context, tx any, j *core.TypedJob[txArgs]) error {
+		if _, err := tx.(*sql.Tx).ExecContext(ctx, "INSERT INTO effects VALUES (?, ?)", j.ID, j.Attempt); err != nil {
+			return err
+		}
+		if j.Attempt == 1 {
+			panic("after the write")
+		}
+		return nil
+	}, core.WithRetry(core.DelayList{time.Millisecond}))
+	c, err := core.NewClient(st, core.Config{Handlers: h, Queues: map[string]core.QueueConfig{core.DefaultQueue: {MaxWorkers: 1}}, PollInterval: 10 * time.Millisecond, Retention: &core.Retention{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	r, err := c.Enqueue(t.Context(), txArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := st.Get(t.Context(), r.Job.ID)
+		if errors.Is(err, core.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d was not deleted on completion: %v", r.Job.ID, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var n, attempt int
+	if err := st.DB().QueryRow("SELECT COUNT(*), MAX(attempt) FROM effects").Scan(&n, &attempt); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || attempt != 2 {
+		t.Fatalf("effects: %d rows, last attempt %d; want 1 row from attempt 2 (the panicking attempt 1 rolls back)", n, attempt)
+	}
+}
