@@ -32,9 +32,11 @@ type TxRunner interface {
 
 // TxHandlerFunc runs one attempt of a job of kind T inside tx, the
 // transaction HandleTx opened on the store's database (pgx.Tx for
-// PostgreSQL, *sql.Tx for SQLite and MySQL/MariaDB; wrap an *sql.Tx as
-// sqlx.NewTx(tx, driverName) to use sqlx). Its return decides the outcome
-// as for Handle, and whether tx commits (see HandleTx).
+// PostgreSQL, *sql.Tx for SQLite and MySQL/MariaDB; to use sqlx, wrap it
+// as &sqlx.Tx{Tx: tx.(*sql.Tx), Mapper: db.Mapper} with db the
+// application's *sqlx.DB: its driver name unset, sqlx keeps '?'
+// placeholders, the form of both). Its return decides the outcome as for
+// Handle, and whether tx commits (see HandleTx).
 type TxHandlerFunc[T Args] func(ctx context.Context, tx any, job *TypedJob[T]) error
 
 // HandleTx registers fn for T's kind as a transactional handler: for each

@@ -1,7 +1,8 @@
-// Command pgtx shows backlog's transactional enqueue and completion on
-// PostgreSQL: an order row and the job that ships it are inserted in one
-// transaction (a rolled-back order leaves no job behind), and the handler
-// writes the shipment and completes its job in one transaction, so the
+// Command pgtx shows backlog's transactional enqueue and transactional
+// tasks on PostgreSQL: an order row and the job that ships it are inserted
+// in one transaction (a rolled-back order leaves no job behind), and the
+// job's handler, a core.HandleTx handler, writes the shipment in the
+// pgx.Tx the engine opened, which also holds the job's completion, so the
 // shipment exists exactly when the job is completed.
 //
 //	go run ./examples/pgtx --dsn 'postgres://root@127.0.0.1:5432/test?sslmode=disable'
@@ -61,18 +62,15 @@ func run(dsn string) error {
 
 	shipped := make(chan int64, 2)
 	handlers := core.NewHandlers()
-	core.Handle(handlers, func(ctx context.Context, j *core.TypedJob[ShipArgs]) error {
-		// The handler's write and the job's completion: one transaction.
-		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "UPDATE pgtx_orders SET shipped_at = now() WHERE id = $1", j.Args.OrderID); err != nil {
-				return err
-			}
-			if err := core.CompleteTx(ctx, tx); err != nil {
-				return err // ErrLeaseLost: someone else holds the job now; roll back
-			}
-			shipped <- j.Args.OrderID
-			return nil
-		})
+	core.HandleTx(handlers, func(ctx context.Context, tx any, j *core.TypedJob[ShipArgs]) error {
+		// tx is the engine's pgx.Tx: the job's completion is written in it
+		// after this returns nil, fenced by the attempt's claim (a lost
+		// lease rolls the update back), and both commit together.
+		if _, err := tx.(pgx.Tx).Exec(ctx, "UPDATE pgtx_orders SET shipped_at = now() WHERE id = $1", j.Args.OrderID); err != nil {
+			return err
+		}
+		shipped <- j.Args.OrderID
+		return nil
 	})
 	client, err := core.NewClient(st, core.Config{Queues: map[string]core.QueueConfig{core.DefaultQueue: {MaxWorkers: 4}}, Handlers: handlers})
 	if err != nil {

@@ -12,8 +12,9 @@ import (
 // store's own statements run at (Open sets it on every connection, New
 // asks for it per transaction), committed when fn returns nil and rolled
 // back otherwise (fn's error is returned unchanged; a panic rolls back and
-// panics again). InsertTx and CompleteTx accept tx, and so does sqlx
-// through sqlx.NewTx(tx.(*sql.Tx), "mysql"). ctx bounds the transaction.
+// panics again). InsertTx and CompleteTx accept tx, and sqlx works on it
+// as &sqlx.Tx{Tx: tx.(*sql.Tx), Mapper: db.Mapper} (see core.HandleTx).
+// ctx bounds the transaction.
 // It returns core.ErrClosed once the store is closed, and Begin's or
 // Commit's error; nothing is retried (a deadlock fails the attempt, which
 // its retry policy retries).

@@ -13,7 +13,7 @@ import (
 // database's write lock from the start), committed when fn returns nil and
 // rolled back otherwise (fn's error is returned unchanged; a panic rolls
 // back and panics again). InsertTx and CompleteTx accept tx, and so does
-// sqlx through sqlx.NewTx(tx.(*sql.Tx), "sqlite").
+// sqlx through &sqlx.Tx{Tx: tx.(*sql.Tx), Mapper: db.Mapper}.
 //
 // While fn runs, every other writer of the file waits on its lock (this
 // process's claims, heartbeats and inserts included: they wait up to the
