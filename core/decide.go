@@ -102,8 +102,8 @@ type DecidePolicy struct {
 	// Retry is the retry policy of the job's kind, or the default one
 	// when the kind has none; nil means ExponentialBackoff{}.
 	Retry RetryPolicy
-	// MaxArgsBytes bounds a continuation's args in bytes; 0 means no
-	// limit.
+	// MaxArgsBytes bounds a continuation's args in bytes (sealed args:
+	// the sealed size of that many bytes, SealedSize); 0 means no limit.
 	MaxArgsBytes int
 	// DeleteCompleted makes a completion delete the row (a retention of
 	// 0 for completed jobs).
@@ -176,7 +176,13 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 		if ct == nil {
 			ct = &ContinueError{}
 		}
-		why := ct.invalidReason(p.MaxArgsBytes)
+		maxArgs := p.MaxArgsBytes
+		if maxArgs > 0 && IsSealed(ct.Args) {
+			// Sealed where the handler ran (a remote worker holding
+			// keys): the limit of its plaintext.
+			maxArgs = SealedSize(maxArgs)
+		}
+		why := ct.invalidReason(maxArgs)
 		if why == "" {
 			o.Kind, o.NextKind, o.NextArgs = OutcomeContinue, ct.Kind, ct.Args
 			o.RunAt = UTC(ct.RunAt)
@@ -219,6 +225,16 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 	o.Kind, o.RunAt = OutcomeRetry, runAt
 	d.Event = EventJobRetried
 	return d
+}
+
+// decidePolicy is the DecidePolicy of an attempt of kind that ended at
+// now: the kind's retry policy (RetryPolicy), the client's args limit and
+// completed-job retention. The engine's executions and remote workers'
+// reports (RemoteWorkers.Report) are decided under it.
+func (c *Client) decidePolicy(kind string, now time.Time) DecidePolicy {
+	return DecidePolicy{
+		Now: now, Retry: c.RetryPolicy(kind), MaxArgsBytes: c.cfg.MaxArgsBytes, DeleteCompleted: c.cfg.Retention.Completed == 0,
+	}
 }
 
 // ErrorEntry is the error entry of attempt number attempt that failed at
@@ -310,14 +326,18 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 // CauseTimeout (a *TimeoutError), CauseDeadline (the job's deadline),
 // CauseUnknownKind (ErrUnknownKind), CauseDecrypt (ErrDecrypt),
 // CauseInvalidContinue, CauseShutdown (a hard stop), and otherwise
-// CauseHandlerError. Wrapping is followed (errors.Is and errors.As), in
+// CauseHandlerError; a failure a remote worker reported (RemoteFailure)
+// has the cause it reported. Wrapping is followed (errors.Is and errors.As), in
 // that order, so a panic inside a timed-out attempt is a panic.
 func CauseOf(err error) string {
 	var (
+		re *reportedError
 		pe *PanicError
 		te *TimeoutError
 	)
 	switch {
+	case errors.As(err, &re):
+		return re.errorCause()
 	case errors.As(err, &pe):
 		return CausePanic
 	case errors.As(err, &te):

@@ -82,11 +82,7 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 	job := exec.job
 
 	start, began := c.clock.Now(), time.Now()
-	due := job.RunAt
-	if job.CreatedAt.After(due) {
-		due = job.CreatedAt
-	}
-	c.emit(Event{Kind: EventJobClaimed, At: start, Queue: job.Queue, Job: job, QueueWait: max(start.Sub(due), 0)})
+	c.emit(claimedEvent(job, start))
 
 	ctx := exec.ctx
 	st := &execState{job: job, workerID: c.cfg.WorkerID, maxResult: c.cfg.MaxResultBytes, store: c.store, clock: c.clock, client: c}
@@ -211,9 +207,7 @@ func (c *Client) decide(ctx context.Context, job *Job, err error, st *execState)
 	if v.Kind == OutcomeComplete {
 		v.Result = result
 	}
-	d := Decide(job, v, DecidePolicy{
-		Now: c.clock.Now(), Retry: c.RetryPolicy(job.Kind), MaxArgsBytes: c.cfg.MaxArgsBytes, DeleteCompleted: c.cfg.Retention.Completed == 0,
-	})
+	d := Decide(job, v, c.decidePolicy(job.Kind, c.clock.Now()))
 	d.Outcome.WorkerID = c.cfg.WorkerID
 	return pendingOutcome{job: job, o: d.Outcome, ev: d.Event, reason: d.Reason, err: d.Err, quiet: quiet}
 }

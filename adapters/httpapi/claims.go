@@ -76,16 +76,16 @@ func (c *claimMemory) take(id int64, claimSeq int64) *core.Job {
 	return j
 }
 
-// kind returns the kind of job id's claim at claimSeq, without forgetting
-// it; ok is false when this server does not remember that claim.
-func (c *claimMemory) kind(id int64, claimSeq int64) (kind string, ok bool) {
+// peek returns the claim of job id at claimSeq without forgetting it, or
+// nil when this server does not remember that claim.
+func (c *claimMemory) peek(id int64, claimSeq int64) *core.Job {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.m[id]
 	if !ok || j.ClaimSeq != claimSeq {
-		return "", false
+		return nil
 	}
-	return j.Kind, true
+	return j
 }
 
 // len returns how many claims are remembered (for tests).
@@ -152,7 +152,7 @@ func (s *Server) claimBudgeted(ctx context.Context, slot *heavySlot, w core.Work
 	for len(out) < limit && size < s.cfg.MaxPageBytes {
 		want := s.chunkSize(limit-len(out), size)
 		var jobs []*core.Job
-		jobs, err = s.claimOnce(ctx, w, queues, want)
+		jobs, err = s.rw.Claim(ctx, w, queues, want)
 		out = append(out, jobs...)
 		for _, j := range jobs {
 			size += jobBytes(j)
@@ -182,10 +182,7 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 	log := reqFrom(r.Context()).log
 	now := s.now()
 	out := newJobStream(w)
-	var (
-		bad           []core.Outcome
-		undeliverable []*core.Job
-	)
+	var undeliverable []*core.Job
 	for i, j := range claimed {
 		aj := s.apiJob(r.Context(), j)
 		aj.LeaseToken = token(j)
@@ -196,33 +193,18 @@ func (s *Server) writeClaim(w http.ResponseWriter, r *http.Request, workerID str
 			s.claims.take(j.ID, j.ClaimSeq)
 			log.Error("backlog http: a claimed job cannot be encoded; handing it back unrun (run `backlog migrate` to repair stored times)",
 				"worker_id", workerID, "job_id", j.ID, "kind", j.Kind, "err", err)
-			o := core.HandBack(j, core.CauseUndeliverable, now)
-			o.RunAt = core.ClampTime(now.Add(undeliverableDelay))
-			bad = append(bad, o)
 			undeliverable = append(undeliverable, j)
 			continue
 		}
-		due := j.RunAt
-		if j.CreatedAt.After(due) {
-			due = j.CreatedAt
-		}
-		s.c.Emit(core.Event{Kind: core.EventJobClaimed, At: now, Queue: j.Queue, Job: j, QueueWait: max(now.Sub(due), 0)})
+		s.rw.Delivered(j, now)
 		claimed[i] = nil // written: let it go
 	}
 	out.end(0, nil)
-	if len(bad) > 0 {
+	if len(undeliverable) > 0 {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
 		defer cancel()
-		res, err := s.st.Finish(ctx, bad)
-		if err != nil {
-			log.Warn("backlog http: handing back undeliverable jobs failed; they return after lease expiry", "worker_id", workerID, "jobs", len(bad), "err", err)
-			return nil
-		}
-		for i, fr := range res {
-			if fr.Applied {
-				j := undeliverable[i]
-				s.c.Emit(core.Event{Kind: core.EventJobSnoozed, At: now, Queue: j.Queue, Job: j, Cause: core.CauseUndeliverable})
-			}
+		if _, err := s.rw.HandBack(ctx, undeliverable, core.CauseUndeliverable, undeliverableDelay, now); err != nil {
+			log.Warn("backlog http: handing back undeliverable jobs failed; they return after lease expiry", "worker_id", workerID, "jobs", len(undeliverable), "err", err)
 		}
 	}
 	return nil

@@ -73,14 +73,11 @@ type batchEntry struct {
 	tok  leaseToken
 	item *OutcomeItem
 	v    core.Verdict // what the item reports
-
-	job *core.Job // for events: as read (fail, continue) or as claimed (remembered), else a stub
-	d   core.Decision
 }
 
 // tokenJob is what a lease token says of its job: enough for the fence of
-// an outcome that needs no more (complete, snooze) and for its events
-// when nothing else is known.
+// an outcome that needs no more (complete, snooze, hand-back) and for its
+// events when nothing else is known.
 func tokenJob(tok leaseToken) *core.Job {
 	return &core.Job{ID: tok.jobID, Attempt: tok.attempt, ClaimSeq: tok.claimSeq, WorkerID: tok.workerID, State: core.StateRunning}
 }
@@ -88,8 +85,8 @@ func tokenJob(tok leaseToken) *core.Job {
 // outcomes applies a batch of outcomes of worker {id} with as few store
 // round trips as it can: completions and snoozes are fenced by their
 // tokens alone (no read), failures and continuations read their job for
-// the decision (attempts, deadline, the kind's retry policy),
-// then one Store.Finish applies everything. Problems of single items
+// the decision (attempts, deadline, the kind's retry policy), then one
+// core.RemoteWorkers.Report decides and applies everything. Problems of single items
 // answer in their result; only a malformed body fails the whole request
 // (and changes nothing), as does a store failure (nothing applied).
 func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
@@ -133,9 +130,9 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 
 	// Failures and continuations (which fail when invalid) need their job
 	// (attempt, attempts allowed, deadline, kind) for the decision;
-	// completions and snoozes only the fence.
+	// completions and snoozes only the fence, which the token holds.
 	now := s.now()
-	var outs []core.Outcome
+	var reports []core.Report
 	var applying []*batchEntry
 	// heldJob reads e's job; nil (and the item rejected as lease-lost) when
 	// it is gone or no longer held under e's token.
@@ -159,75 +156,49 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, e := range entries {
 		tok := e.tok
+		// As claimed here (queue, kind and claim time for events), else
+		// what the token says.
+		j := s.claims.peek(tok.jobID, tok.claimSeq)
+		read := false
 		switch e.item.Type {
 		case OutcomeTypeFail, OutcomeTypeContinue:
-			j, err := heldJob(e)
-			if err != nil {
+			read = true
+		case OutcomeTypeComplete:
+			// A result is sealed for its job's kind: from this
+			// server's claim, or read.
+			read = j == nil && s.sealsResults() && e.v.Result != nil && !core.IsSealed(e.v.Result)
+		}
+		if read {
+			var err error
+			if j, err = heldJob(e); err != nil {
 				return err // nothing applied yet
 			}
 			if j == nil {
 				continue
 			}
-			e.job = j
-			e.d = s.decide(j, now, e.v)
-			s.sealOutcome(&e.d.Outcome, j.Kind)
-		case OutcomeTypeComplete:
-			e.d = s.decide(tokenJob(tok), now, e.v)
-			if s.sealsResults() && e.v.Result != nil && !core.IsSealed(e.v.Result) {
-				// A result is sealed for its job's kind: from this
-				// server's claim, or read.
-				kind, ok := s.claims.kind(tok.jobID, tok.claimSeq)
-				if !ok {
-					j, err := heldJob(e)
-					if err != nil {
-						return err // nothing applied yet
-					}
-					if j == nil {
-						continue
-					}
-					kind = j.Kind
-				}
-				s.sealOutcome(&e.d.Outcome, kind)
-			}
-		default:
-			if e.item.HandBack != "" {
-				e.d = handBackDecision(tokenJob(tok), e.item.HandBack, now)
-				break
-			}
-			e.d = s.decide(tokenJob(tok), now, e.v)
 		}
-		outs = append(outs, e.d.Outcome)
+		if j == nil {
+			j = tokenJob(tok)
+		}
+		reports = append(reports, core.Report{Job: j, Verdict: e.v, HandBack: e.item.HandBack})
 		applying = append(applying, e)
 	}
 
-	if len(outs) > 0 {
-		res, err := s.st.Finish(ctx, outs)
+	if len(reports) > 0 {
+		res, err := s.rw.Report(ctx, now, reports)
 		if err != nil {
 			return err
 		}
-		if len(res) != len(outs) {
-			return fmt.Errorf("httpapi: store returned %d finish results for %d outcomes", len(res), len(outs))
-		}
 		wake := false
 		for k, e := range applying {
-			if e.job == nil {
-				e.job = s.claims.take(e.tok.jobID, e.tok.claimSeq)
-			} else {
-				s.claims.take(e.tok.jobID, e.tok.claimSeq)
-			}
-			if e.job == nil {
-				// Handed out by another server (or forgotten): what the
-				// token says is all that is known.
-				e.job = tokenJob(e.tok)
-			}
+			s.claims.take(e.tok.jobID, e.tok.claimSeq)
 			if !res[k].Applied {
-				s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: now, Queue: e.job.Queue, Job: e.job})
 				reject(e.idx, newProblem(SlugLeaseLost, fmt.Sprintf("job %d is no longer held under this lease token (it was rescued, re-claimed, cancelled, finished or deleted); nothing changed", e.tok.jobID)))
 				continue
 			}
-			s.emitApplied(e.job, e.d)
-			wake = wake || wakes(e.d.Outcome)
-			results[e.idx] = OutcomeResult{JobID: e.tok.jobID, Applied: true, State: stateAfter(e.d.Outcome)}
+			o := res[k].Decision.Outcome
+			wake = wake || wakes(o)
+			results[e.idx] = OutcomeResult{JobID: e.tok.jobID, Applied: true, State: stateAfter(o)}
 		}
 		if wake {
 			s.wake.broadcast()

@@ -114,63 +114,37 @@ func lostProblem(j *core.Job) error {
 	return newProblem(SlugLeaseLost, fmt.Sprintf("job %d is no longer held under this lease token (now %s, attempt %d); nothing changed", j.ID, j.State, j.Attempt))
 }
 
-// finish applies one decided outcome and reports its event; a failed
-// fence is lease-lost. It returns the job as it is after (nil when
-// deleted).
-func (s *Server) finish(ctx context.Context, j *core.Job, d core.Decision) (*core.Job, error) {
-	o := d.Outcome
-	res, err := s.st.Finish(ctx, []core.Outcome{o})
-	if err != nil {
-		return nil, err
-	}
-	if len(res) != 1 {
-		return nil, fmt.Errorf("httpapi: store returned %d finish results for one outcome", len(res))
-	}
-	s.claims.take(o.JobID, o.ClaimSeq)
-	if !res[0].Applied {
-		s.c.Emit(core.Event{Kind: core.EventLeaseLost, At: o.At, Queue: j.Queue, Job: j})
-		return nil, lostProblem(j)
-	}
-	s.emitApplied(j, d)
-	if wakes(o) {
-		s.wake.broadcast()
-	}
-	if o.Delete {
-		return nil, nil
-	}
-	after, err := s.c.GetJob(ctx, j.ID)
-	if errors.Is(err, core.ErrNotFound) {
-		return nil, nil
-	}
-	return after, err
-}
-
-// answer seals d's outcome for j's kind (encryption at rest), applies it
-// with finish and answers with the job as it is after.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *core.Job, d core.Decision) error {
-	s.sealOutcome(&d.Outcome, j.Kind)
-	after, err := s.finish(r.Context(), j, d)
+// answer reports rep (an attempt of j, the running job as read) to the
+// engine (core.RemoteWorkers.Report: decided, sealed, applied, reported to
+// observers) and answers with the job as it is after; a failed fence is
+// lease-lost.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *core.Job, rep core.Report) error {
+	ctx := r.Context()
+	rep.Job = j
+	res, err := s.rw.Report(ctx, s.now(), []core.Report{rep})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), after)})
+	s.claims.take(j.ID, j.ClaimSeq)
+	if !res[0].Applied {
+		return lostProblem(j)
+	}
+	o := res[0].Decision.Outcome
+	if wakes(o) {
+		s.wake.broadcast()
+	}
+	var after *core.Job
+	if !o.Delete {
+		after, err = s.c.GetJob(ctx, j.ID)
+		if errors.Is(err, core.ErrNotFound) {
+			after, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(ctx, after)})
 	return nil
-}
-
-// emitApplied reports an applied outcome of j's execution; its duration
-// runs from the claim (j.AttemptedAt, when known) to the outcome, and a
-// failed attempt's event carries the cause of its error entry, as the
-// engine's own do.
-func (s *Server) emitApplied(j *core.Job, d core.Decision) {
-	var dur time.Duration
-	if !j.AttemptedAt.IsZero() {
-		dur = max(d.Outcome.At.Sub(j.AttemptedAt), 0)
-	}
-	var cause string
-	if d.Outcome.Error != nil {
-		cause = d.Outcome.Error.Cause
-	}
-	s.c.Emit(core.Event{Kind: d.Event, At: d.Outcome.At, Queue: j.Queue, Job: j, Err: d.Err, Reason: d.Reason, Duration: dur, Cause: cause})
 }
 
 // wakes reports whether an applied outcome makes its job due at once
@@ -261,67 +235,19 @@ func checkCause(cause string) error {
 	return newProblem(SlugInvalidRequest, fmt.Sprintf("cause %q is not a known cause; a worker reports one of %s (absent means %s)", cause, allowed, core.CauseHandlerError))
 }
 
-// decide is the engine's decision (core.Decide) on an attempt of j that
-// a remote worker reported as v, at now. The delay before a retry is, in
-// order: the one the worker sent (retry_in_seconds, v.RetryIn), then the
-// engine's policy of j's kind (core.Client.RetryPolicy: the kind's
-// WithRetry, given to its handler or to core.Handlers.Declare, else
-// core.Config.Retry), the same as for the engine's own handlers. A failure the worker reported (failVerdict) keeps
-// the cause it reported in its error entry; with cause deadline the job
-// is discarded for its deadline, as the engine does when an attempt ends
-// by the job's deadline, whatever this server's clock says. The caller
-// seals the outcome (sealOutcome).
-func (s *Server) decide(j *core.Job, now time.Time, v core.Verdict) core.Decision {
-	maxArgs := s.ccfg.MaxArgsBytes
-	if v.Next != nil && core.IsSealed(v.Next.Args) && maxArgs > 0 {
-		// Sealed by a worker holding keys: the limit of its plaintext.
-		maxArgs = core.SealedSize(maxArgs)
-	}
-	policy := s.c.RetryPolicy(j.Kind)
-	var re *reportedError
-	reported := errors.As(v.Err, &re)
-	if reported && re.cause == core.CauseDeadline && v.Kind == core.OutcomeRetry {
-		// Decide discards an attempt whose deadline has passed.
-		dj := *j
-		if dj.Deadline.IsZero() || dj.Deadline.After(now) {
-			dj.Deadline = now
-		}
-		j = &dj
-	}
-	d := core.Decide(j, v, core.DecidePolicy{
-		Now: now, Retry: policy, MaxArgsBytes: maxArgs, DeleteCompleted: s.ccfg.Retention.Completed == 0,
-	})
-	if reported && d.Outcome.Error != nil {
-		d.Outcome.Error.Cause = re.cause
-	}
-	return d
-}
-
-// reportedError is a failure as a remote worker reported it: its message
-// and trace become the attempt's error entry as they are (bounded), with
-// the cause the worker reported (core.CauseHandlerError when it sent
-// none).
-type reportedError struct{ msg, trace, cause string }
-
-func (e *reportedError) Error() string      { return e.msg }
-func (e *reportedError) ErrorTrace() string { return e.trace }
-
-// failVerdict is the verdict of a failure a remote worker reported: its
-// message, trace and cause ("" for core.CauseHandlerError), its action
-// (retry, the default; discard; cancel) and the delay it asked for (nil
-// for the policy's).
+// failVerdict is the verdict of a failure a remote worker reported
+// (core.RemoteFailure): its message, trace and cause ("" for
+// core.CauseHandlerError), its action (retry, the default; discard;
+// cancel) and the delay it asked for (nil for the kind's policy).
 func failVerdict(msg, trace, cause, action string, retryIn *time.Duration) core.Verdict {
-	if cause == "" {
-		cause = core.CauseHandlerError
-	}
-	v := core.Verdict{Kind: core.OutcomeRetry, Err: &reportedError{msg: msg, trace: trace, cause: cause}, RetryIn: retryIn}
+	kind := core.OutcomeRetry
 	switch action {
 	case "discard":
-		v.Kind = core.OutcomeDiscard
+		kind = core.OutcomeDiscard
 	case "cancel":
-		v.Kind = core.OutcomeCancel
+		kind = core.OutcomeCancel
 	}
-	return v
+	return core.RemoteFailure(msg, trace, cause, kind, retryIn)
 }
 
 // continueVerdict is the verdict of a continuation a remote worker
@@ -355,7 +281,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answer(w, r, j, s.decide(j, s.now(), core.Verdict{Kind: core.OutcomeComplete, Result: result}))
+	return s.answer(w, r, j, core.Report{Verdict: core.Verdict{Kind: core.OutcomeComplete, Result: result}})
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
@@ -371,7 +297,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answer(w, r, j, s.decide(j, s.now(), failVerdict(req.Error, req.Trace, req.Cause, req.Action, override)))
+	return s.answer(w, r, j, core.Report{Verdict: failVerdict(req.Error, req.Trace, req.Cause, req.Action, override)})
 }
 
 func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
@@ -390,10 +316,7 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.HandBack != "" {
-		return s.answer(w, r, j, handBackDecision(j, req.HandBack, s.now()))
-	}
-	return s.answer(w, r, j, s.decide(j, s.now(), core.Verdict{Kind: core.OutcomeSnooze, Delay: d}))
+	return s.answer(w, r, j, core.Report{Verdict: core.Verdict{Kind: core.OutcomeSnooze, Delay: d}, HandBack: req.HandBack})
 }
 
 // WorkerHandBacks are the hand-back causes a remote worker may give
@@ -413,12 +336,6 @@ func checkHandBack(cause string, delay *float64) error {
 	return nil
 }
 
-// handBackDecision is the decision on a job a remote worker handed back
-// for cause, as the engine decides it in process: core.HandBack.
-func handBackDecision(j *core.Job, cause string, now time.Time) core.Decision {
-	return core.Decision{Outcome: core.HandBack(j, cause, now), Event: core.EventJobSnoozed}
-}
-
 func (s *Server) continueJob(w http.ResponseWriter, r *http.Request) error {
 	var req ContinueRequest
 	if err := s.decodeBody(w, r, &req, true); err != nil {
@@ -428,7 +345,7 @@ func (s *Server) continueJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answer(w, r, j, s.decide(j, s.now(), continueVerdict(req.Kind, req.Args, req.RunAt)))
+	return s.answer(w, r, j, core.Report{Verdict: continueVerdict(req.Kind, req.Args, req.RunAt)})
 }
 
 func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) error {
@@ -450,7 +367,7 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) error {
 	}
 	until := core.UTC(s.now().Add(ext))
 	// Only this job's lease: the token names one execution.
-	n, err := s.st.ExtendLeases(r.Context(), tok.workerID, []core.Lease{{JobID: j.ID, ClaimSeq: tok.claimSeq}}, until)
+	n, err := s.rw.Extend(r.Context(), tok.workerID, []core.Lease{{JobID: j.ID, ClaimSeq: tok.claimSeq}}, until)
 	if err != nil {
 		return err
 	}

@@ -239,6 +239,7 @@ var routes = []route{
 // store. It is safe for concurrent use.
 type Server struct {
 	c     *core.Client
+	rw    *core.RemoteWorkers // the engine's remote-worker operations
 	st    core.Store
 	cfg   Config
 	ccfg  core.Config
@@ -319,7 +320,7 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 		cfg.Logger = ccfg.Logger
 	}
 	s := &Server{
-		c: c, st: c.Store(), cfg: cfg, ccfg: ccfg, log: cfg.Logger, clock: ccfg.Clock,
+		c: c, rw: c.RemoteWorkers(), st: c.Store(), cfg: cfg, ccfg: ccfg, log: cfg.Logger, clock: ccfg.Clock,
 		mux: http.NewServeMux(), wake: newBroadcaster(), workers: newWorkerCache(),
 		claims: newClaimMemory(ccfg.LeaseDuration), heavy: make(heavySlots, cfg.MaxHeavyRequests),
 	}

@@ -182,7 +182,7 @@ func (s *Server) lookupWorker(ctx context.Context, id string, now time.Time) (co
 	if w, ok := s.workers.get(id); ok && now.Sub(w.HeartbeatAt) < s.ccfg.WorkerStaleAfter {
 		return w, true, nil
 	}
-	w, err := s.st.Worker(ctx, id)
+	w, err := s.rw.Worker(ctx, id)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 	case err != nil:
@@ -206,7 +206,7 @@ const claimHeartbeatEvery = time.Second
 // touch records a heartbeat of w at now.
 func (s *Server) touch(ctx context.Context, w core.WorkerInfo, now time.Time) (core.WorkerInfo, error) {
 	w.HeartbeatAt = now
-	if err := s.st.RegisterWorker(ctx, w); err != nil {
+	if err := s.rw.Register(ctx, w); err != nil {
 		return w, err
 	}
 	s.workers.put(w, s.ccfg.WorkerDeadAfter)
@@ -305,7 +305,7 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := validMetadata(info.Metadata); err != nil {
 		return err
 	}
-	if err := s.st.RegisterWorker(r.Context(), info); err != nil {
+	if err := s.rw.Register(r.Context(), info); err != nil {
 		return err
 	}
 	s.workers.put(info, s.ccfg.WorkerDeadAfter)
@@ -382,7 +382,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	}
 	n := 0
 	if len(leases) > 0 {
-		if n, err = s.st.ExtendLeases(r.Context(), id, leases, now.Add(s.ccfg.LeaseDuration)); err != nil {
+		if n, err = s.rw.Extend(r.Context(), id, leases, now.Add(s.ccfg.LeaseDuration)); err != nil {
 			return err
 		}
 	}
@@ -405,7 +405,6 @@ func (s *Server) handBackUnknown(ctx context.Context, id string, named map[core.
 	if err != nil {
 		return 0, err
 	}
-	var outs []core.Outcome
 	var lost []*core.Job
 	for _, j := range jobs {
 		if named[core.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}] {
@@ -414,26 +413,24 @@ func (s *Server) handBackUnknown(ctx context.Context, id string, named map[core.
 		if !j.AttemptedAt.Before(now.Add(-ClaimReplyGrace)) {
 			continue
 		}
-		outs = append(outs, core.HandBack(j, core.CauseClaimLost, now))
 		lost = append(lost, j)
 	}
-	if len(outs) == 0 {
+	if len(lost) == 0 {
 		return 0, nil
 	}
-	res, err := s.st.Finish(ctx, outs)
+	applied, err := s.rw.HandBack(ctx, lost, core.CauseClaimLost, 0, now)
 	if err != nil {
 		return 0, err
 	}
 	back := 0
-	for i, r := range res {
-		if !r.Applied {
+	for i, ok := range applied {
+		if !ok {
 			continue
 		}
 		back++
 		j := lost[i]
 		s.claims.take(j.ID, j.ClaimSeq)
 		s.log.Warn("backlog http: handed back a job the worker does not hold (its claim's reply was lost)", "holder", id, "job_id", j.ID, "kind", j.Kind)
-		s.c.Emit(core.Event{Kind: core.EventJobSnoozed, At: now, Queue: j.Queue, Job: j, Cause: core.CauseClaimLost})
 	}
 	if back > 0 {
 		s.wake.broadcast()
@@ -453,7 +450,7 @@ func (s *Server) deregisterWorker(w http.ResponseWriter, r *http.Request) error 
 	} else if ok && !s.mayActFor(r.Context(), ownerOf(info)) {
 		return forbiddenWorker(id)
 	}
-	if err := s.st.DeregisterWorker(r.Context(), id); err != nil {
+	if err := s.rw.Deregister(r.Context(), id); err != nil {
 		return err
 	}
 	s.workers.del(id)
@@ -595,41 +592,13 @@ func (s *Server) sleep(ctx context.Context, end <-chan time.Time, woken <-chan s
 	return true
 }
 
-// claimOnce claims up to limit jobs from queues in order, for worker w.
-func (s *Server) claimOnce(ctx context.Context, w core.WorkerInfo, queues []string, limit int) ([]*core.Job, error) {
-	var out []*core.Job
-	for _, q := range queues {
-		if limit-len(out) <= 0 {
-			break
-		}
-		now := s.now()
-		jobs, err := s.st.Claim(ctx, core.ClaimParams{
-			Queue: q, WorkerID: w.ID, Limit: limit - len(out),
-			Now: now, LeaseUntil: now.Add(s.ccfg.LeaseDuration), Tags: w.Tags,
-		})
-		if errors.Is(err, core.ErrQueuePaused) {
-			continue
-		}
-		out = append(out, jobs...)
-		if err != nil {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
 // handBack returns jobs claimed for a client that went away: each is
 // snoozed to now without using an attempt, so it is not stranded until
 // its lease expires.
 func (s *Server) handBack(ctx context.Context, log *slog.Logger, workerID string, jobs []*core.Job) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	now := s.now()
-	outs := make([]core.Outcome, len(jobs))
-	for i, j := range jobs {
-		outs[i] = core.Outcome{JobID: j.ID, WorkerID: workerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeSnooze, At: now, RunAt: now}
-	}
-	if _, err := s.st.Finish(ctx, outs); err != nil {
+	if _, err := s.rw.HandBack(ctx, jobs, "", 0, s.now()); err != nil {
 		log.Warn("backlog http: handing back jobs of an abandoned claim failed; they return after lease expiry", "worker_id", workerID, "jobs", len(jobs), "err", err)
 		return
 	}
