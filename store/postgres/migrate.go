@@ -16,7 +16,7 @@ import (
 	"github.com/pressly/goose/v3"
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations/*.tmpl
 var migrationFiles embed.FS
 
 // Migrate creates the schema if needed and brings it to the newest version
