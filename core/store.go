@@ -971,10 +971,10 @@ type Migrator interface {
 // writers in Store) needs neither: it reads the due jobs and marks them
 // running in one write transaction. Such a store declares no strategy
 // (an empty Factory.Strategies: one run, "strategy=default", as for
-// store/memory), or StrategyOptimistic when it takes the option anyway:
+// store/memory), or StrategySerialized when it takes the option anyway:
 // store/sqlite does, claiming with one UPDATE … WHERE id IN (SELECT …
-// LIMIT n) RETURNING statement, and refuses StrategySkipLocked with an
-// error wrapping ErrUnsupported.
+// LIMIT n) RETURNING statement behind BEGIN IMMEDIATE, and refuses the
+// other strategies with an error wrapping ErrUnsupported.
 type ClaimStrategy string
 
 // The claim strategies (see store/internal/sqlq).
@@ -984,6 +984,11 @@ const (
 	// StrategyOptimistic reads candidates without locks and claims each with
 	// a compare-and-set on a version column.
 	StrategyOptimistic ClaimStrategy = "optimistic"
+	// StrategySerialized reads the due jobs and marks them running in one
+	// write transaction of a database that runs write transactions one
+	// at a time (SQLite), so no other claim can come between: neither a
+	// lock per row nor a compare-and-set is needed.
+	StrategySerialized ClaimStrategy = "serialized"
 )
 
 // QueueLimits is a queue's claim policy, kept in its record in the store

@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 
 func conformance(t *testing.T, opts ...Option) {
 	storetest.Run(t, storetest.Factory{
-		Strategies: []core.ClaimStrategy{core.StrategyOptimistic},
+		Strategies: []core.ClaimStrategy{core.StrategySerialized},
 		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
 			s, err := Open(context.Background(), filepath.Join(t.TempDir(), "conformance.db"), append(opts, WithStrategy(strategy))...)
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 // failed attempt, a lost lease and a Continue.
 func TestHandleTx(t *testing.T) {
 	storetest.RunHandleTx(t, storetest.HandleTxProof{
-		Strategies: []core.ClaimStrategy{core.StrategyOptimistic},
+		Strategies: []core.ClaimStrategy{core.StrategySerialized},
 		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
 			s, err := Open(context.Background(), filepath.Join(t.TempDir(), "handletx.db"), WithStrategy(strategy))
 			if err != nil {

@@ -303,7 +303,7 @@ func TestParseURL(t *testing.T) {
 		{in: "sqlite:/abs/jobs.db", path: "/abs/jobs.db"},
 		{in: "sqlite://./rel.db", path: "./rel.db"},
 		{in: "sqlite::memory:", path: ":memory:"},
-		{in: "sqlite::memory:?migrate=false&strategy=optimistic&busy_timeout=2s", path: ":memory:"},
+		{in: "sqlite::memory:?migrate=false&strategy=serialized&busy_timeout=2s", path: ":memory:"},
 		{in: "sqlite:", bad: true},
 		{in: "sqlite:x.db?nope=1", bad: true},
 		{in: "sqlite:x.db?migrate=maybe", bad: true},
@@ -333,7 +333,7 @@ func TestParseURL(t *testing.T) {
 	if s.(*Store).Prefix() != "u_" {
 		t.Fatal("prefix not applied")
 	}
-	if _, err := store.Open(ctx, "sqlite::memory:?strategy=skip-locked"); err == nil || !strings.Contains(err.Error(), "optimistic") {
+	if _, err := store.Open(ctx, "sqlite::memory:?strategy=skip-locked"); err == nil || !strings.Contains(err.Error(), "serialized") {
 		t.Fatalf("skip-locked via URL: %v", err)
 	}
 }

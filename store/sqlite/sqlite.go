@@ -39,7 +39,7 @@
 // with optional query parameters:
 //
 //	prefix=backlog_       table prefix (ASCII letters, digits, '_')
-//	strategy=optimistic   claim strategy; the only one SQLite supports
+//	strategy=serialized   claim strategy; the only one SQLite supports
 //	migrate=false         do not migrate on open
 //	create=false          open an existing file only: a missing one is an error (core.ErrNotFound)
 //	busy_timeout=5s       SQLite busy timeout (a Go duration)
@@ -103,8 +103,9 @@ type Option func(*config)
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
 // WithStrategy selects the claim strategy. SQLite supports only
-// core.StrategyOptimistic (the default); core.StrategySkipLocked makes Open
-// and New fail with an error wrapping core.ErrUnsupported.
+// core.StrategySerialized (the default: SQLite runs one write transaction
+// at a time, and a claim reads and updates its jobs in one); any other
+// makes Open and New fail with an error wrapping core.ErrUnsupported.
 func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
 
 // WithBusyTimeout sets SQLite's busy timeout (Open only; default 5s,
@@ -162,7 +163,7 @@ var (
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{prefix: DefaultPrefix, strategy: core.StrategyOptimistic, busyTimeout: DefaultBusyTimeout, migrate: true, notifyEvery: DefaultNotifyInterval}
+	c := config{prefix: DefaultPrefix, strategy: core.StrategySerialized, busyTimeout: DefaultBusyTimeout, migrate: true, notifyEvery: DefaultNotifyInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -170,10 +171,10 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("sqlite: %w", err)
 	}
 	switch c.strategy {
-	case core.StrategyOptimistic, "":
-		c.strategy = core.StrategyOptimistic
+	case core.StrategySerialized, "":
+		c.strategy = core.StrategySerialized
 	default:
-		return c, fmt.Errorf("sqlite: claim strategy %q: SQLite supports only %q: %w", c.strategy, core.StrategyOptimistic, core.ErrUnsupported)
+		return c, fmt.Errorf("sqlite: claim strategy %q: SQLite supports only %q (one writer at a time: a claim reads and updates its jobs in one write transaction): %w", c.strategy, core.StrategySerialized, core.ErrUnsupported)
 	}
 	if c.busyTimeout < 0 {
 		return c, errors.New("sqlite: negative busy timeout")

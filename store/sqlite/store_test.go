@@ -607,8 +607,10 @@ func TestTransactions(t *testing.T) {
 
 func TestOptionsAndClose(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Open(ctx, ":memory:", WithStrategy(core.StrategySkipLocked)); !errors.Is(err, core.ErrUnsupported) {
-		t.Fatalf("skip-locked: %v", err)
+	for _, st := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
+		if _, err := Open(ctx, ":memory:", WithStrategy(st)); !errors.Is(err, core.ErrUnsupported) {
+			t.Fatalf("%s: %v; want ErrUnsupported (SQLite claims serialized)", st, err)
+		}
 	}
 	if _, err := Open(ctx, ":memory:", WithPrefix("bad-prefix")); err == nil {
 		t.Fatal("bad prefix accepted")

@@ -17,6 +17,8 @@ type Config struct {
 	Tables  Tables  // required
 
 	// Strategy is the claim strategy; "" means core.StrategyOptimistic.
+	// core.StrategySerialized is the store's own claim in one write
+	// transaction (SQLite); sqlq runs no claim of its own for it.
 	// core.StrategySkipLocked needs a dialect whose LockSuffix(true) is
 	// non-empty.
 	Strategy core.ClaimStrategy
@@ -58,7 +60,7 @@ func New(cfg Config) (*Store, error) {
 		s.strategy = core.StrategyOptimistic
 	}
 	switch s.strategy {
-	case core.StrategyOptimistic:
+	case core.StrategyOptimistic, core.StrategySerialized:
 	case core.StrategySkipLocked:
 		if s.d.LockSuffix(true) == "" {
 			return nil, fmt.Errorf("sqlq: %s has no SKIP LOCKED: claim strategy %q: %w", s.d.Name(), s.strategy, core.ErrUnsupported)
