@@ -51,6 +51,8 @@ type Client struct {
 	// store's queue history; nil when the store is not a QueueHistory or
 	// maintenance is off (see maintainHistory).
 	history *history
+	// waits are the callers of Wait and their shared loop (wait.go).
+	waits waitHub
 }
 
 // NewClient returns a client over store. It validates cfg and fills its
@@ -416,6 +418,7 @@ func (c *Client) CancelJob(ctx context.Context, id int64) (*Job, error) {
 		return nil, err
 	}
 	c.cancelLocal(id)
+	c.waits.deliver(j)
 	return j, nil
 }
 
@@ -574,6 +577,7 @@ func (c *Client) workerInfo() WorkerInfo {
 // HardStopGrace after the hard stop for handlers to return; jobs whose
 // handlers ignore their context are left to lease expiry and rescue.
 func (c *Client) Stop(ctx context.Context) error {
+	defer c.waits.close()
 	c.mu.Lock()
 	if !c.started || c.stopped {
 		c.stopped = true

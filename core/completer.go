@@ -154,6 +154,7 @@ func (q *completer) write(batch []pendingOutcome) (applied []bool) {
 		case OutcomeRetry, OutcomeSnooze, OutcomeContinue:
 			c.wakeAt(p.job.Queue, p.o.RunAt)
 		}
+		c.jobFinished(&p.o, p.job)
 		if p.err != nil {
 			if enc := c.cfg.Encryption; enc != nil && enc.Errors {
 				// Error text is sealed at rest: keep it out of the logs too.
