@@ -33,7 +33,7 @@ WHERE id IN (
       AND NOT EXISTS (SELECT 1 FROM {queues} WHERE name = ? AND (paused = ? OR limited = ?))
     ORDER BY priority, run_at, id
     LIMIT ?)
-RETURNING {columns}`
+RETURNING {claimed}`
 
 // limitedCandidatesSQL reads the due jobs a claim of a queue with limits
 // may take, in claim order, leaving out the kinds and partition keys
@@ -72,7 +72,7 @@ UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
     worker_id = ?, attempted_at = ?, lease_until = ?
 WHERE id IN (%s) AND state IN ('scheduled','available','retryable')
-RETURNING {columns}`
+RETURNING {claimed}`
 
 // Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
 // with claimSQL, in one write transaction, and returns them in claim order
@@ -85,7 +85,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	out, err := inTx(ctx, s, func(c sqlq.Conn) ([]*core.Job, error) {
 		hint := s.LimitedHint(p.Queue)
 		if !hint {
-			out, err := sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
+			out, err := sqlq.ScanClaimed(&p)(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
 				p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, true, p.Limit))
 			if err != nil || len(out) > 0 {
 				return out, err
@@ -101,7 +101,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 		s.SetLimitedHint(p.Queue, limited)
 		if !limited {
 			if hint { // limits lifted since: the path of unlimited queues
-				return sqlq.ScanJobs(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
+				return sqlq.ScanClaimed(&p)(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
 					p.Queue, d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, true, true, p.Limit))
 			}
 			return nil, nil
@@ -142,7 +142,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		for _, lc := range cands {
 			args = append(args, lc.ID)
 		}
-		return sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.sql.limitedClaim, marks(len(cands))), args...))
+		return sqlq.ScanClaimed(&p)(c.Query(ctx, fmt.Sprintf(s.sql.limitedClaim, marks(len(cands))), args...))
 	}
 	parts := func(after string, n int) ([]string, error) {
 		return s.FairPartitions(ctx, c, p.Queue, "partition_key", "state IN ('scheduled','available','retryable')", after, n)

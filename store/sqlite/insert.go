@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/backlogq/backlog/core"
@@ -10,14 +11,16 @@ import (
 )
 
 // insertSQL adds jobs, one insertRowSQL per job in its VALUES list (%s),
-// and returns the rows it added; the columns it leaves out take their
+// and returns the ids it gave them; the columns it leaves out take their
 // defaults. Unique keys are held in <prefix>unique_keys
-// (sqlq.InsertKeyed), so every row sent is inserted.
+// (sqlq.InsertKeyed), so every row sent is inserted. The rest of each
+// row is what was sent (sqlq.InsertedJob): returning every column cost
+// the single writer a conversion per column and job.
 const insertSQL = `
 INSERT INTO {jobs}
     (queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata, created_at, partition_key)
 VALUES %s
-RETURNING {columns}`
+RETURNING id`
 
 // insertRowSQL is one job's row of insertSQL.
 const insertRowSQL = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -63,12 +66,17 @@ func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs
 				return err
 			}
 		}
-		got, err := sqlq.ScanJobs(c.Query(ctx, fmt.Sprintf(s.sql.insert, rows(insertRowSQL, len(part))), args...))
+		got, err := sqlq.ScanIDs(c.Query(ctx, fmt.Sprintf(s.sql.insert, rows(insertRowSQL, len(part))), args...))
 		if err != nil {
 			return err
 		}
-		if err := sqlq.MatchInserted("sqlite", jobs, part, got, res); err != nil {
-			return err
+		// Ids are matched by their order, which is insert order.
+		if len(got) != len(part) {
+			return fmt.Errorf("sqlite: insert returned %d rows for the %d it inserted", len(got), len(part))
+		}
+		slices.Sort(got)
+		for k, i := range part {
+			res[i] = core.InsertResult{Job: sqlq.InsertedJob(got[k], &jobs[i], now)}
 		}
 	}
 	return nil

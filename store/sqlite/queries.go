@@ -32,9 +32,9 @@ type statements struct {
 }
 
 // newStatements fills the table names t and the job column list into the
-// statements ({jobs}, {queues} and {columns} in their text).
+// statements ({jobs}, {queues} and the claim's {claimed} in their text).
 func newStatements(t sqlq.Tables) statements {
-	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{columns}", sqlq.JobColumns)
+	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{claimed}", sqlq.ClaimedColumns)
 	stmt := func(q string) string { return strings.TrimSpace(r.Replace(q)) }
 	return statements{
 		claim:            stmt(claimSQL),

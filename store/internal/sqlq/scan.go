@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,25 +104,122 @@ func ScanJob(s Scanner) (*core.Job, error) {
 	j.WorkerID = workerID.String
 	j.PartitionKey = part.String
 	j.Result = result
+	if err := decodeJSONColumns(&j, tags, meta, errs); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// decodeJSONColumns decodes the tags, metadata and errors columns (JSON
+// text; NULL tags or metadata, and the empty history "[]", leave the
+// field nil) into j.
+func decodeJSONColumns(j *core.Job, tags, meta, errs []byte) error {
 	if tags != nil {
 		if err := json.Unmarshal(tags, &j.Tags); err != nil {
-			return nil, fmt.Errorf("sqlq: job %d: decode tags: %w", j.ID, err)
+			return fmt.Errorf("sqlq: job %d: decode tags: %w", j.ID, err)
 		}
 	}
 	if meta != nil {
 		if err := json.Unmarshal(meta, &j.Metadata); err != nil {
-			return nil, fmt.Errorf("sqlq: job %d: decode metadata: %w", j.ID, err)
+			return fmt.Errorf("sqlq: job %d: decode metadata: %w", j.ID, err)
 		}
 	}
 	if len(errs) > 2 { // "[]" is the empty history
 		if err := json.Unmarshal(errs, &j.Errors); err != nil {
-			return nil, fmt.Errorf("sqlq: job %d: decode errors: %w", j.ID, err)
+			return fmt.Errorf("sqlq: job %d: decode errors: %w", j.ID, err)
 		}
 		if len(j.Errors) == 0 {
 			j.Errors = nil
 		}
 	}
-	return &j, nil
+	return nil
+}
+
+// ClaimedColumns is the column list a claim's RETURNING needs when the
+// claim itself sets the rest (ScanClaimed): JobColumns without queue,
+// state, attempted_at, worker_id and lease_until. Every column it leaves
+// out costs the single writer of SQLite a conversion per claimed job.
+const ClaimedColumns = "id, kind, args, priority, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, finished_at, claim_seq, partition_key"
+
+// ScanClaimed returns a function that drains rows holding
+// ClaimedColumns, the jobs a claim of p.Queue for p.WorkerID at p.Now
+// moved to running with lease p.LeaseUntil, and closes them (called as
+// ScanClaimed(&p)(c.Query(…))). The columns the claim set are filled from
+// p as a read of the row would return them: state running, the times in
+// microseconds (the resolution stored) and UTC, a zero time as zero.
+func ScanClaimed(p *core.ClaimParams) func(rows Rows, err error) ([]*core.Job, error) {
+	return func(rows Rows, err error) ([]*core.Job, error) { return scanClaimed(p, rows, err) }
+}
+
+func scanClaimed(p *core.ClaimParams, rows Rows, err error) ([]*core.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	attempted, lease := storedTime(p.Now), storedTime(p.LeaseUntil)
+	var out []*core.Job
+	for rows.Next() {
+		var (
+			j                          core.Job
+			args, tags, meta, errs     []byte
+			result                     []byte
+			uniqueKey, part            sql.NullString
+			priority, attempt, maxAtts int64
+		)
+		err := rows.Scan(&j.ID, &j.Kind, bytesDest{&args}, &priority, &attempt, &maxAtts,
+			timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
+			bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.FinishedAt}, &j.ClaimSeq, &part)
+		if err != nil {
+			return nil, err
+		}
+		j.Queue, j.State, j.WorkerID = p.Queue, core.StateRunning, p.WorkerID
+		j.AttemptedAt, j.LeaseUntil = attempted, lease
+		j.Args, j.Result = args, result
+		j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAtts)
+		j.UniqueKey, j.PartitionKey = uniqueKey.String, part.String
+		if err := decodeJSONColumns(&j, tags, meta, errs); err != nil {
+			return nil, err
+		}
+		out = append(out, &j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, rows.Close()
+}
+
+// storedTime is t as a store that keeps unix microseconds reads it back:
+// truncated to the microsecond, UTC; the zero time stays zero (NULL).
+func storedTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.UnixMicro(t.UnixMicro()).UTC()
+}
+
+// InsertedJob is the job a fresh insert of p at now stored under id, as a
+// read of its row returns it from a store that keeps times in unix
+// microseconds (SQLite): what an INSERT … RETURNING of every column would
+// give, built without reading the row back. Args, tags and metadata are
+// copies; tags and metadata keep their nil-ness (NULL), and their JSON
+// round trip is the identity on the UTF-8 text the client admits.
+func InsertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
+	return &core.Job{
+		ID:           id,
+		Queue:        p.Queue,
+		Kind:         p.Kind,
+		Args:         append(make([]byte, 0, len(p.Args)), p.Args...),
+		Priority:     p.Priority,
+		State:        InsertState(p, now),
+		MaxAttempts:  p.MaxAttempts,
+		RunAt:        storedTime(p.RunAt),
+		Deadline:     storedTime(p.Deadline),
+		UniqueKey:    p.UniqueKey,
+		PartitionKey: p.PartitionKey,
+		Tags:         slices.Clone(p.Tags),
+		Metadata:     maps.Clone(p.Metadata),
+		CreatedAt:    storedTime(now),
+	}
 }
 
 // ScanJobs drains rows into jobs and closes them.
