@@ -45,7 +45,8 @@ const (
 // program's name, os.Args[1:] in a main function) as this process: on
 // os.Stdin, os.Stdout and os.Stderr, with SIGINT and SIGTERM stopping the
 // long-running commands (work, serve) gracefully, and returns the exit
-// code: 0 success, 1 the command ran and failed, 2 a wrong command line.
+// code: 0 success, 1 the command ran and failed, 2 a wrong command line
+// (jobs wait and enqueue --wait add 3 timeout, 4 discarded, 5 cancelled).
 // Call it from main and pass the code to os.Exit; ctx ending stops a
 // command as a signal does.
 //
@@ -145,6 +146,10 @@ func run(ctx context.Context, e *env, args []string) (code int) {
 	var u usageError
 	if errors.As(err, &u) {
 		return exitUsage
+	}
+	var x exitCodeError // jobs wait, enqueue --wait (wait.go)
+	if errors.As(err, &x) {
+		return x.code
 	}
 	return exitRuntime
 }

@@ -41,6 +41,9 @@ type enqueueFlags struct {
 	progress  bool
 	migrate   bool
 	keys      keyFlags
+
+	wait    bool          // wait until the job is final (jobs wait's exit codes)
+	timeout time.Duration // with wait: at most this long
 }
 
 func (a *app) newEnqueueCmd() *cobra.Command {
@@ -61,11 +64,17 @@ batches: each line is a full job object
 or, when KIND is given on the command line, the args object itself. The
 flags give the defaults for every line. A bad line stops the run: nothing of
 its batch is inserted, earlier batches stay inserted, and the error says how
-many jobs that was.`,
+many jobs that was.
+
+With --wait it then waits until the job (or the duplicate's holder) is final
+and prints it, result and errors included (with -o json: only the final
+job), and exits as "jobs wait" does: 0 completed, 3 --timeout passed first,
+4 discarded, 5 cancelled (1 and 2 as every command).`,
 		Example: `  backlog enqueue email '{"to":"ann@example.com"}'
   backlog enqueue report --queue slow --priority 2 --in 10m --unique-key report-2024-06
   backlog enqueue resize --from images.jsonl
-  generate-jobs | backlog enqueue --from -`,
+  generate-jobs | backlog enqueue --from -
+  backlog enqueue thumbnail '{"id":7}' --wait --timeout 2m -o json`,
 		Args: argsRange(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.from != "" {
@@ -92,6 +101,7 @@ many jobs that was.`,
 	fl.BoolVar(&f.progress, "progress", false, "show a progress bar with --from even when stderr is not a terminal")
 	fl.BoolVar(&f.migrate, "migrate", true, "migrate the store's schema first")
 	f.keys.register(fl, false)
+	addWaitFlags(cmd, &f.wait, &f.timeout)
 	return cmd
 }
 
@@ -213,6 +223,12 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 	if f.progress || cmd.Flags().Changed("batch-size") {
 		return usagef("--progress and --batch-size only apply with --from")
 	}
+	if f.timeout != 0 && !f.wait {
+		return usagef("--timeout goes with --wait")
+	}
+	if err := checkWaitTimeout(f.timeout); err != nil {
+		return err
+	}
 	kind := args[0]
 	raw := []byte("{}")
 	if len(args) == 2 {
@@ -248,15 +264,32 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 			return err
 		}
 		r := res[0]
-		if a.jsonOutput() {
+		if a.jsonOutput() && !f.wait {
 			return writeJSON(a.env.stdout, enqueuedJob{Job: apitypes.FromCore(r.Job), Duplicate: r.Duplicate})
 		}
-		if r.Duplicate {
-			fmt.Fprintf(a.env.stdout, "duplicate of job %d (unique key %q); nothing inserted\n", r.Job.ID, p.UniqueKey)
-		} else {
-			fmt.Fprintf(a.env.stdout, "enqueued job %d\n", r.Job.ID)
+		if !a.jsonOutput() {
+			if r.Duplicate {
+				fmt.Fprintf(a.env.stdout, "duplicate of job %d (unique key %q); nothing inserted\n", r.Job.ID, p.UniqueKey)
+			} else {
+				fmt.Fprintf(a.env.stdout, "enqueued job %d\n", r.Job.ID)
+			}
 		}
-		return printJob(a.env.stdout, r.Job)
+		if !f.wait {
+			return printJob(a.env.stdout, r.Job)
+		}
+		j, final, err := waitJob(ctx, o, r.Job.ID, f.timeout)
+		if err != nil {
+			return fmt.Errorf("wait for job %d: %w", r.Job.ID, describe(err))
+		}
+		if a.jsonOutput() {
+			err = writeJSON(a.env.stdout, enqueuedJob{Job: apitypes.FromCore(j), Duplicate: r.Duplicate})
+		} else {
+			err = printJob(a.env.stdout, j)
+		}
+		if err != nil {
+			return err
+		}
+		return waitVerdict(j, final, f.timeout)
 	})
 }
 
@@ -313,6 +346,9 @@ func (a *app) enqueueBulk(cmd *cobra.Command, f *enqueueFlags, args []string) er
 	}
 	if f.uniqueKey != "" {
 		return usagef("--unique-key would make every line after the first a duplicate; put unique_key in the lines instead")
+	}
+	if f.wait || f.timeout != 0 {
+		return usagef("--wait and --timeout apply to one job, not with --from (wait for jobs with \"jobs wait ID\")")
 	}
 	if f.batchSize < 1 {
 		return usagef("--batch-size must be at least 1")

@@ -18,11 +18,11 @@ import (
 func (a *app) newJobsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List, inspect, cancel, retry and delete jobs",
+		Short: "List, inspect, wait for, cancel, retry and delete jobs",
 		Args:  argsRange(0, 1),
 		RunE:  helpOrUnknown,
 	}
-	cmd.AddCommand(a.newJobsListCmd(), a.newJobsGetCmd(),
+	cmd.AddCommand(a.newJobsListCmd(), a.newJobsGetCmd(), a.newJobsWaitCmd(),
 		a.newJobsActionCmd("cancel", "Cancel jobs (they are never retried)", "cancelled"),
 		a.newJobsActionCmd("retry", "Make jobs available to run now (one more attempt if theirs are used up)", "retried"),
 		a.newJobsActionCmd("delete", "Delete jobs that are not running", "deleted"),

@@ -617,6 +617,12 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if wait, has, err := jobWait(r.URL.Query()); err != nil || has {
+		if err != nil {
+			return err
+		}
+		return s.waitJob(w, r, id, wait) // a long-poll (wait.go)
+	}
 	j, err := s.c.GetJob(r.Context(), id)
 	if err != nil {
 		return notFound(id, err)
