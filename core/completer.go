@@ -18,6 +18,10 @@ type pendingOutcome struct {
 	reason string
 	err    error
 	quiet  bool // completed in the handler's transaction: a failed fence is expected
+	// committed: o itself was committed in the handler's transaction
+	// (HandleTx); the fenced write here then finds the job moved on and
+	// counts as applied.
+	committed bool
 }
 
 // completer gathers outcomes for CompleterInterval (or until
@@ -142,6 +146,7 @@ func (q *completer) write(batch []pendingOutcome) (applied []bool) {
 			// An earlier try committed but its reply was lost.
 			r.Applied = true
 		}
+		r.Applied = r.Applied || p.committed
 		applied[i] = r.Applied
 		if !r.Applied {
 			if !p.quiet {

@@ -201,7 +201,7 @@ var errDeadline = errors.New("backlog: job deadline passed")
 // under the kind's retry policy (the client's default when it has none).
 func (c *Client) decide(ctx context.Context, job *Job, err error, st *execState) pendingOutcome {
 	st.mu.Lock()
-	quiet, result := st.completedTx, st.result
+	quiet, committed, result := st.completedTx, st.committedTx, st.result
 	st.mu.Unlock()
 	v := Classify(ctx, err)
 	if v.Kind == OutcomeComplete {
@@ -209,7 +209,7 @@ func (c *Client) decide(ctx context.Context, job *Job, err error, st *execState)
 	}
 	d := Decide(job, v, c.decidePolicy(job.Kind, c.clock.Now()))
 	d.Outcome.WorkerID = c.cfg.WorkerID
-	return pendingOutcome{job: job, o: d.Outcome, ev: d.Event, reason: d.Reason, err: d.Err, quiet: quiet}
+	return pendingOutcome{job: job, o: d.Outcome, ev: d.Event, reason: d.Reason, err: d.Err, quiet: quiet, committed: committed && (d.Outcome.Kind == OutcomeComplete || d.Outcome.Kind == OutcomeContinue)}
 }
 
 func sortStrings(s []string) { slices.Sort(s) }

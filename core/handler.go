@@ -172,6 +172,7 @@ type execState struct {
 	maxResult   int
 	result      []byte
 	completedTx bool
+	committedTx bool // HandleTx committed the attempt's outcome with its transaction
 	store       Store
 	clock       Clock
 	client      *Client // decides the outcome HandleTx writes in its transaction

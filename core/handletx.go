@@ -167,7 +167,7 @@ func runTx(ctx context.Context, fn func(ctx context.Context, tx any) error) erro
 		return err
 	}
 	st.mu.Lock()
-	st.completedTx = true
+	st.completedTx, st.committedTx = true, true
 	st.mu.Unlock()
 	return herr // nil, or the Continue the engine's own (fenced-out) write repeats
 }

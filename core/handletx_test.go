@@ -85,3 +85,45 @@ func TestHandleTxPanicRollsBackAndDeleteCommits(t *testing.T) {
 		t.Fatalf("effects: %d rows, last attempt %d; want 1 row from attempt 2 (the panicking attempt 1 rolls back)", n, attempt)
 	}
 }
+
+// TestHandleTxReportsItsOutcome: a job completed in its handler's
+// transaction is reported as completed (EventJobCompleted, with its
+// duration), as every completed job is, and not as a lost lease, though
+// the engine's own fenced write after the commit changes nothing.
+func TestHandleTxReportsItsOutcome(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	events := make(chan core.Event, 100)
+	h := core.NewHandlers()
+	core.HandleTx(h, func(ctx context.Context, tx any, j *core.TypedJob[txArgs]) error { return nil })
+	c, err := core.NewClient(st, core.Config{
+		Handlers: h, Queues: map[string]core.QueueConfig{core.DefaultQueue: {MaxWorkers: 1}}, PollInterval: 10 * time.Millisecond,
+		Observers: []core.Observer{core.ObserverFunc(func(e core.Event) {
+			if e.Kind == core.EventJobCompleted || e.Kind == core.EventLeaseLost {
+				events <- e
+			}
+		})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	r, err := c.Enqueue(t.Context(), txArgs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-events:
+		if e.Kind != core.EventJobCompleted || e.Job == nil || e.Job.ID != r.Job.ID || e.Duration <= 0 {
+			t.Fatalf("event %s for job %v (duration %s); want %s for job %d with its duration", e.Kind, e.Job, e.Duration, core.EventJobCompleted, r.Job.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s event for job %d completed in its handler's transaction", core.EventJobCompleted, r.Job.ID)
+	}
+}
