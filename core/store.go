@@ -15,8 +15,8 @@ import (
 //
 // The model follows database/sql/driver: a required interface (this one),
 // optional capability interfaces discovered by type assertion (TxInserter,
-// Notifier, TxCompleter, Migrator, Settings, SealedRewriter, QueueLimiter,
-// QueueHistory, UniqueHolder), and sentinel errors compared with
+// Notifier, TxCompleter, TxRunner, Migrator, Settings, SealedRewriter,
+// QueueLimiter, QueueHistory, UniqueHolder), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
 // ErrInvalidState, ErrInvalidArgument, ErrClosed).
 //
