@@ -172,6 +172,7 @@ func (r *RemoteWorkers) Report(ctx context.Context, now time.Time, reports []Rep
 		}
 		results[i].Applied = true
 		d := results[i].Decision
+		c.jobFinished(&d.Outcome, j) // wakes Wait's callers of a final outcome (wait.go)
 		var dur time.Duration
 		if !j.AttemptedAt.IsZero() {
 			dur = max(d.Outcome.At.Sub(j.AttemptedAt), 0)

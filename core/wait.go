@@ -16,8 +16,9 @@ const (
 	// its waiters wait for when nothing wakes it sooner: a job finished
 	// by another process (or by a remote worker through another server)
 	// is seen within about this long. Jobs finished by this Client's own
-	// engine, and jobs cancelled anywhere on a store that notifies
-	// cancels, are seen at once.
+	// engine or reported final through its RemoteWorkers, and jobs
+	// cancelled anywhere on a store that notifies cancels, are seen at
+	// once.
 	WaitPollInterval = 500 * time.Millisecond
 	// WaitReadSpan is how close waited ids must be to be read together:
 	// ids within WaitReadSpan of the first of a run cost one List of at
@@ -53,7 +54,8 @@ const (
 //
 // Waiting works on a client that was never started. All waiters of one
 // Client share one waiter loop, started by the first and ended when none
-// remain or the Client stops: this Client's completions wake their
+// remain or the Client stops: this Client's completions (its engine's,
+// and remote workers' reports through RemoteWorkers.Report) wake their
 // waiters at once, cancels notified by the store (Notifier) too, and
 // everything else is read every WaitPollInterval in batches (see
 // WaitReadSpan and WaitReadGap), so many waiters do not cost one query
@@ -126,8 +128,9 @@ func (c *Client) WaitTimeout(ctx context.Context, id int64, timeout time.Duratio
 // discard) they read the job at once instead of at the next poll. job is
 // the job as claimed: a completion that deleted the row (o.Delete) passes
 // it on, completed, to its waiters, since there is nothing left to read.
-// The completer calls it for every applied outcome; any other place that
-// applies outcomes for this Client should too.
+// The completer and RemoteWorkers.Report call it for every applied
+// outcome; any other place that applies outcomes for this Client should
+// too.
 func (c *Client) jobFinished(o *Outcome, job *Job) {
 	var gone *Job
 	switch o.Kind {

@@ -522,3 +522,27 @@ func TestWaitOnEveryStore(t *testing.T) {
 		}
 	})
 }
+
+// A remote worker's final report through this client (RemoteWorkers, as
+// the HTTP API applies it) wakes the waiters at once, as the completer
+// does.
+func TestWaitWakesOnRemoteReport(t *testing.T) {
+	c, rw, _ := remoteClient(t)
+	core.SetWaitPollInterval(c, time.Hour)
+	ctx := context.Background()
+	w := core.WorkerInfo{ID: "w1", Queues: []string{core.DefaultQueue}, StartedAt: time.Now(), HeartbeatAt: time.Now()}
+	if err := rw.Register(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	j := claimOne(t, c, rw, w, nil)
+	ch := goWait(ctx, c, j.ID)
+	waitUntil(t, "the waiter waits", func() bool { return core.Waiting(c) == 1 })
+	res, err := rw.Report(ctx, time.Now(), []core.Report{{Job: j, Verdict: core.Verdict{Kind: core.OutcomeComplete, Result: []byte(`7`)}}})
+	if err != nil || !res[0].Applied {
+		t.Fatalf("Report: %+v, %v", res, err)
+	}
+	got := recv(t, ch)
+	if got.err != nil || got.job.State != core.StateCompleted || string(got.job.Result) != `7` {
+		t.Fatalf("Wait returned %+v, %v", got.job, got.err)
+	}
+}
