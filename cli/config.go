@@ -175,46 +175,100 @@ func shellArgv(s string) []string { return []string{"sh", "-c", s} }
 // core.DelayList (["10s", "1m", "10m"]: the last repeats), an object a
 // core.ExponentialBackoff ({"base": "1s", "max": "1h", "jitter": 0.1}:
 // base 0 means 1 s, max 0 means 24 h, jitter a fraction 0..1, absent
-// means 0.25, 0 means none).
-type retryPolicy struct{ core.RetryPolicy }
+// means 0.25, 0 means none). A kind's policy (handlers.KIND.retry,
+// retry_by_kind) may also set the attempts its jobs get when enqueued
+// without their own: "max_attempts" beside base/max/jitter
+// (core.WithMaxAttempts), or
+// {"retries": ["10s", "1m"]}, an exact schedule where N delays mean N
+// retries, N+1 attempts (core.WithRetries).
+type retryPolicy struct {
+	core.RetryPolicy
+	// maxAttempts is the kind's default attempts (core.WithMaxAttempts):
+	// the object forms' max_attempts, or len(retries)+1; 0 for none.
+	maxAttempts int
+}
 
 func (p *retryPolicy) UnmarshalJSON(b []byte) error {
 	var list []duration
 	if err := json.Unmarshal(b, &list); err == nil {
-		dl := make(core.DelayList, len(list))
-		for i, d := range list {
-			if d < 0 {
-				return fmt.Errorf("retry delay %s is negative", time.Duration(d))
-			}
-			dl[i] = time.Duration(d)
+		dl, err := delayList(list)
+		if err != nil {
+			return err
 		}
 		p.RetryPolicy = dl
 		return nil
 	}
-	var exp struct {
-		Base   duration `json:"base"`
-		Max    duration `json:"max"`
-		Jitter *float64 `json:"jitter"`
+	var obj struct {
+		Base        *duration  `json:"base"`
+		Max         *duration  `json:"max"`
+		Jitter      *float64   `json:"jitter"`
+		Retries     []duration `json:"retries"`
+		MaxAttempts *int       `json:"max_attempts"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&exp); err != nil {
-		return fmt.Errorf("a retry policy is a list of delays ([\"10s\", \"1m\"]) or an exponential backoff ({\"base\": \"1s\", \"max\": \"1h\", \"jitter\": 0.1}), not %s (%v)", b, err)
+	if err := dec.Decode(&obj); err != nil {
+		return fmt.Errorf("a retry policy is a list of delays ([\"10s\", \"1m\"]), an exact schedule ({\"retries\": [\"10s\", \"1m\"]}: 2 retries, 3 attempts), or an exponential backoff ({\"base\": \"1s\", \"max\": \"1h\", \"jitter\": 0.1, \"max_attempts\": 5}), not %s (%v)", b, err)
 	}
-	e := core.ExponentialBackoff{Base: time.Duration(exp.Base), Max: time.Duration(exp.Max)}
+	exp := obj.Base != nil || obj.Max != nil || obj.Jitter != nil
+	switch {
+	case obj.Retries != nil && (exp || obj.MaxAttempts != nil):
+		return errors.New("retries is a kind's whole schedule (N delays, N retries): it goes without base, max, jitter and max_attempts")
+	case obj.MaxAttempts != nil && *obj.MaxAttempts < 1:
+		return fmt.Errorf("max_attempts %d is below 1", *obj.MaxAttempts)
+	}
+	if obj.MaxAttempts != nil {
+		p.maxAttempts = *obj.MaxAttempts
+	}
+	switch {
+	case obj.Retries != nil:
+		dl, err := delayList(obj.Retries)
+		if err != nil {
+			return err
+		}
+		p.RetryPolicy, p.maxAttempts = dl, len(dl)+1
+		return nil
+	}
+	var e core.ExponentialBackoff
+	if obj.Base != nil {
+		e.Base = time.Duration(*obj.Base)
+	}
+	if obj.Max != nil {
+		e.Max = time.Duration(*obj.Max)
+	}
 	switch {
 	case e.Base < 0 || e.Max < 0:
 		return errors.New("retry base and max must not be negative")
-	case exp.Jitter == nil:
-	case *exp.Jitter < 0 || *exp.Jitter > 1:
-		return fmt.Errorf("retry jitter %g is outside 0..1", *exp.Jitter)
-	case *exp.Jitter == 0:
+	case obj.Jitter == nil:
+	case *obj.Jitter < 0 || *obj.Jitter > 1:
+		return fmt.Errorf("retry jitter %g is outside 0..1", *obj.Jitter)
+	case *obj.Jitter == 0:
 		e.Jitter = -1 // none
 	default:
-		e.Jitter = *exp.Jitter
+		e.Jitter = *obj.Jitter
 	}
 	p.RetryPolicy = e
 	return nil
+}
+
+// delayList converts a JSON list of delays, none negative.
+func delayList(list []duration) (core.DelayList, error) {
+	dl := make(core.DelayList, len(list))
+	for i, d := range list {
+		if d < 0 {
+			return nil, fmt.Errorf("retry delay %s is negative", time.Duration(d))
+		}
+		dl[i] = time.Duration(d)
+	}
+	return dl, nil
+}
+
+// attempts returns p's max attempts, 0 for none (or a nil p).
+func (p *retryPolicy) attempts() int {
+	if p == nil {
+		return 0
+	}
+	return p.maxAttempts
 }
 
 // policy returns p's policy, nil for none.
@@ -275,7 +329,11 @@ type workConfig struct {
 	retry    core.RetryPolicy // nil = exponential backoff
 	// retryByKind is the file's retry_by_kind: the policy of kinds whose
 	// handler has none here, wherever they run (see kindRetry).
-	retryByKind     map[string]core.RetryPolicy
+	retryByKind map[string]core.RetryPolicy
+	// attemptsByKind is the max_attempts of retry_by_kind entries (or
+	// len(retries)+1): the attempts of the kind's jobs enqueued without
+	// their own (core.WithMaxAttempts).
+	attemptsByKind  map[string]int
 	completedTTL    time.Duration
 	lease           time.Duration
 	pollInterval    time.Duration
@@ -298,8 +356,11 @@ type handlerConfig struct {
 	argv    []string
 	timeout time.Duration
 	retry   core.RetryPolicy // nil = the run's default
-	snooze  time.Duration
-	env     map[string]string
+	// maxAttempts is the kind's default attempts (core.WithMaxAttempts);
+	// 0 for DefaultMaxAttempts.
+	maxAttempts int
+	snooze      time.Duration
+	env         map[string]string
 	// webhook runs the kind when its command is a URL (webhook.go).
 	webhook core.HandlerFunc
 }
@@ -410,7 +471,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 			if len(h.Command) == 0 {
 				return nil, usagef("config: handler %q has no command", kind)
 			}
-			hc := &handlerConfig{argv: h.Command, retry: h.Retry.policy(), env: h.Env}
+			hc := &handlerConfig{argv: h.Command, retry: h.Retry.policy(), maxAttempts: h.Retry.attempts(), env: h.Env}
 			if h.Timeout != nil {
 				hc.timeout = time.Duration(*h.Timeout)
 			}
@@ -429,15 +490,21 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		set(&wc.lease, fc.Lease)
 		set(&wc.pollInterval, fc.PollInterval)
 		set(&wc.shutdownTimeout, fc.ShutdownTimeout)
+		if fc.Retry.attempts() > 0 {
+			return nil, usagef("config: retry: max_attempts and retries belong to a kind's policy (handlers.KIND.retry or retry_by_kind), not to the default one")
+		}
 		wc.retry = fc.Retry.policy()
 		for kind, p := range fc.RetryByKind {
 			if p.policy() == nil {
 				return nil, usagef("config: retry_by_kind %q has no policy", kind)
 			}
 			if wc.retryByKind == nil {
-				wc.retryByKind = map[string]core.RetryPolicy{}
+				wc.retryByKind, wc.attemptsByKind = map[string]core.RetryPolicy{}, map[string]int{}
 			}
 			wc.retryByKind[kind] = p.policy()
+			if n := p.attempts(); n > 0 {
+				wc.attemptsByKind[kind] = n
+			}
 		}
 		for _, e := range fc.HandlerEnv {
 			if err := checkHandlerEnv(e); err != nil {
@@ -543,6 +610,25 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		return nil, usagef("--shutdown-timeout must not be negative")
 	}
 	return wc, nil
+}
+
+// kindOptions are the options of kind wherever it runs, its handler's
+// retry (and max attempts) else its retry_by_kind entry: core.WithRetry
+// and core.WithMaxAttempts, given to its handler or to
+// core.Handlers.Declare. None when it has neither.
+func (wc *workConfig) kindOptions(kind string) []core.KindOption {
+	var opts []core.KindOption
+	if p := wc.kindRetry(kind); p != nil {
+		opts = append(opts, core.WithRetry(p))
+	}
+	n := wc.attemptsByKind[kind]
+	if hc := wc.handlers[kind]; hc != nil && hc.retry != nil {
+		n = hc.maxAttempts
+	}
+	if n > 0 {
+		opts = append(opts, core.WithMaxAttempts(n))
+	}
+	return opts
 }
 
 // kindRetry is the retry policy of kind: its handler's retry, else its

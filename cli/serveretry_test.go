@@ -114,3 +114,38 @@ func TestServeRetryByKindForRemoteWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestServeKindMaxAttempts: a kind's attempts in retry_by_kind
+// ({"retries": [...]}: N delays, N retries; or max_attempts beside a
+// policy) are what its jobs submitted to serve's HTTP API get when they
+// name none; a job's own max_attempts wins and other kinds keep the
+// default.
+func TestServeKindMaxAttempts(t *testing.T) {
+	db := tempDB(t)
+	cfg := writeFile(t, t.TempDir(), "serve.json", `{
+	  "retry_by_kind": {"exact": {"retries": ["1s", "2s"]}, "capped": {"base": "1s", "max_attempts": 4}}
+	}`)
+	_, base := startServe(t, db, nil, "--config", cfg)
+	for _, c := range []struct {
+		body string
+		want int
+	}{
+		{`{"kind":"exact"}`, 3},
+		{`{"kind":"capped"}`, 4},
+		{`{"kind":"exact","max_attempts":9}`, 9},
+		{`{"kind":"other"}`, core.DefaultMaxAttempts},
+	} {
+		code, body := call(t, "POST", base+"/v1/jobs", "", c.body)
+		if code != http.StatusCreated {
+			t.Fatalf("submit %s: %d %s", c.body, code, body)
+		}
+		var sub struct {
+			Job struct {
+				MaxAttempts int `json:"max_attempts"`
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &sub); err != nil || sub.Job.MaxAttempts != c.want {
+			t.Errorf("submit %s: max_attempts %d (%v), want %d", c.body, sub.Job.MaxAttempts, err, c.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/store/memory"
 )
 
 func testJob() *core.Job {
@@ -406,5 +407,77 @@ func TestRetryPolicyConfig(t *testing.T) {
 	}`)
 	if err == nil || !strings.Contains(err.Error(), `kind "both" has a retry in its handler and one in retry_by_kind`) {
 		t.Fatalf("a kind with two policies: %v; want it refused", err)
+	}
+}
+
+// TestKindAttemptsConfig: a kind's policy sets the attempts of its jobs,
+// with max_attempts beside an exponential backoff or as an exact schedule
+// ({"retries": [...]}: N delays, N retries, N+1 attempts); the default
+// retry takes neither, and bad values are refused.
+func TestKindAttemptsConfig(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]struct {
+		policy   core.RetryPolicy
+		attempts int
+	}{
+		`{"retries": ["1s", "1m"]}`:          {core.DelayList{time.Second, time.Minute}, 3},
+		`{"retries": []}`:                    {core.DelayList{}, 1},
+		`{"base": "2s", "max_attempts": 5}`:  {core.ExponentialBackoff{Base: 2 * time.Second}, 5},
+		`["1s"]`:                             {core.DelayList{time.Second}, 0},
+		`{"jitter": 0.5, "max_attempts": 1}`: {core.ExponentialBackoff{Jitter: 0.5}, 1},
+	} {
+		var p retryPolicy
+		if err := p.UnmarshalJSON([]byte(in)); err != nil || fmt.Sprint(p.policy()) != fmt.Sprint(want.policy) || p.attempts() != want.attempts {
+			t.Errorf("%s: %#v %d %v, want %#v %d", in, p.policy(), p.attempts(), err, want.policy, want.attempts)
+		}
+	}
+	for in, want := range map[string]string{
+		`{"retries": ["1s"], "max_attempts": 3}`: "goes without",
+		`{"retries": ["1s"], "base": "1s"}`:      "goes without",
+		`{"retries": ["-1s"]}`:                   "negative",
+		`{"max_attempts": 0}`:                    "below 1",
+	} {
+		var p retryPolicy
+		if err := p.UnmarshalJSON([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", in, err, want)
+		}
+	}
+
+	resolve := func(config string) (*workConfig, error) {
+		path := filepath.Join(t.TempDir(), "c.json")
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f := &workFlags{}
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse([]string{"--config", path}); err != nil {
+			t.Fatal(err)
+		}
+		return f.resolve(fs, defaultDB, false)
+	}
+	wc, err := resolve(`{
+	  "handlers": {"local": {"command": "true", "retry": {"retries": ["1s", "2s", "3s"]}}},
+	  "retry_by_kind": {"remote": {"base": "1s", "max_attempts": 2}, "plain": ["1s"]}
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The options build a registry whose kinds get those attempts.
+	h := core.NewHandlers()
+	h.HandleRaw("local", func(context.Context, *core.Job) error { return nil }, wc.kindOptions("local")...)
+	h.Declare("remote", wc.kindOptions("remote")...)
+	h.Declare("plain", wc.kindOptions("plain")...)
+	c, err := core.NewClient(memory.New(), core.Config{Handlers: h, AllowUnknownKinds: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, want := range map[string]int{"local": 4, "remote": 2, "plain": core.DefaultMaxAttempts, "other": core.DefaultMaxAttempts} {
+		if got := c.MaxAttempts(kind); got != want {
+			t.Errorf("kind %s: %d attempts, want %d", kind, got, want)
+		}
+	}
+	if _, err := resolve(`{"retry": {"retries": ["1s"]}}`); err == nil || !strings.Contains(err.Error(), "belong to a kind's policy") {
+		t.Fatalf("retries in the default retry: %v; want it refused", err)
 	}
 }

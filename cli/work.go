@@ -280,9 +280,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		if hc.timeout > 0 {
 			opts = append(opts, core.WithTimeout(hc.timeout))
 		}
-		if p := wc.kindRetry(kind); p != nil {
-			opts = append(opts, core.WithRetry(p))
-		}
+		opts = append(opts, wc.kindOptions(kind)...)
 		fn := sh.handle
 		if hc.webhook != nil {
 			fn = hc.webhook
@@ -290,10 +288,11 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 		handlers.HandleRaw(kind, fn, opts...)
 	}
 	// Kinds run elsewhere (remote workers, other nodes) with a policy of
-	// their own: the engine and serve's HTTP API retry them by it.
+	// their own: the engine and serve's HTTP API retry them by it, and
+	// give their jobs its max attempts.
 	for _, kind := range slices.Sorted(maps.Keys(wc.retryByKind)) {
 		if _, here := wc.handlers[kind]; !here {
-			handlers.Declare(kind, core.WithRetry(wc.retryByKind[kind]))
+			handlers.Declare(kind, wc.kindOptions(kind)...)
 		}
 	}
 	queues := make(map[string]core.QueueConfig, len(wc.queues))

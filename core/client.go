@@ -252,7 +252,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]
 	return res, nil
 }
 
-func (c *Client) limits() limits { return limits{maxArgs: c.cfg.MaxArgsBytes} }
+func (c *Client) limits() limits { return limits{maxArgs: c.cfg.MaxArgsBytes, kinds: c.cfg.Handlers} }
 
 // keys returns the keyring of encryption at rest, nil when it is off.
 func (c *Client) keys() *Keyring {

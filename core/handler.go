@@ -30,8 +30,9 @@ type TypedJob[T Args] struct {
 type KindOption func(*kindConfig)
 
 type kindConfig struct {
-	timeout time.Duration
-	retry   RetryPolicy
+	timeout     time.Duration
+	retry       RetryPolicy
+	maxAttempts int // 0: DefaultMaxAttempts (see WithMaxAttempts)
 }
 
 // WithTimeout bounds one attempt of the kind; at the timeout the handler's
@@ -79,9 +80,11 @@ func (h *Handlers) HandleRaw(kind string, fn HandlerFunc, opts ...KindOption) {
 // HTTP API, shell or webhook handlers of another node) with the options
 // that hold for its jobs wherever they run: WithRetry sets the policy
 // that schedules the retry of every failure of the kind, whether a local
-// handler, a remote worker (the HTTP API decides through
+// handler, a remote worker (RemoteWorkers.Report decides through
 // Client.RetryPolicy) or a rescue reports it, so a kind has one retry
-// policy. A declared kind counts as known to Enqueue's unknown-kind
+// policy; WithMaxAttempts, or WithRetries ("N delays mean N retries"),
+// sets the attempts its jobs get when enqueued without their own
+// (Client.MaxAttempts). A declared kind counts as known to Enqueue's unknown-kind
 // check; this client does not run it: a job of the kind that one of its
 // queues claims fails its attempt with ErrUnknownKind and is retried, as
 // for a kind it has no word of. Like a handler, a declaration makes the

@@ -329,6 +329,9 @@ type Args interface {
 // limits carries the configurable size limits into validation.
 type limits struct {
 	maxArgs int
+	// kinds gives a kind's default attempts (Client.MaxAttempts); nil:
+	// DefaultMaxAttempts.
+	kinds *Handlers
 }
 
 // buildInsert validates one job and fills its defaults. now is UTC.
@@ -359,7 +362,7 @@ func buildInsert(kind string, args []byte, opts *Options, now time.Time, lim lim
 		p.Priority = PriorityDefault
 	}
 	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
+		p.MaxAttempts = lim.kinds.maxAttempts(kind)
 	}
 	if len(p.Args) == 0 {
 		p.Args = json.RawMessage("{}")

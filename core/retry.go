@@ -66,3 +66,54 @@ func (l DelayList) NextRetry(job *Job, _ error) time.Duration {
 	i := min(max(job.Attempt-1, 0), len(l)-1)
 	return l[i]
 }
+
+// WithMaxAttempts sets how many attempts a job of the kind gets when it
+// is enqueued without Options.MaxAttempts (or with an InsertParams whose
+// MaxAttempts is 0), in place of DefaultMaxAttempts: given to a handler
+// or to Handlers.Declare, it holds for every client that knows the kind
+// (Enqueue, EnqueueMany, EnqueueTx, periodic jobs, the HTTP API's
+// submissions). A job enqueued with its own MaxAttempts keeps it. n below
+// 1 is ignored. With WithRetries, the later option wins.
+func WithMaxAttempts(n int) KindOption {
+	return func(c *kindConfig) {
+		if n >= 1 {
+			c.maxAttempts = n
+		}
+	}
+}
+
+// WithRetries declares a kind's whole retry schedule: a failed attempt is
+// retried exactly len(delays) times, retry i after delays[i-1] (a
+// DelayList), so a job of the kind gets len(delays)+1 attempts when it is
+// enqueued without its own MaxAttempts (as WithMaxAttempts sets). No
+// delays means no retry: one attempt. It replaces WithRetry and
+// WithMaxAttempts given before it; a later one of either replaces its
+// half. Negative delays count as 0. A job enqueued with more attempts
+// than len(delays)+1 waits the last delay before each later retry.
+func WithRetries(delays ...time.Duration) KindOption {
+	dl := make(DelayList, len(delays))
+	for i, d := range delays {
+		dl[i] = max(d, 0)
+	}
+	return func(c *kindConfig) {
+		c.retry = dl
+		c.maxAttempts = len(dl) + 1
+	}
+}
+
+// MaxAttempts returns how many attempts a job of kind gets when it is
+// enqueued without its own: the kind's WithMaxAttempts or WithRetries
+// (given to its handler or to Handlers.Declare), else
+// DefaultMaxAttempts. Enqueue applies it; transports that build
+// InsertParams themselves (core.NewInsertRaw fills DefaultMaxAttempts)
+// pass it as Options.MaxAttempts.
+func (c *Client) MaxAttempts(kind string) int { return c.cfg.Handlers.maxAttempts(kind) }
+
+// maxAttempts returns kind's default attempts (see Client.MaxAttempts);
+// DefaultMaxAttempts for a nil registry.
+func (h *Handlers) maxAttempts(kind string) int {
+	if e := h.lookup(kind); e != nil && e.maxAttempts > 0 {
+		return e.maxAttempts
+	}
+	return DefaultMaxAttempts
+}

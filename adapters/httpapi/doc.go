@@ -11,9 +11,12 @@
 //	defer srv.Close()
 //	http.ListenAndServe(":8080", srv)
 //
-// Remote workers run jobs outside the engine: the server validates through
-// core (NewInsertRaw, Client.EnqueueMany), claims and finishes through the
-// client's store with its lease, retry and retention settings, and reports
-// claims and outcomes with Client.Emit, so observers (metrics, logs) see
-// the same events as for in-process workers.
+// Remote workers run jobs outside this process, not outside the engine:
+// the server validates through core (NewInsertRaw, Client.EnqueueMany)
+// and claims, extends leases, applies outcomes, hands jobs back and keeps
+// the worker registry through core.RemoteWorkers (Client.RemoteWorkers),
+// which decides outcomes as the engine decides its own (the kind's retry
+// policy, core.Decide) and reports the same events to observers (metrics,
+// logs, tracing). The server keeps transport, authentication, lease tokens
+// and request validation.
 package httpapi

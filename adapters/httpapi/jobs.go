@@ -140,6 +140,10 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%smax_attempts %d is below 1", prefix, *req.MaxAttempts))
 		}
 		opts.MaxAttempts = *req.MaxAttempts
+	} else {
+		// The kind's default (core.WithMaxAttempts, WithRetries), as
+		// Enqueue gives it.
+		opts.MaxAttempts = s.c.MaxAttempts(req.Kind)
 	}
 	if req.RunAt != nil && req.DelaySeconds != nil {
 		return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+"run_at and delay_seconds are exclusive")
