@@ -21,11 +21,11 @@ import (
 //
 // A store that implements TxRunner must also implement TxCompleter and
 // accept in CompleteTx (and TxInserter's InsertTx, when it has it) the
-// transactions RunTx opens; the engine needs all three for HandleTx.
+// transactions RunTx opens, and in CompleteTx every outcome HandleTx
+// writes: OutcomeComplete, with or without Delete, and OutcomeContinue.
 // Stores without it (the memory store) make NewClient refuse a client
-// with HandleTx kinds, with an error wrapping ErrUnsupported. Storetest
-// rules tx/run-commits-writes-with-completion,
-// tx/run-rolls-back-on-error and tx/run-lease-lost-commits-nothing check it.
+// with HandleTx kinds, with an error wrapping ErrUnsupported. The
+// storetest rules tx/run-* check it.
 type TxRunner interface {
 	RunTx(ctx context.Context, fn func(tx any) error) error
 }

@@ -573,18 +573,22 @@ type TxInserter interface {
 // handler's own writes and the completion commit together or not at all.
 // It is fenced like Finish and returns ErrLeaseLost when the fence fails.
 //
-// The engine (core.CompleteTx) passes one kind of outcome only:
-// OutcomeComplete for the execution its handler runs (JobID, WorkerID,
-// ClaimSeq, Attempt), At its clock's now, Result the handler's recorded
-// result (nil for none; sealed when Config.Encryption seals results),
-// Delete false and no Error. The store applies it as Finish applies the
-// same outcome. The
-// SQL stores run their Finish statements in tx and so accept every kind
-// Finish accepts; a store may instead refuse other kinds with an error
-// wrapping ErrInvalidArgument. After the commit the engine still finishes
-// the execution, and that Finish fails its fence (Applied false), as it
-// should. The rules tx/complete-* check OutcomeComplete only; tx must
-// be a writable transaction on the store's database, as for TxInserter.
+// core.CompleteTx passes one kind of outcome only: OutcomeComplete for
+// the execution its handler runs (JobID, WorkerID, ClaimSeq, Attempt), At
+// its clock's now, Result the handler's recorded result (nil for none;
+// sealed when Config.Encryption seals results), Delete false and no
+// Error. core.HandleTx (on a store that is also a TxRunner) passes, in the
+// transaction RunTx opened, the outcome the engine decided: that
+// OutcomeComplete with Delete set when completed jobs are not kept, or an
+// OutcomeContinue (NextKind, NextArgs, RunAt). The store applies each as
+// Finish applies the same outcome. The SQL stores run their Finish
+// statements in tx and so accept every kind Finish accepts; a store
+// without TxRunner may instead refuse kinds other than OutcomeComplete
+// with an error wrapping ErrInvalidArgument. After the commit the engine
+// still finishes the execution, and that Finish fails its fence (Applied
+// false), as it should. The rules tx/complete-* check OutcomeComplete,
+// tx/run-writes-continue-and-delete the other two; tx must be a writable
+// transaction on the store's database, as for TxInserter.
 type TxCompleter interface {
 	CompleteTx(ctx context.Context, tx any, o Outcome) error
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,6 +17,7 @@ var txRunTests = []test{
 	{"tx/run-rolls-back-on-error", testTxRunRollback},
 	{"tx/run-rolls-back-on-panic", testTxRunPanic},
 	{"tx/run-lease-lost-commits-nothing", testTxRunLeaseLost},
+	{"tx/run-writes-continue-and-delete", testTxRunContinueDelete},
 }
 
 // txRunner returns the store's TxRunner with the TxInserter and
@@ -140,4 +142,34 @@ func testTxRunLeaseLost(e *env) {
 	}
 	e.expectNoEffect(effect, "the completion in it lost its lease")
 	e.expectUnchanged(before, "a RunTx whose completion lost its lease")
+}
+
+// testTxRunContinueDelete: besides a plain completion, HandleTx writes in
+// its transaction a completion that deletes the job (completed jobs not
+// kept) and a Continue to the next step; CompleteTx applies both as
+// Finish does, in RunTx's transaction.
+func testTxRunContinueDelete(e *env) {
+	j := e.claimJob(e.job("q", "k"), "w")
+	o := e.outcome(j, core.OutcomeComplete)
+	o.Delete = true
+	if _, err := e.runTxWork(j, o, nil); err != nil {
+		e.Fatalf("RunTx completing job %d with Delete: unexpected error: %v", j.ID, err)
+	}
+	if got, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+		e.Fatalf("job %d completed with Delete in RunTx: Get returned (%+v, %s); want ErrNotFound", j.ID, got, errMsg(err))
+	}
+
+	j = e.claimJob(e.job("q", "step-1"), "w")
+	e.advance(time.Second)
+	o = e.outcome(j, core.OutcomeContinue)
+	o.NextKind = "step-2"
+	o.NextArgs = json.RawMessage(`{"step":2}`)
+	o.RunAt = e.now.Add(time.Minute)
+	if _, err := e.runTxWork(j, o, nil); err != nil {
+		e.Fatalf("RunTx continuing job %d: unexpected error: %v", j.ID, err)
+	}
+	got := e.get(j.ID)
+	if got.State != core.StateScheduled || got.Kind != "step-2" || diffJSON(got.Args, o.NextArgs) != "" || !got.RunAt.Equal(o.RunAt) || got.Attempt != 0 {
+		e.Fatalf("job %d continued in RunTx has state %q, kind %q, args %s, run_at %s, attempt %d; want scheduled, \"step-2\", {\"step\":2}, %s, 0", j.ID, got.State, got.Kind, got.Args, ts(got.RunAt), got.Attempt, ts(o.RunAt))
+	}
 }
