@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -125,5 +126,50 @@ func TestHandleTxReportsItsOutcome(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no %s event for job %d completed in its handler's transaction", core.EventJobCompleted, r.Job.ID)
+	}
+}
+
+// txRunnerStore runs HandleTx transactions without a database: RunTx
+// calls fn with a nil transaction, and CompleteTx records what the
+// engine writes in it instead of applying it.
+type txRunnerStore struct {
+	core.Store
+	got chan core.Outcome
+}
+
+func (s *txRunnerStore) RunTx(ctx context.Context, fn func(tx any) error) error { return fn(nil) }
+
+func (s *txRunnerStore) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+	s.got <- o
+	return nil
+}
+
+// TestHandleTxSealsResult: with Config.Encryption sealing results, the
+// result a HandleTx handler records is sealed in the outcome written in
+// its transaction, once (it opens to what the handler recorded).
+func TestHandleTxSealsResult(t *testing.T) {
+	st := &txRunnerStore{Store: memory.New(), got: make(chan core.Outcome, 1)}
+	h := core.NewHandlers()
+	core.HandleTx(h, func(ctx context.Context, tx any, j *core.TypedJob[txArgs]) error {
+		return core.RecordRawResult(ctx, []byte(`"`+secretText+`"`))
+	})
+	k := mustKeyring(t, "k1", map[string][]byte{"k1": testKey(1)})
+	w := encClient(t, st, h, &core.Encryption{Keys: k, Results: true})
+	if _, err := w.Enqueue(context.Background(), txArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-st.got:
+		if o.Kind != core.OutcomeComplete || bytes.Contains(o.Result, []byte(secretText)) || !core.IsSealed(o.Result) {
+			t.Fatalf("outcome written in the transaction: kind %s, result %s; want a completion with a sealed result", o.Kind, o.Result)
+		}
+		if res, err := k.OpenResult(txArgs{}.Kind(), o.Result); err != nil || string(res) != `"`+secretText+`"` {
+			t.Fatalf("opened %s, %v", res, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no outcome written in the handler's transaction")
 	}
 }
