@@ -12,6 +12,10 @@ import (
 // server's httpapi.MaxJobWait); Wait asks again until the job is final.
 const MaxWait = 60 * time.Second
 
+// earlyAnswerPause is how long Wait pauses before it asks again after a
+// long-poll that came back, not final, well before its wait.
+const earlyAnswerPause = time.Second
+
 // WaitJob long-polls once (GET /v1/jobs/{id}?wait=…; producer or worker
 // role): it returns the job and final=true as soon as the job is final
 // (completed, cancelled or discarded), or, when wait passes first, the job
@@ -36,9 +40,11 @@ func (c *Client) WaitJob(ctx context.Context, id int64, wait time.Duration) (j *
 // and returns it: state, result and errors history (the last entry is a
 // discarded job's final error). It long-polls the server with WaitJob,
 // MaxWait at a time (less when ctx's deadline is nearer), again until the
-// job is final, so a wait may last as long as ctx allows. It returns
-// ctx's error (ctx.Err()) when ctx ends first, a *Problem matching
-// ErrNotFound for a missing job, and the errors of WaitJob.
+// job is final, so a wait may last as long as ctx allows (after an answer
+// that came back early, not final, it pauses a second before asking
+// again). It returns ctx's error (ctx.Err()) when ctx ends first, a
+// *Problem matching core.ErrNotFound for a missing job, and the errors of
+// WaitJob.
 func (c *Client) Wait(ctx context.Context, id int64) (*Job, error) {
 	for {
 		wait := MaxWait
@@ -48,6 +54,7 @@ func (c *Client) Wait(ctx context.Context, id int64) (*Job, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		start := time.Now()
 		j, final, err := c.WaitJob(ctx, id, wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -62,6 +69,13 @@ func (c *Client) Wait(ctx context.Context, id int64) (*Job, error) {
 			// The deadline is here: the answer was the job as it is.
 			<-ctx.Done()
 			return nil, ctx.Err()
+		}
+		if time.Since(start) < wait/2 {
+			// Answered early, not final (a server shutting down): ask
+			// again after a pause, not at once.
+			if !sleep(ctx, min(earlyAnswerPause, wait)) {
+				return nil, ctx.Err()
+			}
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,4 +66,32 @@ func TestWait(t *testing.T) {
 			t.Fatal("Wait did not return")
 		}
 	})
+}
+
+// A server that answers a long-poll early, not final (as one shutting
+// down does), is asked again after a pause, not in a busy loop.
+func TestWaitPausesAfterAnEarlyAnswer(t *testing.T) {
+	var hits atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Query().Get("wait") == "" {
+			t.Errorf("request without wait: %s", r.URL)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"job":{"id":1,"state":"available"}}`))
+	}))
+	defer hs.Close()
+	c, err := client.New(hs.URL, client.WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	if _, err := c.Wait(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait: %v", err)
+	}
+	if n := hits.Load(); n < 2 || n > 4 {
+		t.Fatalf("%d long-polls in 2.5 s of early answers, want about one a second", n)
+	}
 }
