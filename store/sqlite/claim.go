@@ -26,7 +26,7 @@ SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version
     worker_id = ?, attempted_at = ?, lease_until = ?
 WHERE id IN (
     SELECT id FROM {jobs}
-    WHERE queue = ? AND state IN ('scheduled','available','retryable') AND run_at <= ?
+    WHERE queue = ? AND ` + pendingSQL + ` AND run_at <= ?
       AND (tags IS NULL OR NOT EXISTS (
           SELECT 1 FROM json_each(tags) AS jt
           WHERE jt.value NOT IN (SELECT wt.value FROM json_each(?) AS wt)))
@@ -55,7 +55,7 @@ LIMIT ?`
 
 const limitedCandidatesWhere = `
 SELECT id, kind, partition_key, priority, run_at FROM {jobs}
-WHERE queue = ? AND state IN ('scheduled','available','retryable') AND run_at <= ?
+WHERE queue = ? AND ` + pendingSQL + ` AND run_at <= ?
   AND (tags IS NULL OR NOT EXISTS (
       SELECT 1 FROM json_each(tags) AS jt
       WHERE jt.value NOT IN (SELECT wt.value FROM json_each(?) AS wt)))
@@ -71,7 +71,7 @@ const limitedClaimSQL = `
 UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
     worker_id = ?, attempted_at = ?, lease_until = ?
-WHERE id IN (%s) AND state IN ('scheduled','available','retryable')
+WHERE id IN (%s) AND ` + pendingSQL + `
 RETURNING {claimed}`
 
 // Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
@@ -145,7 +145,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		return sqlq.ScanClaimed(&p)(c.Query(ctx, fmt.Sprintf(s.sql.limitedClaim, marks(len(cands))), args...))
 	}
 	parts := func(after string, n int) ([]string, error) {
-		return s.FairPartitions(ctx, c, p.Queue, "partition_key", "state IN ('scheduled','available','retryable')", after, n)
+		return s.FairPartitions(ctx, c, p.Queue, "partition_key", pendingSQL, after, n)
 	}
 	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
 	if err != nil {

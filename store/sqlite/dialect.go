@@ -16,6 +16,17 @@ type dialect struct{ sqlq.Standard }
 
 func (dialect) Name() string { return "sqlite" }
 
+// pendingSQL is the condition that a job is pending (scheduled, available
+// or retryable), spelt as the partial indexes on pending jobs spell it
+// (schema version 12): an OR of equalities, which SQLite evaluates with
+// comparisons where an IN list of three constants in an index's WHERE
+// costs a temporary B-tree for every row written. SQLite uses jobs_claim,
+// jobs_deadline and jobs_fair only for a statement that spells it so.
+const pendingSQL = "(state = 'scheduled' OR state = 'available' OR state = 'retryable')"
+
+// Pending implements sqlq.PendingSpeller.
+func (dialect) Pending() string { return pendingSQL }
+
 // RowsStopEarly implements sqlq.RowsStopEarly: closing rows resets the
 // statement, so a list page read in one statement stops at its budget.
 func (dialect) RowsStopEarly() bool { return true }

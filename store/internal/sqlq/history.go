@@ -225,7 +225,7 @@ func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, er
 	err := s.retry(ctx, func() error {
 		out = nil
 		b := newBuilder(s.d, 1)
-		b.w("SELECT queue, COUNT(*), MIN(run_at) FROM ", s.t.Jobs, " WHERE state IN ", pendingIn,
+		b.w("SELECT queue, COUNT(*), MIN(run_at) FROM ", s.t.Jobs, " WHERE ", s.pending(),
 			" AND run_at <= ", b.arg(s.d.Time(now)), " GROUP BY queue")
 		rows, err := s.db.Query(ctx, b.String(), b.args...)
 		if err != nil {

@@ -115,7 +115,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 	var n int
 	err := s.tx(ctx, func(c Conn) error {
 		b := newBuilder(s.d, 2)
-		b.w("SELECT id, version, attempt, deadline FROM ", s.t.Jobs, " WHERE state IN ", pendingIn,
+		b.w("SELECT id, version, attempt, deadline FROM ", s.t.Jobs, " WHERE ", s.pending(),
 			" AND deadline IS NOT NULL AND deadline < ", b.arg(s.d.Time(now)), " ORDER BY deadline, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
 		rows, err := c.Query(ctx, b.String(), b.args...)
 		if err != nil {

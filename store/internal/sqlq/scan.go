@@ -348,5 +348,27 @@ func (b *builder) String() string { return b.sb.String() }
 // spelt literally so partial indexes on it match.
 const pendingIn = "('scheduled','available','retryable')"
 
+// PendingSpeller is implemented by a Dialect whose partial indexes on
+// pending jobs spell the pending states otherwise than
+// "state IN ('scheduled','available','retryable')": a database uses such
+// an index only for a query that spells its condition the same way, so
+// the statements here that read those indexes (DueJobs, DiscardExpired)
+// use the dialect's spelling. SQLite's: an OR of equalities (see its
+// schema version 12).
+type PendingSpeller interface {
+	// Pending returns the condition, on the unqualified column state,
+	// that a job is pending (scheduled, available or retryable).
+	Pending() string
+}
+
+// pending is the condition that a job is pending in the spelling of the
+// store's dialect (PendingSpeller), by default state IN pendingIn.
+func (s *Store) pending() string {
+	if p, ok := s.d.(PendingSpeller); ok {
+		return p.Pending()
+	}
+	return "state IN " + pendingIn
+}
+
 // finalIn is the SQL list of final states.
 const finalIn = "('completed','cancelled','discarded')"
