@@ -44,7 +44,10 @@ func TestErrorEntriesCarryTheirCause(t *testing.T) {
 		{"fails", core.CauseHandlerError, once},
 		{"panics", core.CausePanic, once},
 		{"slow", core.CauseTimeout, once},
-		{"late", core.CauseDeadline, &core.Options{MaxAttempts: 1, Deadline: time.Now().Add(50 * time.Millisecond)}},
+		// The deadline leaves a loaded machine time to claim the job
+		// before it passes (a job claimed after it is discarded by the
+		// claim path with the same cause, but the handler must see it).
+		{"late", core.CauseDeadline, &core.Options{MaxAttempts: 1, Deadline: time.Now().Add(500 * time.Millisecond)}},
 		{"bad-step", core.CauseInvalidContinue, once},
 		{"nobody-handles-it", core.CauseUnknownKind, once},
 	} {
