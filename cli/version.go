@@ -21,13 +21,37 @@ type buildVersion struct {
 	Go       string `json:"go"`
 }
 
-func readBuildVersion() buildVersion {
+// version is the release version stamped at link time by scripts/release.sh
+// and the Dockerfile, such as "v1.2.3":
+//
+//	go build -ldflags "-X github.com/backlogq/backlog/cli.version=v1.2.3" ./cmd/backlog
+//
+// Empty (the default, as for `go install` and `go run`): `backlog version`
+// reports the module version from the build info instead. It is set only
+// by the linker and never written at run time.
+var version string
+
+// readBuildVersion describes this binary, with the stamped version when the
+// linker set one.
+func readBuildVersion() buildVersion { return newBuildVersion(version) }
+
+// newBuildVersion describes this binary from its build info; stamped, when
+// not empty, replaces the module version (which is "(devel)" for a build
+// from a checkout). Without build info the version is stamped, or
+// "unknown".
+func newBuildVersion(stamped string) buildVersion {
 	v := buildVersion{Version: "unknown"}
+	if stamped != "" {
+		v.Version = stamped
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
 	}
-	v.Module, v.Version, v.Go = bi.Main.Path, bi.Main.Version, bi.GoVersion
+	v.Module, v.Go = bi.Main.Path, bi.GoVersion
+	if stamped == "" {
+		v.Version = bi.Main.Version
+	}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
