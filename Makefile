@@ -4,7 +4,7 @@ PKGS      ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 35m
 DB        ?= sqlite:backlog.db
 
-.PHONY: run test lint bench stress fault fuzz fmt
+.PHONY: run test lint bench stress fault fuzz fmt release
 
 ## run: serve jobs on the embedded SQLite file (the README's first command)
 run:
@@ -51,6 +51,13 @@ fault:
 ## fuzz: every fuzz target for FUZZTIME (go test -fuzztime: a count such as 100000x, or a duration) each
 fuzz:
 	GO=$(GO) scripts/fuzz.sh $(or $(FUZZTIME),100000x)
+
+## release: static binaries for linux and darwin on amd64 and arm64 with the
+## version stamped, packed with LICENSE and README.md, and SHA256SUMS, in dist/
+## (VERSION=vX.Y.Z; default: the tag at HEAD, else its pseudo-version;
+## TARGETS=linux/amd64,… to build fewer); see scripts/release.sh
+release:
+	GO=$(GO) scripts/release.sh --out dist $(if $(VERSION),--version '$(VERSION)') $(if $(TARGETS),--targets '$(TARGETS)')
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
