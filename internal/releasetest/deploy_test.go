@@ -109,10 +109,13 @@ func TestSystemdUnit(t *testing.T) {
 	if err := os.WriteFile(stub, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// A unit known to be valid first: if verify fails on it, verify cannot
-	// run here (no systemd, a sandbox), which says nothing of ours.
+	// A unit known to be valid first, with the same dependencies: if verify
+	// fails on it, verify cannot run here (no systemd, a sandbox without the
+	// system's units), which says nothing of ours.
 	probe := filepath.Join(dir, "backlog-probe.service")
-	if err := os.WriteFile(probe, []byte("[Service]\nType=oneshot\nExecStart="+stub+"\n"), 0o644); err != nil {
+	probeUnit := "[Unit]\nAfter=network-online.target\nWants=network-online.target\n" +
+		"[Service]\nType=oneshot\nExecStart=" + stub + "\n[Install]\nWantedBy=multi-user.target\n"
+	if err := os.WriteFile(probe, []byte(probeUnit), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := systemdAnalyze(t, probe); err != nil || out != "" {
