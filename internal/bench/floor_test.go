@@ -125,11 +125,13 @@ func checkProcCPU(t *testing.T, p *bench.ProcCPU, server bool) {
 	if p.ServerSeconds == nil || p.PerThousand.Server == nil || p.PerThousand.Total == nil {
 		t.Fatalf("CPU split %+v without the server's", *p)
 	}
-	if p.ClientSeconds <= 0 || (*p.ServerSeconds > 0) != server || *p.ServerSeconds < 0 {
-		t.Fatalf("CPU split %+v, want client > 0 and server > 0 = %v", *p, server)
+	// /proc counts CPU in ticks of 10 ms: the floor's client, which does
+	// next to nothing for a run of a few dozen milliseconds, may show 0.
+	if p.ClientSeconds < 0 || (*p.ServerSeconds > 0) != server || *p.ServerSeconds < 0 {
+		t.Fatalf("CPU split %+v, want client ≥ 0 and server > 0 = %v", *p, server)
 	}
 	k := p.PerThousand
-	if k.Client <= 0 || math.Abs(*k.Total-k.Client-*k.Server) > 1e-6 {
+	if k.Client < 0 || math.Abs(*k.Total-k.Client-*k.Server) > 1e-6 {
 		t.Fatalf("per 1,000 jobs %+v", k)
 	}
 }

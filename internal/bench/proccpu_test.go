@@ -47,7 +47,9 @@ func TestProcCPUServerNotKnown(t *testing.T) {
 	}
 	st := memory.New()
 	defer st.Close()
-	res, err := bench.BurnDown(context.Background(), st, bench.Config{Jobs: 500, Workers: 10})
+	// Enough jobs for the client's CPU to span several of /proc's 10 ms
+	// ticks.
+	res, err := bench.BurnDown(context.Background(), st, bench.Config{Jobs: 5000, Workers: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
