@@ -41,6 +41,9 @@ type enqueueFlags struct {
 	progress  bool
 	migrate   bool
 	keys      keyFlags
+	// allowUnknown accepts kinds no live worker announced (--db only;
+	// a job server applies its own --allow-unknown-kinds).
+	allowUnknown bool
 
 	wait    bool          // wait until the job is final (jobs wait's exit codes)
 	timeout time.Duration // with wait: at most this long
@@ -100,6 +103,7 @@ job), and exits as "jobs wait" does: 0 completed, 3 --timeout passed first,
 	fl.IntVar(&f.batchSize, "batch-size", 1000, "jobs per insert with --from")
 	fl.BoolVar(&f.progress, "progress", false, "show a progress bar with --from even when stderr is not a terminal")
 	fl.BoolVar(&f.migrate, "migrate", true, "migrate the store's schema first")
+	fl.BoolVar(&f.allowUnknown, "allow-unknown-kinds", false, "enqueue a kind that no live registered worker handles (its workers are not deployed yet); off, such a kind is refused once any worker announced its kinds (a typo, a JSON object given as the kind)")
 	f.keys.register(fl, false)
 	addWaitFlags(cmd, &f.wait, &f.timeout)
 	return cmd
@@ -298,9 +302,9 @@ func (a *app) enqueueOne(cmd *cobra.Command, f *enqueueFlags, args []string) err
 // job server migrates and seals, so --migrate and --keys-file are refused.
 func (a *app) enqueueOpts(cmd *cobra.Command, f *enqueueFlags) (opsOpts, error) {
 	if a.server != "" {
-		for _, name := range []string{"migrate", "keys-file"} {
+		for _, name := range []string{"migrate", "keys-file", "allow-unknown-kinds"} {
 			if cmd.Flags().Changed(name) {
-				return opsOpts{}, usagef("--%s does not apply with --server: the job server migrates its store and seals args with its own keys", name)
+				return opsOpts{}, usagef("--%s does not apply with --server: the job server migrates its store, seals args with its own keys and applies its own kind rule", name)
 			}
 		}
 		return opsOpts{}, nil
@@ -309,7 +313,7 @@ func (a *app) enqueueOpts(cmd *cobra.Command, f *enqueueFlags) (opsOpts, error) 
 	if err != nil {
 		return opsOpts{}, err
 	}
-	return opsOpts{write: true, migrate: f.migrate, enc: enc}, nil
+	return opsOpts{write: true, migrate: f.migrate, enc: enc, allowUnknownKinds: f.allowUnknown}, nil
 }
 
 // bulkLine is one line of a --from file in full-object form.

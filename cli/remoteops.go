@@ -56,6 +56,9 @@ type opsOpts struct {
 	enc      *core.Encryption // seal args under these keys (enqueue)
 	periodic []core.PeriodicJob
 	dbURL    string // the store URL; "" = --db
+	// allowUnknownKinds: enqueue kinds no live worker announced
+	// (core.Config.AllowUnknownKinds).
+	allowUnknownKinds bool
 }
 
 // withOps runs fn with the ops of this command line: through the job
@@ -76,7 +79,7 @@ func (a *app) withOps(ctx context.Context, o opsOpts, fn func(ops) error) error 
 		}
 		cl, err := core.NewClient(st, core.Config{
 			Logger: a.log, MaintenanceInterval: -1, Encryption: o.enc,
-			Periodic: o.periodic, AllowUnknownKinds: o.periodic != nil,
+			Periodic: o.periodic, AllowUnknownKinds: o.periodic != nil || o.allowUnknownKinds,
 		})
 		if err != nil {
 			return usageError{err}

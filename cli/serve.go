@@ -54,7 +54,7 @@ type serveFlags struct {
 	bodyTimeout, writeTimeout time.Duration
 	auth                      authFlags     // lease secret, per-worker tokens
 	openSealedFor             string        // roles shown sealed values opened (with --keys-file)
-	rejectUnknownKinds        bool          // httpapi.Config.RejectUnknownKinds
+	allowUnknownKinds         bool          // core.Config.AllowUnknownKinds of the server's client
 	acceptSealedArgs          bool          // httpapi.Config.AcceptSealedArgs
 	maxQueues                 int           // httpapi.Config.MaxQueues; ≤ 0: no cap
 	queuesFromConfigOnly      bool          // httpapi.Config.AllowedQueues = configQueues
@@ -82,7 +82,7 @@ func (f *serveFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxQueues, "max-queues", httpapi.DefaultMaxQueues, "most queues the store may hold for submissions to create a new one (422 too-many-queues beyond); 0 or less: no cap")
 	fl.BoolVar(&f.queuesFromConfigOnly, "queues-from-config-only", false, "accept jobs only for the configured queues (--queue, the config file's queues); others are refused with 422 queue-not-allowed")
 	fl.BoolVar(&f.acceptSealedArgs, "accept-sealed-args", false, "accept job args that producers sealed themselves ({\"backlog_enc\": …}); unset: refused with 400, so that no producer can submit a copy of another job's sealed args (docs/security.md)")
-	fl.BoolVar(&f.rejectUnknownKinds, "reject-unknown-kinds", false, "refuse (422 unknown-kind) a submitted job whose kind neither this server's handlers nor a live registered remote worker handles")
+	fl.BoolVar(&f.allowUnknownKinds, "allow-unknown-kinds", false, "accept a submitted job whose kind neither this server's handlers nor any live registered worker handles (off: 422 unknown-kind, nothing inserted; a server that neither handles nor sees a kind announced accepts every kind)")
 	fl.DurationVar(&f.maxUniqueFor, "max-unique-for", httpapi.DefaultMaxUniqueFor, "longest a submission may keep its unique key held after its job finishes (unique_for_seconds; 400 invalid-request above it), at most 8784h (366 days)")
 	f.auth.register(fl)
 }
@@ -198,9 +198,8 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
 		BodyReadTimeout: h.flags.bodyTimeout, WriteTimeout: h.flags.writeTimeout,
 		OpenSealedFor: h.flags.openSealedFor, AcceptSealedArgs: h.flags.acceptSealedArgs,
-		RejectUnknownKinds: h.flags.rejectUnknownKinds,
-		MaxQueues:          h.flags.maxQueues,
-		MaxUniqueFor:       h.flags.maxUniqueFor,
+		MaxQueues:    h.flags.maxQueues,
+		MaxUniqueFor: h.flags.maxUniqueFor,
 	}
 	if acfg.MaxQueues <= 0 {
 		acfg.MaxQueues = -1 // no cap

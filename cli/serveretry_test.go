@@ -26,7 +26,7 @@ func TestServeRetryByKindForRemoteWorkers(t *testing.T) {
 	  "retry": ["1h"],
 	  "retry_by_kind": {"resize": ["7s", "1m"]}
 	}`)
-	_, base := startServe(t, db, nil, "--config", cfg)
+	_, base := startServe(t, db, nil, "--config", cfg, "--allow-unknown-kinds")
 
 	var ids = map[string]int64{}
 	for _, kind := range []string{"resize", "other"} {
@@ -125,7 +125,7 @@ func TestServeKindMaxAttempts(t *testing.T) {
 	cfg := writeFile(t, t.TempDir(), "serve.json", `{
 	  "retry_by_kind": {"exact": {"retries": ["1s", "2s"]}, "capped": {"base": "1s", "max_attempts": 4}}
 	}`)
-	_, base := startServe(t, db, nil, "--config", cfg)
+	_, base := startServe(t, db, nil, "--config", cfg, "--allow-unknown-kinds")
 	for _, c := range []struct {
 		body string
 		want int

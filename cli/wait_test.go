@@ -67,8 +67,8 @@ func TestJobsWait(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ok := enqueuedID(t, db, "slow", "--queue", "work")
 			bad := enqueuedID(t, db, "bad", "--queue", "work", "--max-attempts", "1")
-			idle := enqueuedID(t, db, "later", "--queue", "idle")
-			gone := enqueuedID(t, db, "later", "--queue", "idle")
+			idle := enqueuedID(t, db, "later", "--queue", "idle", "--allow-unknown-kinds")
+			gone := enqueuedID(t, db, "later", "--queue", "idle", "--allow-unknown-kinds")
 			mustCLI(t, db, "jobs", "cancel", gone)
 
 			r := run("jobs", "wait", ok)
@@ -127,7 +127,7 @@ func TestEnqueueWait(t *testing.T) {
 	if r.code != exitWaitDiscarded || !strings.Contains(r.stderr, "boom") {
 		t.Fatalf("enqueue --wait of a failing job: %s", r)
 	}
-	r = cli(t, db, "enqueue", "later", "{}", "--queue", "idle", "--wait", "--timeout", "200ms")
+	r = cli(t, db, "enqueue", "later", "{}", "--queue", "idle", "--allow-unknown-kinds", "--wait", "--timeout", "200ms")
 	if r.code != exitWaitTimeout || !strings.Contains(r.stdout, "available") {
 		t.Fatalf("enqueue --wait past --timeout: %s", r)
 	}

@@ -321,9 +321,10 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 	}
 	if s.serve != nil {
 		cfg.WorkerStaleAfter, cfg.WorkerDeadAfter = s.serve.workerStaleAfter, s.serve.workerDeadAt
-		// The API's submissions are for remote workers too; the API
-		// checks kinds itself when told to (--reject-unknown-kinds).
-		cfg.AllowUnknownKinds = true
+		// The API's submissions go through this client's one kind rule
+		// (core.Client.CheckKinds: its handlers, and the kinds live
+		// remote and engine workers announced).
+		cfg.AllowUnknownKinds = s.serve.allowUnknownKinds
 	}
 	for _, svc := range s.services {
 		if o, ok := svc.(interface{ observers() []core.Observer }); ok {

@@ -31,8 +31,8 @@ func TestErrorEntriesCarryTheirCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kinds this worker has no handler for come from a producer-only
-	// client.
-	producer, err := core.NewClient(st, core.Config{Logger: quietLogger(), MaintenanceInterval: -1})
+	// client that allows kinds no worker announced.
+	producer, err := core.NewClient(st, core.Config{Logger: quietLogger(), MaintenanceInterval: -1, AllowUnknownKinds: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,8 @@ type Client struct {
 	history *history
 	// waits are the callers of Wait and their shared loop (wait.go).
 	waits waitHub
+	// announced caches the worker registry CheckKinds reads (kinds.go).
+	announced announcedKinds
 }
 
 // NewClient returns a client over store. It validates cfg and fills its
@@ -99,7 +101,7 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	}
 	for _, e := range cl.periodic {
 		e.since = cl.clock.Now()
-		if err := cl.checkKinds([]InsertParams{{Kind: e.job.Kind}}); err != nil {
+		if err := cl.checkLocalKinds([]InsertParams{{Kind: e.job.Kind}}); err != nil {
 			return nil, fmt.Errorf("backlog: periodic job %q: %w", e.job.Name, err)
 		}
 	}
@@ -171,10 +173,9 @@ func NewInsertRaw(kind string, args []byte, opts *Options, now time.Time) (Inser
 
 // Enqueue inserts one typed job. A unique-key duplicate returns the live job
 // with Duplicate set, and no error. Invalid input returns an error wrapping
-// ErrInvalidJob and inserts nothing. A client that runs handlers (its
-// Config.Handlers holds at least one kind) refuses a kind it has no
-// handler for with an error wrapping ErrUnknownKind, unless
-// Config.AllowUnknownKinds is set.
+// ErrInvalidJob and inserts nothing. A kind that neither this client nor
+// any live registered worker handles is refused with an error wrapping
+// ErrUnknownKind (see CheckKinds), unless Config.AllowUnknownKinds is set.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts *Options) (InsertResult, error) {
 	if args == nil {
 		return InsertResult{}, invalid("args are nil")
@@ -212,7 +213,7 @@ func (c *Client) enqueueOne(ctx context.Context, p InsertParams) (InsertResult, 
 // after validation (a unique key stays in clear and works as before), and
 // the returned jobs hold the sealed args.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []InsertParams) ([]InsertResult, error) {
-	ps, err := c.prepare(jobs)
+	ps, err := c.prepare(ctx, jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []InsertParams) ([]Insert
 // In-process workers are woken at once; other nodes see the jobs at their
 // next poll or notification after the commit.
 func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]InsertResult, error) {
-	ps, err := c.prepare(jobs)
+	ps, err := c.prepare(ctx, jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -262,28 +263,24 @@ func (c *Client) keys() *Keyring {
 	return c.cfg.Encryption.Keys
 }
 
-// checkKinds refuses jobs of a kind this client has no handler for, when it
-// runs handlers and Config.AllowUnknownKinds is off.
-func (c *Client) checkKinds(jobs []InsertParams) error {
+// checkLocalKinds refuses a job of a kind this client neither handles
+// nor declares, when it has handlers and Config.AllowUnknownKinds is off:
+// NewClient's check of periodic jobs, made before any worker registered.
+func (c *Client) checkLocalKinds(jobs []InsertParams) error {
 	h := c.cfg.Handlers
 	if c.cfg.AllowUnknownKinds || h.count() == 0 {
 		return nil
 	}
-	for i, j := range jobs {
-		if h.Known(j.Kind) {
-			continue
+	for _, j := range jobs {
+		if !h.Known(j.Kind) {
+			return fmt.Errorf("%w %q: this client runs handlers and has none for it (Config.AllowUnknownKinds lets it enqueue kinds other nodes handle)", ErrUnknownKind, j.Kind)
 		}
-		err := fmt.Errorf("%w %q: this client runs handlers and has none for it (Config.AllowUnknownKinds lets it enqueue kinds other nodes handle)", ErrUnknownKind, j.Kind)
-		if len(jobs) == 1 {
-			return err
-		}
-		return fmt.Errorf("job %d: %w", i, err)
 	}
 	return nil
 }
 
-func (c *Client) prepare(jobs []InsertParams) ([]InsertParams, error) {
-	if err := c.checkKinds(jobs); err != nil {
+func (c *Client) prepare(ctx context.Context, jobs []InsertParams) ([]InsertParams, error) {
+	if err := c.CheckKinds(ctx, jobs); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
@@ -562,10 +559,15 @@ func (c *Client) workerInfo() WorkerInfo {
 		meta[WorkersMetadataPrefix+q] = strconv.Itoa(p.workers())
 	}
 	sortStrings(qs)
-	return WorkerInfo{
+	w := WorkerInfo{
 		ID: c.cfg.WorkerID, Host: host, PID: os.Getpid(), Queues: qs, Tags: c.cfg.WorkerTags, Metadata: meta,
 		StartedAt: c.startedAt, HeartbeatAt: c.clock.Now(),
 	}
+	if len(c.producers) > 0 && c.cfg.Handlers != nil {
+		// The kinds this node runs, for every client's CheckKinds.
+		w = WithWorkerKinds(w, c.cfg.Handlers.Kinds())
+	}
+	return w
 }
 
 // Stop shuts the client down. Soft stop first: no new claims, running jobs

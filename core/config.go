@@ -66,11 +66,14 @@ type Config struct {
 	// attempt with ErrUnknownKind and is retried (another node may know the
 	// kind during a rolling deploy), then discarded when attempts run out.
 	Handlers *Handlers
-	// AllowUnknownKinds lets a client that runs handlers enqueue kinds it
-	// has no handler for (kinds other nodes handle). Off, such a client's
-	// Enqueue, EnqueueRaw, EnqueueMany and EnqueueTx refuse them with an
-	// error wrapping ErrUnknownKind and insert nothing. Clients without
-	// handlers enqueue any kind either way.
+	// AllowUnknownKinds lets this client enqueue kinds that neither it nor
+	// any live registered worker handles (a kind whose workers are not
+	// deployed yet). Off, Enqueue, EnqueueRaw, EnqueueMany, EnqueueTx and
+	// the HTTP API's submissions refuse them with an error wrapping
+	// ErrUnknownKind and insert nothing (Client.CheckKinds says the rule;
+	// a client that handles no kind accepts every kind until some worker
+	// announces its own). It also lets periodic jobs name kinds this
+	// client has no handler for.
 	AllowUnknownKinds bool
 	// Periodic jobs this client enqueues on their schedules (see
 	// PeriodicJob): every client listing one takes part, with or without

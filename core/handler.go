@@ -112,8 +112,8 @@ func (h *Handlers) Has(kind string) bool {
 }
 
 // Known reports whether kind has a handler here or was declared (see
-// Declare): the kinds Enqueue's unknown-kind check and the HTTP API's
-// Config.RejectUnknownKinds accept without asking anyone else.
+// Declare): the kinds Client.CheckKinds accepts without reading the
+// worker registry.
 func (h *Handlers) Known(kind string) bool { return h.lookup(kind) != nil }
 
 // count returns how many kinds are registered or declared; 0 for a nil

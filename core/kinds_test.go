@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,4 +179,66 @@ func TestDeclaredKind(t *testing.T) {
 		}
 	}()
 	h.Declare("local")
+}
+
+// TestKindsAnnouncedByWorkers: a started client that runs handlers
+// announces its kinds in its registry record (core.WorkerKindsKey); a
+// producer on the same store then refuses a kind no live worker handles
+// and accepts the announced ones (core.Client.CheckKinds), and a worker
+// declared dead no longer counts.
+func TestKindsAnnouncedByWorkers(t *testing.T) {
+	ctx := context.Background()
+	worker, st := workerClient(t, nil)
+	clock := &stepClock{now: time.Now()}
+	producer, err := core.NewClient(st, core.Config{Logger: quietLogger(), MaintenanceInterval: -1, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing announced yet: nothing to check against.
+	if _, err := producer.EnqueueRaw(ctx, "typo", nil, nil); err != nil {
+		t.Fatalf("before any worker announced a kind: %v", err)
+	}
+	if err := worker.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := st.Workers(ctx)
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("workers %v, %v", ws, err)
+	}
+	if got := core.WorkerKinds(ws[0]); len(got) != 1 || got[0] != "greet" {
+		t.Fatalf("the worker announced %v (metadata %v), want [greet]", got, ws[0].Metadata)
+	}
+	producer.ForgetWorkerKinds()
+	if _, err := producer.EnqueueRaw(ctx, "greet", nil, nil); err != nil {
+		t.Fatalf("an announced kind: %v", err)
+	}
+	_, err = producer.EnqueueMany(ctx, []core.InsertParams{{Kind: "greet"}, {Kind: "typo"}})
+	if !errors.Is(err, core.ErrUnknownKind) || !strings.Contains(err.Error(), `job 1: `) || !strings.Contains(err.Error(), `"typo"`) {
+		t.Fatalf("a kind nobody handles: %v, want ErrUnknownKind naming job 1 and the kind", err)
+	}
+	// Past the dead-worker timeout the announcement no longer counts:
+	// nothing is left to check against, so every kind goes in again.
+	clock.advance(3 * time.Minute)
+	producer.ForgetWorkerKinds()
+	if _, err := producer.EnqueueRaw(ctx, "typo", nil, nil); err != nil {
+		t.Fatalf("after the worker was declared dead: %v", err)
+	}
+}
+
+// stepClock is a clock tests move by hand.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

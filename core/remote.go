@@ -29,12 +29,14 @@ func (c *Client) RemoteWorkers() *RemoteWorkers { return &RemoteWorkers{c: c} }
 // registration, or with a new HeartbeatAt a heartbeat. Times are stored
 // in UTC.
 func (r *RemoteWorkers) Register(ctx context.Context, w WorkerInfo) error {
+	defer r.c.ForgetWorkerKinds() // the kinds w announces count at once
 	return r.c.store.RegisterWorker(ctx, w)
 }
 
 // Deregister removes worker id's registry record; a missing record is not
 // an error.
 func (r *RemoteWorkers) Deregister(ctx context.Context, id string) error {
+	defer r.c.ForgetWorkerKinds()
 	return r.c.store.DeregisterWorker(ctx, id)
 }
 

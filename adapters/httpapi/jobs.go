@@ -220,13 +220,10 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 }
 
 // enqueue inserts validated jobs and wakes long-polls when any is due.
-// With Config.RejectUnknownKinds it first refuses a job of a kind nothing
-// handles (see checkKinds); batch says the jobs are the items of a batch.
+// The client refuses a job of a kind nothing handles (core.Client.CheckKinds:
+// 422 unknown-kind); batch says the jobs are the items of a batch.
 func (s *Server) enqueue(ctx context.Context, ps []core.InsertParams, batch bool) ([]core.InsertResult, error) {
 	if err := s.checkSubmission(ctx, ps, batch); err != nil {
-		return nil, err
-	}
-	if err := s.checkKinds(ctx, ps, batch); err != nil {
 		return nil, err
 	}
 	res, err := s.c.EnqueueMany(ctx, ps)

@@ -20,10 +20,13 @@ func handlersFor(kinds ...string) *core.Handlers {
 	return h
 }
 
-func TestRejectUnknownKinds(t *testing.T) {
+// TestUnknownKindsRefused: the server's client refuses a kind that
+// neither its handlers nor a live registered worker handles
+// (core.Client.CheckKinds), by default.
+func TestUnknownKindsRefused(t *testing.T) {
 	clock := newFakeClock()
-	ccfg := core.Config{Clock: clock, Handlers: handlersFor("local"), AllowUnknownKinds: true}
-	runAll(t, ccfg, Config{RejectUnknownKinds: true}, func(t *testing.T, h *harness) {
+	ccfg := core.Config{Clock: clock, Handlers: handlersFor("local")}
+	runAll(t, ccfg, Config{}, func(t *testing.T, h *harness) {
 		// The server's own handlers are known.
 		h.submit(map[string]any{"kind": "local"})
 
@@ -35,7 +38,7 @@ func TestRejectUnknownKinds(t *testing.T) {
 		}
 		r = h.do("POST", "/v1/jobs/batch", map[string]any{"jobs": []map[string]any{{"kind": "local"}, {"kind": "remote"}}})
 		p = wantProblem(t, r, SlugUnknownKind)
-		if !strings.Contains(p.Detail, `jobs[1]: kind "remote"`) {
+		if !strings.Contains(p.Detail, `job 1: `) || !strings.Contains(p.Detail, `"remote"`) {
 			t.Fatalf("batch: detail %q, want the item and the kind", p.Detail)
 		}
 		if n := len(h.snapshot()); n != 1 {
@@ -71,7 +74,7 @@ func TestRejectUnknownKinds(t *testing.T) {
 			t.Fatalf("heartbeat lost the kinds: %+v", hb.Worker)
 		}
 		clock.Advance(h.c.Config().WorkerDeadAfter + time.Second)
-		h.srv.kinds.forget()
+		h.c.ForgetWorkerKinds()
 		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "remote"}), SlugUnknownKind)
 
 		// Registering again revives it; re-registering without kinds, or
@@ -86,15 +89,22 @@ func TestRejectUnknownKinds(t *testing.T) {
 	})
 }
 
-// TestUnknownKindsAcceptedByDefault: without RejectUnknownKinds any kind
-// is accepted, and registrations may still announce kinds.
-func TestUnknownKindsAcceptedByDefault(t *testing.T) {
+// TestUnknownKindsWithNothingToCheck: a server that handles no kind
+// accepts every kind until a worker announces its own, then refuses the
+// others; with AllowUnknownKinds it accepts every kind throughout.
+func TestUnknownKindsWithNothingToCheck(t *testing.T) {
 	runAll(t, core.Config{}, Config{}, func(t *testing.T, h *harness) {
 		h.submit(map[string]any{"kind": "anything"})
 		reg := h.register("w1", map[string]any{"queues": []string{"default"}, "kinds": []string{"x"}})
 		if !slices.Equal(reg.Worker.Kinds, []string{"x"}) {
 			t.Fatalf("kinds %v", reg.Worker.Kinds)
 		}
+		h.submit(map[string]any{"kind": "x"})
+		wantProblem(t, h.do("POST", "/v1/jobs", map[string]any{"kind": "anything"}), SlugUnknownKind)
+	})
+	runAll(t, core.Config{AllowUnknownKinds: true}, Config{}, func(t *testing.T, h *harness) {
+		h.register("w1", map[string]any{"queues": []string{"default"}, "kinds": []string{"x"}})
+		h.submit(map[string]any{"kind": "anything"})
 	})
 }
 

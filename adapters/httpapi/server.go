@@ -136,14 +136,6 @@ type Config struct {
 	// hold a slot only while they hold jobs. 0 means
 	// DefaultMaxHeavyRequests (4).
 	MaxHeavyRequests int
-	// RejectUnknownKinds makes POST /v1/jobs and POST /v1/jobs/batch
-	// refuse a job whose kind neither the server's client has a handler
-	// for (core.Config.Handlers) nor a live registered worker (one not
-	// yet declared dead) announced when it registered (RegisterRequest's
-	// kinds): 422 unknown-kind naming the kind, and nothing of the
-	// request is inserted. Registrations through other servers sharing
-	// the store are seen within a second. False accepts every kind.
-	RejectUnknownKinds bool
 	// MaxUniqueFor caps what a submission may ask for in
 	// unique_for_seconds (how long its unique key stays held after the
 	// job finishes): a longer one is refused with 400 invalid-request,
@@ -257,7 +249,6 @@ type Server struct {
 	claims    *claimMemory     // jobs this server handed out, for batched outcomes' events
 	heavy     heavySlots       // list pages and claims holding jobs in memory now
 	stats     *core.StatsCache // GET /v1/queues answers, shared for StatsCacheTTL
-	kinds     kindRegistry     // registry read by RejectUnknownKinds
 	queueGate queueGate        // MaxQueues and AllowedQueues (queuecap.go)
 	waiting   atomic.Int64     // long-polls waiting now (for tests)
 

@@ -50,7 +50,7 @@ func (s *Server) toWorker(w core.WorkerInfo, now time.Time) Worker {
 		}
 	}
 	return Worker{
-		ID: w.ID, Name: w.Host, PID: w.PID, Queues: qs, Tags: w.Tags, Kinds: kindsOf(w), Metadata: md,
+		ID: w.ID, Name: w.Host, PID: w.PID, Queues: qs, Tags: w.Tags, Kinds: core.WorkerKinds(w), Metadata: md,
 		StartedAt: utc(w.StartedAt), HeartbeatAt: utc(w.HeartbeatAt),
 		Liveness: w.Liveness(now, s.ccfg.WorkerStaleAfter, s.ccfg.WorkerDeadAfter),
 	}
@@ -62,9 +62,9 @@ type RegisterRequest struct {
 	Queues []string `json:"queues"` // required, at least one
 	Tags   []string `json:"tags,omitempty"`
 	// Kinds are the job kinds the worker handles (at most MaxWorkerKinds,
-	// each 1..255 bytes of UTF-8). A server with
-	// Config.RejectUnknownKinds accepts submissions of these kinds while
-	// the worker lives; they change nothing else.
+	// each 1..255 bytes of UTF-8). The server accepts submissions of
+	// these kinds while the worker lives (its unknown-kind rule,
+	// core.Client.CheckKinds); they change nothing else.
 	Kinds    []string          `json:"kinds,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
@@ -301,7 +301,7 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
 	if existed {
 		info.StartedAt = prev.StartedAt
 	}
-	info = withKinds(info, kinds)
+	info = core.WithWorkerKinds(info, kinds)
 	if err := validMetadata(info.Metadata); err != nil {
 		return err
 	}
@@ -309,7 +309,6 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.workers.put(info, s.ccfg.WorkerDeadAfter)
-	s.kinds.forget()
 	if !existed {
 		s.c.Emit(core.Event{Kind: core.EventWorkerRegistered, At: now, Reason: id})
 		reqFrom(r.Context()).log.Info("backlog http: worker registered", "worker_id", id, "queues", info.Queues)
@@ -454,7 +453,6 @@ func (s *Server) deregisterWorker(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	s.workers.del(id)
-	s.kinds.forget()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

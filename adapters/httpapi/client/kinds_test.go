@@ -15,15 +15,17 @@ import (
 )
 
 // TestWorkerAnnouncesKinds: a worker's WorkerConfig.Kinds reach the
-// server at registration, so a server that rejects unknown kinds accepts
-// jobs of them, and the worker runs them.
+// server at registration, so a server that refuses unknown kinds (it
+// handles "local" itself) accepts jobs of them, and the worker runs them.
 func TestWorkerAnnouncesKinds(t *testing.T) {
 	t.Parallel()
-	c, err := core.NewClient(teststores.Memory(t), core.Config{Logger: quiet(), MaintenanceInterval: -1})
+	h := core.NewHandlers()
+	h.HandleRaw("local", func(context.Context, *core.Job) error { return nil })
+	c, err := core.NewClient(teststores.Memory(t), core.Config{Logger: quiet(), MaintenanceInterval: -1, Handlers: h})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := httpapi.New(c, httpapi.Config{RejectUnknownKinds: true})
+	api, err := httpapi.New(c, httpapi.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

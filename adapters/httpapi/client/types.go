@@ -120,8 +120,8 @@ type WorkerInfo struct {
 // RegisterRequest registers a remote worker (PUT /v1/workers/{id}). Queues
 // is required (at least one); Tags are its capabilities (claims route jobs
 // by them); Kinds are the job kinds it handles (at most 1000, each 1..255
-// bytes of UTF-8), which a server run with --reject-unknown-kinds accepts
-// submissions of while the worker lives. Servers that predate Kinds refuse
+// bytes of UTF-8), which the server accepts submissions of while the
+// worker lives (core.Client.CheckKinds). Servers that predate Kinds refuse
 // a registration that sends them (400 invalid-request).
 type RegisterRequest struct {
 	Name     string            `json:"name,omitempty"`
