@@ -16,6 +16,7 @@ import (
 
 	"github.com/backlogq/backlog/backlogtest"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/store/sqlite"
 )
@@ -35,7 +36,7 @@ type reportArgs struct {
 func (reportArgs) Kind() string { return "report" }
 
 // forEachStore runs fn on a fresh memory store and on a fresh SQLite file.
-func forEachStore(t *testing.T, fn func(t *testing.T, st core.Store)) {
+func forEachStore(t *testing.T, fn func(t *testing.T, st contract.Store)) {
 	t.Run("memory", func(t *testing.T) {
 		st := memory.New()
 		t.Cleanup(func() { _ = st.Close() })
@@ -57,7 +58,7 @@ func openSQLite(t *testing.T) *sqlite.Store {
 	return st
 }
 
-func newClient(t *testing.T, st core.Store, h *core.Handlers, mod func(*core.Config)) *core.Client {
+func newClient(t *testing.T, st contract.Store, h *core.Handlers, mod func(*core.Config)) *core.Client {
 	t.Helper()
 	cfg := core.Config{
 		Handlers:            h,
@@ -111,7 +112,7 @@ func mustFail(t *testing.T, fn func(tb testing.TB)) string {
 }
 
 func TestRequireEnqueued(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st core.Store) {
+	forEachStore(t, func(t *testing.T, st contract.Store) {
 		ctx := context.Background()
 		clock := backlogtest.NewClock(time.Date(2030, 5, 6, 7, 8, 9, 123456789, time.UTC))
 		c := newClient(t, st, nil, func(cfg *core.Config) { cfg.Clock = clock })
@@ -174,7 +175,7 @@ func TestRequireEnqueued(t *testing.T) {
 }
 
 func TestRequireManyEnqueued(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st core.Store) {
+	forEachStore(t, func(t *testing.T, st contract.Store) {
 		ctx := context.Background()
 		c := newClient(t, st, nil, nil)
 		for _, a := range []core.Args{
@@ -249,7 +250,7 @@ func TestRequireEnqueuedInTransaction(t *testing.T) {
 }
 
 func TestWorkRunsHandlersThroughTheEngine(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st core.Store) {
+	forEachStore(t, func(t *testing.T, st contract.Store) {
 		h := core.NewHandlers()
 		var calls []string
 		core.Handle(h, func(ctx context.Context, j *core.TypedJob[emailArgs]) error {
@@ -326,7 +327,7 @@ func TestWorkRunsHandlersThroughTheEngine(t *testing.T) {
 }
 
 func TestClockMakesScheduledJobsDue(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st core.Store) {
+	forEachStore(t, func(t *testing.T, st contract.Store) {
 		h := core.NewHandlers()
 		fail := true
 		core.Handle(h, func(ctx context.Context, j *core.TypedJob[reportArgs]) error {

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Clock is a core.Clock that moves only when told: pass it as
 // core.Config.Clock and the engine's every time (enqueue, due, claim,
 // outcome, retry backoff) comes from it, so a scheduled or retried job
 // becomes due by Advance instead of by sleeping. Its times are UTC at
-// microsecond precision, as core.UTC makes them. It is safe for concurrent
+// microsecond precision, as contract.UTC makes them. It is safe for concurrent
 // use.
 //
 // The zero Clock starts at the system clock's time on first use;
@@ -41,7 +42,7 @@ func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.now.IsZero() {
-		c.now = core.UTC(time.Now())
+		c.now = contract.UTC(time.Now())
 	}
 	return c.now
 }
@@ -53,7 +54,7 @@ func (c *Clock) Set(t time.Time) {
 		t = time.Now()
 	}
 	c.mu.Lock()
-	c.now = core.UTC(t)
+	c.now = contract.UTC(t)
 	c.mu.Unlock()
 }
 
@@ -63,8 +64,8 @@ func (c *Clock) Advance(d time.Duration) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.now.IsZero() {
-		c.now = core.UTC(time.Now())
+		c.now = contract.UTC(time.Now())
 	}
-	c.now = core.UTC(c.now.Add(d))
+	c.now = contract.UTC(c.now.Add(d))
 	return c.now
 }

@@ -4,7 +4,7 @@
 //
 //   - Assertions on what was enqueued: RequireEnqueued,
 //     RequireNotEnqueued and RequireManyEnqueued read a store (any
-//     core.Store, or a Lister of your own) and fail the test with the
+//     contract.Store, or a Lister of your own) and fail the test with the
 //     jobs they did find. Args are matched as a JSON subset.
 //   - Running a handler through the engine: Work enqueues a job and runs
 //     it at once, WorkJob runs a job already enqueued. Both go through

@@ -13,10 +13,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
-// Lister is what the assertions read jobs through: List as core.Store
-// defines it. Every core.Store is one (pass c.Store() for a client).
+// Lister is what the assertions read jobs through: List as contract.Store
+// defines it. Every contract.Store is one (pass c.Store() for a client).
 //
 // What is visible is what List sees: jobs committed to the store. A job
 // enqueued with EnqueueTx in a transaction that is still open is not
@@ -146,7 +147,7 @@ func RequireManyEnqueued(t testing.TB, st Lister, expects []Expect) []*core.Job 
 type matcher struct {
 	kind    string
 	pattern []byte
-	leaves  []core.ArgsLeaf
+	leaves  []contract.ArgsLeaf
 	opts    EnqueuedOpts
 }
 
@@ -169,7 +170,7 @@ func newMatcher(t testing.TB, kind string, args any, opts *EnqueuedOpts) *matche
 		t.Fatalf("backlogtest: %s args: %v", kind, err)
 	}
 	if b != nil {
-		if m.leaves, err = core.ParseArgsPattern(b); err != nil {
+		if m.leaves, err = contract.ParseArgsPattern(b); err != nil {
 			t.Fatalf("backlogtest: %s args %s cannot be a pattern: %v", kind, b, err)
 		}
 		m.pattern = b
@@ -214,7 +215,7 @@ func (m *matcher) match(j *core.Job) bool {
 			return false
 		}
 	}
-	return core.ArgsMatch(j.Args, m.leaves)
+	return contract.ArgsMatch(j.Args, m.leaves)
 }
 
 func (m *matcher) String() string {

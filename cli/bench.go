@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -102,12 +104,12 @@ machines are in docs/benchmarks.md.`,
 
 	// storeURL is the URL of the store a subcommand runs on.
 	var storeURL string
-	run := func(name string, fn func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error)) *cobra.Command {
+	run := func(name string, fn func(cmd *cobra.Command, st contract.Store) (fmt.Stringer, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:  name,
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				return a.withBenchStore(cmd.Context(), ppg, func(st core.Store, u string) error {
+				return a.withBenchStore(cmd.Context(), ppg, func(st contract.Store, u string) error {
 					storeURL = u
 					stop, err := startCPUProfile(cpuProfile)
 					if err != nil {
@@ -129,7 +131,7 @@ machines are in docs/benchmarks.md.`,
 			},
 		}
 	}
-	burn := run("burndown", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+	burn := run("burndown", func(cmd *cobra.Command, st contract.Store) (fmt.Stringer, error) {
 		if analyzeEmpty {
 			if err := analyzeEmptyTable(cmd.Context(), st); err != nil {
 				return nil, err
@@ -141,7 +143,7 @@ machines are in docs/benchmarks.md.`,
 	burn.Flags().IntVar(&jobs, "jobs", 100000, "jobs to insert and burn down")
 	burn.Flags().BoolVar(&analyzeEmpty, "analyze-empty", false, "PostgreSQL: ANALYZE the jobs table while it is still empty, so the planner believes it holds no rows when the jobs arrive")
 
-	steady := run("steady", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+	steady := run("steady", func(cmd *cobra.Command, st contract.Store) (fmt.Stringer, error) {
 		return bench.Steady(cmd.Context(), st, bench.SteadyConfig{Duration: duration, Producers: producers, Batch: batch, Workers: workers, MaxBacklog: backlogCap, Rate: rate, Tune: tune, Server: bench.ServerOf(storeURL)})
 	})
 	steady.Short = "Producers and workers together for --duration; throughput and commit → start latency"
@@ -167,7 +169,7 @@ zero and the latency is the engine's own delay under that load.`
 	steady.Flags().IntVar(&backlogCap, "backlog-cap", 20000, "producers pause while more jobs than this are inserted but not completed")
 	steady.Flags().IntVar(&rate, "rate", 0, "pace the producers at this many jobs/s in all, to measure latency at a load below capacity (0 = as fast as they can)")
 
-	latency := run("latency", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+	latency := run("latency", func(cmd *cobra.Command, st contract.Store) (fmt.Stringer, error) {
 		// A second handle on the same database, so the wake-up crosses
 		// connection pools as it would between processes.
 		other, err := openStoreURL(cmd.Context(), storeURL)
@@ -182,7 +184,7 @@ zero and the latency is the engine's own delay under that load.`
 	latency.Flags().DurationVar(&interval, "interval", 10*time.Millisecond, "pause between enqueues")
 
 	var floorJobs, floorClaimers int
-	floor := run("floor", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+	floor := run("floor", func(cmd *cobra.Command, st contract.Store) (fmt.Stringer, error) {
 		if floorJobs < 0 || floorClaimers < 1 {
 			return nil, usagef("bench floor: --jobs must be 0 or more and --claimers 1 or more (got %d and %d)", floorJobs, floorClaimers)
 		}
@@ -213,7 +215,7 @@ is what backlog's schema and engine cost.`
 		fairJobTime, fairWait time.Duration
 		fairOn                bool
 	)
-	fair := run("fair", func(cmd *cobra.Command, st core.Store) (fmt.Stringer, error) {
+	fair := run("fair", func(cmd *cobra.Command, st contract.Store) (fmt.Stringer, error) {
 		w := 20
 		if cmd.Flags().Changed("workers") {
 			w = workers
@@ -247,7 +249,7 @@ round with the time of the last one. Statistics are PostgreSQL's estimates
 and lag the round by up to a second or two; elsewhere only rows are known.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withBenchStore(cmd.Context(), ppg, func(st core.Store, u string) error {
+			return a.withBenchStore(cmd.Context(), ppg, func(st contract.Store, u string) error {
 				cfg := bench.GrowthConfig{
 					Config:              bench.Config{Jobs: growthJobs, Workers: workers, Tune: tune, Server: bench.ServerOf(u)},
 					Rounds:              rounds,
@@ -256,7 +258,7 @@ and lag the round by up to a second or two; elsewhere only rows are known.`,
 					Pause:               pause,
 				}
 				if reopen {
-					cfg.Reopen = func(ctx context.Context) (core.Store, error) { return openStoreURL(ctx, u) }
+					cfg.Reopen = func(ctx context.Context) (contract.Store, error) { return openStoreURL(ctx, u) }
 				}
 				if pg, ok := st.(pgStore); ok {
 					cfg.Probe = bench.PostgresProbe(pg.Pool(), pg.Schema(), "jobs", "jobs_claim")
@@ -364,7 +366,7 @@ type sqlStore interface {
 
 // floorDB returns the database of st, opened from storeURL, for bench
 // floor: the store's own pool or *sql.DB, and its schema or table prefix.
-func floorDB(st core.Store, storeURL string) (bench.FloorDB, error) {
+func floorDB(st contract.Store, storeURL string) (bench.FloorDB, error) {
 	scheme := ""
 	if u, err := url.Parse(storeURL); err == nil {
 		scheme = strings.ToLower(u.Scheme)
@@ -386,7 +388,7 @@ func floorDB(st core.Store, storeURL string) (bench.FloorDB, error) {
 // analyzeEmptyTable runs ANALYZE on the jobs table of a PostgreSQL store
 // that holds no jobs: the statistics of a table analyzed while empty,
 // which the claim must survive once jobs arrive.
-func analyzeEmptyTable(ctx context.Context, st core.Store) error {
+func analyzeEmptyTable(ctx context.Context, st contract.Store) error {
 	pg, ok := st.(pgStore)
 	if !ok {
 		return usagef("--analyze-empty applies to PostgreSQL stores only")
@@ -440,7 +442,7 @@ func (a *app) withPrivatePG(ctx context.Context, ppg privatePG, fn func(srv *dbs
 // PostgreSQL with --private-postgres), migrates it, warns when it is a
 // PostgreSQL server with autovacuum off, and calls fn with the store and a
 // URL.
-func (a *app) withBenchStore(ctx context.Context, ppg privatePG, fn func(st core.Store, storeURL string) error) error {
+func (a *app) withBenchStore(ctx context.Context, ppg privatePG, fn func(st contract.Store, storeURL string) error) error {
 	open := func(storeURL string) error {
 		st, err := openStoreURL(ctx, storeURL)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 func TestMigrate(t *testing.T) {
@@ -265,13 +266,13 @@ func TestJobsCommands(t *testing.T) {
 		mustCLI(t, db, "enqueue", fmt.Sprintf("kind%d", i%2), fmt.Sprintf(`{"i":%d}`, i), "--queue", q)
 	}
 	// Job 1: claim it and fail it once with a trace; job 2: claim and keep running.
-	now := core.UTC(time.Now())
-	claimed, err := st.Claim(ctx, core.ClaimParams{Queue: "default", WorkerID: "w1", Limit: 2, Now: now, LeaseUntil: now.Add(time.Minute)})
+	now := contract.UTC(time.Now())
+	claimed, err := st.Claim(ctx, contract.ClaimParams{Queue: "default", WorkerID: "w1", Limit: 2, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claim: %v %d", err, len(claimed))
 	}
-	_, err = st.Finish(ctx, []core.Outcome{{
-		JobID: claimed[0].ID, WorkerID: "w1", ClaimSeq: claimed[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeRetry, At: now, RunAt: now.Add(time.Hour),
+	_, err = st.Finish(ctx, []contract.Outcome{{
+		JobID: claimed[0].ID, WorkerID: "w1", ClaimSeq: claimed[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeRetry, At: now, RunAt: now.Add(time.Hour),
 		Error: &core.AttemptError{Attempt: 1, At: now, Error: "exit status 1: boom\nsecond line", Trace: "line1\nboom"},
 	}})
 	if err != nil {
@@ -392,7 +393,7 @@ func TestQueuesAndWorkers(t *testing.T) {
 	if r := mustCLI(t, db, "workers", "-o", "json"); strings.TrimSpace(r.stdout) != "[]" {
 		t.Fatalf("no workers yet: %s", r)
 	}
-	now := core.UTC(time.Now())
+	now := contract.UTC(time.Now())
 	err := st.RegisterWorker(context.Background(), core.WorkerInfo{
 		ID: "host-1-abc", Host: "host", PID: 1, Queues: []string{"alpha", "beta"}, Tags: []string{"gpu", "eu"},
 		StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-3 * time.Second),

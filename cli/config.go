@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/spf13/pflag"
 
 	"github.com/backlogq/backlog/core"
@@ -555,12 +557,12 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		wc.timeout = f.timeout
 	}
 	wc.tags = f.tags
-	if len(wc.tags) > core.MaxTags {
-		return nil, usagef("%d --tag values, over the limit of %d", len(wc.tags), core.MaxTags)
+	if len(wc.tags) > contract.MaxTags {
+		return nil, usagef("%d --tag values, over the limit of %d", len(wc.tags), contract.MaxTags)
 	}
 	for _, t := range wc.tags {
-		if t == "" || len(t) > core.MaxTagLen {
-			return nil, usagef("--tag %q must be 1..%d bytes", t, core.MaxTagLen)
+		if t == "" || len(t) > contract.MaxTagLen {
+			return nil, usagef("--tag %q must be 1..%d bytes", t, contract.MaxTagLen)
 		}
 	}
 	if fl.Changed("completed-ttl") {
@@ -581,7 +583,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		return nil, usagef("no handlers: give --handler KIND=COMMAND (repeatable) or a --config file with handlers")
 	}
 	for name, n := range wc.queues {
-		if err := core.ValidateQueueName(name); err != nil {
+		if err := contract.ValidateQueueName(name); err != nil {
 			return nil, usageError{err}
 		}
 		if n < 1 {
@@ -589,8 +591,8 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		}
 	}
 	for kind, hc := range wc.handlers {
-		if len(kind) > core.MaxKindLen {
-			return nil, usagef("handler kind %q is over %d bytes", kind, core.MaxKindLen)
+		if len(kind) > contract.MaxKindLen {
+			return nil, usagef("handler kind %q is over %d bytes", kind, contract.MaxKindLen)
 		}
 		if hc.timeout < 0 || hc.snooze < 0 {
 			return nil, usagef("handler %q: timeout and snooze must not be negative", kind)
@@ -647,7 +649,7 @@ func (wc *workConfig) kindRetry(kind string) core.RetryPolicy {
 func parseQueueFlag(s string) (string, int, error) {
 	name, n, hasN := strings.Cut(s, "=")
 	name = strings.TrimSpace(name)
-	if err := core.ValidateQueueName(name); err != nil {
+	if err := contract.ValidateQueueName(name); err != nil {
 		return "", 0, usagef("--queue %q: %v", s, err)
 	}
 	if !hasN {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
@@ -77,7 +79,7 @@ func (e errStoppedWaiting) Error() string { return e.why + " while waiting for t
 // when it starts waiting and one when the database answers. A signal on
 // sigs or the end of ctx stops the wait, and an attempt under way, with an
 // errStoppedWaiting.
-func (a *app) openStoreWaiting(ctx context.Context, rawURL string, doMigrate bool, wait dbWait, sigs <-chan os.Signal) (core.Store, error) {
+func (a *app) openStoreWaiting(ctx context.Context, rawURL string, doMigrate bool, wait dbWait, sigs <-chan os.Signal) (contract.Store, error) {
 	a.waitingForDB.Store(true)
 	defer a.waitingForDB.Store(false)
 	// A signal also ends an attempt under way (a connect to an address
@@ -160,7 +162,7 @@ func (a *app) openStoreWaiting(ctx context.Context, rawURL string, doMigrate boo
 // connectStore opens the store at rawURL, migrates it when doMigrate, and
 // checks that the database can be reached (opening with migrate=false in
 // the URL need not connect). On failure it closes what it opened.
-func connectStore(ctx context.Context, rawURL string, doMigrate bool) (core.Store, error) {
+func connectStore(ctx context.Context, rawURL string, doMigrate bool) (contract.Store, error) {
 	st, err := openStoreURL(ctx, rawURL)
 	if err != nil {
 		return nil, err

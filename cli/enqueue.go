@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
@@ -130,8 +132,8 @@ func (f *enqueueFlags) options(cmd *cobra.Command, now time.Time) (*core.Options
 	if (fl.Changed("unique-scope") || fl.Changed("unique-for")) && f.uniqueKey == "" && f.from == "" {
 		return nil, usagef("--unique-scope and --unique-for need --unique-key")
 	}
-	if f.uniqueFor < 0 || f.uniqueFor > core.MaxUniqueFor {
-		return nil, usagef("--unique-for %s is outside 0..%s", f.uniqueFor, core.MaxUniqueFor)
+	if f.uniqueFor < 0 || f.uniqueFor > contract.MaxUniqueFor {
+		return nil, usagef("--unique-for %s is outside 0..%s", f.uniqueFor, contract.MaxUniqueFor)
 	}
 	if fl.Changed("priority") && (f.priority < core.PriorityHighest || f.priority > core.PriorityLowest) {
 		return nil, usagef("--priority %d is outside %d..%d", f.priority, core.PriorityHighest, core.PriorityLowest)
@@ -140,7 +142,7 @@ func (f *enqueueFlags) options(cmd *cobra.Command, now time.Time) (*core.Options
 		return nil, usagef("--max-attempts %d is below 1", f.maxAttempts)
 	}
 	if fl.Changed("queue") {
-		if err := core.ValidateQueueName(f.queue); err != nil {
+		if err := contract.ValidateQueueName(f.queue); err != nil {
 			return nil, usageError{err}
 		}
 	}
@@ -335,7 +337,7 @@ type bulkLine struct {
 
 // maxLineBytes bounds one line of a --from file: the args limit plus room
 // for the other fields.
-const maxLineBytes = core.DefaultMaxArgsBytes + core.MaxMetadataBytes + 64<<10
+const maxLineBytes = core.DefaultMaxArgsBytes + contract.MaxMetadataBytes + 64<<10
 
 // bulkStats counts what a bulk enqueue did.
 type bulkStats struct {

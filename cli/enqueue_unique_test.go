@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 func TestEnqueueUniqueScopeAndWindow(t *testing.T) {
@@ -21,11 +22,11 @@ func TestEnqueueUniqueScopeAndWindow(t *testing.T) {
 	// Complete a's job: its key stays held for the hour.
 	st := openStore(t, db)
 	now := time.Now().UTC()
-	jobs, err := st.Claim(ctx, core.ClaimParams{Queue: "a", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
+	jobs, err := st.Claim(ctx, contract.ClaimParams{Queue: "a", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim: %v %v", jobs, err)
 	}
-	if _, err := st.Finish(ctx, []core.Outcome{{JobID: a.ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: now}}); err != nil {
+	if _, err := st.Finish(ctx, []contract.Outcome{{JobID: a.ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: now}}); err != nil {
 		t.Fatal(err)
 	}
 	r := mustCLI(t, db, "enqueue", "k", "--queue", "a", "--unique-key", "u", "--unique-scope", "queue", "--unique-for", "1h")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // hostile are the terminal escapes stored in a job's fields below: a
@@ -44,7 +45,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	db := tempDB(t)
 	st := openStore(t, db)
 	ctx := context.Background()
-	now := core.UTC(time.Now())
+	now := contract.UTC(time.Now())
 	ins, err := st.Insert(ctx, now, []core.InsertParams{{
 		Queue: hostileQueue, Kind: hostileKind, Args: []byte(`{"a":"\u001b[31m"}`), Priority: 5, MaxAttempts: 1, RunAt: now,
 		UniqueKey: "u\x1b[1m", Tags: []string{"t\x1b[1m"}, Metadata: map[string]string{"m": "v\r"},
@@ -53,15 +54,15 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, done := ins[0].Job.ID, ins[1].Job.ID
-	got, err := st.Claim(ctx, core.ClaimParams{Queue: hostileQueue, WorkerID: "w\x1b[5m", Tags: []string{"t\x1b[1m"}, Limit: 2, Now: now, LeaseUntil: now.Add(time.Minute)})
+	got, err := st.Claim(ctx, contract.ClaimParams{Queue: hostileQueue, WorkerID: "w\x1b[5m", Tags: []string{"t\x1b[1m"}, Limit: 2, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(got) != 2 {
 		t.Fatalf("claim: %v %v", got, err)
 	}
-	res, err := st.Finish(ctx, []core.Outcome{{
-		JobID: id, WorkerID: "w\x1b[5m", ClaimSeq: got[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeDiscard, At: now,
+	res, err := st.Finish(ctx, []contract.Outcome{{
+		JobID: id, WorkerID: "w\x1b[5m", ClaimSeq: got[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeDiscard, At: now,
 		Error: &core.AttemptError{Attempt: 1, At: now, Error: hostileError, Trace: "frame\x1b[1m\n\tnext\r"},
 	}, {
-		JobID: done, WorkerID: "w\x1b[5m", ClaimSeq: got[1].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: now,
+		JobID: done, WorkerID: "w\x1b[5m", ClaimSeq: got[1].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: now,
 		Result: []byte("line1\x1b[31m\nline2\r"),
 	}})
 	if err != nil || len(res) != 2 || !res[0].Applied || !res[1].Applied {

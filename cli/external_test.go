@@ -27,13 +27,13 @@ import (
 	"os"
 
 	"github.com/backlogq/backlog/cli"
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/memory"
 )
 
 func init() {
-	store.Register("memx", func(ctx context.Context, u *url.URL) (core.Store, error) {
+	store.Register("memx", func(ctx context.Context, u *url.URL) (contract.Store, error) {
 		return memory.New(), nil
 	})
 }

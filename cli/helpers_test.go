@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/store"
 )
@@ -74,13 +75,13 @@ func tempDB(t *testing.T) string {
 }
 
 // openStore opens db directly, for setting up and checking state.
-func openStore(t *testing.T, db string) core.Store {
+func openStore(t *testing.T, db string) contract.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), db)
 	if err != nil {
 		t.Fatalf("open %s: %v", db, err)
 	}
-	if m, ok := st.(core.Migrator); ok {
+	if m, ok := st.(contract.Migrator); ok {
 		if err := m.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func decodeJSON[T any](t *testing.T, s string) T {
 }
 
 // allJobs lists every job of the store.
-func allJobs(t *testing.T, st core.Store) []*core.Job {
+func allJobs(t *testing.T, st contract.Store) []*core.Job {
 	t.Helper()
 	var out []*core.Job
 	var after int64
@@ -117,7 +118,7 @@ func allJobs(t *testing.T, st core.Store) []*core.Job {
 }
 
 // counts sums the store's jobs per state over all queues.
-func counts(t *testing.T, st core.Store) map[core.State]int {
+func counts(t *testing.T, st contract.Store) map[core.State]int {
 	t.Helper()
 	stats, err := st.Stats(context.Background())
 	if err != nil {

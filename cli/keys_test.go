@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // testKeyring returns a fresh keyring in its text form.
@@ -54,7 +55,7 @@ func TestEnqueueAndWorkWithKeys(t *testing.T) {
 	mustCLI(t, db, "enqueue", "pay", `{"card":"plain"}`) // enqueued before keys were in use
 	st := openStore(t, db)
 	jobs := allJobs(t, st)
-	if !core.IsSealed(jobs[0].Args) || strings.Contains(string(jobs[0].Args), "4111") {
+	if !contract.IsSealed(jobs[0].Args) || strings.Contains(string(jobs[0].Args), "4111") {
 		t.Fatalf("stored args are not sealed: %s", jobs[0].Args)
 	}
 	if strings.Contains(mustCLI(t, db, "jobs", "get", "1").stdout, "4111") {
@@ -71,7 +72,7 @@ func TestEnqueueAndWorkWithKeys(t *testing.T) {
 	}
 	for i, want := range []string{`{"card":"4111-1111"}`, `{"card":"plain"}`} {
 		j := allJobs(t, st)[i]
-		if !core.IsSealed(j.Result) || strings.Contains(string(j.Result), "card") {
+		if !contract.IsSealed(j.Result) || strings.Contains(string(j.Result), "card") {
 			t.Fatalf("job %d: stored result is not sealed: %s", j.ID, j.Result)
 		}
 		got, err := ring.OpenResult(j.Kind, j.Result)
@@ -100,13 +101,13 @@ func TestServeAndRemoteWorkersWithKeys(t *testing.T) {
 	if code, body := call(t, "POST", base+"/v1/jobs", "p", `{"kind":"pay","args":{"card":"4111-1111"}}`); code != 201 {
 		t.Fatalf("submit: %d %s", code, body)
 	}
-	if j := allJobs(t, st)[0]; !core.IsSealed(j.Args) || strings.Contains(string(j.Args), "4111") {
+	if j := allJobs(t, st)[0]; !contract.IsSealed(j.Args) || strings.Contains(string(j.Args), "4111") {
 		t.Fatalf("stored args %s; want sealed by the server", j.Args)
 	}
 	w := startRemote(t, func(k string) string { return map[string]string{"BACKLOG_TOKEN": "w"}[k] }, base, "--handler", "pay=cat")
 	waitFor(t, 20*time.Second, "the job to complete", func() bool { return counts(t, st)[core.StateCompleted] == 1 })
 	w.stop(t)
-	if j := allJobs(t, st)[0]; !core.IsSealed(j.Result) || strings.Contains(string(j.Result), "4111") {
+	if j := allJobs(t, st)[0]; !contract.IsSealed(j.Result) || strings.Contains(string(j.Result), "4111") {
 		t.Fatalf("stored result %s; want sealed by the server", j.Result)
 	}
 	if _, body := call(t, "GET", base+"/v1/jobs/1", "p", ""); strings.Contains(body, "4111") || !strings.Contains(body, "backlog_enc") {

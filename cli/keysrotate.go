@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/spf13/cobra"
 
 	"github.com/backlogq/backlog/core"
@@ -78,10 +80,10 @@ that they open.`,
 			if err != nil {
 				return err
 			}
-			return a.withStore(cmd.Context(), func(st core.Store) error {
-				rw, ok := st.(core.SealedRewriter)
+			return a.withStore(cmd.Context(), func(st contract.Store) error {
+				rw, ok := st.(contract.SealedRewriter)
 				if !ok {
-					return fmt.Errorf("store %s cannot rewrite stored jobs (its adapter does not implement core.SealedRewriter), so keys rotate cannot run on it", redactURL(a.dbURL))
+					return fmt.Errorf("store %s cannot rewrite stored jobs (its adapter does not implement contract.SealedRewriter), so keys rotate cannot run on it", redactURL(a.dbURL))
 				}
 				return a.rotate(cmd.Context(), st, rw, enc.Keys, f)
 			})
@@ -140,7 +142,7 @@ type rotateReport struct {
 }
 
 // rotate runs the passes and the census after each, and reports.
-func (a *app) rotate(ctx context.Context, st core.Store, rw core.SealedRewriter, ring *core.Keyring, f rotateFlags) error {
+func (a *app) rotate(ctx context.Context, st contract.Store, rw contract.SealedRewriter, ring *core.Keyring, f rotateFlags) error {
 	rep := rotateReport{CurrentKey: ring.Current(), DryRun: f.dryRun, Passes: []rotatePass{}}
 	if f.dryRun {
 		c, err := census(ctx, st, ring)
@@ -203,7 +205,7 @@ func (a *app) rotate(ctx context.Context, st core.Store, rw core.SealedRewriter,
 
 // rotatePassOver walks the whole table once with RewriteSealed, resealing
 // every value under another key.
-func rotatePassOver(ctx context.Context, rw core.SealedRewriter, ring *core.Keyring, pass, batch int) (rotatePass, error) {
+func rotatePassOver(ctx context.Context, rw contract.SealedRewriter, ring *core.Keyring, pass, batch int) (rotatePass, error) {
 	p := rotatePass{Pass: pass}
 	after := int64(0)
 	for {
@@ -236,14 +238,14 @@ func rotatePassOver(ctx context.Context, rw core.SealedRewriter, ring *core.Keyr
 // another key again with the current key, in place. Plain values stay
 // plain. On error j may be half changed; the caller does not write it.
 func resealJob(ring *core.Keyring, j *core.Job) error {
-	if core.IsSealed(j.Args) {
+	if contract.IsSealed(j.Args) {
 		args, _, err := ring.ResealArgs(j.Kind, j.Args)
 		if err != nil {
 			return err
 		}
 		j.Args = args
 	}
-	if j.Result != nil && core.IsSealed(j.Result) {
+	if j.Result != nil && contract.IsSealed(j.Result) {
 		res, _, err := ring.ResealResult(j.Kind, j.Result)
 		if err != nil {
 			return err
@@ -253,14 +255,14 @@ func resealJob(ring *core.Keyring, j *core.Job) error {
 	for i, e := range j.Errors {
 		// One text at a time: a plain message beside a sealed trace (or
 		// the other way round) stays plain.
-		if core.IsSealedText(e.Error) {
+		if contract.IsSealedText(e.Error) {
 			re, _, err := ring.ResealAttemptError(core.AttemptError{Error: e.Error})
 			if err != nil {
 				return err
 			}
 			j.Errors[i].Error = re.Error
 		}
-		if core.IsSealedText(e.Trace) {
+		if contract.IsSealedText(e.Trace) {
 			re, _, err := ring.ResealAttemptError(core.AttemptError{Trace: e.Trace})
 			if err != nil {
 				return err
@@ -288,18 +290,18 @@ func oldKeys(ring *core.Keyring, j *core.Job) []string {
 			out = append(out, kid)
 		}
 	}
-	check(j.Args, core.IsSealed(j.Args))
-	check(j.Result, j.Result != nil && core.IsSealed(j.Result))
+	check(j.Args, contract.IsSealed(j.Args))
+	check(j.Result, j.Result != nil && contract.IsSealed(j.Result))
 	for _, e := range j.Errors {
-		check([]byte(e.Error), core.IsSealedText(e.Error))
-		check([]byte(e.Trace), core.IsSealedText(e.Trace))
+		check([]byte(e.Error), contract.IsSealedText(e.Error))
+		check([]byte(e.Trace), contract.IsSealedText(e.Trace))
 	}
 	return out
 }
 
 // census reads every job (List, all states) and counts the values sealed
 // with another key; for jobs not running it checks that they open.
-func census(ctx context.Context, st core.Store, ring *core.Keyring) (keyCensus, error) {
+func census(ctx context.Context, st contract.Store, ring *core.Keyring) (keyCensus, error) {
 	c := keyCensus{ByKey: map[string]int{}}
 	after := int64(0)
 	for {

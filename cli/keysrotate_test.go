@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/memory"
 )
 
-// A store without core.SealedRewriter, for the error of keys rotate.
+// A store without contract.SealedRewriter, for the error of keys rotate.
 func init() {
-	store.Register("test-norewrite", func(context.Context, *url.URL) (core.Store, error) {
-		return struct{ core.Store }{memory.New()}, nil
+	store.Register("test-norewrite", func(context.Context, *url.URL) (contract.Store, error) {
+		return struct{ contract.Store }{memory.New()}, nil
 	})
 }
 
@@ -29,7 +30,7 @@ func init() {
 // job.
 type rotationFixture struct {
 	db, specOld, specNew string
-	st                   core.Store
+	st                   contract.Store
 	old, rotated         *core.Keyring
 	running              *core.Job
 	plain                map[int64]string // job id → args in clear
@@ -65,15 +66,15 @@ func newRotationFixture(t *testing.T) *rotationFixture {
 	}
 	claim := func(queue string) *core.Job {
 		t.Helper()
-		jobs, err := f.st.Claim(ctx, core.ClaimParams{Queue: queue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)})
+		jobs, err := f.st.Claim(ctx, contract.ClaimParams{Queue: queue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)})
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("claim %s: %d jobs, %v", queue, len(jobs), err)
 		}
 		return jobs[0]
 	}
-	finish := func(o core.Outcome) {
+	finish := func(o contract.Outcome) {
 		t.Helper()
-		if res, err := f.st.Finish(ctx, []core.Outcome{o}); err != nil || !res[0].Applied {
+		if res, err := f.st.Finish(ctx, []contract.Outcome{o}); err != nil || !res[0].Applied {
 			t.Fatalf("finish: %v, %v", res, err)
 		}
 	}
@@ -81,11 +82,11 @@ func newRotationFixture(t *testing.T) *rotationFixture {
 	insert("later", "mail", `{"to":"ann@example.com"}`, true, now.Add(time.Hour))
 	insert("done", "pay", `{"card":"4111"}`, true, now)
 	c := claim("done")
-	finish(core.Outcome{JobID: c.ID, WorkerID: "w", ClaimSeq: c.ClaimSeq, Kind: core.OutcomeComplete, At: now, Result: f.old.SealResult("pay", []byte("receipt 4111"))})
+	finish(contract.Outcome{JobID: c.ID, WorkerID: "w", ClaimSeq: c.ClaimSeq, Kind: contract.OutcomeComplete, At: now, Result: f.old.SealResult("pay", []byte("receipt 4111"))})
 	insert("dead", "pay", `{"card":"5500"}`, true, now)
 	d := claim("dead")
 	ae := f.old.SealAttemptError(core.AttemptError{Attempt: 1, At: now, Error: "card 5500 declined", Trace: "stack"})
-	finish(core.Outcome{JobID: d.ID, WorkerID: "w", ClaimSeq: d.ClaimSeq, Kind: core.OutcomeDiscard, At: now, Error: &ae})
+	finish(contract.Outcome{JobID: d.ID, WorkerID: "w", ClaimSeq: d.ClaimSeq, Kind: contract.OutcomeDiscard, At: now, Error: &ae})
 	insert("busy", "pay", `{"card":"3700"}`, true, now)
 	f.running = claim("busy")
 	insert("plain", "note", `{"text":"not secret"}`, false, now)
@@ -96,7 +97,7 @@ func newRotationFixture(t *testing.T) *rotationFixture {
 func (f *rotationFixture) finishRunning(t *testing.T) {
 	t.Helper()
 	r := f.running
-	res, err := f.st.Finish(context.Background(), []core.Outcome{{JobID: r.ID, WorkerID: "w", ClaimSeq: r.ClaimSeq, Kind: core.OutcomeComplete, At: time.Now().UTC()}})
+	res, err := f.st.Finish(context.Background(), []contract.Outcome{{JobID: r.ID, WorkerID: "w", ClaimSeq: r.ClaimSeq, Kind: contract.OutcomeComplete, At: time.Now().UTC()}})
 	if err != nil || !res[0].Applied {
 		t.Fatalf("finish the running job: %v, %v", res, err)
 	}
@@ -109,7 +110,7 @@ func (f *rotationFixture) checkAllUnder(t *testing.T, kid string) {
 	t.Helper()
 	for _, j := range allJobs(t, f.st) {
 		if j.Kind == "note" {
-			if core.IsSealed(j.Args) || string(j.Args) != f.plain[j.ID] {
+			if contract.IsSealed(j.Args) || string(j.Args) != f.plain[j.ID] {
 				t.Fatalf("job %d: plain args became %s; rotation must leave plain values plain", j.ID, j.Args)
 			}
 			continue
@@ -250,8 +251,8 @@ func TestKeysRotateErrors(t *testing.T) {
 		{nil, f.db, nil, 2, "needs the keyring"},
 		{map[string]string{keysEnv: f.specNew}, f.db, []string{"--batch", "0"}, 2, "--batch"},
 		{map[string]string{keysEnv: f.specNew}, f.db, []string{"--max-passes", "0"}, 2, "--max-passes"},
-		{map[string]string{keysEnv: f.specNew}, "test-norewrite:x", nil, 1, "does not implement core.SealedRewriter"},
-		{map[string]string{keysEnv: f.specNew}, "test-norewrite:x", []string{"--dry-run"}, 1, "does not implement core.SealedRewriter"},
+		{map[string]string{keysEnv: f.specNew}, "test-norewrite:x", nil, 1, "does not implement contract.SealedRewriter"},
+		{map[string]string{keysEnv: f.specNew}, "test-norewrite:x", []string{"--dry-run"}, 1, "does not implement contract.SealedRewriter"},
 	} {
 		r := cliEnv(t, tc.vars, tc.db, append([]string{"keys", "rotate"}, tc.args...)...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
@@ -312,13 +313,13 @@ func TestKeysRotateKeepsPlainText(t *testing.T) {
 	if _, err := st.Insert(ctx, now, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now}}); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := st.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)})
+	jobs, err := st.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)})
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim: %v, %v", jobs, err)
 	}
 	sealed := old.SealAttemptError(core.AttemptError{Error: "secret message"})
 	ae := core.AttemptError{Attempt: 1, At: now, Error: sealed.Error, Trace: "plain trace"}
-	if _, err := st.Finish(ctx, []core.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Kind: core.OutcomeDiscard, At: now, Error: &ae}}); err != nil {
+	if _, err := st.Finish(ctx, []contract.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Kind: contract.OutcomeDiscard, At: now, Error: &ae}}); err != nil {
 		t.Fatal(err)
 	}
 	spec := testKeyring(t, "k2") + "," + specOld

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -46,7 +48,7 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
 		Args: argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := args[0]
-			if err := core.ValidateQueueName(q); err != nil {
+			if err := contract.ValidateQueueName(q); err != nil {
 				return usageError{err}
 			}
 			fl := cmd.Flags()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 func TestQueueLimitsCommand(t *testing.T) {
@@ -29,7 +29,7 @@ func TestQueueLimitsCommand(t *testing.T) {
 	}
 	st := openStore(t, db)
 	now := time.Now().UTC()
-	got, err := st.Claim(context.Background(), core.ClaimParams{Queue: "reports", WorkerID: "w", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute)})
+	got, err := st.Claim(context.Background(), contract.ClaimParams{Queue: "reports", WorkerID: "w", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claimed %d (%v) under a per-partition limit of 1", len(got), err)
 	}
@@ -103,7 +103,7 @@ func TestQueuePolicyCommand(t *testing.T) {
 	}
 	st := openStore(t, db)
 	now := time.Now().UTC()
-	if got, err := st.Claim(context.Background(), core.ClaimParams{Queue: "burst", WorkerID: "w", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != 1 {
+	if got, err := st.Claim(context.Background(), contract.ClaimParams{Queue: "burst", WorkerID: "w", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != 1 {
 		t.Fatalf("claimed %d (%v) under a rate of 1 an hour", len(got), err)
 	}
 	if r := mustCLI(t, db, "queues", "limits", "burst"); !strings.Contains(r.stdout, "  queue waits for its rate until ") {

@@ -3,9 +3,9 @@ package cli
 import (
 	"fmt"
 
-	"github.com/spf13/cobra"
+	"github.com/backlogq/backlog/core/contract"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/spf13/cobra"
 )
 
 func (a *app) newMigrateCmd() *cobra.Command {
@@ -18,7 +18,7 @@ run repeatedly and from several processes at once. Stores without a schema
 		Example: "  backlog migrate --db sqlite:jobs.db",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withStore(cmd.Context(), func(st core.Store) error {
+			return a.withStore(cmd.Context(), func(st contract.Store) error {
 				has, err := migrate(cmd.Context(), st)
 				if err != nil {
 					return err

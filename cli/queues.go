@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/spf13/cobra"
 
 	"github.com/backlogq/backlog/core"
@@ -84,7 +86,7 @@ func (a *app) newQueuePauseCmd(pause bool) *cobra.Command {
 		Args:    argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := args[0]
-			if err := core.ValidateQueueName(q); err != nil {
+			if err := contract.ValidateQueueName(q); err != nil {
 				return usageError{err}
 			}
 			ctx := cmd.Context()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/spf13/cobra"
 
 	"github.com/backlogq/backlog/adapters/httpapi"
@@ -71,7 +73,7 @@ func (a *app) withOps(ctx context.Context, o opsOpts, fn func(ops) error) error 
 		}
 		return fn(so)
 	}
-	body := func(st core.Store) error {
+	body := func(st contract.Store) error {
 		if o.migrate {
 			if _, err := migrate(ctx, st); err != nil {
 				return err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
@@ -146,11 +148,11 @@ func (a *app) jsonOutput() bool { return a.output == "json" }
 
 // openStore opens the store named by --db. The error names the URL without
 // its password and, for an unknown scheme, lists the known ones.
-func (a *app) openStore(ctx context.Context) (core.Store, error) {
+func (a *app) openStore(ctx context.Context) (contract.Store, error) {
 	return openStoreURL(ctx, a.dbURL)
 }
 
-func openStoreURL(ctx context.Context, rawURL string) (core.Store, error) {
+func openStoreURL(ctx context.Context, rawURL string) (contract.Store, error) {
 	if strings.TrimSpace(rawURL) == "" {
 		return nil, usagef("--db is empty; set it (or BACKLOG_DB) to a store URL such as %s", defaultDB)
 	}
@@ -171,7 +173,7 @@ func openStoreURL(ctx context.Context, rawURL string) (core.Store, error) {
 // withReadStore is withStore for commands that only read: the store is
 // opened without migrating its schema, and a SQLite file that does not
 // exist is an error instead of a new, empty database.
-func (a *app) withReadStore(ctx context.Context, fn func(core.Store) error) error {
+func (a *app) withReadStore(ctx context.Context, fn func(contract.Store) error) error {
 	st, err := openStoreURL(ctx, readOnlyURL(a.dbURL))
 	if errors.Is(err, core.ErrNotFound) {
 		return fmt.Errorf("no database at %s: the file does not exist (backlog migrate creates it)", redactURL(a.dbURL))
@@ -238,7 +240,7 @@ func readOnlyURL(raw string) string {
 }
 
 // withStore opens the store, runs fn, and closes the store.
-func (a *app) withStore(ctx context.Context, fn func(core.Store) error) error {
+func (a *app) withStore(ctx context.Context, fn func(contract.Store) error) error {
 	st, err := a.openStore(ctx)
 	if err != nil {
 		return err
@@ -249,8 +251,8 @@ func (a *app) withStore(ctx context.Context, fn func(core.Store) error) error {
 
 // migrate runs the store's migrations when it has any. It reports whether
 // the store has a schema to migrate.
-func migrate(ctx context.Context, st core.Store) (bool, error) {
-	m, ok := st.(core.Migrator)
+func migrate(ctx context.Context, st contract.Store) (bool, error) {
+	m, ok := st.(contract.Migrator)
 	if !ok {
 		return false, nil
 	}

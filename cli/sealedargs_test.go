@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // TestServeRefusesSealedArgsUnlessAccepted: a producer that submits
@@ -28,7 +28,7 @@ func TestServeRefusesSealedArgsUnlessAccepted(t *testing.T) {
 		}
 		st := openStore(t, db)
 		sealed := string(allJobs(t, st)[0].Args)
-		if !core.IsSealed([]byte(sealed)) {
+		if !contract.IsSealed([]byte(sealed)) {
 			t.Fatalf("stored args %s; want sealed", sealed)
 		}
 		code, body := call(t, "POST", base+"/v1/jobs", "p", `{"kind":"pay","args":`+sealed+`}`)

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -125,8 +127,8 @@ func (f *serveFlags) resolve(fl *pflag.FlagSet, getenv func(string) string) erro
 	if f.workerStaleAfter <= 0 || f.workerDeadAt <= f.workerStaleAfter {
 		return usagef("--worker-dead-after (%s) must exceed --worker-stale-after (%s), and both be positive", f.workerDeadAt, f.workerStaleAfter)
 	}
-	if f.maxUniqueFor <= 0 || f.maxUniqueFor > core.MaxUniqueFor {
-		return usagef("--max-unique-for %s is outside (0, %s]", f.maxUniqueFor, core.MaxUniqueFor)
+	if f.maxUniqueFor <= 0 || f.maxUniqueFor > contract.MaxUniqueFor {
+		return usagef("--max-unique-for %s is outside (0, %s]", f.maxUniqueFor, contract.MaxUniqueFor)
 	}
 	if f.tokens() == (httpapi.Tokens{}) && !loopbackHost(host) {
 		return usagef("refusing to listen on %s without a token: anyone who can reach it could run and delete jobs; "+
@@ -170,7 +172,7 @@ type httpService struct {
 
 // newHTTPService builds the service; its metrics must be added to the
 // client's observers before the client starts (see observers).
-func newHTTPService(f *serveFlags, st core.Store, out io.Writer, log *slog.Logger) *httpService {
+func newHTTPService(f *serveFlags, st contract.Store, out io.Writer, log *slog.Logger) *httpService {
 	reg := promclient.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h := &httpService{flags: f, out: out, log: log, reg: reg, stats: core.NewStatsCache(st)}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/spf13/cobra"
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
@@ -14,22 +16,22 @@ import (
 )
 
 // uniqueOps are the unique-key hold calls of this command line: on the
-// store (--db, core.UniqueHolder) or through the job server (--server,
+// store (--db, contract.UniqueHolder) or through the job server (--server,
 // GET and DELETE /v1/unique).
 type uniqueOps interface {
 	holds(ctx context.Context, after string, limit int) ([]core.UniqueHold, string, error)
 	release(ctx context.Context, key string, scope core.UniqueScope, queue, kind string) (core.UniqueHold, error)
 }
 
-type storeUniqueOps struct{ u core.UniqueHolder }
+type storeUniqueOps struct{ u contract.UniqueHolder }
 
 func (s storeUniqueOps) holds(ctx context.Context, after string, limit int) ([]core.UniqueHold, string, error) {
-	return s.u.UniqueHolds(ctx, core.UniqueHoldsParams{Now: time.Now().UTC(), After: after, Limit: limit})
+	return s.u.UniqueHolds(ctx, contract.UniqueHoldsParams{Now: time.Now().UTC(), After: after, Limit: limit})
 }
 
 func (s storeUniqueOps) release(ctx context.Context, key string, scope core.UniqueScope, queue, kind string) (core.UniqueHold, error) {
 	p := core.InsertParams{UniqueKey: key, UniqueScope: scope, Queue: queue, Kind: kind}
-	return s.u.ReleaseUniqueHold(ctx, core.ScopedUniqueKey(&p), time.Now().UTC())
+	return s.u.ReleaseUniqueHold(ctx, contract.ScopedUniqueKey(&p), time.Now().UTC())
 }
 
 type serverUniqueOps struct{ s serverOps }
@@ -54,8 +56,8 @@ func (a *app) withUniqueOps(ctx context.Context, write bool, fn func(uniqueOps) 
 		}
 		return fn(serverUniqueOps{so})
 	}
-	body := func(st core.Store) error {
-		u, ok := st.(core.UniqueHolder)
+	body := func(st contract.Store) error {
+		u, ok := st.(contract.UniqueHolder)
 		if !ok {
 			return fmt.Errorf("this store cannot list or release unique-key holds: %w", core.ErrUnsupported)
 		}
@@ -113,7 +115,7 @@ held all the same), and when the hold ends (- while the job has not finished).
 				var all []core.UniqueHold
 				cur := after
 				for len(all) < limit {
-					page, next, err := o.holds(ctx, cur, min(limit-len(all), core.MaxUniqueHoldsPage))
+					page, next, err := o.holds(ctx, cur, min(limit-len(all), contract.MaxUniqueHoldsPage))
 					if err != nil {
 						return fmt.Errorf("unique holds: %w", err)
 					}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // deleteOnComplete claims the one due job of queue in db and completes it
@@ -17,11 +18,11 @@ func deleteOnComplete(t *testing.T, db, queue string) *core.Job {
 	st := openStore(t, db)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	jobs, err := st.Claim(ctx, core.ClaimParams{Queue: queue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
+	jobs, err := st.Claim(ctx, contract.ClaimParams{Queue: queue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim from %s: %v %v", queue, jobs, err)
 	}
-	if _, err := st.Finish(ctx, []core.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: now, Delete: true}}); err != nil {
+	if _, err := st.Finish(ctx, []contract.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: now, Delete: true}}); err != nil {
 		t.Fatal(err)
 	}
 	return jobs[0]

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/spf13/pflag"
 
 	"github.com/backlogq/backlog/core"
@@ -330,8 +332,8 @@ func TestWorkTagsRouteJobs(t *testing.T) {
 	if c := w.stop(t); c != 0 {
 		t.Fatalf("exit %d", c)
 	}
-	long := strings.Repeat("x", core.MaxTagLen+1)
+	long := strings.Repeat("x", contract.MaxTagLen+1)
 	if r := cli(t, db, "work", "--handler", "k=cat", "--tag", long); r.code != 2 || !strings.Contains(r.stderr, "--tag") {
-		t.Errorf("a tag over %d bytes: %s", core.MaxTagLen, r)
+		t.Errorf("a tag over %d bytes: %s", contract.MaxTagLen, r)
 	}
 }

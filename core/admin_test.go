@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -123,7 +124,7 @@ func TestRetryJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := core.UTC(clock.Now()); j.State != core.StateAvailable || !j.RunAt.Equal(want) || !j.FinishedAt.IsZero() {
+	if want := contract.UTC(clock.Now()); j.State != core.StateAvailable || !j.RunAt.Equal(want) || !j.FinishedAt.IsZero() {
 		t.Fatalf("RetryJob = state %s run_at %s finished_at %s; want available at %s", j.State, j.RunAt, j.FinishedAt, want)
 	}
 	if _, err := c.RetryJob(ctx, res.Job.ID+100); !errors.Is(err, core.ErrNotFound) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // BulkAction names what Client.ApplyToMatching does to each job it
@@ -151,7 +153,7 @@ func (c *Client) ApplyToMatching(ctx context.Context, action BulkAction, p ListP
 	matches := func(j *Job) bool {
 		f := p
 		f.ArgsContains = nil
-		return f.Matches(j) && ArgsMatch(j.Args, leaves)
+		return f.Matches(j) && contract.ArgsMatch(j.Args, leaves)
 	}
 	visit := func(j *Job) error {
 		res.Matched++
@@ -229,7 +231,7 @@ func (c *Client) ApplyToMatching(ctx context.Context, action BulkAction, p ListP
 
 // bulkFilter validates action and the filter of p and returns p without
 // paging, with BulkRunNow's states filled in, and its args leaves.
-func bulkFilter(action BulkAction, p ListParams) (ListParams, []ArgsLeaf, error) {
+func bulkFilter(action BulkAction, p ListParams) (ListParams, []contract.ArgsLeaf, error) {
 	if !action.Valid() {
 		return p, nil, badFilter("bulk action %q is not one of retry, cancel, delete, run_now", action)
 	}
@@ -246,7 +248,7 @@ func bulkFilter(action BulkAction, p ListParams) (ListParams, []ArgsLeaf, error)
 	if action == BulkRunNow && len(p.States) == 0 {
 		p.States = slices.Clone(RunNowStates)
 	}
-	leaves, err := ParseArgsPattern(p.ArgsContains)
+	leaves, err := contract.ParseArgsPattern(p.ArgsContains)
 	if err != nil {
 		return p, nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -37,13 +38,13 @@ func bulkJobs(t *testing.T, c *core.Client, q string, n int, opts *core.Options)
 func discard(t *testing.T, st *memory.Store, clock *core.ManualClock, q string) {
 	t.Helper()
 	ctx := context.Background()
-	jobs, err := st.Claim(ctx, core.ClaimParams{Queue: q, WorkerID: "w", Limit: 1000, Now: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
+	jobs, err := st.Claim(ctx, contract.ClaimParams{Queue: q, WorkerID: "w", Limit: 1000, Now: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs := make([]core.Outcome, len(jobs))
+	outs := make([]contract.Outcome, len(jobs))
 	for i, j := range jobs {
-		outs[i] = core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeDiscard, At: clock.Now(),
+		outs[i] = contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeDiscard, At: clock.Now(),
 			Error: &core.AttemptError{Attempt: j.Attempt, At: clock.Now(), Error: "boom"}}
 	}
 	if _, err := st.Finish(ctx, outs); err != nil {
@@ -51,7 +52,7 @@ func discard(t *testing.T, st *memory.Store, clock *core.ManualClock, q string) 
 	}
 }
 
-func states(t *testing.T, st core.Store, ids []int64) map[core.State]int {
+func states(t *testing.T, st contract.Store, ids []int64) map[core.State]int {
 	t.Helper()
 	out := map[core.State]int{}
 	for _, id := range ids {
@@ -111,7 +112,7 @@ func TestApplyToMatchingRetriesDiscardedJobs(t *testing.T) {
 		t.Fatalf("states after retry: %v", got)
 	}
 	j, _ := st.Get(ctx, bad[0])
-	if !j.RunAt.Equal(core.UTC(clock.Now())) || j.Attempt != 1 || j.MaxAttempts != core.DefaultMaxAttempts {
+	if !j.RunAt.Equal(contract.UTC(clock.Now())) || j.Attempt != 1 || j.MaxAttempts != core.DefaultMaxAttempts {
 		t.Fatalf("a retried job has run_at %s attempt %d/%d; want now, attempts kept", j.RunAt, j.Attempt, j.MaxAttempts)
 	}
 	if got := states(t, st, fresh); got[core.StateAvailable] != 3 {
@@ -166,7 +167,7 @@ func TestApplyToMatchingRunNow(t *testing.T) {
 	}
 	for _, id := range later {
 		j, _ := st.Get(ctx, id)
-		if j.State != core.StateAvailable || !j.RunAt.Equal(core.UTC(clock.Now())) || j.Attempt != 0 || j.MaxAttempts != core.DefaultMaxAttempts {
+		if j.State != core.StateAvailable || !j.RunAt.Equal(contract.UTC(clock.Now())) || j.Attempt != 0 || j.MaxAttempts != core.DefaultMaxAttempts {
 			t.Fatalf("job %d after run_now: state %s run_at %s attempt %d/%d; want available now, attempts untouched", id, j.State, j.RunAt, j.Attempt, j.MaxAttempts)
 		}
 	}
@@ -207,7 +208,7 @@ func TestApplyToMatchingSkipsRunningJobs(t *testing.T) {
 	c, st, clock := producerClient(t, nil)
 	ctx := context.Background()
 	ids := bulkJobs(t, c, "q", 3, nil)
-	if _, err := st.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
+	if _, err := st.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: clock.Now(), LeaseUntil: clock.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := c.ApplyToMatching(ctx, core.BulkDelete, core.ListParams{Queue: "q"}, core.BulkOptions{})
@@ -244,7 +245,7 @@ func TestApplyToMatchingRefusesBadInput(t *testing.T) {
 }
 
 func TestParseArgsPattern(t *testing.T) {
-	leaves, err := core.ParseArgsPattern([]byte(`{"b":{"y":true,"x":"s"},"a":1.5}`))
+	leaves, err := contract.ParseArgsPattern([]byte(`{"b":{"y":true,"x":"s"},"a":1.5}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,17 +257,17 @@ func TestParseArgsPattern(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("leaves = %v; want %v", got, want)
 	}
-	if l, _ := core.ParseArgsPattern([]byte(`{"n":7}`)); l[0].Number() != int64(7) {
+	if l, _ := contract.ParseArgsPattern([]byte(`{"n":7}`)); l[0].Number() != int64(7) {
 		t.Fatalf("Number of 7 = %#v; want int64 7", l[0].Number())
 	}
-	if l, _ := core.ParseArgsPattern([]byte(` {} `)); l != nil {
+	if l, _ := contract.ParseArgsPattern([]byte(` {} `)); l != nil {
 		t.Fatalf("{} = %v; want no leaves", l)
 	}
 	for _, ok := range []bool{
-		core.ArgsMatch([]byte(`{"a":1.50,"b":{"x":"s","y":true,"z":0}}`), leaves),
-		!core.ArgsMatch([]byte(`{"a":1.5,"b":{"x":"s","y":"true"}}`), leaves),
-		!core.ArgsMatch([]byte(`{"a":[1.5],"b":{"x":"s","y":true}}`), leaves),
-		!core.ArgsMatch([]byte(`{"backlog_enc":1,"kid":"k","ct":"AA"}`), []core.ArgsLeaf{{Path: []string{"kid"}, Value: []byte(`"k"`)}}),
+		contract.ArgsMatch([]byte(`{"a":1.50,"b":{"x":"s","y":true,"z":0}}`), leaves),
+		!contract.ArgsMatch([]byte(`{"a":1.5,"b":{"x":"s","y":"true"}}`), leaves),
+		!contract.ArgsMatch([]byte(`{"a":[1.5],"b":{"x":"s","y":true}}`), leaves),
+		!contract.ArgsMatch([]byte(`{"backlog_enc":1,"kid":"k","ct":"AA"}`), []contract.ArgsLeaf{{Path: []string{"kid"}, Value: []byte(`"k"`)}}),
 	} {
 		if !ok {
 			t.Fatal("ArgsMatch disagrees with jsonb containment")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -14,7 +15,7 @@ import (
 // size, as on a database where the claim's scan dominates: it records how
 // many jobs each claim asked for and how many it took.
 type slowClaimStore struct {
-	core.Store
+	contract.Store
 	cost time.Duration
 
 	mu     sync.Mutex
@@ -23,7 +24,7 @@ type slowClaimStore struct {
 
 type claimSize struct{ limit, n int }
 
-func (s *slowClaimStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *slowClaimStore) Claim(ctx context.Context, p contract.ClaimParams) ([]*core.Job, error) {
 	time.Sleep(s.cost)
 	jobs, err := s.Store.Claim(ctx, p)
 	s.mu.Lock()
@@ -109,7 +110,7 @@ func TestAutoClaimAhead(t *testing.T) {
 
 // drainQueue runs a client over st working queue "q" with qc and handler
 // fn for kind "work" until jobs enqueued jobs completed, then stops it.
-func drainQueue(t *testing.T, st core.Store, qc core.QueueConfig, jobs int, fn func(context.Context, *core.Job) error) {
+func drainQueue(t *testing.T, st contract.Store, qc core.QueueConfig, jobs int, fn func(context.Context, *core.Job) error) {
 	t.Helper()
 	var mu sync.Mutex
 	done := 0

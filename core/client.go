@@ -12,13 +12,15 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Client enqueues jobs and, when configured with queues, runs them. It is
 // safe for concurrent use. One process normally has one Client per store.
 type Client struct {
 	cfg   Config
-	store Store
+	store contract.Store
 	log   *slog.Logger
 	clock Clock
 
@@ -59,7 +61,7 @@ type Client struct {
 
 // NewClient returns a client over store. It validates cfg and fills its
 // defaults; it does not touch the store until Start or an enqueue.
-func NewClient(store Store, cfg Config) (*Client, error) {
+func NewClient(store contract.Store, cfg Config) (*Client, error) {
 	if store == nil {
 		return nil, errors.New("backlog: NewClient needs a store")
 	}
@@ -88,7 +90,7 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	for name, q := range c.Queues {
 		cl.producers[name] = newProducer(cl, name, q)
 	}
-	if qh, ok := store.(QueueHistory); ok && c.MaintenanceInterval > 0 {
+	if qh, ok := store.(contract.QueueHistory); ok && c.MaintenanceInterval > 0 {
 		queues := make([]string, 0, len(c.Queues))
 		for name := range c.Queues {
 			queues = append(queues, name)
@@ -136,7 +138,7 @@ func (c *Client) Running() []*Job {
 
 // Store returns the store the client was built on, for administration
 // (List, Stats, Cancel, …).
-func (c *Client) Store() Store { return c.store }
+func (c *Client) Store() contract.Store { return c.store }
 
 // Config returns the client's configuration with every default filled in
 // (lease duration, heartbeat interval, retry policy, limits, clock, …), so
@@ -162,13 +164,13 @@ func NewInsert(args Args, opts *Options, now time.Time) (InsertParams, error) {
 	if err != nil {
 		return InsertParams{}, invalid("kind %q: encode args: %v", args.Kind(), err)
 	}
-	return buildInsert(args.Kind(), b, opts, UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
+	return buildInsert(args.Kind(), b, opts, contract.UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
 }
 
 // NewInsertRaw builds validated InsertParams from a kind and JSON args (nil
 // args mean {}). Errors wrap ErrInvalidJob.
 func NewInsertRaw(kind string, args []byte, opts *Options, now time.Time) (InsertParams, error) {
-	return buildInsert(kind, args, opts, UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
+	return buildInsert(kind, args, opts, contract.UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
 }
 
 // Enqueue inserts one typed job. A unique-key duplicate returns the live job
@@ -239,7 +241,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]
 	if err != nil {
 		return nil, err
 	}
-	ti, ok := c.store.(TxInserter)
+	ti, ok := c.store.(contract.TxInserter)
 	if !ok {
 		return nil, fmt.Errorf("%w: transactional insert", ErrUnsupported)
 	}
@@ -334,7 +336,7 @@ func (c *Client) afterInsert(res []InsertResult) {
 // PauseQueue stops every node from claiming jobs of queue (persisted in the
 // store) until ResumeQueue; running jobs finish normally.
 func (c *Client) PauseQueue(ctx context.Context, queue string) error {
-	if err := ValidateQueueName(queue); err != nil {
+	if err := contract.ValidateQueueName(queue); err != nil {
 		return err
 	}
 	return c.store.PauseQueue(ctx, queue, c.clock.Now())
@@ -343,7 +345,7 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) error {
 // ResumeQueue lifts a pause; this node's producer is woken at once, others
 // by notification or at their next poll.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
-	if err := ValidateQueueName(queue); err != nil {
+	if err := contract.ValidateQueueName(queue); err != nil {
 		return err
 	}
 	if err := c.store.ResumeQueue(ctx, queue, c.clock.Now()); err != nil {
@@ -361,13 +363,13 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 // is not a QueueLimiter, and one wrapping ErrInvalidJob for an invalid
 // queue name or limits.
 func (c *Client) SetQueueLimits(ctx context.Context, queue string, limits QueueLimits) error {
-	if err := ValidateQueueName(queue); err != nil {
+	if err := contract.ValidateQueueName(queue); err != nil {
 		return err
 	}
 	if err := limits.Validate(); err != nil {
 		return err
 	}
-	ql, ok := c.store.(QueueLimiter)
+	ql, ok := c.store.(contract.QueueLimiter)
 	if !ok {
 		return fmt.Errorf("backlog: queue limits: %w", ErrUnsupported)
 	}
@@ -378,10 +380,10 @@ func (c *Client) SetQueueLimits(ctx context.Context, queue string, limits QueueL
 // (zero when none were set). It returns an error wrapping ErrUnsupported
 // when the store is not a QueueLimiter.
 func (c *Client) QueueLimits(ctx context.Context, queue string) (QueueLimits, error) {
-	if err := ValidateQueueName(queue); err != nil {
+	if err := contract.ValidateQueueName(queue); err != nil {
 		return QueueLimits{}, err
 	}
-	ql, ok := c.store.(QueueLimiter)
+	ql, ok := c.store.(contract.QueueLimiter)
 	if !ok {
 		return QueueLimits{}, fmt.Errorf("backlog: queue limits: %w", ErrUnsupported)
 	}
@@ -395,7 +397,7 @@ func (c *Client) seedLimits(ctx context.Context) error {
 		if q.Limits == nil {
 			continue
 		}
-		ql, ok := c.store.(QueueLimiter)
+		ql, ok := c.store.(contract.QueueLimiter)
 		if !ok {
 			return fmt.Errorf("backlog: queue %q has limits: %w", name, ErrUnsupported)
 		}
@@ -443,7 +445,7 @@ func (c *Client) ListJobs(ctx context.Context, p ListParams) ([]*Job, error) {
 // whose unique key is now held by another live job; a missing one
 // ErrNotFound.
 func (c *Client) RetryJob(ctx context.Context, id int64) (*Job, error) {
-	j, err := c.store.Retry(ctx, id, UTC(c.clock.Now()))
+	j, err := c.store.Retry(ctx, id, contract.UTC(c.clock.Now()))
 	if err != nil {
 		return nil, err
 	}
@@ -530,7 +532,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if len(c.producers) > 0 {
 		c.beats.Add(1)
 		go func() { defer c.beats.Done(); c.heartbeatLoop(beatCtx) }()
-		if n, ok := c.store.(Notifier); ok {
+		if n, ok := c.store.(contract.Notifier); ok {
 			c.beats.Add(1)
 			go func() { defer c.beats.Done(); c.listenLoop(beatCtx, n) }()
 		}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -54,7 +55,7 @@ func newClient(t *testing.T, h *core.Handlers, mod func(*core.Config)) (*core.Cl
 }
 
 // waitFor polls the store until job id reaches a final state (or state s).
-func waitState(t *testing.T, st core.Store, id int64, want core.State) *core.Job {
+func waitState(t *testing.T, st contract.Store, id int64, want core.State) *core.Job {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -384,7 +385,7 @@ func TestMaintenanceRescuesPrunesAndExpires(t *testing.T) {
 	lost, _ := c.EnqueueRaw(ctx, "k", nil, nil)
 	expiring, _ := c.EnqueueRaw(ctx, "k", nil, &core.Options{Queue: "other", Deadline: clk.Now().Add(time.Minute)})
 	// A worker claims and vanishes.
-	claimed, err := st.Claim(ctx, core.ClaimParams{Queue: "default", WorkerID: "gone", Limit: 1, Now: clk.Now(), LeaseUntil: clk.Now().Add(30 * time.Second)})
+	claimed, err := st.Claim(ctx, contract.ClaimParams{Queue: "default", WorkerID: "gone", Limit: 1, Now: clk.Now(), LeaseUntil: clk.Now().Add(30 * time.Second)})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != lost.Job.ID {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
@@ -640,7 +641,7 @@ func TestMaintenanceHandsBackDeadWorkersJobsBeforeTheirLeasesEnd(t *testing.T) {
 	b, _ := c.EnqueueRaw(ctx, "k", nil, nil)
 	long := clk.Now().Add(time.Hour) // leases far beyond the dead-after period
 	for _, w := range []string{"dead", "stale"} {
-		if got, err := st.Claim(ctx, core.ClaimParams{Queue: "default", WorkerID: w, Limit: 1, Now: clk.Now(), LeaseUntil: long}); err != nil || len(got) != 1 {
+		if got, err := st.Claim(ctx, contract.ClaimParams{Queue: "default", WorkerID: w, Limit: 1, Now: clk.Now(), LeaseUntil: long}); err != nil || len(got) != 1 {
 			t.Fatalf("claim for %s: %v %v", w, got, err)
 		}
 	}
@@ -689,12 +690,12 @@ func TestWorkerTagsRouteTaggedJobs(t *testing.T) {
 }
 
 func TestAttemptErrorBounded(t *testing.T) {
-	long := strings.Repeat("é", core.MaxErrorBytes) // 2 bytes a rune
+	long := strings.Repeat("é", contract.MaxErrorBytes) // 2 bytes a rune
 	b := core.AttemptError{Error: "head " + long, Trace: long + " tail"}.Bounded()
-	if len(b.Error) > core.MaxErrorBytes/2+len("…[truncated]") || !strings.HasPrefix(b.Error, "head ") || !strings.HasSuffix(b.Error, "…[truncated]") {
+	if len(b.Error) > contract.MaxErrorBytes/2+len("…[truncated]") || !strings.HasPrefix(b.Error, "head ") || !strings.HasSuffix(b.Error, "…[truncated]") {
 		t.Errorf("Error kept %d bytes: %.20q…", len(b.Error), b.Error)
 	}
-	if len(b.Trace) > core.MaxErrorBytes/2+len("[truncated]…") || !strings.HasSuffix(b.Trace, " tail") || !strings.HasPrefix(b.Trace, "[truncated]…") {
+	if len(b.Trace) > contract.MaxErrorBytes/2+len("[truncated]…") || !strings.HasSuffix(b.Trace, " tail") || !strings.HasPrefix(b.Trace, "[truncated]…") {
 		t.Errorf("Trace kept %d bytes", len(b.Trace))
 	}
 	if !utf8.ValidString(b.Error) || !utf8.ValidString(b.Trace) {

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/backlogq/backlog/core/contract"
+)
 
 // Clock is the engine's single time source. Every time the engine hands to a
 // store comes from it, truncated to microseconds in UTC. Tests substitute a
@@ -13,4 +17,4 @@ type Clock interface {
 type SystemClock struct{}
 
 // Now returns time.Now in UTC at microsecond precision.
-func (SystemClock) Now() time.Time { return UTC(time.Now()) }
+func (SystemClock) Now() time.Time { return contract.UTC(time.Now()) }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // pendingOutcome is an outcome waiting to be written, with what observers
 // are told once it applies.
 type pendingOutcome struct {
-	o      Outcome
+	o      contract.Outcome
 	job    *Job
 	exec   *execution // untracked once the outcome is written
 	cause  string     // Event.Cause of hand-backs
@@ -108,11 +110,11 @@ func (q *completer) loop() {
 // and reports which outcomes applied (nil when it gave up).
 func (q *completer) write(batch []pendingOutcome) (applied []bool) {
 	c := q.c
-	outs := make([]Outcome, len(batch))
+	outs := make([]contract.Outcome, len(batch))
 	for i := range batch {
 		outs[i] = batch[i].o
 	}
-	var res []FinishResult
+	var res []contract.FinishResult
 	failures := 0
 	for {
 		var err error
@@ -156,7 +158,7 @@ func (q *completer) write(batch []pendingOutcome) (applied []bool) {
 			continue
 		}
 		switch p.o.Kind {
-		case OutcomeRetry, OutcomeSnooze, OutcomeContinue:
+		case contract.OutcomeRetry, contract.OutcomeSnooze, contract.OutcomeContinue:
 			c.wakeAt(p.job.Queue, p.o.RunAt)
 		}
 		c.jobFinished(&p.o, p.job)
@@ -190,10 +192,10 @@ func (q *completer) untrackAll(batch []pendingOutcome) {
 // fact applied by an earlier try whose reply was lost (an ambiguous
 // commit): the job has left running but still names this execution's
 // worker and claim, or it was deleted by a completion with Delete.
-func (q *completer) appliedBefore(o *Outcome) bool {
+func (q *completer) appliedBefore(o *contract.Outcome) bool {
 	j, err := q.c.store.Get(q.stopCtx, o.JobID)
 	if errors.Is(err, ErrNotFound) {
-		return o.Kind == OutcomeComplete && o.Delete
+		return o.Kind == contract.OutcomeComplete && o.Delete
 	}
 	if err != nil {
 		return false
@@ -204,21 +206,21 @@ func (q *completer) appliedBefore(o *Outcome) bool {
 	// A rescue of this execution also leaves worker and claim in place:
 	// tell it apart by the state and the error entry this outcome wrote.
 	switch o.Kind {
-	case OutcomeComplete:
+	case contract.OutcomeComplete:
 		return j.State == StateCompleted
-	case OutcomeCancel:
+	case contract.OutcomeCancel:
 		if j.State != StateCancelled {
 			return false
 		}
-	case OutcomeDiscard:
+	case contract.OutcomeDiscard:
 		if j.State != StateDiscarded {
 			return false
 		}
-	case OutcomeRetry:
+	case contract.OutcomeRetry:
 		if j.State != StateRetryable {
 			return false
 		}
-	case OutcomeSnooze, OutcomeContinue:
+	case contract.OutcomeSnooze, contract.OutcomeContinue:
 		if j.State != StateScheduled && j.State != StateAvailable {
 			return false
 		}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -227,7 +229,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	qs := make(map[string]QueueConfig, len(out.Queues))
 	for name, q := range out.Queues {
-		if err := ValidateQueueName(name); err != nil {
+		if err := contract.ValidateQueueName(name); err != nil {
 			return out, err
 		}
 		if q.MaxWorkers <= 0 {

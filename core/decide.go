@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // The engine's one decision "handler result → outcome, backoff, error
@@ -32,7 +34,7 @@ type Verdict struct {
 	// (a failed attempt: retried by the policy, or discarded when its
 	// attempts or its deadline run out), OutcomeSnooze, OutcomeCancel,
 	// OutcomeDiscard (a permanent failure) or OutcomeContinue.
-	Kind OutcomeKind
+	Kind contract.OutcomeKind
 	// Err is the handler's error (nil on success). For OutcomeRetry,
 	// OutcomeCancel and OutcomeDiscard its message and trace make the
 	// attempt's error entry (see ErrorEntry); events report it.
@@ -63,13 +65,13 @@ type Verdict struct {
 //
 // A nil ctx has no cause.
 func Classify(ctx context.Context, err error) Verdict {
-	v := Verdict{Kind: OutcomeRetry, Err: err}
+	v := Verdict{Kind: contract.OutcomeRetry, Err: err}
 	if err == nil {
-		v.Kind = OutcomeComplete
+		v.Kind = contract.OutcomeComplete
 		return v
 	}
 	if ctx != nil && ErrShutdown(context.Cause(ctx)) {
-		v.Kind = OutcomeSnooze
+		v.Kind = contract.OutcomeSnooze
 		return v
 	}
 	var (
@@ -81,13 +83,13 @@ func Classify(ctx context.Context, err error) Verdict {
 	)
 	switch {
 	case errors.As(err, &se):
-		v.Kind, v.Delay = OutcomeSnooze, max(se.Delay, 0)
+		v.Kind, v.Delay = contract.OutcomeSnooze, max(se.Delay, 0)
 	case errors.As(err, &ce):
-		v.Kind = OutcomeCancel
+		v.Kind = contract.OutcomeCancel
 	case errors.As(err, &ct):
-		v.Kind, v.Next = OutcomeContinue, ct
+		v.Kind, v.Next = contract.OutcomeContinue, ct
 	case errors.As(err, &pe):
-		v.Kind = OutcomeDiscard
+		v.Kind = contract.OutcomeDiscard
 	case errors.As(err, &ri):
 		d := max(ri.Delay, 0)
 		v.RetryIn = &d
@@ -114,7 +116,7 @@ type DecidePolicy struct {
 type Decision struct {
 	// Outcome is fenced by the job's ID, WorkerID, ClaimSeq and Attempt,
 	// with At = the policy's Now in UTC.
-	Outcome Outcome
+	Outcome contract.Outcome
 	// Event is what observers hear once the outcome applies:
 	// EventJobCompleted, EventJobRetried, EventJobSnoozed,
 	// EventJobCancelled, EventJobDiscarded or EventJobContinued.
@@ -149,43 +151,43 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	now = UTC(now)
-	d := Decision{Err: v.Err, Outcome: Outcome{
+	now = contract.UTC(now)
+	d := Decision{Err: v.Err, Outcome: contract.Outcome{
 		JobID: job.ID, WorkerID: job.WorkerID, ClaimSeq: job.ClaimSeq, Attempt: job.Attempt, At: now,
 	}}
 	o := &d.Outcome
 	switch v.Kind {
-	case OutcomeComplete:
-		o.Kind, o.Result, o.Delete = OutcomeComplete, v.Result, p.DeleteCompleted
+	case contract.OutcomeComplete:
+		o.Kind, o.Result, o.Delete = contract.OutcomeComplete, v.Result, p.DeleteCompleted
 		d.Event = EventJobCompleted
 		return d
-	case OutcomeSnooze:
-		o.Kind, o.RunAt = OutcomeSnooze, ClampTime(now.Add(max(v.Delay, 0)))
+	case contract.OutcomeSnooze:
+		o.Kind, o.RunAt = contract.OutcomeSnooze, ClampTime(now.Add(max(v.Delay, 0)))
 		d.Event = EventJobSnoozed
 		return d
-	case OutcomeCancel:
-		o.Kind, o.Error = OutcomeCancel, errorEntry(job, now, v.Err)
+	case contract.OutcomeCancel:
+		o.Kind, o.Error = contract.OutcomeCancel, errorEntry(job, now, v.Err)
 		d.Event = EventJobCancelled
 		return d
-	case OutcomeDiscard:
-		o.Kind, o.Error = OutcomeDiscard, errorEntry(job, now, v.Err)
+	case contract.OutcomeDiscard:
+		o.Kind, o.Error = contract.OutcomeDiscard, errorEntry(job, now, v.Err)
 		d.Event, d.Reason = EventJobDiscarded, ReasonPermanent
 		return d
-	case OutcomeContinue:
+	case contract.OutcomeContinue:
 		ct := v.Next
 		if ct == nil {
 			ct = &ContinueError{}
 		}
 		maxArgs := p.MaxArgsBytes
-		if maxArgs > 0 && IsSealed(ct.Args) {
+		if maxArgs > 0 && contract.IsSealed(ct.Args) {
 			// Sealed where the handler ran (a remote worker holding
 			// keys): the limit of its plaintext.
 			maxArgs = SealedSize(maxArgs)
 		}
 		why := ct.invalidReason(maxArgs)
 		if why == "" {
-			o.Kind, o.NextKind, o.NextArgs = OutcomeContinue, ct.Kind, ct.Args
-			o.RunAt = UTC(ct.RunAt)
+			o.Kind, o.NextKind, o.NextArgs = contract.OutcomeContinue, ct.Kind, ct.Args
+			o.RunAt = contract.UTC(ct.RunAt)
 			if o.RunAt.IsZero() {
 				o.RunAt = now
 			}
@@ -197,12 +199,12 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 	// A failed attempt.
 	o.Error = errorEntry(job, now, d.Err)
 	if errors.Is(d.Err, errDeadline) || (!job.Deadline.IsZero() && !now.Before(job.Deadline)) {
-		o.Kind = OutcomeDiscard
+		o.Kind = contract.OutcomeDiscard
 		d.Event, d.Reason = EventJobDiscarded, ReasonDeadline
 		return d
 	}
 	if job.Attempt >= job.MaxAttempts {
-		o.Kind = OutcomeDiscard
+		o.Kind = contract.OutcomeDiscard
 		d.Event, d.Reason = EventJobDiscarded, ReasonExhausted
 		return d
 	}
@@ -217,12 +219,12 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 	}
 	runAt := ClampTime(now.Add(max(wait, 0)))
 	if !job.Deadline.IsZero() && runAt.After(job.Deadline) {
-		o.Kind = OutcomeDiscard
+		o.Kind = contract.OutcomeDiscard
 		o.Error.Error += " (next retry would pass the job's deadline)"
 		d.Event, d.Reason = EventJobDiscarded, ReasonDeadline
 		return d
 	}
-	o.Kind, o.RunAt = OutcomeRetry, runAt
+	o.Kind, o.RunAt = contract.OutcomeRetry, runAt
 	d.Event = EventJobRetried
 	return d
 }
@@ -244,7 +246,7 @@ func (c *Client) decidePolicy(kind string, now time.Time) DecidePolicy {
 // *PanicError's stack, a shell command's stderr), both bounded as
 // AttemptError.Bounded does. Remote workers report these two fields.
 func ErrorEntry(attempt int, at time.Time, err error) AttemptError {
-	ae := AttemptError{Attempt: attempt, At: UTC(at), Error: errString(err), Cause: CauseOf(err)}
+	ae := AttemptError{Attempt: attempt, At: contract.UTC(at), Error: errString(err), Cause: CauseOf(err)}
 	var te interface{ ErrorTrace() string }
 	if errors.As(err, &te) {
 		ae.Trace = te.ErrorTrace()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // tracedErr is a failure with a trace, as a shell command's is.
@@ -27,7 +28,7 @@ func TestDecide(t *testing.T) {
 	panicked := core.CallSafely(func() error { panic("kaboom") })
 
 	type want struct {
-		kind   core.OutcomeKind
+		kind   contract.OutcomeKind
 		event  core.EventKind
 		reason string
 		runAt  time.Duration // after now; for retry, snooze, continue
@@ -44,39 +45,39 @@ func TestDecide(t *testing.T) {
 		maxArgs int
 		want    want
 	}{
-		{name: "success completes", want: want{kind: core.OutcomeComplete, event: core.EventJobCompleted}},
+		{name: "success completes", want: want{kind: contract.OutcomeComplete, event: core.EventJobCompleted}},
 		{name: "snooze waits without an entry", err: core.Snooze(5 * time.Minute),
-			want: want{kind: core.OutcomeSnooze, event: core.EventJobSnoozed, runAt: 5 * time.Minute}},
+			want: want{kind: contract.OutcomeSnooze, event: core.EventJobSnoozed, runAt: 5 * time.Minute}},
 		{name: "hard stop hands back at once", ctx: stopped, err: errors.New("interrupted"),
-			want: want{kind: core.OutcomeSnooze, event: core.EventJobSnoozed}},
+			want: want{kind: contract.OutcomeSnooze, event: core.EventJobSnoozed}},
 		{name: "cancel records the error", err: core.Cancel(errors.New("not wanted")),
-			want: want{kind: core.OutcomeCancel, event: core.EventJobCancelled, errMsg: "job cancelled: not wanted"}},
+			want: want{kind: contract.OutcomeCancel, event: core.EventJobCancelled, errMsg: "job cancelled: not wanted"}},
 		{name: "permanent discards at once", err: core.Permanent(&tracedErr{"bad input", "line 7"}),
-			want: want{kind: core.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonPermanent, errMsg: "permanent failure: bad input", trace: "line 7"}},
+			want: want{kind: contract.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonPermanent, errMsg: "permanent failure: bad input", trace: "line 7"}},
 		{name: "continue moves on", err: core.Continue("step2", []byte(`{"n":2}`), now.Add(time.Minute)),
-			want: want{kind: core.OutcomeContinue, event: core.EventJobContinued, runAt: time.Minute}},
+			want: want{kind: contract.OutcomeContinue, event: core.EventJobContinued, runAt: time.Minute}},
 		{name: "continue without a time is due now", err: core.Continue("step2", []byte(`{}`), time.Time{}),
-			want: want{kind: core.OutcomeContinue, event: core.EventJobContinued}},
+			want: want{kind: contract.OutcomeContinue, event: core.EventJobContinued}},
 		{name: "invalid continuation fails the attempt", err: core.Continue("", []byte(`{}`), time.Time{}), policy: core.DelayList{time.Second},
-			want: want{kind: core.OutcomeRetry, event: core.EventJobRetried, runAt: time.Second, errMsg: "invalid continuation…"}},
+			want: want{kind: contract.OutcomeRetry, event: core.EventJobRetried, runAt: time.Second, errMsg: "invalid continuation…"}},
 		{name: "continuation over the args limit fails the attempt", err: core.Continue("k", []byte(`"0123456789"`), time.Time{}), maxArgs: 5, policy: core.DelayList{time.Second},
-			want: want{kind: core.OutcomeRetry, event: core.EventJobRetried, runAt: time.Second, errMsg: "invalid continuation…"}},
+			want: want{kind: contract.OutcomeRetry, event: core.EventJobRetried, runAt: time.Second, errMsg: "invalid continuation…"}},
 		{name: "failure retries by the policy", err: &tracedErr{"boom", "stderr tail"}, policy: core.DelayList{10 * time.Second},
-			want: want{kind: core.OutcomeRetry, event: core.EventJobRetried, runAt: 10 * time.Second, errMsg: "boom", trace: "stderr tail"}},
+			want: want{kind: contract.OutcomeRetry, event: core.EventJobRetried, runAt: 10 * time.Second, errMsg: "boom", trace: "stderr tail"}},
 		{name: "retry_in comes before the policy", err: core.RetryIn(errors.New("later"), 3*time.Second), policy: core.DelayList{time.Hour},
-			want: want{kind: core.OutcomeRetry, event: core.EventJobRetried, runAt: 3 * time.Second, errMsg: "later"}},
+			want: want{kind: contract.OutcomeRetry, event: core.EventJobRetried, runAt: 3 * time.Second, errMsg: "later"}},
 		{name: "exponential without jitter is exact (attempt 1)", err: errors.New("x"), policy: exact,
-			want: want{kind: core.OutcomeRetry, event: core.EventJobRetried, runAt: 2 * time.Second, errMsg: "x"}},
+			want: want{kind: contract.OutcomeRetry, event: core.EventJobRetried, runAt: 2 * time.Second, errMsg: "x"}},
 		{name: "exponential without jitter is exact (attempt 2)", err: errors.New("x"), attempt: 2, policy: exact,
-			want: want{kind: core.OutcomeRetry, event: core.EventJobRetried, runAt: 4 * time.Second, errMsg: "x"}},
+			want: want{kind: contract.OutcomeRetry, event: core.EventJobRetried, runAt: 4 * time.Second, errMsg: "x"}},
 		{name: "last attempt discards as exhausted", err: errors.New("x"), attempt: 3, policy: core.DelayList{time.Second},
-			want: want{kind: core.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonExhausted, errMsg: "x"}},
+			want: want{kind: contract.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonExhausted, errMsg: "x"}},
 		{name: "deadline passed discards", err: errors.New("slow"), dl: -time.Second,
-			want: want{kind: core.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonDeadline, errMsg: "slow"}},
+			want: want{kind: contract.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonDeadline, errMsg: "slow"}},
 		{name: "retry past the deadline discards", err: errors.New("slow"), dl: time.Minute, policy: core.DelayList{time.Hour},
-			want: want{kind: core.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonDeadline, errMsg: "slow (next retry would pass the job's deadline)"}},
+			want: want{kind: contract.OutcomeDiscard, event: core.EventJobDiscarded, reason: core.ReasonDeadline, errMsg: "slow (next retry would pass the job's deadline)"}},
 		{name: "panic is a failure with its stack", err: panicked, policy: core.DelayList{0},
-			want: want{kind: core.OutcomeRetry, event: core.EventJobRetried, errMsg: "handler panicked: kaboom", trace: "decide_test.go"}},
+			want: want{kind: contract.OutcomeRetry, event: core.EventJobRetried, errMsg: "handler panicked: kaboom", trace: "decide_test.go"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +91,7 @@ func TestDecide(t *testing.T) {
 				ctx = context.Background()
 			}
 			v := core.Classify(ctx, tc.err)
-			if v.Kind == core.OutcomeComplete {
+			if v.Kind == contract.OutcomeComplete {
 				v.Result = []byte(`"done"`)
 			}
 			d := core.Decide(job, v, core.DecidePolicy{Now: now, Retry: tc.policy, MaxArgsBytes: tc.maxArgs, DeleteCompleted: true})
@@ -102,16 +103,16 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("outcome %s event %s reason %q, want %s %s %q (err %v)", o.Kind, d.Event, d.Reason, w.kind, w.event, w.reason, d.Err)
 			}
 			switch o.Kind {
-			case core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeContinue:
+			case contract.OutcomeRetry, contract.OutcomeSnooze, contract.OutcomeContinue:
 				if !o.RunAt.Equal(now.Add(w.runAt)) {
 					t.Errorf("run at %s, want now+%s", o.RunAt, w.runAt)
 				}
-			case core.OutcomeComplete:
+			case contract.OutcomeComplete:
 				if string(o.Result) != `"done"` || !o.Delete {
 					t.Errorf("completion: %+v", o)
 				}
 			}
-			if o.Kind == core.OutcomeContinue && (o.NextKind != "step2" || len(o.NextArgs) == 0) {
+			if o.Kind == contract.OutcomeContinue && (o.NextKind != "step2" || len(o.NextArgs) == 0) {
 				t.Errorf("continuation: %+v", o)
 			}
 			switch {
@@ -141,7 +142,7 @@ func TestDecideDefaultPolicy(t *testing.T) {
 	now := time.Now().UTC()
 	job := &core.Job{Attempt: 1, MaxAttempts: 5}
 	d := core.Decide(job, core.Classify(context.Background(), errors.New("x")), core.DecidePolicy{Now: now})
-	if wait := d.Outcome.RunAt.Sub(now); d.Outcome.Kind != core.OutcomeRetry || wait < 750*time.Millisecond || wait > 1250*time.Millisecond {
+	if wait := d.Outcome.RunAt.Sub(now); d.Outcome.Kind != contract.OutcomeRetry || wait < 750*time.Millisecond || wait > 1250*time.Millisecond {
 		t.Fatalf("default policy: %s after %s", d.Outcome.Kind, wait)
 	}
 }
@@ -149,9 +150,9 @@ func TestDecideDefaultPolicy(t *testing.T) {
 // TestErrorEntryBounds: the entry's message keeps its head and its trace
 // its tail, within MaxErrorBytes.
 func TestErrorEntryBounds(t *testing.T) {
-	long := strings.Repeat("m", core.MaxErrorBytes)
+	long := strings.Repeat("m", contract.MaxErrorBytes)
 	ae := core.ErrorEntry(2, time.Unix(0, 0), &tracedErr{long, "start " + long + " end"})
-	if len(ae.Error)+len(ae.Trace) > core.MaxErrorBytes+64 || !strings.HasSuffix(ae.Trace, " end") || ae.Attempt != 2 {
+	if len(ae.Error)+len(ae.Trace) > contract.MaxErrorBytes+64 || !strings.HasSuffix(ae.Trace, " end") || ae.Attempt != 2 {
 		t.Fatalf("entry: %d + %d bytes, trace ends %q", len(ae.Error), len(ae.Trace), ae.Trace[len(ae.Trace)-8:])
 	}
 	if got := core.ErrorEntry(1, time.Unix(0, 0), nil); got.Error != "<nil>" {

@@ -1,7 +1,15 @@
-// Package core is backlog's engine: the job model, the Store contract every
-// database adapter implements, and the Client that enqueues and runs jobs.
-// It imports no database driver; stores live under store/ and are proven
-// by storetest.
+// Package core is backlog's application API and engine: the Client that
+// enqueues and runs jobs, handlers and their outcomes, options, periodic
+// jobs, events and middleware. Applications import this package and a
+// store (store.Open, or store/sqlite, store/postgres, store/mysql,
+// store/memory); backlogtest helps their tests.
+//
+// What a store author implements (the Store contract, its capabilities
+// and rules) is package contract; the helpers stores share are package
+// storekit. The job model and the errors applications check (Job, State,
+// InsertParams, ErrNotFound…) are defined in contract and named here as
+// aliases, so an application needs only this package. core imports no
+// database driver; stores live under store/ and are proven by storetest.
 //
 // # Enqueueing
 //

@@ -1,15 +1,15 @@
 package core
 
 import (
-	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Encryption at rest: a job's args (always), and optionally its result and
@@ -83,9 +83,6 @@ var errAuth = errors.New("authentication failed (wrong key, altered data, or sea
 // KeySize is the length in bytes of every key: AES-256.
 const KeySize = 32
 
-// MaxKeyIDLen is the longest key id, in bytes.
-const MaxKeyIDLen = 64
-
 // Keyring holds AES-256-GCM keys by id, one of them current. New values are
 // sealed with the current key; every key in the ring opens values sealed
 // with it. A Keyring is immutable and safe for concurrent use. It does not
@@ -105,7 +102,7 @@ func NewKeyring(current string, keys map[string][]byte) (*Keyring, error) {
 	}
 	k := &Keyring{current: current, aeads: make(map[string]cipher.AEAD, len(keys))}
 	for id, key := range keys {
-		if err := validKeyID(id); err != nil {
+		if err := contract.ValidKeyID(id); err != nil {
 			return nil, err
 		}
 		if len(key) != KeySize {
@@ -165,19 +162,6 @@ func decodeKey(s string) ([]byte, error) {
 		}
 	}
 	return nil, errors.New("not valid base64")
-}
-
-func validKeyID(id string) error {
-	if id == "" || len(id) > MaxKeyIDLen {
-		return fmt.Errorf("backlog: keyring: key id %q must be 1..%d bytes", id, MaxKeyIDLen)
-	}
-	for _, r := range id {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
-		if !ok {
-			return fmt.Errorf("backlog: keyring: key id %q may hold only letters, digits and _-.", id)
-		}
-	}
-	return nil
 }
 
 // Current returns the id of the key new values are sealed with.
@@ -254,8 +238,6 @@ func (k *Keyring) open(field, kind, kid string, ct []byte) ([]byte, error) {
 	return plain, nil
 }
 
-const envelopeKey = `"backlog_enc"`
-
 func (k *Keyring) sealJSON(field, kind string, plain []byte) []byte {
 	kid, ct := k.seal(field, kind, plain)
 	out := make([]byte, 0, 40+len(kid)+base64.StdEncoding.EncodedLen(len(ct)))
@@ -266,175 +248,33 @@ func (k *Keyring) sealJSON(field, kind string, plain []byte) []byte {
 	return append(out, `"}`...)
 }
 
-// envelope is the parsed JSON form of a sealed value.
-type envelope struct {
-	kid string
-	ct  []byte
-}
-
-// parseEnvelope reports whether b is a version-1 JSON envelope: an object
-// with exactly the keys backlog_enc (1), kid (a valid key id) and ct
-// (base64), in any order and spacing (stores may normalise JSON). err is
-// set for an object that claims to be an envelope but is malformed.
-func parseEnvelope(b []byte) (env envelope, sealed bool, err error) {
-	t := bytes.TrimLeft(b, " \t\r\n")
-	if len(t) == 0 || t[0] != '{' || !bytes.Contains(t, []byte(envelopeKey)) {
-		return env, false, nil
-	}
-	if kid, ct, ok := exactEnvelope(t); ok {
-		raw, derr := base64.StdEncoding.DecodeString(ct)
-		if derr != nil {
-			return env, true, malformed("ct is not base64")
-		}
-		return envelope{kid: kid, ct: raw}, true, nil
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		return env, false, nil
-	}
-	v, ok := m["backlog_enc"]
-	if !ok {
-		return env, false, nil
-	}
-	var ver int
-	var kid, ct string
-	if len(m) != 3 || json.Unmarshal(v, &ver) != nil || json.Unmarshal(m["kid"], &kid) != nil || json.Unmarshal(m["ct"], &ct) != nil {
-		return env, true, malformed("want exactly the members backlog_enc (a number), kid and ct (strings)")
-	}
-	if ver != 1 {
-		return env, true, malformed(fmt.Sprintf("envelope version %d is not supported", ver))
-	}
-	if validKeyID(kid) != nil {
-		return env, true, malformed("invalid key id")
-	}
-	raw, derr := base64.StdEncoding.DecodeString(ct)
-	if derr != nil {
-		return env, true, malformed("ct is not base64")
-	}
-	return envelope{kid: kid, ct: raw}, true, nil
-}
-
-// The envelope as sealJSON writes it, and as PostgreSQL's jsonb and MySQL's
-// JSON type return it (keys ordered by length, ": " and ", " separators).
-var envelopeForms = [][3]string{
-	{`{"backlog_enc":1,"kid":"`, `","ct":"`, `"}`},
-	{`{"ct": "`, `", "kid": "`, `", "backlog_enc": 1}`},
-}
-
-// exactEnvelope recognises the envelope in one of envelopeForms without a
-// JSON decoder (opening args is on every execution's path). Neither a key
-// id nor base64 contains a quote or a backslash, so a match is exactly that
-// JSON object; anything else is left to encoding/json.
-func exactEnvelope(b []byte) (kid, ct string, ok bool) {
-	for i, f := range envelopeForms {
-		rest, found := bytes.CutPrefix(b, []byte(f[0]))
-		if !found {
-			continue
-		}
-		first, rest, found := bytes.Cut(rest, []byte(f[1]))
-		if !found {
-			return "", "", false
-		}
-		second, found := bytes.CutSuffix(bytes.TrimRight(rest, " \t\r\n"), []byte(f[2]))
-		if !found {
-			return "", "", false
-		}
-		kid, ct = string(first), string(second)
-		if i == 1 {
-			kid, ct = ct, kid
-		}
-		if validKeyID(kid) != nil || !isBase64Std(ct) {
-			return "", "", false
-		}
-		return kid, ct, true
-	}
-	return "", "", false
-}
-
-func isBase64Std(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
-			return false
-		}
-	}
-	return true
-}
-
 func (k *Keyring) openJSON(field, kind string, b []byte) ([]byte, error) {
-	env, sealed, err := parseEnvelope(b)
+	env, sealed, err := contract.ParseEnvelope(b)
 	if err != nil {
-		return nil, &DecryptError{Field: field, Kind: kind, KeyID: env.kid, Err: err}
+		return nil, &DecryptError{Field: field, Kind: kind, KeyID: env.KeyID, Err: err}
 	}
 	if !sealed {
 		return b, nil
 	}
-	return k.open(field, kind, env.kid, env.ct)
+	return k.open(field, kind, env.KeyID, env.Ciphertext)
 }
-
-// IsSealed reports whether b (args or a result) is in the sealed JSON form:
-// a JSON object with a top-level "backlog_enc" member (a reserved name). A
-// malformed envelope counts as sealed: it must not be run as plain data.
-func IsSealed(b []byte) bool {
-	_, sealed, _ := parseEnvelope(b)
-	return sealed
-}
-
-// ErrMalformedEnvelope is returned by CheckSealed for a value that claims
-// to be sealed (a JSON object with a top-level "backlog_enc" member) but is
-// not a well-formed envelope. The *DecryptError of opening such a value
-// matches it too (errors.Is).
-var ErrMalformedEnvelope = errors.New("backlog: malformed sealed envelope")
-
-// malformedError is a value that claims to be sealed but is not a
-// well-formed envelope; it matches ErrMalformedEnvelope.
-type malformedError string
-
-func malformed(why string) error { return malformedError(why) }
-
-func (e malformedError) Error() string        { return "malformed envelope: " + string(e) }
-func (e malformedError) Is(target error) bool { return target == ErrMalformedEnvelope }
-
-// CheckSealed reports whether b (args or a result) claims to be sealed —
-// a JSON object with a top-level "backlog_enc" member — and, if it does,
-// whether it has the envelope's shape without opening it (no key is
-// needed): exactly the members backlog_enc (1), kid (a valid key id) and ct
-// (standard base64 of at least the 28 bytes of nonce and tag). A malformed
-// one returns sealed true and an error matching ErrMalformedEnvelope
-// (errors.Is) whose text says what is wrong without quoting b. Whether the ciphertext opens
-// (right key, kind and field, not altered) is left to OpenArgs.
-func CheckSealed(b []byte) (sealed bool, err error) {
-	env, sealed, err := parseEnvelope(b)
-	switch {
-	case !sealed:
-		return false, nil
-	case err != nil:
-		return true, err
-	case len(env.ct) < gcmOverhead:
-		return true, malformed(fmt.Sprintf("ct holds %d bytes, fewer than the %d of nonce and tag", len(env.ct), gcmOverhead))
-	}
-	return true, nil
-}
-
-// IsSealedText reports whether s (error text) is in the sealed text form.
-func IsSealedText(s string) bool { return strings.HasPrefix(s, textPrefix) }
 
 // SealedKeyID returns the key id a sealed value (args, result or error
 // text) names, and false for plain or malformed values.
 func SealedKeyID(b []byte) (string, bool) {
-	if env, sealed, err := parseEnvelope(b); sealed && err == nil {
-		return env.kid, true
+	if env, sealed, err := contract.ParseEnvelope(b); sealed && err == nil {
+		return env.KeyID, true
 	}
 	return textKeyID(string(b))
 }
 
 // textKeyID returns the key id sealed error text names.
 func textKeyID(s string) (string, bool) {
-	if !IsSealedText(s) {
+	if !contract.IsSealedText(s) {
 		return "", false
 	}
 	kid, _, ok := strings.Cut(s[len(textPrefix):], ":")
-	return kid, ok && validKeyID(kid) == nil
+	return kid, ok && contract.ValidKeyID(kid) == nil
 }
 
 // SealArgs seals a job's JSON args for kind with the current key and
@@ -442,7 +282,7 @@ func textKeyID(s string) (string, bool) {
 // Sealing cannot fail: the ring always holds its current key, and
 // crypto/rand never returns an error.
 func (k *Keyring) SealArgs(kind string, args []byte) []byte {
-	if IsSealed(args) {
+	if contract.IsSealed(args) {
 		return args
 	}
 	return k.sealJSON(FieldArgs, kind, args)
@@ -461,7 +301,7 @@ func (k *Keyring) OpenArgs(kind string, args []byte) ([]byte, error) {
 // (stores keep results as bytes; the envelope is also valid JSON). Results
 // already sealed are returned as they are; nil stays nil.
 func (k *Keyring) SealResult(kind string, result []byte) []byte {
-	if result == nil || IsSealed(result) {
+	if result == nil || contract.IsSealed(result) {
 		return result
 	}
 	return k.sealJSON(FieldResult, kind, result)
@@ -475,7 +315,7 @@ func (k *Keyring) OpenResult(kind string, result []byte) ([]byte, error) {
 const textPrefix = "backlog-enc:1:"
 
 func (k *Keyring) sealText(field, s string) string {
-	if s == "" || IsSealedText(s) {
+	if s == "" || contract.IsSealedText(s) {
 		return s
 	}
 	kid, ct := k.seal(field, "", []byte(s))
@@ -483,11 +323,11 @@ func (k *Keyring) sealText(field, s string) string {
 }
 
 func (k *Keyring) openText(field, s string) (string, error) {
-	if !IsSealedText(s) {
+	if !contract.IsSealedText(s) {
 		return s, nil
 	}
 	kid, b64, ok := strings.Cut(s[len(textPrefix):], ":")
-	if !ok || validKeyID(kid) != nil {
+	if !ok || contract.ValidKeyID(kid) != nil {
 		return "", &DecryptError{Field: field, Err: errors.New("malformed sealed text")}
 	}
 	ct, err := base64.StdEncoding.DecodeString(b64)
@@ -602,11 +442,11 @@ func (k *Keyring) ResealAttemptError(e AttemptError) (out AttemptError, changed 
 
 // resealJSON is ResealArgs for any JSON-enveloped field.
 func (k *Keyring) resealJSON(field, kind string, b []byte) ([]byte, bool, error) {
-	env, sealed, err := parseEnvelope(b)
+	env, sealed, err := contract.ParseEnvelope(b)
 	if err != nil {
-		return nil, false, &DecryptError{Field: field, Kind: kind, KeyID: env.kid, Err: err}
+		return nil, false, &DecryptError{Field: field, Kind: kind, KeyID: env.KeyID, Err: err}
 	}
-	if sealed && env.kid == k.current {
+	if sealed && env.KeyID == k.current {
 		return b, false, nil
 	}
 	plain, err := k.openJSON(field, kind, b)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -24,7 +25,7 @@ type chargeArgs struct {
 func (chargeArgs) Kind() string { return "charge" }
 
 // encClient starts a client on st with fast retries and enc (nil = off).
-func encClient(t *testing.T, st core.Store, h *core.Handlers, enc *core.Encryption) *core.Client {
+func encClient(t *testing.T, st contract.Store, h *core.Handlers, enc *core.Encryption) *core.Client {
 	t.Helper()
 	c, err := core.NewClient(st, core.Config{
 		Queues:              map[string]core.QueueConfig{core.DefaultQueue: {MaxWorkers: 4}},
@@ -48,7 +49,7 @@ func encClient(t *testing.T, st core.Store, h *core.Handlers, enc *core.Encrypti
 }
 
 // producer returns an insert-only client (no queues) on st.
-func producer(t *testing.T, st core.Store, enc *core.Encryption) *core.Client {
+func producer(t *testing.T, st contract.Store, enc *core.Encryption) *core.Client {
 	t.Helper()
 	c, err := core.NewClient(st, core.Config{Logger: quietLogger(), MaintenanceInterval: -1, Encryption: enc})
 	if err != nil {
@@ -63,7 +64,7 @@ func assertSealedRow(t *testing.T, j *core.Job, what string) {
 	if bytes.Contains(raw, []byte(secretText)) {
 		t.Fatalf("%s: the stored job holds the plaintext: %s", what, raw)
 	}
-	if !json.Valid(j.Args) || !core.IsSealed(j.Args) {
+	if !json.Valid(j.Args) || !contract.IsSealed(j.Args) {
 		t.Fatalf("%s: stored args %s are not a sealed JSON envelope", what, j.Args)
 	}
 }
@@ -75,7 +76,7 @@ func TestEncryptionAtRestOnStores(t *testing.T) {
 	rotated := mustKeyring(t, "k2", map[string][]byte{"k1": testKey(1), "k2": testKey(2)})
 	lost := mustKeyring(t, "k9", map[string][]byte{"k9": testKey(9)})
 
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		ctx := context.Background()
 		seen := make(chan string, 16)
 		h := core.NewHandlers()
@@ -185,7 +186,7 @@ func TestEncryptionAtRestOnStores(t *testing.T) {
 		for _, id := range []int64{newJob.Job.ID, oldJob.Job.ID} {
 			j := final[id]
 			assertSealedRow(t, j, "completed charge")
-			if !core.IsSealed(j.Result) {
+			if !contract.IsSealed(j.Result) {
 				t.Fatalf("result %s is not sealed", j.Result)
 			}
 			o, err := rotated.OpenJob(j)
@@ -193,14 +194,14 @@ func TestEncryptionAtRestOnStores(t *testing.T) {
 				t.Fatalf("opened job: args %s result %s, %v", o.Args, o.Result, err)
 			}
 		}
-		if j := final[plainJob.Job.ID]; string(j.Result) != "" || core.IsSealed(j.Args) {
+		if j := final[plainJob.Job.ID]; string(j.Result) != "" || contract.IsSealed(j.Args) {
 			t.Fatalf("plain job: args %s result %s", j.Args, j.Result)
 		}
 
 		// Discarded after its handler failed: error text sealed.
 		j := final[failJob.Job.ID]
 		assertSealedRow(t, j, "failed job")
-		if len(j.Errors) != 1 || !core.IsSealedText(j.Errors[0].Error) {
+		if len(j.Errors) != 1 || !contract.IsSealedText(j.Errors[0].Error) {
 			t.Fatalf("errors %+v", j.Errors)
 		}
 		if e, err := rotated.OpenAttemptError(j.Errors[0]); err != nil || e.Error != "declined card "+secretText {
@@ -288,7 +289,7 @@ func TestEncryptionLimitsApplyToPlaintext(t *testing.T) {
 	// 90 bytes of args seal to well over 100 bytes: accepted.
 	args := []byte(`{"s":"` + strings.Repeat("a", 82) + `"}`)
 	r, err := c.EnqueueRaw(context.Background(), "x", args, nil)
-	if err != nil || len(r.Job.Args) <= 100 || !core.IsSealed(r.Job.Args) {
+	if err != nil || len(r.Job.Args) <= 100 || !contract.IsSealed(r.Job.Args) {
 		t.Fatalf("enqueue: %v, stored %d bytes", err, len(r.Job.Args))
 	}
 	if _, err := c.EnqueueRaw(context.Background(), "x", []byte(`{"s":"`+strings.Repeat("a", 100)+`"}`), nil); !errors.Is(err, core.ErrInvalidJob) {
@@ -302,17 +303,17 @@ func TestEncryptionLimitsApplyToPlaintext(t *testing.T) {
 // txCompleterStore records transactional completions instead of applying
 // them, to show what CompleteTx hands the store.
 type txCompleterStore struct {
-	core.Store
-	got chan core.Outcome
+	contract.Store
+	got chan contract.Outcome
 }
 
-func (s *txCompleterStore) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+func (s *txCompleterStore) CompleteTx(ctx context.Context, tx any, o contract.Outcome) error {
 	s.got <- o
 	return nil
 }
 
 func TestEncryptionSealsTransactionalCompletionResult(t *testing.T) {
-	st := &txCompleterStore{Store: teststores.Memory(t), got: make(chan core.Outcome, 1)}
+	st := &txCompleterStore{Store: teststores.Memory(t), got: make(chan contract.Outcome, 1)}
 	h := core.NewHandlers()
 	h.HandleRaw("tx", func(ctx context.Context, j *core.Job) error {
 		if err := core.RecordRawResult(ctx, []byte(`"`+secretText+`"`)); err != nil {
@@ -330,7 +331,7 @@ func TestEncryptionSealsTransactionalCompletionResult(t *testing.T) {
 	}
 	select {
 	case o := <-st.got:
-		if bytes.Contains(o.Result, []byte(secretText)) || !core.IsSealed(o.Result) {
+		if bytes.Contains(o.Result, []byte(secretText)) || !contract.IsSealed(o.Result) {
 			t.Fatalf("CompleteTx result %s", o.Result)
 		}
 		if res, err := k.OpenResult("tx", o.Result); err != nil || string(res) != `"`+secretText+`"` {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -31,7 +32,7 @@ func TestKeyringSealOpenRoundTrip(t *testing.T) {
 	k := mustKeyring(t, "k1", map[string][]byte{"k1": testKey(1)})
 	plain := []byte(`{"card":"4111 1111 1111 1111","amount":42}`)
 	sealed := k.SealArgs("charge", plain)
-	if bytes.Contains(sealed, []byte("4111")) || !json.Valid(sealed) || !core.IsSealed(sealed) {
+	if bytes.Contains(sealed, []byte("4111")) || !json.Valid(sealed) || !contract.IsSealed(sealed) {
 		t.Fatalf("sealed args %s: want valid JSON without plaintext", sealed)
 	}
 	if kid, ok := core.SealedKeyID(sealed); !ok || kid != "k1" {
@@ -64,7 +65,7 @@ func TestKeyringSealOpenRoundTrip(t *testing.T) {
 
 	ae := core.AttemptError{Attempt: 2, Error: "card 4111 declined", Trace: "stack 4111", Cause: "x"}
 	sae := k.SealAttemptError(ae)
-	if strings.Contains(sae.Error+sae.Trace, "4111") || !core.IsSealedText(sae.Error) || !core.IsSealedText(sae.Trace) ||
+	if strings.Contains(sae.Error+sae.Trace, "4111") || !contract.IsSealedText(sae.Error) || !contract.IsSealedText(sae.Trace) ||
 		sae.Attempt != 2 || sae.Cause != "x" || !strings.HasPrefix(sae.Error, "backlog-enc:1:k1:") {
 		t.Fatalf("sealed attempt error %+v", sae)
 	}
@@ -141,7 +142,7 @@ func TestKeyringResealResultAndErrors(t *testing.T) {
 	if out, changed, err := rotated.ResealResult("pay", nil); out != nil || changed || err != nil {
 		t.Fatalf("ResealResult(nil) = %q, %v, %v; want nil, false, nil", out, changed, err)
 	}
-	if plain, changed, err := rotated.ResealResult("pay", []byte("plain")); err != nil || !changed || !core.IsSealed(plain) {
+	if plain, changed, err := rotated.ResealResult("pay", []byte("plain")); err != nil || !changed || !contract.IsSealed(plain) {
 		t.Fatalf("ResealResult of a plain result = %s, %v, %v; want it sealed", plain, changed, err)
 	}
 
@@ -243,11 +244,11 @@ func TestKeyringRejectsTamperingAndSwaps(t *testing.T) {
 			t.Errorf("%s: err = %v (want ErrDecrypt, ErrUnknownKey %v)", tc.name, err, tc.unknownKey)
 		}
 	}
-	if !core.IsSealed([]byte(`{"backlog_enc":1,"kid":"k1"}`)) {
+	if !contract.IsSealed([]byte(`{"backlog_enc":1,"kid":"k1"}`)) {
 		t.Error("a malformed envelope must count as sealed, never run as plain args")
 	}
 	for _, plain := range []string{`{}`, `[1,2]`, `"backlog_enc"`, `{"name":"backlog_enc is a word"}`, `null`} {
-		if core.IsSealed([]byte(plain)) {
+		if contract.IsSealed([]byte(plain)) {
 			t.Errorf("IsSealed(%s) = true", plain)
 		}
 	}
@@ -311,12 +312,12 @@ func TestKeyringOpenJob(t *testing.T) {
 	if err != nil || string(o.Args) != `{"to":"x"}` || string(o.Result) != `"sent"` || o.Errors[0].Error != "plain" || o.Errors[1].Error != "sealed" {
 		t.Fatalf("OpenJob = %+v, %v", o, err)
 	}
-	if !core.IsSealed(j.Args) || !core.IsSealedText(j.Errors[1].Error) {
+	if !contract.IsSealed(j.Args) || !contract.IsSealedText(j.Errors[1].Error) {
 		t.Fatal("OpenJob modified its input")
 	}
 	other := mustKeyring(t, "k2", map[string][]byte{"k2": testKey(2)})
 	o, err = other.OpenJob(j)
-	if !errors.Is(err, core.ErrUnknownKey) || !core.IsSealed(o.Args) || o.Errors[0].Error != "plain" {
+	if !errors.Is(err, core.ErrUnknownKey) || !contract.IsSealed(o.Args) || o.Errors[0].Error != "plain" {
 		t.Fatalf("OpenJob without the key = %+v, %v", o, err)
 	}
 }
@@ -405,12 +406,12 @@ func TestCheckSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, plain := range []string{`{}`, `{"a":"backlog_enc"}`, `{"a":{"backlog_enc":1}}`, `["backlog_enc"]`, `"backlog_enc"`, `null`} {
-		if sealed, err := core.CheckSealed([]byte(plain)); sealed || err != nil {
+		if sealed, err := contract.CheckSealed([]byte(plain)); sealed || err != nil {
 			t.Errorf("%s: sealed %v, %v; want plain", plain, sealed, err)
 		}
 	}
 	good := k.SealArgs("pay", []byte(`{"n":1}`))
-	if sealed, err := core.CheckSealed(good); !sealed || err != nil {
+	if sealed, err := contract.CheckSealed(good); !sealed || err != nil {
 		t.Errorf("%s: sealed %v, %v; want a well-formed envelope", good, sealed, err)
 	}
 	for _, bad := range []string{
@@ -422,11 +423,11 @@ func TestCheckSealed(t *testing.T) {
 		`{"backlog_enc":2,"kid":"k1","ct":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`,
 		`{"backlog_enc":1,"kid":"k1","ct":"AAAA","x":1}`,
 	} {
-		sealed, err := core.CheckSealed([]byte(bad))
-		if !sealed || !errors.Is(err, core.ErrMalformedEnvelope) {
+		sealed, err := contract.CheckSealed([]byte(bad))
+		if !sealed || !errors.Is(err, contract.ErrMalformedEnvelope) {
 			t.Errorf("%s: sealed %v, %v; want ErrMalformedEnvelope", bad, sealed, err)
 		}
-		if _, err := k.OpenArgs("pay", []byte(bad)); !errors.Is(err, core.ErrMalformedEnvelope) && !strings.Contains(bad, "AAAA\"}") {
+		if _, err := k.OpenArgs("pay", []byte(bad)); !errors.Is(err, contract.ErrMalformedEnvelope) && !strings.Contains(bad, "AAAA\"}") {
 			t.Errorf("%s: opened with %v; want ErrMalformedEnvelope", bad, err)
 		}
 	}

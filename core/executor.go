@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // execution is one attempt this node holds: from its claim until its
@@ -87,7 +89,7 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 	ctx := exec.ctx
 	st := &execState{job: job, workerID: c.cfg.WorkerID, maxResult: c.cfg.MaxResultBytes, store: c.store, clock: c.clock, client: c}
 	if enc := c.cfg.Encryption; enc != nil && enc.Results {
-		if tc, ok := c.store.(TxCompleter); ok {
+		if tc, ok := c.store.(contract.TxCompleter); ok {
 			st.store = sealingTxCompleter{Store: c.store, tc: tc, keys: enc.Keys, kind: job.Kind}
 		}
 	}
@@ -155,9 +157,9 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 		// Cancelled in the store while running: the row is already final,
 		// a finish would only fail its fence.
 		c.log.Info("backlog: running job was cancelled", "job_id", job.ID, "kind", job.Kind)
-		span.End(string(OutcomeCancel), err)
+		span.End(string(contract.OutcomeCancel), err)
 		return pendingOutcome{}, false, err
-	case errors.Is(cause, errLeaseUnrenewed) && !(ran && Classify(ctx, err).Kind != OutcomeRetry):
+	case errors.Is(cause, errLeaseUnrenewed) && !(ran && Classify(ctx, err).Kind != contract.OutcomeRetry):
 		// The store was out of reach for most of the lease: the handler
 		// was stopped before the lease could run out, and the job is
 		// handed back without using an attempt (fenced: if it was
@@ -171,7 +173,7 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 		now := c.clock.Now()
 		po := pendingOutcome{job: job, exec: exec, dur: dur, ev: EventJobSnoozed, cause: CauseLeaseUnrenewed,
 			o: HandBack(job, CauseLeaseUnrenewed, now)}
-		span.End(string(OutcomeSnooze), nil)
+		span.End(string(contract.OutcomeSnooze), nil)
 		return po, true, err
 	case errors.Is(cause, ErrLeaseLost) && !errors.Is(cause, errLeaseUnrenewed):
 		// The heartbeat found the job no longer ours (rescued, deleted,
@@ -204,12 +206,12 @@ func (c *Client) decide(ctx context.Context, job *Job, err error, st *execState)
 	quiet, committed, result := st.completedTx, st.committedTx, st.result
 	st.mu.Unlock()
 	v := Classify(ctx, err)
-	if v.Kind == OutcomeComplete {
+	if v.Kind == contract.OutcomeComplete {
 		v.Result = result
 	}
 	d := Decide(job, v, c.decidePolicy(job.Kind, c.clock.Now()))
 	d.Outcome.WorkerID = c.cfg.WorkerID
-	return pendingOutcome{job: job, o: d.Outcome, ev: d.Event, reason: d.Reason, err: d.Err, quiet: quiet, committed: committed && (d.Outcome.Kind == OutcomeComplete || d.Outcome.Kind == OutcomeContinue)}
+	return pendingOutcome{job: job, o: d.Outcome, ev: d.Event, reason: d.Reason, err: d.Err, quiet: quiet, committed: committed && (d.Outcome.Kind == contract.OutcomeComplete || d.Outcome.Kind == contract.OutcomeContinue)}
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
@@ -217,13 +219,13 @@ func sortStrings(s []string) { slices.Sort(s) }
 // sealingTxCompleter seals the result of a transactional completion
 // (CompleteTx) before the store writes it.
 type sealingTxCompleter struct {
-	Store
-	tc   TxCompleter
+	contract.Store
+	tc   contract.TxCompleter
 	keys *Keyring
 	kind string // the job's kind
 }
 
-func (s sealingTxCompleter) CompleteTx(ctx context.Context, tx any, o Outcome) error {
+func (s sealingTxCompleter) CompleteTx(ctx context.Context, tx any, o contract.Outcome) error {
 	o.Result = s.keys.SealResult(s.kind, o.Result)
 	return s.tc.CompleteTx(ctx, tx, o)
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // HandlerFunc runs one attempt of a job. Its returned error decides the
@@ -176,7 +178,7 @@ type execState struct {
 	result      []byte
 	completedTx bool
 	committedTx bool // HandleTx committed the attempt's outcome with its transaction
-	store       Store
+	store       contract.Store
 	clock       Clock
 	client      *Client // decides the outcome HandleTx writes in its transaction
 }
@@ -220,7 +222,7 @@ func RecordRawResult(ctx context.Context, b []byte) error {
 // transaction on the same database, so the handler's own writes and the
 // completion commit together or not at all (transactional completion). Call
 // it last in the transaction, commit, then return nil. It returns
-// ErrUnsupported when the store lacks core.TxCompleter or does not accept
+// ErrUnsupported when the store lacks contract.TxCompleter or does not accept
 // tx's type, and ErrLeaseLost when this attempt no longer holds the job (then
 // roll back).
 func CompleteTx(ctx context.Context, tx any) error {
@@ -228,16 +230,16 @@ func CompleteTx(ctx context.Context, tx any) error {
 	if s == nil {
 		return fmt.Errorf("backlog: CompleteTx called outside a job handler")
 	}
-	tc, ok := s.store.(TxCompleter)
+	tc, ok := s.store.(contract.TxCompleter)
 	if !ok {
 		return fmt.Errorf("%w: transactional completion", ErrUnsupported)
 	}
 	s.mu.Lock()
 	res := s.result
 	s.mu.Unlock()
-	err := tc.CompleteTx(ctx, tx, Outcome{
+	err := tc.CompleteTx(ctx, tx, contract.Outcome{
 		JobID: s.job.ID, WorkerID: s.workerID, ClaimSeq: s.job.ClaimSeq, Attempt: s.job.Attempt,
-		Kind: OutcomeComplete, At: s.clock.Now(), Result: res,
+		Kind: contract.OutcomeComplete, At: s.clock.Now(), Result: res,
 	})
 	if err == nil {
 		s.mu.Lock()

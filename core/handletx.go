@@ -5,30 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-)
 
-// TxRunner is the capability to run a function inside one transaction on
-// the store's own database: RunTx begins a transaction with the database's
-// default isolation level, calls fn with it (tx is the type the store's
-// TxInserter and TxCompleter accept: pgx.Tx for store/postgres, *sql.Tx
-// for store/sqlite and store/mysql), commits when fn returns nil and rolls
-// back otherwise, returning fn's error unchanged (a panic in fn rolls back
-// and panics again). An error from Begin or Commit is returned as is; a
-// commit whose answer was lost may have applied. RunTx retries nothing:
-// fn may have effects outside the database. It returns ErrClosed once the
-// store is closed. ctx bounds the whole transaction: when it ends, the
-// database statements fail and the transaction rolls back.
-//
-// A store that implements TxRunner must also implement TxCompleter and
-// accept in CompleteTx (and TxInserter's InsertTx, when it has it) the
-// transactions RunTx opens, and in CompleteTx every outcome HandleTx
-// writes: OutcomeComplete, with or without Delete, and OutcomeContinue.
-// Stores without it (the memory store) make NewClient refuse a client
-// with HandleTx kinds, with an error wrapping ErrUnsupported. The
-// storetest rules tx/run-* check it.
-type TxRunner interface {
-	RunTx(ctx context.Context, fn func(tx any) error) error
-}
+	"github.com/backlogq/backlog/core/contract"
+)
 
 // TxHandlerFunc runs one attempt of a job of kind T inside tx, the
 // transaction HandleTx opened on the store's database (pgx.Tx for
@@ -41,7 +20,7 @@ type TxHandlerFunc[T Args] func(ctx context.Context, tx any, job *TypedJob[T]) e
 
 // HandleTx registers fn for T's kind as a transactional handler: for each
 // attempt the engine begins a transaction on the store's own database
-// (core.TxRunner), calls fn with it and, when fn returns nil or a
+// (contract.TxRunner), calls fn with it and, when fn returns nil or a
 // Continue, writes the job's outcome (its completion with the result that
 // RecordResult recorded, its deletion when completed jobs are not kept, or
 // its Continue to the next step) in the same transaction, fenced by the
@@ -96,15 +75,15 @@ func HandleTx[T Args](h *Handlers, fn TxHandlerFunc[T], opts ...KindOption) {
 
 // errNoTxStore is the error of a transactional handler on a store that
 // cannot run it.
-var errNoTxStore = fmt.Errorf("%w: transactional handlers (HandleTx) need a store with core.TxRunner and core.TxCompleter (PostgreSQL, MySQL/MariaDB, SQLite; not the memory store)", ErrUnsupported)
+var errNoTxStore = fmt.Errorf("%w: transactional handlers (HandleTx) need a store with contract.TxRunner and contract.TxCompleter (PostgreSQL, MySQL/MariaDB, SQLite; not the memory store)", ErrUnsupported)
 
 // txStore returns s's TxRunner and TxCompleter, or errNoTxStore.
-func txStore(s Store) (TxRunner, TxCompleter, error) {
+func txStore(s contract.Store) (contract.TxRunner, contract.TxCompleter, error) {
 	if sc, ok := s.(sealingTxCompleter); ok {
 		s = sc.Store
 	}
-	tr, ok1 := s.(TxRunner)
-	tc, ok2 := s.(TxCompleter)
+	tr, ok1 := s.(contract.TxRunner)
+	tc, ok2 := s.(contract.TxCompleter)
 	if !ok1 || !ok2 {
 		return nil, nil, errNoTxStore
 	}
@@ -113,7 +92,7 @@ func txStore(s Store) (TxRunner, TxCompleter, error) {
 
 // checkTxHandlers refuses transactional handlers on a store without the
 // capability; NewClient calls it.
-func checkTxHandlers(s Store, h *Handlers) error {
+func checkTxHandlers(s contract.Store, h *Handlers) error {
 	if h == nil {
 		return nil
 	}
@@ -144,11 +123,11 @@ func runTx(ctx context.Context, fn func(ctx context.Context, tx any) error) erro
 	var herr error
 	err = tr.RunTx(ctx, func(tx any) error {
 		herr = CallSafely(func() error { return fn(ctx, tx) })
-		if k := Classify(ctx, herr).Kind; k != OutcomeComplete && k != OutcomeContinue {
+		if k := Classify(ctx, herr).Kind; k != contract.OutcomeComplete && k != contract.OutcomeContinue {
 			return herr
 		}
 		po := st.client.decide(ctx, st.job, herr, st)
-		if po.o.Kind != OutcomeComplete && po.o.Kind != OutcomeContinue {
+		if po.o.Kind != contract.OutcomeComplete && po.o.Kind != contract.OutcomeContinue {
 			return herr // an invalid Continue: the engine decides it again
 		}
 		st.client.cfg.Encryption.SealOutcome(&po.o, st.job.Kind)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/store/sqlite"
 )
@@ -21,14 +22,14 @@ type txArgs struct{}
 func (txArgs) Kind() string { return "tx_effect" }
 
 // TestHandleTxNeedsTxRunner: a client with a HandleTx kind on a store
-// without core.TxRunner (the memory store) is refused with an error
+// without contract.TxRunner (the memory store) is refused with an error
 // wrapping ErrUnsupported that names the kind.
 func TestHandleTxNeedsTxRunner(t *testing.T) {
 	h := core.NewHandlers()
 	core.HandleTx(h, func(context.Context, any, *core.TypedJob[txArgs]) error { return nil })
 	_, err := core.NewClient(memory.New(), core.Config{Handlers: h})
 	if !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), `"tx_effect"`) || !strings.Contains(err.Error(), "TxRunner") {
-		t.Fatalf("NewClient with a HandleTx kind on the memory store returned %v; want an error wrapping ErrUnsupported naming the kind and core.TxRunner", err)
+		t.Fatalf("NewClient with a HandleTx kind on the memory store returned %v; want an error wrapping ErrUnsupported naming the kind and contract.TxRunner", err)
 	}
 }
 
@@ -133,13 +134,13 @@ func TestHandleTxReportsItsOutcome(t *testing.T) {
 // calls fn with a nil transaction, and CompleteTx records what the
 // engine writes in it instead of applying it.
 type txRunnerStore struct {
-	core.Store
-	got chan core.Outcome
+	contract.Store
+	got chan contract.Outcome
 }
 
 func (s *txRunnerStore) RunTx(ctx context.Context, fn func(tx any) error) error { return fn(nil) }
 
-func (s *txRunnerStore) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+func (s *txRunnerStore) CompleteTx(ctx context.Context, tx any, o contract.Outcome) error {
 	s.got <- o
 	return nil
 }
@@ -148,7 +149,7 @@ func (s *txRunnerStore) CompleteTx(ctx context.Context, tx any, o core.Outcome) 
 // result a HandleTx handler records is sealed in the outcome written in
 // its transaction, once (it opens to what the handler recorded).
 func TestHandleTxSealsResult(t *testing.T) {
-	st := &txRunnerStore{Store: memory.New(), got: make(chan core.Outcome, 1)}
+	st := &txRunnerStore{Store: memory.New(), got: make(chan contract.Outcome, 1)}
 	h := core.NewHandlers()
 	core.HandleTx(h, func(ctx context.Context, tx any, j *core.TypedJob[txArgs]) error {
 		return core.RecordRawResult(ctx, []byte(`"`+secretText+`"`))
@@ -163,7 +164,7 @@ func TestHandleTxSealsResult(t *testing.T) {
 	}
 	select {
 	case o := <-st.got:
-		if o.Kind != core.OutcomeComplete || bytes.Contains(o.Result, []byte(secretText)) || !core.IsSealed(o.Result) {
+		if o.Kind != contract.OutcomeComplete || bytes.Contains(o.Result, []byte(secretText)) || !contract.IsSealed(o.Result) {
 			t.Fatalf("outcome written in the transaction: kind %s, result %s; want a completion with a sealed result", o.Kind, o.Result)
 		}
 		if res, err := k.OpenResult(txArgs{}.Kind(), o.Result); err != nil || string(res) != `"`+secretText+`"` {

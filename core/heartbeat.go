@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // heartbeatLoop re-registers the worker and renews the leases of the jobs
@@ -35,9 +37,9 @@ func (c *Client) heartbeat(ctx context.Context) bool {
 	defer cancel()
 	err := c.store.RegisterWorker(cctx, c.workerInfo())
 	held := c.held()
-	leases := make([]Lease, len(held))
+	leases := make([]contract.Lease, len(held))
 	for i, e := range held {
-		leases[i] = Lease{JobID: e.job.ID, ClaimSeq: e.job.ClaimSeq}
+		leases[i] = contract.Lease{JobID: e.job.ID, ClaimSeq: e.job.ClaimSeq}
 	}
 	until := now.Add(c.cfg.LeaseDuration)
 	n := 0
@@ -149,7 +151,7 @@ func (c *Client) handBackOrphans(ctx context.Context) {
 		return
 	}
 	now := c.clock.Now()
-	var outs []Outcome
+	var outs []contract.Outcome
 	var orphans []*Job
 	c.mu.Lock()
 	for _, j := range jobs {
@@ -181,20 +183,20 @@ func (c *Client) handBackOrphans(ctx context.Context) {
 
 // listenLoop turns store notifications into wake-ups and local
 // cancellations, reconnecting after failures (FollowNotifications).
-func (c *Client) listenLoop(ctx context.Context, n Notifier) {
+func (c *Client) listenLoop(ctx context.Context, n contract.Notifier) {
 	wakeAll := func() {
 		// Notifications may have been missed: wake everyone.
 		for _, p := range c.producers {
 			p.wake()
 		}
 	}
-	err := FollowNotifications(ctx, n, c.log, "backlog: ", c.cfg.PollInterval, func(note Notification) {
+	err := FollowNotifications(ctx, n, c.log, "backlog: ", c.cfg.PollInterval, func(note contract.Notification) {
 		switch note.Kind {
-		case NotifyInsert, NotifyResume:
+		case contract.NotifyInsert, contract.NotifyResume:
 			if p := c.producers[note.Queue]; p != nil {
 				p.wake()
 			}
-		case NotifyCancel:
+		case contract.NotifyCancel:
 			c.cancelNotified(ctx, note.JobID)
 		}
 	}, wakeAll)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // HistoryRetention is how long queue history is kept: every maintenance
@@ -52,7 +54,7 @@ type historyCounts struct{ completed, failed int64 }
 // queue and minute, and when it last sampled the gauges. It is safe for
 // concurrent use.
 type history struct {
-	st     QueueHistory
+	st     contract.QueueHistory
 	queues []string // the queues this node works: sampled even when empty
 
 	mu      sync.Mutex
@@ -72,7 +74,7 @@ type history struct {
 	gauged   map[string]bool
 }
 
-func newHistory(st QueueHistory, queues []string) *history {
+func newHistory(st contract.QueueHistory, queues []string) *history {
 	return &history{st: st, queues: queues, pending: map[historyKey]historyCounts{}, seen: map[string]bool{}, gauged: map[string]bool{}}
 }
 
@@ -94,7 +96,7 @@ func (h *history) observe(e Event, now time.Time) {
 	if at.IsZero() {
 		at = now
 	}
-	k := historyKey{queue, HistoryMinute(at).Unix()}
+	k := historyKey{queue, contract.HistoryMinute(at).Unix()}
 	h.mu.Lock()
 	c := h.pending[k]
 	if failed {
@@ -152,7 +154,7 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 	h.write.Lock()
 	defer h.write.Unlock()
 	counts, seen := h.take(gauge)
-	var samples []QueueSample
+	var samples []contract.QueueSample
 	for _, k := range slices.SortedFunc(maps.Keys(counts), func(a, b historyKey) int {
 		if a.queue != b.queue {
 			if a.queue < b.queue {
@@ -163,11 +165,11 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 		return int(a.minute - b.minute)
 	}) {
 		c := counts[k]
-		samples = append(samples, QueueSample{Queue: k.queue, At: time.Unix(k.minute, 0).UTC(), Completed: c.completed, Failed: c.failed})
+		samples = append(samples, contract.QueueSample{Queue: k.queue, At: time.Unix(k.minute, 0).UTC(), Completed: c.completed, Failed: c.failed})
 	}
 	var (
 		gauged map[string]bool
-		due    []QueueDue
+		due    []contract.QueueDue
 		dueErr error
 	)
 	if gauge {
@@ -183,14 +185,14 @@ func (h *history) record(ctx context.Context, now time.Time, gauge bool) (string
 		sampled := map[string]bool{}
 		for _, d := range due {
 			age := max(now.Sub(d.OldestRunAt), 0)
-			samples = append(samples, QueueSample{Queue: d.Queue, At: now, Gauge: true, Depth: d.Count, OldestAge: age})
+			samples = append(samples, contract.QueueSample{Queue: d.Queue, At: now, Gauge: true, Depth: d.Count, OldestAge: age})
 			sampled[d.Queue] = true
 			gauged[d.Queue] = d.Count > 0
 		}
 		zero := func(q string) {
 			if !sampled[q] {
 				sampled[q] = true
-				samples = append(samples, QueueSample{Queue: q, At: now, Gauge: true})
+				samples = append(samples, contract.QueueSample{Queue: q, At: now, Gauge: true})
 			}
 		}
 		for _, q := range h.queues {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -19,14 +21,14 @@ type flakyHistory struct {
 	calls         atomic.Int32
 }
 
-func (f *flakyHistory) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, error) {
+func (f *flakyHistory) DueJobs(ctx context.Context, now time.Time) ([]contract.QueueDue, error) {
 	if f.failDue.Load() {
 		return nil, errors.New("due jobs unreadable")
 	}
 	return f.Store.DueJobs(ctx, now)
 }
 
-func (f *flakyHistory) AddQueueHistory(ctx context.Context, samples []core.QueueSample) error {
+func (f *flakyHistory) AddQueueHistory(ctx context.Context, samples []contract.QueueSample) error {
 	f.calls.Add(1)
 	if f.fail.Load() {
 		return errors.New("history write refused")
@@ -36,7 +38,7 @@ func (f *flakyHistory) AddQueueHistory(ctx context.Context, samples []core.Queue
 
 // historyNode starts a client working queue "hist" on st whose
 // maintenance runs only when the test calls Maintain.
-func historyNode(t *testing.T, st core.Store, id string) *core.Client {
+func historyNode(t *testing.T, st contract.Store, id string) *core.Client {
 	t.Helper()
 	h := core.NewHandlers()
 	h.HandleRaw("ok", func(context.Context, *core.Job) error { return nil })
@@ -60,7 +62,7 @@ func historyNode(t *testing.T, st core.Store, id string) *core.Client {
 }
 
 // sumHistory adds up the buckets of queue in the last hour.
-func sumHistory(t *testing.T, h core.QueueHistory, queue string) (completed, failed int64, buckets []core.QueueBucket) {
+func sumHistory(t *testing.T, h contract.QueueHistory, queue string) (completed, failed int64, buckets []contract.QueueBucket) {
 	t.Helper()
 	bs, err := h.QueueHistory(context.Background(), queue, time.Now().Add(-time.Hour))
 	if err != nil {
@@ -229,7 +231,7 @@ func TestFailedAttempt(t *testing.T) {
 // TestMergeQueueSamples pins the merge stores rely on.
 func TestMergeQueueSamples(t *testing.T) {
 	m := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
-	got := core.MergeQueueSamples([]core.QueueSample{
+	got := storekit.MergeQueueSamples([]contract.QueueSample{
 		{Queue: "b", At: m.Add(10 * time.Second), Completed: 1},
 		{Queue: "a", At: m.Add(70 * time.Second), Failed: 2},
 		{Queue: "b", At: m.Add(40 * time.Second), Gauge: true, Depth: 4},

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // workerClient builds a client that runs a handler for greetArgs' kind.
-func workerClient(t *testing.T, mod func(*core.Config)) (*core.Client, core.Store) {
+func workerClient(t *testing.T, mod func(*core.Config)) (*core.Client, contract.Store) {
 	t.Helper()
 	h := core.NewHandlers()
 	core.Handle(h, func(context.Context, *core.TypedJob[greetArgs]) error { return nil })
@@ -25,7 +26,7 @@ type otherArgs struct{}
 
 func (otherArgs) Kind() string { return "other" }
 
-func countJobs(t *testing.T, st core.Store) int {
+func countJobs(t *testing.T, st contract.Store) int {
 	t.Helper()
 	js, err := st.List(context.Background(), core.ListParams{Limit: 1000})
 	if err != nil {

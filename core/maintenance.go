@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Maintenance batch sizes: each store call touches at most this many rows,
@@ -87,7 +89,7 @@ func (c *Client) Maintain(ctx context.Context) {
 			return n, err
 		})
 	}
-	if v, ok := c.store.(Vacuumer); ok {
+	if v, ok := c.store.(contract.Vacuumer); ok {
 		began := time.Now()
 		n, err := v.Vacuum(ctx)
 		if !c.maintErr(ctx, "vacuum", err) && n > 0 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // FollowNotifications listens to n until ctx ends: it calls onNote for
@@ -21,8 +23,8 @@ import (
 //
 // The engine's nodes and the HTTP API's long-polls both follow a store's
 // notifications this way.
-func FollowNotifications(ctx context.Context, n Notifier, log *slog.Logger, prefix string, maxDelay time.Duration,
-	onNote func(Notification), onGap func()) error {
+func FollowNotifications(ctx context.Context, n contract.Notifier, log *slog.Logger, prefix string, maxDelay time.Duration,
+	onNote func(contract.Notification), onGap func()) error {
 	failures := 0
 	var failedSince time.Time
 	for ctx.Err() == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/store/memory"
 )
@@ -21,7 +22,7 @@ type cutNotifier struct {
 	tries atomic.Int32
 }
 
-func (n *cutNotifier) Listen(ctx context.Context) (<-chan core.Notification, error) {
+func (n *cutNotifier) Listen(ctx context.Context) (<-chan contract.Notification, error) {
 	n.tries.Add(1)
 	if n.down.Load() {
 		return nil, errCut
@@ -41,10 +42,10 @@ func TestListenerOutageLoggedOnce(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	notes := make(chan core.Notification, 16)
+	notes := make(chan contract.Notification, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- core.FollowNotifications(ctx, n, log, "test: ", time.Second, func(note core.Notification) { notes <- note }, func() {})
+		done <- core.FollowNotifications(ctx, n, log, "test: ", time.Second, func(note contract.Notification) { notes <- note }, func() {})
 	}()
 	for n.tries.Load() < 5 {
 		time.Sleep(10 * time.Millisecond)
@@ -66,7 +67,7 @@ func TestListenerOutageLoggedOnce(t *testing.T) {
 	}
 	select {
 	case note := <-notes:
-		if note.Kind != core.NotifyInsert {
+		if note.Kind != contract.NotifyInsert {
 			t.Fatalf("notification %+v; want an insert", note)
 		}
 	case <-time.After(5 * time.Second):
@@ -90,11 +91,11 @@ func mustInsert(t *testing.T, kind string, now time.Time) core.InsertParams {
 // handNotifier is a memory store whose notifications the test sends.
 type handNotifier struct {
 	*memory.Store
-	ch chan core.Notification
+	ch chan contract.Notification
 }
 
-func (n *handNotifier) Listen(ctx context.Context) (<-chan core.Notification, error) {
-	out := make(chan core.Notification)
+func (n *handNotifier) Listen(ctx context.Context) (<-chan contract.Notification, error) {
+	out := make(chan contract.Notification)
 	go func() {
 		defer close(out) // when ctx ends, as the contract asks
 		for {
@@ -120,7 +121,7 @@ func (n *handNotifier) Listen(ctx context.Context) (<-chan core.Notification, er
 // a cancel the store holds stops the handler.
 func TestStaleCancelNotificationDoesNotStopANewExecution(t *testing.T) {
 	for _, cancelled := range []bool{false, true} {
-		st := &handNotifier{Store: memory.New(), ch: make(chan core.Notification, 4)}
+		st := &handNotifier{Store: memory.New(), ch: make(chan contract.Notification, 4)}
 		release := make(chan struct{})
 		var stopped atomic.Int32
 		c := leaseClient(t, st, func(ctx context.Context, j *core.Job) error {
@@ -143,7 +144,7 @@ func TestStaleCancelNotificationDoesNotStopANewExecution(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		st.ch <- core.Notification{Kind: core.NotifyCancel, JobID: r.Job.ID}
+		st.ch <- contract.Notification{Kind: contract.NotifyCancel, JobID: r.Job.ID}
 		deadline := time.Now().Add(500 * time.Millisecond)
 		for stopped.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/store/memory"
 )
@@ -17,7 +18,7 @@ import (
 // cutStore is a real store behind a switch: while down, every call fails as
 // a call to an unreachable database would, and nothing reaches the store.
 type cutStore struct {
-	core.Store
+	contract.Store
 	down atomic.Bool
 }
 
@@ -37,35 +38,35 @@ func (s *cutStore) Insert(ctx context.Context, now time.Time, jobs []core.Insert
 	return s.Store.Insert(ctx, now, jobs)
 }
 
-func (s *cutStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *cutStore) Claim(ctx context.Context, p contract.ClaimParams) ([]*core.Job, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
 	return s.Store.Claim(ctx, p)
 }
 
-func (s *cutStore) Finish(ctx context.Context, o []core.Outcome) ([]core.FinishResult, error) {
+func (s *cutStore) Finish(ctx context.Context, o []contract.Outcome) ([]contract.FinishResult, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
 	return s.Store.Finish(ctx, o)
 }
 
-func (s *cutStore) ExtendLeases(ctx context.Context, w string, l []core.Lease, until time.Time) (int, error) {
+func (s *cutStore) ExtendLeases(ctx context.Context, w string, l []contract.Lease, until time.Time) (int, error) {
 	if err := s.err(); err != nil {
 		return 0, err
 	}
 	return s.Store.ExtendLeases(ctx, w, l, until)
 }
 
-func (s *cutStore) Rescue(ctx context.Context, now time.Time, limit int, d core.RescueFunc) ([]*core.Job, error) {
+func (s *cutStore) Rescue(ctx context.Context, now time.Time, limit int, d contract.RescueFunc) ([]*core.Job, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
 	return s.Store.Rescue(ctx, now, limit, d)
 }
 
-func (s *cutStore) RescueWorkers(ctx context.Context, hb, now time.Time, limit int, d core.RescueFunc) ([]*core.Job, error) {
+func (s *cutStore) RescueWorkers(ctx context.Context, hb, now time.Time, limit int, d contract.RescueFunc) ([]*core.Job, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func (s *cutStore) List(ctx context.Context, p core.ListParams) ([]*core.Job, er
 
 // leaseClient starts a client over st with short leases (400 ms, renewed
 // every 100 ms) running handler fn for kind "k".
-func leaseClient(t *testing.T, st core.Store, fn core.HandlerFunc, mod func(*core.Config)) *core.Client {
+func leaseClient(t *testing.T, st contract.Store, fn core.HandlerFunc, mod func(*core.Config)) *core.Client {
 	t.Helper()
 	h := core.NewHandlers()
 	h.HandleRaw("k", fn)
@@ -148,7 +149,7 @@ func TestHeartbeatHandsBackClaimWhoseReplyWasLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.Claim(ctx, core.ClaimParams{Queue: "elsewhere", WorkerID: c.WorkerID(), Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)})
+	got, err := st.Claim(ctx, contract.ClaimParams{Queue: "elsewhere", WorkerID: c.WorkerID(), Limit: 1, Now: now, LeaseUntil: now.Add(time.Hour)})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v %v", got, err)
 	}
@@ -315,31 +316,31 @@ func (s *cutStore) RemoveDeadWorkers(ctx context.Context, before time.Time) (int
 // fail as well while the store is down.
 type cutHistoryStore struct {
 	*cutStore
-	h core.QueueHistory
+	h contract.QueueHistory
 }
 
-func (s cutHistoryStore) AddQueueHistory(ctx context.Context, samples []core.QueueSample) error {
+func (s cutHistoryStore) AddQueueHistory(ctx context.Context, samples []contract.QueueSample) error {
 	if err := s.err(); err != nil {
 		return err
 	}
 	return s.h.AddQueueHistory(ctx, samples)
 }
 
-func (s cutHistoryStore) QueueHistory(ctx context.Context, queue string, since time.Time) ([]core.QueueBucket, error) {
+func (s cutHistoryStore) QueueHistory(ctx context.Context, queue string, since time.Time) ([]contract.QueueBucket, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
 	return s.h.QueueHistory(ctx, queue, since)
 }
 
-func (s cutHistoryStore) QueueTotals(ctx context.Context) ([]core.QueueTotals, error) {
+func (s cutHistoryStore) QueueTotals(ctx context.Context) ([]contract.QueueTotals, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
 	return s.h.QueueTotals(ctx)
 }
 
-func (s cutHistoryStore) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, error) {
+func (s cutHistoryStore) DueJobs(ctx context.Context, now time.Time) ([]contract.QueueDue, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // A handler steers its job by the error it returns:
@@ -72,8 +74,8 @@ func (e *ContinueError) Error() string { return "continue as " + e.Kind }
 // zero (now) or within [MinTime, MaxTime].
 func (e *ContinueError) invalidReason(maxArgs int) string {
 	switch {
-	case e.Kind == "" || len(e.Kind) > MaxKindLen || !utf8.ValidString(e.Kind):
-		return fmt.Sprintf("kind %q must be 1..%d bytes of UTF-8", e.Kind, MaxKindLen)
+	case e.Kind == "" || len(e.Kind) > contract.MaxKindLen || !utf8.ValidString(e.Kind):
+		return fmt.Sprintf("kind %q must be 1..%d bytes of UTF-8", e.Kind, contract.MaxKindLen)
 	case maxArgs > 0 && len(e.Args) > maxArgs:
 		return fmt.Sprintf("args are %d bytes, over the limit of %d", len(e.Args), maxArgs)
 	case !json.Valid(e.Args):

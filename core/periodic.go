@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	cron "github.com/netresearch/go-cron"
 )
 
@@ -188,7 +190,7 @@ func (s schedule) period(t time.Time) time.Duration {
 // at most MaxUniqueFor. Nodes look back half of it for missed
 // occurrences, so no occurrence they may enqueue has a freed key.
 func PeriodicHold(period time.Duration) time.Duration {
-	return min(max(2*period, time.Hour), MaxUniqueFor)
+	return min(max(2*period, time.Hour), contract.MaxUniqueFor)
 }
 
 // occurrences returns the instants a node enqueues at now: those in
@@ -266,7 +268,7 @@ func validatePeriodic(jobs []PeriodicJob, lim limits) ([]*periodicEntry, error) 
 			return nil, fmt.Errorf("backlog: periodic job %q: missed policy %q is not skip, once or each", pj.Name, pj.Missed)
 		}
 		e := &periodicEntry{job: pj, sched: sch}
-		now := UTC(time.Now())
+		now := contract.UTC(time.Now())
 		if _, err := e.params(now, now, lim); err != nil {
 			return nil, fmt.Errorf("backlog: periodic job %q: %w", pj.Name, err)
 		}
@@ -365,15 +367,15 @@ func (c *Client) periodicEntry(name string) (*periodicEntry, error) {
 }
 
 // mutableSettings returns the store's MutableSettings, or ErrUnsupported.
-func (c *Client) mutableSettings() (MutableSettings, error) {
-	ms, ok := c.store.(MutableSettings)
+func (c *Client) mutableSettings() (contract.MutableSettings, error) {
+	ms, ok := c.store.(contract.MutableSettings)
 	if !ok {
 		return nil, fmt.Errorf("%w: the store keeps no mutable settings (MutableSettings)", ErrUnsupported)
 	}
 	return ms, nil
 }
 
-func (c *Client) periodicState(ctx context.Context, ms MutableSettings, name string) (periodicState, error) {
+func (c *Client) periodicState(ctx context.Context, ms contract.MutableSettings, name string) (periodicState, error) {
 	var st periodicState
 	err := readJSONSetting(ctx, ms, periodicStateKey(name), &st)
 	return st, err
@@ -381,7 +383,7 @@ func (c *Client) periodicState(ctx context.Context, ms MutableSettings, name str
 
 // readJSONSetting decodes the JSON value stored under key into v,
 // leaving v as it is when there is none.
-func readJSONSetting(ctx context.Context, ms MutableSettings, key string, v any) error {
+func readJSONSetting(ctx context.Context, ms contract.MutableSettings, key string, v any) error {
 	b, err := ms.Setting(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -396,16 +398,16 @@ func readJSONSetting(ctx context.Context, ms MutableSettings, key string, v any)
 }
 
 // periodicRunRecord reads the latest recorded run of name (zero when none).
-func (c *Client) periodicRunRecord(ctx context.Context, ms MutableSettings, name string) (periodicRun, error) {
+func (c *Client) periodicRunRecord(ctx context.Context, ms contract.MutableSettings, name string) (periodicRun, error) {
 	var r periodicRun
 	if err := readJSONSetting(ctx, ms, periodicRunKey(name), &r); err != nil {
 		return periodicRun{}, err
 	}
-	r.At = UTC(r.At)
+	r.At = contract.UTC(r.At)
 	return r, nil
 }
 
-func (c *Client) lastPeriodicRun(ctx context.Context, ms MutableSettings, name string) (time.Time, error) {
+func (c *Client) lastPeriodicRun(ctx context.Context, ms contract.MutableSettings, name string) (time.Time, error) {
 	r, err := c.periodicRunRecord(ctx, ms, name)
 	return r.At, err
 }
@@ -421,7 +423,7 @@ func maxTime(a, b time.Time) time.Time {
 // their stored state (paused, last run) when the store keeps it.
 func (c *Client) PeriodicJobs(ctx context.Context) ([]PeriodicStatus, error) {
 	now := c.clock.Now()
-	ms, _ := c.store.(MutableSettings)
+	ms, _ := c.store.(contract.MutableSettings)
 	out := make([]PeriodicStatus, 0, len(c.periodic))
 	for _, e := range c.periodic {
 		s := PeriodicStatus{
@@ -510,7 +512,7 @@ func (c *Client) RunPeriodicNow(ctx context.Context, name string) (InsertResult,
 // it at every occurrence; tests and tools may call it directly.
 func (c *Client) EnqueuePeriodic(ctx context.Context) (int, error) {
 	now := c.clock.Now()
-	ms, _ := c.store.(MutableSettings)
+	ms, _ := c.store.(contract.MutableSettings)
 	created := 0
 	var errs []error
 	for _, e := range c.periodic {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 func mustSchedule(t *testing.T, s string) schedule {
@@ -124,7 +126,7 @@ func TestPeriodicHold(t *testing.T) {
 	for period, want := range map[time.Duration]time.Duration{
 		time.Second:          time.Hour,
 		2 * time.Hour:        4 * time.Hour,
-		400 * 24 * time.Hour: MaxUniqueFor,
+		400 * 24 * time.Hour: contract.MaxUniqueFor,
 	} {
 		if got := PeriodicHold(period); got != want {
 			t.Errorf("PeriodicHold(%s) = %s, want %s", period, got, want)

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
 // periodicClient is a client over st with one periodic job and a manual
 // clock; it is never started: the test drives EnqueuePeriodic.
-func periodicClient(t *testing.T, st core.Store, clock core.Clock, pj core.PeriodicJob) *core.Client {
+func periodicClient(t *testing.T, st contract.Store, clock core.Clock, pj core.PeriodicJob) *core.Client {
 	t.Helper()
 	c, err := core.NewClient(st, core.Config{
 		Logger: quietLogger(), Clock: clock, MaintenanceInterval: -1, Periodic: []core.PeriodicJob{pj},
@@ -66,13 +67,13 @@ func TestPeriodicOneJobPerOccurrence(t *testing.T) {
 	// Complete every job with a completed retention of zero (the row is
 	// deleted): the holds stay, nothing is enqueued again.
 	now := clock.Now()
-	claimed, err := st.Claim(ctx, core.ClaimParams{Queue: core.DefaultQueue, WorkerID: "w", Limit: 1000, Now: now, LeaseUntil: now.Add(time.Minute)})
+	claimed, err := st.Claim(ctx, contract.ClaimParams{Queue: core.DefaultQueue, WorkerID: "w", Limit: 1000, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(claimed) != len(jobs) {
 		t.Fatalf("claimed %d of %d: %v", len(claimed), len(jobs), err)
 	}
-	var outs []core.Outcome
+	var outs []contract.Outcome
 	for _, j := range claimed {
-		outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now, Delete: true})
+		outs = append(outs, contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now, Delete: true})
 	}
 	if _, err := st.Finish(ctx, outs); err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestPeriodicOneJobPerOccurrence(t *testing.T) {
 }
 
 // plainStore hides a store's optional capabilities.
-type plainStore struct{ core.Store }
+type plainStore struct{ contract.Store }
 
 func mustTime(t *testing.T, s string) time.Time {
 	t.Helper()

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 	"github.com/backlogq/backlog/store/memory"
 )
 
 func TestRateLimitGCRA(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	l := core.QueueLimits{Rate: core.RateLimit{Starts: 4, Per: time.Second}}
-	r := core.NewClaimRoom(l, now)
+	r := storekit.NewClaimRoom(l, now)
 	if got := r.Left(); got != 4 {
 		t.Fatalf("Left of a fresh room with 4 starts a second = %d; want 4 (a full burst)", got)
 	}
@@ -28,11 +30,11 @@ func TestRateLimitGCRA(t *testing.T) {
 		t.Fatalf("a fifth start within the same instant was allowed (Left %d)", r.Left())
 	}
 	ups := r.RateUpdates()
-	if len(ups) != 1 || ups[0].Group != core.RateGroupQueue || !ups[0].TAT.Equal(now.Add(time.Second)) {
+	if len(ups) != 1 || ups[0].Group != contract.RateGroupQueue || !ups[0].TAT.Equal(now.Add(time.Second)) {
 		t.Fatalf("RateUpdates = %+v; want the queue group at now+1s", ups)
 	}
 	// A room 250 ms later, loaded with that instant, allows one start.
-	r2 := core.NewClaimRoom(l, now.Add(250*time.Millisecond))
+	r2 := storekit.NewClaimRoom(l, now.Add(250*time.Millisecond))
 	r2.LoadRate(ups[0].Group, ups[0].TAT)
 	if got := r2.Left(); got != 1 {
 		t.Fatalf("Left 250 ms after the burst = %d; want 1", got)
@@ -45,7 +47,7 @@ func TestRateLimitGCRA(t *testing.T) {
 
 func TestRateInstantRoundsUp(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	r := core.NewClaimRoom(core.QueueLimits{Rate: core.RateLimit{Starts: 3, Per: time.Microsecond * 10}}, now)
+	r := storekit.NewClaimRoom(core.QueueLimits{Rate: core.RateLimit{Starts: 3, Per: time.Microsecond * 10}}, now)
 	r.Take("k", "")
 	tat := r.RateUpdates()[0].TAT
 	if tat.Nanosecond()%1000 != 0 || tat.Before(now.Add(10*time.Microsecond/3)) {
@@ -108,14 +110,14 @@ func TestPolicyJSONRoundTrip(t *testing.T) {
 
 func TestPickFairInterleaves(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	r := core.NewClaimRoom(core.QueueLimits{Fair: true}, now)
+	r := storekit.NewClaimRoom(core.QueueLimits{Fair: true}, now)
 	r.AddRunning("k", "a", 2)
-	var cands []core.ClaimCandidate
+	var cands []storekit.ClaimCandidate
 	for i := range 4 {
-		cands = append(cands, core.ClaimCandidate{ID: int64(i + 1), Kind: "k", Partition: "a", Priority: 5, RunAt: now})
+		cands = append(cands, storekit.ClaimCandidate{ID: int64(i + 1), Kind: "k", Partition: "a", Priority: 5, RunAt: now})
 	}
-	cands = append(cands, core.ClaimCandidate{ID: 10, Kind: "k", Partition: "b", Priority: 5, RunAt: now},
-		core.ClaimCandidate{ID: 11, Kind: "k", Partition: "b", Priority: 5, RunAt: now})
+	cands = append(cands, storekit.ClaimCandidate{ID: 10, Kind: "k", Partition: "b", Priority: 5, RunAt: now},
+		storekit.ClaimCandidate{ID: 11, Kind: "k", Partition: "b", Priority: 5, RunAt: now})
 	got, _ := r.Pick(cands, 4)
 	var ids []int64
 	for _, c := range got {

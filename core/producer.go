@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // producer is one queue's fetch loop: it claims as many due jobs as it has
@@ -120,7 +122,7 @@ func (p *producer) setWorkers(n int) {
 // refreshWorkers reads the queue's QueueLimits.WorkersPerNode from the
 // store (a QueueLimiter) and applies it; a failed read keeps the bound.
 func (p *producer) refreshWorkers(ctx context.Context) {
-	ql, ok := p.c.store.(QueueLimiter)
+	ql, ok := p.c.store.(contract.QueueLimiter)
 	if !ok {
 		return
 	}
@@ -289,7 +291,7 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	defer c.claimGate.RUnlock()
 	now := c.clock.Now()
 	lease := now.Add(c.cfg.LeaseDuration)
-	jobs, err := c.store.Claim(ctx, ClaimParams{
+	jobs, err := c.store.Claim(ctx, contract.ClaimParams{
 		Queue: p.queue, WorkerID: c.cfg.WorkerID, Limit: limit,
 		Now: now, LeaseUntil: lease, Tags: c.cfg.WorkerTags,
 	})

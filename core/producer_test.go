@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
 // countingStore counts the claims that reach the store.
 type countingStore struct {
-	core.Store
+	contract.Store
 	claims atomic.Int64
 }
 
-func (s *countingStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *countingStore) Claim(ctx context.Context, p contract.ClaimParams) ([]*core.Job, error) {
 	s.claims.Add(1)
 	return s.Store.Claim(ctx, p)
 }

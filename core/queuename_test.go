@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // TestValidateQueueNameRefusesDotSegments: "." and ".." are path
@@ -13,12 +14,12 @@ import (
 // holding dots are fine.
 func TestValidateQueueNameRefusesDotSegments(t *testing.T) {
 	for _, name := range []string{".", ".."} {
-		if err := core.ValidateQueueName(name); err == nil || !errors.Is(err, core.ErrInvalidJob) {
+		if err := contract.ValidateQueueName(name); err == nil || !errors.Is(err, core.ErrInvalidJob) {
 			t.Errorf("ValidateQueueName(%q) = %v; want an error wrapping ErrInvalidJob", name, err)
 		}
 	}
 	for _, name := range []string{"...", ".a", "a.", "a..b", "default"} {
-		if err := core.ValidateQueueName(name); err != nil {
+		if err := contract.ValidateQueueName(name); err != nil {
 			t.Errorf("ValidateQueueName(%q) = %v; want nil", name, err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // RemoteWorkers is the engine's side of the remote-worker protocol: the
@@ -61,7 +63,7 @@ func (r *RemoteWorkers) Claim(ctx context.Context, w WorkerInfo, queues []string
 			break
 		}
 		now := r.c.clock.Now()
-		jobs, err := r.c.store.Claim(ctx, ClaimParams{
+		jobs, err := r.c.store.Claim(ctx, contract.ClaimParams{
 			Queue: q, WorkerID: w.ID, Limit: limit - len(out),
 			Now: now, LeaseUntil: now.Add(r.c.cfg.LeaseDuration), Tags: w.Tags,
 		})
@@ -96,7 +98,7 @@ func claimedEvent(j *Job, now time.Time) Event {
 // holds (fenced by job id and ClaimSeq) to until, and returns how many
 // it extended; the others are no longer that worker's (rescued,
 // finished, cancelled, deleted). until is stored in UTC.
-func (r *RemoteWorkers) Extend(ctx context.Context, workerID string, leases []Lease, until time.Time) (int, error) {
+func (r *RemoteWorkers) Extend(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error) {
 	return r.c.store.ExtendLeases(ctx, workerID, leases, until)
 }
 
@@ -141,8 +143,8 @@ type ReportResult struct {
 // caller cannot know what applied.
 func (r *RemoteWorkers) Report(ctx context.Context, now time.Time, reports []Report) ([]ReportResult, error) {
 	c := r.c
-	now = UTC(now)
-	outs := make([]Outcome, len(reports))
+	now = contract.UTC(now)
+	outs := make([]contract.Outcome, len(reports))
 	results := make([]ReportResult, len(reports))
 	for i, rep := range reports {
 		var d Decision
@@ -199,11 +201,11 @@ func (r *RemoteWorkers) Report(ctx context.Context, now time.Time, reports []Rep
 // the claim reached anyone.
 func (r *RemoteWorkers) HandBack(ctx context.Context, jobs []*Job, cause string, delay time.Duration, now time.Time) ([]bool, error) {
 	c := r.c
-	now = UTC(now)
-	outs := make([]Outcome, len(jobs))
+	now = contract.UTC(now)
+	outs := make([]contract.Outcome, len(jobs))
 	for i, j := range jobs {
 		if cause == "" {
-			outs[i] = Outcome{JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: OutcomeSnooze, At: now, RunAt: ClampTime(now.Add(max(delay, 0)))}
+			outs[i] = contract.Outcome{JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeSnooze, At: now, RunAt: ClampTime(now.Add(max(delay, 0)))}
 			continue
 		}
 		// Like the engine's own hand-backs, the entry (the server's
@@ -241,12 +243,12 @@ func (r *RemoteWorkers) HandBack(ctx context.Context, jobs []*Job, cause string,
 // the engine does when an attempt ends by the job's deadline, whatever
 // this node's clock says). kind is OutcomeRetry (retried by the kind's
 // policy, or after retryIn when set), OutcomeDiscard or OutcomeCancel.
-func RemoteFailure(msg, trace, cause string, kind OutcomeKind, retryIn *time.Duration) Verdict {
+func RemoteFailure(msg, trace, cause string, kind contract.OutcomeKind, retryIn *time.Duration) Verdict {
 	if cause == "" {
 		cause = CauseHandlerError
 	}
 	v := Verdict{Kind: kind, Err: &reportedError{msg: msg, trace: trace, cause: cause}}
-	if kind == OutcomeRetry {
+	if kind == contract.OutcomeRetry {
 		v.RetryIn = retryIn
 	}
 	return v

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // eventLog records the events a client reports.
@@ -73,12 +74,12 @@ func TestRemoteWorkersReportDecidesByTheKindsPolicy(t *testing.T) {
 		t.Fatalf("claimed %+v: not leased to w1", j)
 	}
 	now := time.Now()
-	res, err := rw.Report(ctx, now, []core.Report{{Job: j, Verdict: core.RemoteFailure("boom", "at line 3", core.CausePanic, core.OutcomeRetry, nil)}})
+	res, err := rw.Report(ctx, now, []core.Report{{Job: j, Verdict: core.RemoteFailure("boom", "at line 3", core.CausePanic, contract.OutcomeRetry, nil)}})
 	if err != nil || len(res) != 1 || !res[0].Applied {
 		t.Fatalf("Report: %+v, err %v", res, err)
 	}
 	o := res[0].Decision.Outcome
-	if o.Kind != core.OutcomeRetry || o.RunAt.Sub(now.UTC()) < 59*time.Minute {
+	if o.Kind != contract.OutcomeRetry || o.RunAt.Sub(now.UTC()) < 59*time.Minute {
 		t.Fatalf("outcome %s at %s: want a retry after the kind's hour", o.Kind, o.RunAt)
 	}
 	if o.Error == nil || o.Error.Error != "boom" || o.Error.Trace != "at line 3" || o.Error.Cause != core.CausePanic {
@@ -94,7 +95,7 @@ func TestRemoteWorkersReportDecidesByTheKindsPolicy(t *testing.T) {
 	}
 	// The same report again: its fence fails, nothing changes, and
 	// observers hear the lease was lost.
-	res, err = rw.Report(ctx, time.Now(), []core.Report{{Job: j, Verdict: core.Verdict{Kind: core.OutcomeComplete}}})
+	res, err = rw.Report(ctx, time.Now(), []core.Report{{Job: j, Verdict: core.Verdict{Kind: contract.OutcomeComplete}}})
 	if err != nil || res[0].Applied {
 		t.Fatalf("stale Report: %+v, err %v", res, err)
 	}
@@ -110,12 +111,12 @@ func TestRemoteWorkersReportDeadlineCause(t *testing.T) {
 	ctx := context.Background()
 	w := core.WorkerInfo{ID: "w1", Queues: []string{core.DefaultQueue}}
 	j := claimOne(t, c, rw, w, &core.Options{Deadline: time.Now().Add(time.Hour)})
-	res, err := rw.Report(ctx, time.Now(), []core.Report{{Job: j, Verdict: core.RemoteFailure("too late", "", core.CauseDeadline, core.OutcomeRetry, nil)}})
+	res, err := rw.Report(ctx, time.Now(), []core.Report{{Job: j, Verdict: core.RemoteFailure("too late", "", core.CauseDeadline, contract.OutcomeRetry, nil)}})
 	if err != nil || !res[0].Applied {
 		t.Fatalf("Report: %+v, err %v", res, err)
 	}
 	d := res[0].Decision
-	if d.Outcome.Kind != core.OutcomeDiscard || d.Reason != core.ReasonDeadline || d.Outcome.Error.Cause != core.CauseDeadline {
+	if d.Outcome.Kind != contract.OutcomeDiscard || d.Reason != core.ReasonDeadline || d.Outcome.Error.Cause != core.CauseDeadline {
 		t.Fatalf("decision %s/%s cause %q: want a deadline discard", d.Outcome.Kind, d.Reason, d.Outcome.Error.Cause)
 	}
 	if ev := log.of(core.EventJobDiscarded); len(ev) != 1 || ev[0].Reason != core.ReasonDeadline {
@@ -179,11 +180,11 @@ func TestRemoteWorkersExtendAndPausedQueue(t *testing.T) {
 		t.Fatalf("claimed from %q: a paused queue is skipped", j.Queue)
 	}
 	until := time.Now().Add(time.Hour)
-	n, err := rw.Extend(ctx, "w1", []core.Lease{{JobID: j.ID, ClaimSeq: j.ClaimSeq}}, until)
+	n, err := rw.Extend(ctx, "w1", []contract.Lease{{JobID: j.ID, ClaimSeq: j.ClaimSeq}}, until)
 	if err != nil || n != 1 {
 		t.Fatalf("Extend: %d, err %v", n, err)
 	}
-	if n, err := rw.Extend(ctx, "w2", []core.Lease{{JobID: j.ID, ClaimSeq: j.ClaimSeq}}, until); err != nil || n != 0 {
+	if n, err := rw.Extend(ctx, "w2", []contract.Lease{{JobID: j.ID, ClaimSeq: j.ClaimSeq}}, until); err != nil || n != 0 {
 		t.Fatalf("Extend for another worker: %d, err %v", n, err)
 	}
 }

@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // DecideRescue is the engine's one decision for a running job whose holder
@@ -14,22 +16,22 @@ import (
 // in the queue (claim order is priority, run_at, id) instead of going to
 // the back. Either way it gets one error entry for that attempt whose Cause
 // is cause. The outcome is fenced like any other (WorkerID, ClaimSeq).
-func DecideRescue(j *Job, cause string, lastSeen, now time.Time) Outcome {
-	now = UTC(now)
+func DecideRescue(j *Job, cause string, lastSeen, now time.Time) contract.Outcome {
+	now = contract.UTC(now)
 	what := "lease expired at "
 	if cause == CauseWorkerDead {
 		what = "no heartbeat since "
 	}
-	o := Outcome{
+	o := contract.Outcome{
 		JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, At: now,
 		Error: &AttemptError{Attempt: j.Attempt, At: now, Cause: cause,
-			Error: fmt.Sprintf("worker %s lost: %s%s", j.WorkerID, what, UTC(lastSeen).Format(time.RFC3339Nano))},
+			Error: fmt.Sprintf("worker %s lost: %s%s", j.WorkerID, what, contract.UTC(lastSeen).Format(time.RFC3339Nano))},
 	}
 	if j.Attempt >= j.MaxAttempts || (!j.Deadline.IsZero() && j.Deadline.Before(now)) {
-		o.Kind = OutcomeDiscard
+		o.Kind = contract.OutcomeDiscard
 		return o
 	}
-	o.Kind, o.RunAt = OutcomeRetry, UTC(j.RunAt)
+	o.Kind, o.RunAt = contract.OutcomeRetry, contract.UTC(j.RunAt)
 	if o.RunAt.After(now) || o.RunAt.IsZero() {
 		o.RunAt = now
 	}
@@ -37,8 +39,8 @@ func DecideRescue(j *Job, cause string, lastSeen, now time.Time) Outcome {
 }
 
 // rescueFunc binds DecideRescue to a cause and a time for a Store call.
-func rescueFunc(cause string, now time.Time) RescueFunc {
-	return func(j *Job, lastSeen time.Time) Outcome { return DecideRescue(j, cause, lastSeen, now) }
+func rescueFunc(cause string, now time.Time) contract.RescueFunc {
+	return func(j *Job, lastSeen time.Time) contract.Outcome { return DecideRescue(j, cause, lastSeen, now) }
 }
 
 // HandBack is the outcome that gives a running job back unrun: the attempt
@@ -46,8 +48,8 @@ func rescueFunc(cause string, now time.Time) RescueFunc {
 // RunAt so it keeps its place in the queue, and its history gets an entry
 // whose Cause is cause (CauseClaimLost, CauseLeaseUnrenewed,
 // CauseUndeliverable). Fenced by the job's WorkerID and ClaimSeq.
-func HandBack(j *Job, cause string, now time.Time) Outcome {
-	now = UTC(now)
+func HandBack(j *Job, cause string, now time.Time) contract.Outcome {
+	now = contract.UTC(now)
 	msg := "handed back unrun: " + cause
 	switch cause {
 	case CauseClaimLost:
@@ -57,13 +59,13 @@ func HandBack(j *Job, cause string, now time.Time) Outcome {
 	case CauseLeaseUnrenewed:
 		msg = fmt.Sprintf("worker %s could not renew the lease (store unreachable); handler stopped and job handed back", j.WorkerID)
 	}
-	runAt := UTC(j.RunAt)
+	runAt := contract.UTC(j.RunAt)
 	if runAt.IsZero() || runAt.After(now) {
 		runAt = now
 	}
-	return Outcome{
+	return contract.Outcome{
 		JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, At: now,
-		Kind: OutcomeSnooze, RunAt: runAt,
+		Kind: contract.OutcomeSnooze, RunAt: runAt,
 		Error: &AttemptError{Attempt: j.Attempt, At: now, Error: msg, Cause: cause},
 	}
 }

@@ -3,7 +3,8 @@ package core
 import (
 	"errors"
 	"slices"
-	"strconv"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // This file holds what every runner of jobs shares about encryption at
@@ -32,14 +33,14 @@ func (e *Encryption) OpenForHandler(job *Job) (*Job, error) {
 	if k == nil {
 		return job, nil
 	}
-	if e.RequireSealed && !IsSealed(job.Args) {
+	if e.RequireSealed && !contract.IsSealed(job.Args) {
 		return job, &DecryptError{Field: FieldArgs, Kind: job.Kind, Err: errPlainArgs}
 	}
 	hj := *job
 	hj.Args = args
 	cloned := false
 	for i, ae := range job.Errors {
-		if !IsSealedText(ae.Error) && !IsSealedText(ae.Trace) {
+		if !contract.IsSealedText(ae.Error) && !contract.IsSealedText(ae.Trace) {
 			continue
 		}
 		if !cloned {
@@ -57,11 +58,11 @@ func (e *Encryption) OpenForHandler(job *Job) (*Job, error) {
 // error entry's text when Errors is set; kind is the job's current kind.
 // Values already sealed are kept as they are (a remote worker holding
 // keys may have sealed them). A nil *Encryption does nothing.
-func (e *Encryption) SealOutcome(o *Outcome, kind string) {
+func (e *Encryption) SealOutcome(o *contract.Outcome, kind string) {
 	if e == nil {
 		return
 	}
-	if o.Kind == OutcomeContinue {
+	if o.Kind == contract.OutcomeContinue {
 		o.NextArgs = e.Keys.SealArgs(o.NextKind, o.NextArgs)
 	}
 	if e.Results && o.Result != nil {
@@ -79,15 +80,8 @@ func (e *Encryption) SealOutcome(o *Outcome, kind string) {
 // inside the JSON envelope. Limits on values that may arrive sealed (a
 // remote worker's result) use it in place of n.
 func SealedSize(n int) int {
-	return len(`{"backlog_enc":1,"kid":"`) + MaxKeyIDLen + len(`","ct":"`) + base64Len(n+gcmOverhead) + len(`"}`)
+	return len(`{"backlog_enc":1,"kid":"`) + contract.MaxKeyIDLen + len(`","ct":"`) + base64Len(n+gcmOverhead) + len(`"}`)
 }
-
-// MaxSealedTextBytes is the longest sealed error or trace text that
-// AttemptError.Bounded keeps: the sealed form of a text already cut to
-// MaxErrorBytes/2 bytes with its cut mark, under the longest key id.
-// Sealed text cannot be cut without destroying it, so longer sealed text
-// is replaced by a note saying so.
-const MaxSealedTextBytes = len(textPrefix) + MaxKeyIDLen + 1 + (MaxErrorBytes/2+len(truncatedMark)+gcmOverhead+2)/3*4
 
 const (
 	gcmOverhead   = 12 + 16 // nonce and tag
@@ -95,11 +89,3 @@ const (
 )
 
 func base64Len(n int) int { return (n + 2) / 3 * 4 } // padded standard base64
-
-// boundSealedText keeps sealed text within MaxSealedTextBytes.
-func boundSealedText(s string) string {
-	if len(s) <= MaxSealedTextBytes {
-		return s
-	}
-	return "[sealed text of " + strconv.Itoa(len(s)) + " bytes dropped: over the limit of " + strconv.Itoa(MaxSealedTextBytes) + "]"
-}

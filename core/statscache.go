@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // StatsReadTimeout bounds one shared read of a StatsCache. The read is not
@@ -35,7 +37,7 @@ type StatsCache struct {
 }
 
 // NewStatsCache returns a cache over st.
-func NewStatsCache(st Store) *StatsCache {
+func NewStatsCache(st contract.Store) *StatsCache {
 	c := &StatsCache{}
 	c.stats.read, c.stats.now = st.Stats, time.Now
 	c.workers.read, c.workers.now = st.Workers, time.Now

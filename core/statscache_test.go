@@ -7,12 +7,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // statsStore answers Stats and Workers with the number of reads so far,
 // each read waiting for gate when it is set. Other methods are not used.
 type statsStore struct {
-	Store
+	contract.Store
 	stats, workers atomic.Int32
 	gate           chan struct{}
 	fail           atomic.Bool
@@ -38,7 +40,7 @@ func (s *statsStore) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	return make([]WorkerInfo, n), nil
 }
 
-func newTestStatsCache(st Store) (*StatsCache, *ManualClock) {
+func newTestStatsCache(st contract.Store) (*StatsCache, *ManualClock) {
 	clk := NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := NewStatsCache(st)
 	c.stats.now, c.workers.now = clk.Now, clk.Now

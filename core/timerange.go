@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // MinTime and MaxTime bound every time a job carries (run_at, deadline,
@@ -55,7 +57,7 @@ func InTimeRange(t time.Time) bool {
 	if t.IsZero() {
 		return false
 	}
-	u := UTC(t)
+	u := contract.UTC(t)
 	return !u.Before(MinTime) && !u.After(MaxTime)
 }
 
@@ -66,7 +68,7 @@ func ClampTime(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
 	}
-	u := UTC(t)
+	u := contract.UTC(t)
 	switch {
 	case u.Before(MinTime):
 		return MinTime

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -259,11 +261,11 @@ func (s ProcessSpan) End(outcome string, err error) {
 	}
 	s.span.SetAttributes(AttrJobOutcome.String(outcome))
 	if err != nil {
-		switch OutcomeKind(outcome) {
-		case OutcomeRetry, OutcomeDiscard:
+		switch contract.OutcomeKind(outcome) {
+		case contract.OutcomeRetry, contract.OutcomeDiscard:
 			s.span.RecordError(err)
 			s.span.SetStatus(codes.Error, err.Error())
-		case OutcomeCancel:
+		case contract.OutcomeCancel:
 			s.span.RecordError(err)
 		}
 	}

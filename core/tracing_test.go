@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -69,14 +71,14 @@ func attr(s tracetest.SpanStub, k attribute.Key) attribute.Value {
 }
 
 // tracedStores are the stores two nodes share in the tracing tests.
-func tracedStores(t *testing.T) map[string]func(t *testing.T) core.Store {
-	return map[string]func(t *testing.T) core.Store{
-		"memory": func(t *testing.T) core.Store {
+func tracedStores(t *testing.T) map[string]func(t *testing.T) contract.Store {
+	return map[string]func(t *testing.T) contract.Store{
+		"memory": func(t *testing.T) contract.Store {
 			st := memory.New()
 			t.Cleanup(func() { _ = st.Close() })
 			return st
 		},
-		"sqlite": func(t *testing.T) core.Store {
+		"sqlite": func(t *testing.T) contract.Store {
 			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "jobs.db"))
 			if err != nil {
 				t.Fatal(err)
@@ -88,7 +90,7 @@ func tracedStores(t *testing.T) map[string]func(t *testing.T) core.Store {
 }
 
 // startNode starts a client over st that works the default queue with h.
-func startNode(t *testing.T, st core.Store, h *core.Handlers, mod func(*core.Config)) *core.Client {
+func startNode(t *testing.T, st contract.Store, h *core.Handlers, mod func(*core.Config)) *core.Client {
 	t.Helper()
 	cfg := core.Config{
 		Queues:              map[string]core.QueueConfig{core.DefaultQueue: {MaxWorkers: 4}},

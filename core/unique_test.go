@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // TestUniqueOptionsValidated: UniqueFor must be within 0..MaxUniqueFor and
@@ -19,9 +20,9 @@ func TestUniqueOptionsValidated(t *testing.T) {
 	}{
 		{"zero", core.Options{UniqueKey: "k"}, true},
 		{"window", core.Options{UniqueKey: "k", UniqueFor: time.Hour, UniqueScope: core.UniqueQueue}, true},
-		{"max window", core.Options{UniqueKey: "k", UniqueFor: core.MaxUniqueFor, UniqueScope: core.UniqueKind}, true},
+		{"max window", core.Options{UniqueKey: "k", UniqueFor: contract.MaxUniqueFor, UniqueScope: core.UniqueKind}, true},
 		{"negative window", core.Options{UniqueKey: "k", UniqueFor: -time.Second}, false},
-		{"window too long", core.Options{UniqueKey: "k", UniqueFor: core.MaxUniqueFor + time.Microsecond}, false},
+		{"window too long", core.Options{UniqueKey: "k", UniqueFor: contract.MaxUniqueFor + time.Microsecond}, false},
 		{"unknown scope", core.Options{UniqueKey: "k", UniqueScope: core.UniqueScope(9)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,7 +48,7 @@ func TestUniqueOptionsValidated(t *testing.T) {
 // triples give one scoped key.
 func TestScopedUniqueKey(t *testing.T) {
 	key := func(scope core.UniqueScope, queue, kind, k string) string {
-		return core.ScopedUniqueKey(&core.InsertParams{Queue: queue, Kind: kind, UniqueKey: k, UniqueScope: scope})
+		return contract.ScopedUniqueKey(&core.InsertParams{Queue: queue, Kind: kind, UniqueKey: k, UniqueScope: scope})
 	}
 	if got := key(core.UniqueGlobal, "q", "k", ""); got != "" {
 		t.Fatalf("no key gave scoped key %q; want \"\"", got)

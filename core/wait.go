@@ -8,6 +8,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
 // Timing of Client.Wait's shared waiter loop.
@@ -131,16 +134,16 @@ func (c *Client) WaitTimeout(ctx context.Context, id int64, timeout time.Duratio
 // The completer and RemoteWorkers.Report call it for every applied
 // outcome; any other place that applies outcomes for this Client should
 // too.
-func (c *Client) jobFinished(o *Outcome, job *Job) {
+func (c *Client) jobFinished(o *contract.Outcome, job *Job) {
 	var gone *Job
 	switch o.Kind {
-	case OutcomeComplete:
+	case contract.OutcomeComplete:
 		if o.Delete && job != nil {
 			gone = cloneJob(job)
 			gone.State, gone.FinishedAt, gone.Result = StateCompleted, o.At, o.Result
 			gone.LeaseUntil = time.Time{}
 		}
-	case OutcomeCancel, OutcomeDiscard:
+	case contract.OutcomeCancel, contract.OutcomeDiscard:
 	default:
 		return
 	}
@@ -291,12 +294,12 @@ func (h *waitHub) loop(ctx context.Context, c *Client) {
 	ctx, cancel := context.WithCancel(ctx)
 	var listener sync.WaitGroup
 	defer func() { cancel(); listener.Wait() }()
-	if n, ok := c.store.(Notifier); ok {
+	if n, ok := c.store.(contract.Notifier); ok {
 		listener.Add(1)
 		go func() {
 			defer listener.Done()
-			_ = FollowNotifications(ctx, n, c.log, "backlog: wait: ", time.Second, func(note Notification) {
-				if note.Kind == NotifyCancel {
+			_ = FollowNotifications(ctx, n, c.log, "backlog: wait: ", time.Second, func(note contract.Notification) {
+				if note.Kind == contract.NotifyCancel {
 					h.wake(note.JobID, nil)
 				}
 			}, func() {
@@ -419,7 +422,7 @@ func (h *waitHub) check(ctx context.Context, c *Client, ids []int64, gone map[in
 // waited job read and missing for every waited id the store no longer
 // holds. It returns how many reads it made.
 func (h *waitHub) readRun(ctx context.Context, c *Client, run []int64, found func(*Job), missing func(int64)) (int, error) {
-	pl, paged := c.store.(PageLister)
+	pl, paged := c.store.(contract.PageLister)
 	first, last := run[0], run[len(run)-1]
 	after := first - 1
 	reads := 0
@@ -441,7 +444,7 @@ func (h *waitHub) readRun(ctx context.Context, c *Client, run []int64, found fun
 		}
 		weight := 0
 		for _, j := range jobs {
-			weight += JobWeight(j)
+			weight += storekit.JobWeight(j)
 			for next < len(run) && run[next] < j.ID {
 				missing(run[next])
 				next++

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 	"github.com/backlogq/backlog/store/memory"
 )
@@ -17,8 +18,8 @@ import (
 // readCountingStore counts the reads of jobs (Get, List, ListPage) that
 // reach the store under it.
 type readCountingStore struct {
-	core.Store
-	pl    core.PageLister
+	contract.Store
+	pl    contract.PageLister
 	reads atomic.Int64
 }
 
@@ -43,7 +44,7 @@ func (s *readCountingStore) ListPage(ctx context.Context, p core.ListParams, max
 
 // newWaitClient returns a client that neither works queues nor runs
 // maintenance, over st.
-func newWaitClient(t *testing.T, st core.Store) *core.Client {
+func newWaitClient(t *testing.T, st contract.Store) *core.Client {
 	t.Helper()
 	c, err := core.NewClient(st, core.Config{Logger: quietLogger(), MaintenanceInterval: -1, AllowUnknownKinds: true})
 	if err != nil {
@@ -458,7 +459,7 @@ func TestWaitEndsWhenTheClientStops(t *testing.T) {
 // and on a lone job (a Get) see another client's outcomes, and a job
 // deleted meanwhile answers ErrNotFound.
 func TestWaitOnEveryStore(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := core.NewHandlers()
 		h.HandleRaw("ok", func(ctx context.Context, j *core.Job) error {
 			return core.RecordRawResult(ctx, j.Args)
@@ -537,7 +538,7 @@ func TestWaitWakesOnRemoteReport(t *testing.T) {
 	j := claimOne(t, c, rw, w, nil)
 	ch := goWait(ctx, c, j.ID)
 	waitUntil(t, "the waiter waits", func() bool { return core.Waiting(c) == 1 })
-	res, err := rw.Report(ctx, time.Now(), []core.Report{{Job: j, Verdict: core.Verdict{Kind: core.OutcomeComplete, Result: []byte(`7`)}}})
+	res, err := rw.Report(ctx, time.Now(), []core.Report{{Job: j, Verdict: core.Verdict{Kind: contract.OutcomeComplete, Result: []byte(`7`)}}})
 	if err != nil || !res[0].Applied {
 		t.Fatalf("Report: %+v, %v", res, err)
 	}

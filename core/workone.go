@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // ErrNotDue is returned by WorkJob for a job whose RunAt is after the
@@ -32,7 +34,7 @@ type WorkResult struct {
 	// Outcome is the kind of the outcome the engine wrote; "" when it
 	// wrote none (the job was cancelled in the store, or its lease lost,
 	// while the handler ran).
-	Outcome OutcomeKind
+	Outcome contract.OutcomeKind
 	// Event is what the client's observers were told once the outcome
 	// applied (EventJobCompleted, EventJobRetried, …); "" when none.
 	Event EventKind
@@ -127,10 +129,10 @@ func (c *Client) claimOne(ctx context.Context, j *Job, now time.Time) (*executio
 	defer c.claimGate.RUnlock()
 	lease := now.Add(c.cfg.LeaseDuration)
 	var target *Job
-	var others []Outcome
+	var others []contract.Outcome
 	var claimErr error
 	for target == nil {
-		jobs, err := c.store.Claim(ctx, ClaimParams{
+		jobs, err := c.store.Claim(ctx, contract.ClaimParams{
 			Queue: j.Queue, WorkerID: c.cfg.WorkerID, Limit: workJobBatch,
 			Now: now, LeaseUntil: lease, Tags: j.Tags,
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -78,45 +79,45 @@ func TestWorkJobAppliesTheEnginesOutcomes(t *testing.T) {
 	}
 
 	res := work("ok", nil)
-	if res.Err != nil || !res.Applied || res.Outcome != core.OutcomeComplete || res.Event != core.EventJobCompleted ||
+	if res.Err != nil || !res.Applied || res.Outcome != contract.OutcomeComplete || res.Event != core.EventJobCompleted ||
 		res.Job.State != core.StateCompleted || string(res.Job.Result) != `{"done":true}` {
 		t.Fatalf("ok: %+v job %+v", res, res.Job)
 	}
 	res = work("fail", nil)
-	if res.Err == nil || res.Err.Error() != "boom" || res.Outcome != core.OutcomeRetry || res.Job.State != core.StateRetryable ||
+	if res.Err == nil || res.Err.Error() != "boom" || res.Outcome != contract.OutcomeRetry || res.Job.State != core.StateRetryable ||
 		len(res.Job.Errors) != 1 || res.Job.Errors[0].Error != "boom" || res.Job.RunAt.Sub(res.Job.Errors[0].At) != time.Minute {
 		t.Fatalf("fail: %+v job %+v", res, res.Job)
 	}
 	res = work("fail", &core.Options{MaxAttempts: 1})
-	if res.Outcome != core.OutcomeDiscard || res.Job.State != core.StateDiscarded {
+	if res.Outcome != contract.OutcomeDiscard || res.Job.State != core.StateDiscarded {
 		t.Fatalf("fail, last attempt: %+v job %+v", res, res.Job)
 	}
 	res = work("snooze", nil)
-	if res.Outcome != core.OutcomeSnooze || res.Job.State != core.StateScheduled || res.Job.Attempt != 0 {
+	if res.Outcome != contract.OutcomeSnooze || res.Job.State != core.StateScheduled || res.Job.Attempt != 0 {
 		t.Fatalf("snooze: %+v job %+v", res, res.Job)
 	}
 	res = work("cancel", nil)
-	if res.Outcome != core.OutcomeCancel || res.Job.State != core.StateCancelled || !strings.Contains(res.Job.Errors[0].Error, "not wanted") {
+	if res.Outcome != contract.OutcomeCancel || res.Job.State != core.StateCancelled || !strings.Contains(res.Job.Errors[0].Error, "not wanted") {
 		t.Fatalf("cancel: %+v job %+v", res, res.Job)
 	}
 	res = work("perm", nil)
-	if res.Outcome != core.OutcomeDiscard || res.Job.State != core.StateDiscarded || res.Job.Attempt != 1 {
+	if res.Outcome != contract.OutcomeDiscard || res.Job.State != core.StateDiscarded || res.Job.Attempt != 1 {
 		t.Fatalf("permanent: %+v job %+v", res, res.Job)
 	}
 	res = work("panic", nil)
-	if res.Outcome != core.OutcomeRetry || !strings.Contains(res.Job.Errors[0].Error, "kaboom") {
+	if res.Outcome != contract.OutcomeRetry || !strings.Contains(res.Job.Errors[0].Error, "kaboom") {
 		t.Fatalf("panic: %+v job %+v", res, res.Job)
 	}
 	res = work("slow", nil)
 	var te *core.TimeoutError
-	if !errors.As(res.Err, &te) || res.Outcome != core.OutcomeRetry || !strings.Contains(res.Job.Errors[0].Error, "timed out after 10ms") {
+	if !errors.As(res.Err, &te) || res.Outcome != contract.OutcomeRetry || !strings.Contains(res.Job.Errors[0].Error, "timed out after 10ms") {
 		t.Fatalf("timeout: %+v job %+v", res, res.Job)
 	}
 
 	// Continue: the next step is due now and another WorkJob runs it.
 	h.HandleRaw("step2", func(ctx context.Context, j *core.Job) error { return core.RecordRawResult(ctx, j.Args) })
 	res = work("step1", nil)
-	if res.Outcome != core.OutcomeContinue || res.Job.Kind != "step2" || res.Job.State != core.StateAvailable {
+	if res.Outcome != contract.OutcomeContinue || res.Job.Kind != "step2" || res.Job.State != core.StateAvailable {
 		t.Fatalf("continue: %+v job %+v", res, res.Job)
 	}
 	res, err := c.WorkJob(ctx, res.Job.ID)
@@ -224,7 +225,7 @@ func TestWorkJobDeletedByRetentionAndUnknownKind(t *testing.T) {
 	ctx := context.Background()
 	r, _ := c.EnqueueRaw(ctx, "ok", nil, nil)
 	res, err := c.WorkJob(ctx, r.Job.ID)
-	if err != nil || res.Job != nil || res.Outcome != core.OutcomeComplete || !res.Applied {
+	if err != nil || res.Job != nil || res.Outcome != contract.OutcomeComplete || !res.Applied {
 		t.Fatalf("retention zero: %v %+v", err, res)
 	}
 	r, _ = c.EnqueueRaw(ctx, "nobody", nil, nil)

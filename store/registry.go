@@ -1,4 +1,4 @@
-// Package store opens a core.Store from a URL, the way database/sql opens a
+// Package store opens a contract.Store from a URL, the way database/sql opens a
 // driver by name: store packages register an OpenFunc for a URL scheme in
 // their init function, and programs (the backlog CLI included) import the
 // store packages they want for their side effect.
@@ -13,10 +13,10 @@
 // # Third-party stores
 //
 // A store for another database lives in its own module. It implements
-// core.Store (proving it with storetest.Run), and registers itself:
+// contract.Store (proving it with storetest.Run), and registers itself:
 //
 //	func init() {
-//		store.Register("mydb", func(ctx context.Context, u *url.URL) (core.Store, error) {
+//		store.Register("mydb", func(ctx context.Context, u *url.URL) (contract.Store, error) {
 //			return Open(ctx, u.String())
 //		})
 //	}
@@ -36,13 +36,13 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // OpenFunc opens a store from a parsed URL whose Scheme is the one it was
 // registered for. It owns the interpretation of the rest of the URL (opaque
 // part, host, path, query).
-type OpenFunc func(ctx context.Context, u *url.URL) (core.Store, error)
+type OpenFunc func(ctx context.Context, u *url.URL) (contract.Store, error)
 
 var (
 	mu      sync.RWMutex
@@ -106,7 +106,7 @@ var ErrUnknownScheme = errors.New("store: unknown URL scheme")
 // error wrapping ErrUnknownScheme (listing the registered schemes and the
 // import that registers a store) for an unregistered one. Errors from the
 // OpenFunc are returned wrapped with the scheme.
-func Open(ctx context.Context, rawURL string) (core.Store, error) {
+func Open(ctx context.Context, rawURL string) (contract.Store, error) {
 	u, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err

@@ -8,17 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
-// fakeStore is a core.Store that only remembers its URL.
+// fakeStore is a contract.Store that only remembers its URL.
 type fakeStore struct {
-	core.Store
+	contract.Store
 	u *url.URL
 }
 
 func TestRegisterAndOpen(t *testing.T) {
-	Register("Fake-Test", func(ctx context.Context, u *url.URL) (core.Store, error) {
+	Register("Fake-Test", func(ctx context.Context, u *url.URL) (contract.Store, error) {
 		if u.Query().Get("fail") != "" {
 			return nil, errors.New("boom")
 		}
@@ -41,7 +41,7 @@ func TestRegisterAndOpen(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
-	Register("fake-err", func(ctx context.Context, u *url.URL) (core.Store, error) { return fakeStore{u: u}, nil })
+	Register("fake-err", func(ctx context.Context, u *url.URL) (contract.Store, error) { return fakeStore{u: u}, nil })
 	_, err := Open(context.Background(), "nosuch://x")
 	if !errors.Is(err, ErrUnknownScheme) || !strings.Contains(err.Error(), "fake-err") {
 		t.Fatalf("unknown scheme error = %v", err)
@@ -58,15 +58,17 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestRegisterPanics(t *testing.T) {
-	Register("fake-dup", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil })
+	Register("fake-dup", func(ctx context.Context, u *url.URL) (contract.Store, error) { return nil, nil })
 	for name, fn := range map[string]func(){
 		"duplicate": func() {
-			Register("FAKE-DUP", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil })
+			Register("FAKE-DUP", func(ctx context.Context, u *url.URL) (contract.Store, error) { return nil, nil })
 		},
-		"nil":   func() { Register("fake-nil", nil) },
-		"empty": func() { Register("", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil }) },
+		"nil": func() { Register("fake-nil", nil) },
+		"empty": func() {
+			Register("", func(ctx context.Context, u *url.URL) (contract.Store, error) { return nil, nil })
+		},
 		"invalid": func() {
-			Register("1bad", func(ctx context.Context, u *url.URL) (core.Store, error) { return nil, nil })
+			Register("1bad", func(ctx context.Context, u *url.URL) (contract.Store, error) { return nil, nil })
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var adminTests = []test{
@@ -25,7 +25,7 @@ var adminTests = []test{
 const missingID = 987654321
 
 func testGetMissing(e *env) {
-	if j, err := e.s.Get(e.ctx, missingID); !errors.Is(err, core.ErrNotFound) {
+	if j, err := e.s.Get(e.ctx, missingID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Get(%d) of a job that never existed returned (%+v, %s); want an error wrapping core.ErrNotFound", missingID, j, errMsg(err))
 	}
 }
@@ -33,11 +33,11 @@ func testGetMissing(e *env) {
 func testCancel(e *env) {
 	sched := e.job("q", "scheduled")
 	sched.RunAt = e.now.Add(time.Hour)
-	jobs := []*core.Job{e.insertOne(sched), e.insertOne(e.job("q", "available"))}
+	jobs := []*contract.Job{e.insertOne(sched), e.insertOne(e.job("q", "available"))}
 	running := e.claimJob(e.job("r", "running"), "w")
 	jobs = append(jobs, running)
 	retry := e.claimJob(e.job("r", "retryable"), "w")
-	o := e.outcome(retry, core.OutcomeRetry)
+	o := e.outcome(retry, contract.OutcomeRetry)
 	o.RunAt = e.now.Add(time.Hour)
 	e.apply(o)
 	jobs = append(jobs, e.get(retry.ID))
@@ -51,7 +51,7 @@ func testCancel(e *env) {
 			continue
 		}
 		want := *before
-		want.State = core.StateCancelled
+		want.State = contract.StateCancelled
 		want.FinishedAt = e.now
 		want.LeaseUntil = time.Time{}
 		if d := diffJob(got, &want); len(d) > 0 {
@@ -64,24 +64,24 @@ func testCancel(e *env) {
 }
 
 // finalJobs makes one completed, one cancelled and one discarded job.
-func finalJobs(e *env) []*core.Job {
+func finalJobs(e *env) []*contract.Job {
 	e.Helper()
 	c := e.claimJob(e.job("q", "completed"), "w")
-	e.apply(e.outcome(c, core.OutcomeComplete))
+	e.apply(e.outcome(c, contract.OutcomeComplete))
 	x := e.insertOne(e.job("q", "cancelled"))
 	if _, err := e.s.Cancel(e.ctx, x.ID, e.now); err != nil {
 		e.Fatalf("Cancel(%d): %v", x.ID, err)
 	}
 	d := e.claimJob(e.job("q", "discarded"), "w")
-	o := e.outcome(d, core.OutcomeDiscard)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "permanent"}
+	o := e.outcome(d, contract.OutcomeDiscard)
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "permanent"}
 	e.apply(o)
-	return []*core.Job{e.get(c.ID), e.get(x.ID), e.get(d.ID)}
+	return []*contract.Job{e.get(c.ID), e.get(x.ID), e.get(d.ID)}
 }
 
 func testCancelFinal(e *env) {
 	for _, j := range finalJobs(e) {
-		if _, err := e.s.Cancel(e.ctx, j.ID, e.now); !errors.Is(err, core.ErrInvalidState) {
+		if _, err := e.s.Cancel(e.ctx, j.ID, e.now); !errors.Is(err, contract.ErrInvalidState) {
 			e.Errorf("Cancel of %s job %d returned %s; want an error wrapping core.ErrInvalidState", j.State, j.ID, errMsg(err))
 		}
 		e.expectUnchanged(j, "Cancel of a job already final")
@@ -89,7 +89,7 @@ func testCancelFinal(e *env) {
 }
 
 func testCancelMissing(e *env) {
-	if _, err := e.s.Cancel(e.ctx, missingID, e.now); !errors.Is(err, core.ErrNotFound) {
+	if _, err := e.s.Cancel(e.ctx, missingID, e.now); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Cancel of a job that never existed returned %s; want an error wrapping core.ErrNotFound", errMsg(err))
 	}
 }
@@ -104,7 +104,7 @@ func testRetryFinal(e *env) {
 			continue
 		}
 		want := *j
-		want.State = core.StateAvailable
+		want.State = contract.StateAvailable
 		want.RunAt = e.now
 		want.FinishedAt = time.Time{}
 		if want.Attempt >= want.MaxAttempts {
@@ -130,7 +130,7 @@ func testRetryScheduled(e *env) {
 	if err != nil {
 		e.Fatalf("Retry of scheduled job %d: unexpected error: %v", j.ID, err)
 	}
-	if got.State != core.StateAvailable || !got.RunAt.Equal(e.now) {
+	if got.State != contract.StateAvailable || !got.RunAt.Equal(e.now) {
 		e.Fatalf("Retry of scheduled job %d returned state %q, RunAt %s; want available at now %s", j.ID, got.State, ts(got.RunAt), ts(e.now))
 	}
 	if c := e.claimOne("q", "w"); c.ID != j.ID {
@@ -142,8 +142,8 @@ func testRetryExhausted(e *env) {
 	p := e.job("q", "k")
 	p.MaxAttempts = 1
 	j := e.claimJob(p, "w")
-	o := e.outcome(j, core.OutcomeDiscard)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "attempts exhausted"}
+	o := e.outcome(j, contract.OutcomeDiscard)
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "attempts exhausted"}
 	e.apply(o)
 
 	got, err := e.s.Retry(e.ctx, j.ID, e.now)
@@ -159,8 +159,8 @@ func testRetryExhausted(e *env) {
 	}
 	// The extra attempt is the only one: losing it discards the job.
 	e.advance(lease + time.Second)
-	if r := e.rescue(10); len(r) != 1 || r[0].State != core.StateDiscarded {
-		var states []core.State
+	if r := e.rescue(10); len(r) != 1 || r[0].State != contract.StateDiscarded {
+		var states []contract.State
 		for _, x := range r {
 			states = append(states, x.State)
 		}
@@ -171,14 +171,14 @@ func testRetryExhausted(e *env) {
 func testRetryRunning(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	before := e.get(j.ID)
-	if _, err := e.s.Retry(e.ctx, j.ID, e.now); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := e.s.Retry(e.ctx, j.ID, e.now); !errors.Is(err, contract.ErrInvalidState) {
 		e.Fatalf("Retry of running job %d returned %s; want an error wrapping core.ErrInvalidState", j.ID, errMsg(err))
 	}
 	e.expectUnchanged(before, "Retry of a running job")
 }
 
 func testRetryMissing(e *env) {
-	if _, err := e.s.Retry(e.ctx, missingID, e.now); !errors.Is(err, core.ErrNotFound) {
+	if _, err := e.s.Retry(e.ctx, missingID, e.now); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Retry of a job that never existed returned %s; want an error wrapping core.ErrNotFound", errMsg(err))
 	}
 }
@@ -191,7 +191,7 @@ func testDelete(e *env) {
 			e.Errorf("Delete of %s job %d: unexpected error: %v", j.State, j.ID, err)
 			continue
 		}
-		if _, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+		if _, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, contract.ErrNotFound) {
 			e.Errorf("Get of deleted job %d returned %s; want core.ErrNotFound", j.ID, errMsg(err))
 		}
 	}
@@ -203,14 +203,14 @@ func testDelete(e *env) {
 func testDeleteRunning(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	before := e.get(j.ID)
-	if err := e.s.Delete(e.ctx, j.ID); !errors.Is(err, core.ErrInvalidState) {
+	if err := e.s.Delete(e.ctx, j.ID); !errors.Is(err, contract.ErrInvalidState) {
 		e.Fatalf("Delete of running job %d returned %s; want an error wrapping core.ErrInvalidState (cancel it first)", j.ID, errMsg(err))
 	}
 	e.expectUnchanged(before, "Delete of a running job")
 }
 
 func testDeleteMissing(e *env) {
-	if err := e.s.Delete(e.ctx, missingID); !errors.Is(err, core.ErrNotFound) {
+	if err := e.s.Delete(e.ctx, missingID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Delete of a job that never existed returned %s; want an error wrapping core.ErrNotFound", errMsg(err))
 	}
 }

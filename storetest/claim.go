@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var claimTests = []test{
@@ -87,7 +87,7 @@ func testClaimFuture(e *env) {
 	if len(got) != 1 || got[0].ID != j.ID {
 		e.Fatalf("Claim at exactly the job's RunAt %s returned %v; want [%d] (due means run_at ≤ now) and not job %d, due tomorrow", ts(e.now), ids(got), j.ID, far.ID)
 	}
-	e.expectState(far.ID, core.StateScheduled, "a job due tomorrow stays scheduled")
+	e.expectState(far.ID, contract.StateScheduled, "a job due tomorrow stays scheduled")
 }
 
 func testClaimOnceDue(e *env) {
@@ -96,11 +96,11 @@ func testClaimOnceDue(e *env) {
 	sched := e.insertOne(p)
 
 	r := e.claimJob(e.job("q", "retryable"), "w")
-	o := e.outcome(r, core.OutcomeRetry)
+	o := e.outcome(r, contract.OutcomeRetry)
 	o.RunAt = e.now.Add(2 * time.Minute)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
 	e.apply(o)
-	e.expectState(r.ID, core.StateRetryable, "Finish with OutcomeRetry")
+	e.expectState(r.ID, contract.StateRetryable, "Finish with OutcomeRetry")
 
 	if got := e.claim("q", "w", 10); len(got) != 0 {
 		e.Fatalf("Claim returned %v before any job was due", ids(got))
@@ -115,7 +115,7 @@ func testClaimOnceDue(e *env) {
 	if len(got) != 1 || got[0].ID != r.ID {
 		e.Fatalf("Claim once the retryable job %d is due returned %v; want only it (a claim treats due retryable jobs as available)", r.ID, ids(got))
 	}
-	if got[0].State != core.StateRunning || got[0].Attempt != 2 {
+	if got[0].State != contract.StateRunning || got[0].Attempt != 2 {
 		e.Fatalf("the retryable job claimed again has state %q, attempt %d; want running, attempt 2", got[0].State, got[0].Attempt)
 	}
 }
@@ -147,7 +147,7 @@ func testClaimQueue(e *env) {
 	}
 	st := e.stats()
 	for _, q := range []string{"alph", "alpha2", "beta"} {
-		if st[q].Counts[core.StateAvailable] != 1 {
+		if st[q].Counts[contract.StateAvailable] != 1 {
 			e.Errorf("queue %q has counts %v after a claim from \"alpha\"; want its job still available", q, st[q].Counts)
 		}
 	}
@@ -157,12 +157,12 @@ func testClaimMarks(e *env) {
 	j := e.insertOne(e.job("q", "k"))
 	e.advance(time.Second)
 	until := e.now.Add(lease)
-	got := e.claimWith(core.ClaimParams{Queue: "q", WorkerID: "worker-🐝-1", Limit: 5, Now: e.now, LeaseUntil: until})
+	got := e.claimWith(contract.ClaimParams{Queue: "q", WorkerID: "worker-🐝-1", Limit: 5, Now: e.now, LeaseUntil: until})
 	if len(got) != 1 {
 		e.Fatalf("Claim returned %d jobs; want the 1 due job", len(got))
 	}
 	want := *j
-	want.State = core.StateRunning
+	want.State = contract.StateRunning
 	want.Attempt = 1
 	want.AttemptedAt = e.now
 	want.WorkerID = "worker-🐝-1"
@@ -192,7 +192,7 @@ func testClaimConcurrent(e *env) {
 	)
 	insertMany(e, "race", jobs)
 
-	stores := []core.Store{e.s}
+	stores := []contract.Store{e.s}
 	if e.f.Reopen != nil {
 		s2 := e.f.Reopen(e.T, e.s)
 		if s2 == nil {
@@ -219,7 +219,7 @@ func testClaimConcurrent(e *env) {
 					e.Errorf("%s: gave up after 2 minutes with %d of %d jobs completed: claims stop returning due jobs", worker, done.Load(), jobs)
 					return
 				}
-				got, err := s.Claim(ctx, core.ClaimParams{Queue: "race", WorkerID: worker, Limit: batch, Now: now, LeaseUntil: now.Add(time.Hour)})
+				got, err := s.Claim(ctx, contract.ClaimParams{Queue: "race", WorkerID: worker, Limit: batch, Now: now, LeaseUntil: now.Add(time.Hour)})
 				if err != nil {
 					e.Errorf("%s: Claim: unexpected error under concurrency: %v (transient errors must be retried inside the store)", worker, err)
 					return
@@ -228,7 +228,7 @@ func testClaimConcurrent(e *env) {
 					time.Sleep(time.Millisecond) // others hold the rest; let them finish
 					continue
 				}
-				outs := make([]core.Outcome, len(got))
+				outs := make([]contract.Outcome, len(got))
 				mu.Lock()
 				for i, j := range got {
 					if other, dup := claimedBy[j.ID]; dup {
@@ -238,7 +238,7 @@ func testClaimConcurrent(e *env) {
 					if j.WorkerID != worker || j.Attempt != 1 {
 						e.Errorf("%s claimed job %d showing WorkerID %q, attempt %d; want %q, attempt 1", worker, j.ID, j.WorkerID, j.Attempt, worker)
 					}
-					outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now}
+					outs[i] = contract.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now}
 				}
 				mu.Unlock()
 				res, err := s.Finish(ctx, outs)
@@ -263,7 +263,7 @@ func testClaimConcurrent(e *env) {
 		e.Fatalf("%d distinct jobs were claimed; want all %d", len(claimedBy), jobs)
 	}
 	counts := e.stats()["race"].Counts
-	if counts[core.StateCompleted] != jobs || nonZero(counts) != 1 {
+	if counts[contract.StateCompleted] != jobs || nonZero(counts) != 1 {
 		e.Fatalf("after %d claimers drained the queue, Stats counts %v; want %d completed and nothing else", claimers, counts, jobs)
 	}
 	if left := e.claim("race", "w", 10); len(left) != 0 {
@@ -272,12 +272,12 @@ func testClaimConcurrent(e *env) {
 }
 
 // insertMany inserts n due jobs into queue in batches of 1000.
-func insertMany(e *env, queue string, n int) []*core.Job {
+func insertMany(e *env, queue string, n int) []*contract.Job {
 	e.Helper()
-	var out []*core.Job
+	var out []*contract.Job
 	for n > 0 {
 		b := min(n, 1000)
-		ps := make([]core.InsertParams, b)
+		ps := make([]contract.InsertParams, b)
 		for i := range ps {
 			ps[i] = e.job(queue, "k")
 		}
@@ -288,7 +288,7 @@ func insertMany(e *env, queue string, n int) []*core.Job {
 }
 
 // nonZero counts the states with a non-zero count.
-func nonZero(m map[core.State]int) int {
+func nonZero(m map[contract.State]int) int {
 	n := 0
 	for _, c := range m {
 		if c != 0 {

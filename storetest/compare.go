@@ -9,13 +9,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // diffJob lists every field in which got differs from want, comparing the
 // way the contract allows: args as JSON values, nil and empty collections as
 // equal, times as instants that must come back in UTC.
-func diffJob(got, want *core.Job) []string {
+func diffJob(got, want *contract.Job) []string {
 	var d []string
 	add := func(field string, g, w any) {
 		d = append(d, fmt.Sprintf("%s: got %v, want %v", field, g, w))
@@ -73,7 +73,7 @@ func diffJob(got, want *core.Job) []string {
 }
 
 // diffErrors compares two error histories entry by entry.
-func diffErrors(got, want []core.AttemptError) []string {
+func diffErrors(got, want []contract.AttemptError) []string {
 	if len(got) != len(want) {
 		return []string{fmt.Sprintf("Errors: got %d entries %+v, want %d entries %+v", len(got), got, len(want), want)}
 	}
@@ -107,7 +107,7 @@ func diffTime(field string, got, want time.Time) []string {
 	case !got.Equal(want):
 		return []string{fmt.Sprintf("%s: got %s, want %s (the same instant at microsecond precision)", field, ts(got), ts(want))}
 	case got.Location() != time.UTC:
-		return []string{fmt.Sprintf("%s: got %s in location %q; stores must return times in UTC (core.UTC)", field, ts(got), got.Location())}
+		return []string{fmt.Sprintf("%s: got %s in location %q; stores must return times in UTC (contract.UTC)", field, ts(got), got.Location())}
 	}
 	return nil
 }

@@ -8,19 +8,20 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var closeTests = []test{
 	{"close/calls-after-close-return-err-closed", testCallsAfterClose},
 }
 
-// The rules below each check one sentence of the core.Store contract that
+// The rules below each check one sentence of the contract.Store contract that
 // names them ("storetest rule area/name"); they are listed with the other
 // rules of their area.
 
 // awaitCancels waits for a NotifyCancel naming each of jobs by id, in any
 // order, ignoring other notifications.
-func (e *env) awaitCancels(ch <-chan core.Notification, jobs []*core.Job, after string) {
+func (e *env) awaitCancels(ch <-chan contract.Notification, jobs []*contract.Job, after string) {
 	e.Helper()
 	want := map[int64]bool{}
 	for _, j := range jobs {
@@ -28,27 +29,27 @@ func (e *env) awaitCancels(ch <-chan core.Notification, jobs []*core.Job, after 
 	}
 	timeout := time.NewTimer(notifyWait)
 	defer timeout.Stop()
-	var seen []core.Notification
+	var seen []contract.Notification
 	for len(want) > 0 {
 		select {
 		case n, ok := <-ch:
 			if !ok {
 				e.Fatalf("the Listen channel closed while waiting for NotifyCancel after %s; it must stay open until the listener's context ends", after)
 			}
-			if n.Kind == core.NotifyCancel && want[n.JobID] {
+			if n.Kind == contract.NotifyCancel && want[n.JobID] {
 				delete(want, n.JobID)
 				continue
 			}
 			seen = append(seen, n)
 		case <-timeout.C:
-			e.Fatalf("no NotifyCancel for job(s) %v arrived within %s after %s (saw %+v); a store that declares core.Notifier must deliver one, with the job's id, for every cancel, whatever state the job was in", slices.Sorted(mapKeys(want)), notifyWait, after, seen)
+			e.Fatalf("no NotifyCancel for job(s) %v arrived within %s after %s (saw %+v); a store that declares contract.Notifier must deliver one, with the job's id, for every cancel, whatever state the job was in", slices.Sorted(mapKeys(want)), notifyWait, after, seen)
 		}
 	}
 }
 
 // awaitQueues waits for a notification of kind k for each of queues, in
 // any order, ignoring others.
-func (e *env) awaitQueues(ch <-chan core.Notification, k core.NotificationKind, queues []string, after string) {
+func (e *env) awaitQueues(ch <-chan contract.Notification, k contract.NotificationKind, queues []string, after string) {
 	e.Helper()
 	want := map[string]bool{}
 	for _, q := range queues {
@@ -56,7 +57,7 @@ func (e *env) awaitQueues(ch <-chan core.Notification, k core.NotificationKind, 
 	}
 	timeout := time.NewTimer(notifyWait)
 	defer timeout.Stop()
-	var seen []core.Notification
+	var seen []contract.Notification
 	for len(want) > 0 {
 		select {
 		case n, ok := <-ch:
@@ -69,7 +70,7 @@ func (e *env) awaitQueues(ch <-chan core.Notification, k core.NotificationKind, 
 			}
 			seen = append(seen, n)
 		case <-timeout.C:
-			e.Fatalf("no %q notification for queue(s) %q arrived within %s after %s (saw %+v); a store that declares core.Notifier must deliver one for every queue that got due jobs", k, slices.Sorted(mapKeys(want)), notifyWait, after, seen)
+			e.Fatalf("no %q notification for queue(s) %q arrived within %s after %s (saw %+v); a store that declares contract.Notifier must deliver one for every queue that got due jobs", k, slices.Sorted(mapKeys(want)), notifyWait, after, seen)
 		}
 	}
 }
@@ -93,12 +94,12 @@ func testNotifyEveryCancel(e *env) {
 	schedP.RunAt = e.now.Add(time.Hour)
 	sched := e.insertOne(schedP)
 	run := e.claimJob(e.job("cancel-run", "k"), "w")
-	for _, j := range []*core.Job{avail, sched, run} {
+	for _, j := range []*contract.Job{avail, sched, run} {
 		if _, err := e.s.Cancel(e.ctx, j.ID, e.now); err != nil {
 			e.Fatalf("Cancel(%d) of a %s job: unexpected error: %v", j.ID, j.State, err)
 		}
 	}
-	e.awaitCancels(ch, []*core.Job{avail, sched, run}, "Cancel of an available, a scheduled and a running job")
+	e.awaitCancels(ch, []*contract.Job{avail, sched, run}, "Cancel of an available, a scheduled and a running job")
 }
 
 // testNotifyBatchEveryQueue: one Insert with due jobs in several queues
@@ -108,7 +109,7 @@ func testNotifyBatchEveryQueue(e *env) {
 	later := e.job("batch-c", "k")
 	later.RunAt = e.now.Add(time.Hour)
 	e.insert(later, e.job("batch-a", "k"), e.job("batch-b", "k"), e.job("batch-a", "k"), e.job("batch-d", "k"))
-	e.awaitQueues(ch, core.NotifyInsert, []string{"batch-a", "batch-b", "batch-d"}, "one Insert with due jobs in queues batch-a, batch-b and batch-d")
+	e.awaitQueues(ch, contract.NotifyInsert, []string{"batch-a", "batch-b", "batch-d"}, "one Insert with due jobs in queues batch-a, batch-b and batch-d")
 }
 
 // testNotifyTxRollback: an InsertTx whose transaction rolls back wakes no
@@ -134,10 +135,10 @@ func testNotifyTxRollback(e *env) {
 			if !ok {
 				e.Fatal("the Listen channel closed; it must stay open until the listener's context ends")
 			}
-			if n.Kind == core.NotifyInsert && n.Queue == "rolled-back" {
+			if n.Kind == contract.NotifyInsert && n.Queue == "rolled-back" {
 				e.Fatalf("a NotifyInsert for queue \"rolled-back\" arrived, but its only insert was an InsertTx that was rolled back; a store sends the insert notification of a transactional insert only if the transaction commits")
 			}
-			if n.Kind == core.NotifyInsert && n.Queue == "after-rollback" && !marker {
+			if n.Kind == contract.NotifyInsert && n.Queue == "after-rollback" && !marker {
 				marker = true
 				grace = time.After(300 * time.Millisecond)
 			}
@@ -145,7 +146,7 @@ func testNotifyTxRollback(e *env) {
 			return
 		case <-timeout.C:
 			if !marker {
-				e.Fatalf("no NotifyInsert for queue \"after-rollback\" arrived within %s after an Insert of a due job; a store that declares core.Notifier must deliver it", notifyWait)
+				e.Fatalf("no NotifyInsert for queue \"after-rollback\" arrived within %s after an Insert of a due job; a store that declares contract.Notifier must deliver it", notifyWait)
 			}
 			return
 		}
@@ -155,7 +156,7 @@ func testNotifyTxRollback(e *env) {
 // expectInvalidArgument fails unless err wraps core.ErrInvalidArgument.
 func (e *env) expectInvalidArgument(err error, call string) {
 	e.Helper()
-	if !errors.Is(err, core.ErrInvalidArgument) {
+	if !errors.Is(err, contract.ErrInvalidArgument) {
 		e.Fatalf("%s returned error %s; want an error wrapping core.ErrInvalidArgument (an argument the engine never produces) that changes nothing", call, errMsg(err))
 	}
 }
@@ -163,7 +164,7 @@ func (e *env) expectInvalidArgument(err error, call string) {
 func testClaimLimitBelowOne(e *env) {
 	j := e.insertOne(e.job("q", "k"))
 	for _, limit := range []int{0, -1} {
-		got, err := e.s.Claim(e.ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: limit, Now: e.now, LeaseUntil: e.now.Add(lease)})
+		got, err := e.s.Claim(e.ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: limit, Now: e.now, LeaseUntil: e.now.Add(lease)})
 		e.expectInvalidArgument(err, fmt.Sprintf("Claim with Limit %d", limit))
 		if len(got) != 0 {
 			e.Fatalf("Claim with Limit %d returned %d jobs with its error; want none", limit, len(got))
@@ -179,20 +180,20 @@ func testPruneNonFinal(e *env) {
 	sched := e.insertOne(schedP)
 	run := e.claimJob(e.job("run", "k"), "w")
 	retry := e.claimJob(e.job("retry", "k"), "w")
-	e.apply(e.outcome(retry, core.OutcomeRetry))
+	e.apply(e.outcome(retry, contract.OutcomeRetry))
 	retry = e.get(retry.ID)
 	e.advance(2 * time.Hour)
-	for _, st := range []core.State{core.StateAvailable, core.StateScheduled, core.StateRunning, core.StateRetryable, core.State("bogus")} {
+	for _, st := range []contract.State{contract.StateAvailable, contract.StateScheduled, contract.StateRunning, contract.StateRetryable, contract.State("bogus")} {
 		n, err := e.s.Prune(e.ctx, st, e.now.Add(time.Hour), 100)
 		e.expectInvalidArgument(err, fmt.Sprintf("Prune of state %q", st))
-		if !errors.Is(err, core.ErrInvalidState) {
+		if !errors.Is(err, contract.ErrInvalidState) {
 			e.Fatalf("Prune of state %q returned error %s; want it to wrap core.ErrInvalidState as well", st, errMsg(err))
 		}
 		if n != 0 {
 			e.Fatalf("Prune of state %q reported %d deleted with its error; want 0", st, n)
 		}
 	}
-	for _, j := range []*core.Job{avail, sched, run, retry} {
+	for _, j := range []*contract.Job{avail, sched, run, retry} {
 		e.expectUnchanged(j, "a Prune of a state that is not final")
 	}
 }
@@ -203,9 +204,9 @@ func testFinishUnknownKind(e *env) {
 	if len(got) != 2 {
 		e.Fatalf("setup: claimed %d of 2", len(got))
 	}
-	good := e.outcome(got[0], core.OutcomeComplete)
-	bad := e.outcome(got[1], core.OutcomeKind("explode"))
-	res, err := e.s.Finish(e.ctx, []core.Outcome{good, bad})
+	good := e.outcome(got[0], contract.OutcomeComplete)
+	bad := e.outcome(got[1], contract.OutcomeKind("explode"))
+	res, err := e.s.Finish(e.ctx, []contract.Outcome{good, bad})
 	e.expectInvalidArgument(err, "Finish of a batch with an outcome of unknown kind \"explode\"")
 	if len(res) != 0 {
 		e.Fatalf("Finish with an outcome of unknown kind returned results %+v with its error; want none", res)
@@ -221,15 +222,15 @@ func testRescueOldestLeaseFirst(e *env) {
 	// Claimed in id order, with leases in another order: ids 1..4 get
 	// leases ending +20 s, +0 s, +10 s and +0 s after the base.
 	base := e.now.Add(lease)
-	var jobs []*core.Job
+	var jobs []*contract.Job
 	for _, d := range []time.Duration{20 * time.Second, 0, 10 * time.Second, 0} {
-		c := e.claimWith(core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: e.now, LeaseUntil: base.Add(d)})
+		c := e.claimWith(contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: e.now, LeaseUntil: base.Add(d)})
 		if len(c) != 1 {
 			e.Fatalf("setup: claim returned %d jobs; want 1", len(c))
 		}
 		jobs = append(jobs, c[0])
 	}
-	want := []*core.Job{jobs[1], jobs[3], jobs[2], jobs[0]}
+	want := []*contract.Job{jobs[1], jobs[3], jobs[2], jobs[0]}
 	e.now = base.Add(time.Minute)
 	var order []int64
 	for range want {
@@ -251,7 +252,7 @@ func testRescueWorkersIDOrder(e *env) {
 	for _, w := range []string{"w-a", "w-b", "w-c"} {
 		e.register(e.worker(w))
 	}
-	var jobs []*core.Job
+	var jobs []*contract.Job
 	for _, w := range []string{"w-b", "w-c", "w-a", "w-b"} {
 		jobs = append(jobs, e.claimJob(e.job("q", "k"), w))
 	}
@@ -271,8 +272,8 @@ func testRescueWorkersIDOrder(e *env) {
 
 func testRateStatesSorted(e *env) {
 	ql := e.limiter(e.s)
-	r := core.RateLimit{Starts: 100, Per: time.Minute}
-	e.setLimits("rated", core.QueueLimits{Rate: r, RatePerKind: map[string]core.RateLimit{"b": r, "a": r, "B": r}, RatePerPartition: r})
+	r := contract.RateLimit{Starts: 100, Per: time.Minute}
+	e.setLimits("rated", contract.QueueLimits{Rate: r, RatePerKind: map[string]contract.RateLimit{"b": r, "a": r, "B": r}, RatePerPartition: r})
 	for _, kp := range [][2]string{{"b", "z"}, {"a", "y"}, {"B", "Z"}, {"a", "z"}} {
 		e.insertOne(e.jobIn("rated", kp[0], kp[1]))
 	}
@@ -295,8 +296,8 @@ func testRateStatesSorted(e *env) {
 // testPruneFreesEndedHolds: a pruned job's key is free once its hold has
 // ended, whether it had a window or not.
 func testPruneFreesEndedHolds(e *env) {
-	var ps []core.InsertParams
-	var jobs []*core.Job
+	var ps []contract.InsertParams
+	var jobs []*contract.Job
 	for _, k := range []struct {
 		key       string
 		uniqueFor time.Duration
@@ -305,11 +306,11 @@ func testPruneFreesEndedHolds(e *env) {
 		p.UniqueFor = k.uniqueFor
 		ps = append(ps, p)
 		j := e.claimJob(p, "w")
-		e.apply(e.outcome(j, core.OutcomeComplete))
+		e.apply(e.outcome(j, contract.OutcomeComplete))
 		jobs = append(jobs, j)
 	}
 	e.advance(2 * time.Minute)
-	if n := e.prune(core.StateCompleted, e.now, 100); n != 2 {
+	if n := e.prune(contract.StateCompleted, e.now, 100); n != 2 {
 		e.Fatalf("Prune(completed, before now) deleted %d jobs; want the 2 completed ones", n)
 	}
 	for i, p := range ps {
@@ -328,17 +329,17 @@ func testCallsAfterClose(e *env) {
 		e.Fatalf("Close: unexpected error: %v", err)
 	}
 	decide := e.decide(core.CauseLeaseExpired)
-	o := e.outcome(run, core.OutcomeComplete)
+	o := e.outcome(run, contract.OutcomeComplete)
 	calls := []struct {
 		name string
 		fn   func() error
 	}{
-		{"Insert", func() error { _, err := s.Insert(e.ctx, e.now, []core.InsertParams{e.job("q", "k")}); return err }},
+		{"Insert", func() error { _, err := s.Insert(e.ctx, e.now, []contract.InsertParams{e.job("q", "k")}); return err }},
 		{"Claim", func() error {
-			_, err := s.Claim(e.ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: e.now, LeaseUntil: e.now.Add(lease)})
+			_, err := s.Claim(e.ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: e.now, LeaseUntil: e.now.Add(lease)})
 			return err
 		}},
-		{"Finish", func() error { _, err := s.Finish(e.ctx, []core.Outcome{o}); return err }},
+		{"Finish", func() error { _, err := s.Finish(e.ctx, []contract.Outcome{o}); return err }},
 		{"ExtendLeases", func() error { _, err := s.ExtendLeases(e.ctx, "w", leases(run), e.now.Add(time.Hour)); return err }},
 		{"Rescue", func() error { _, err := s.Rescue(e.ctx, e.now.Add(time.Hour), 10, decide); return err }},
 		{"RescueWorkers", func() error {
@@ -346,9 +347,9 @@ func testCallsAfterClose(e *env) {
 			return err
 		}},
 		{"DiscardExpired", func() error { _, err := s.DiscardExpired(e.ctx, e.now, 10); return err }},
-		{"Prune", func() error { _, err := s.Prune(e.ctx, core.StateCompleted, e.now, 10); return err }},
+		{"Prune", func() error { _, err := s.Prune(e.ctx, contract.StateCompleted, e.now, 10); return err }},
 		{"Get", func() error { _, err := s.Get(e.ctx, j.ID); return err }},
-		{"List", func() error { _, err := s.List(e.ctx, core.ListParams{}); return err }},
+		{"List", func() error { _, err := s.List(e.ctx, contract.ListParams{}); return err }},
 		{"Stats", func() error { _, err := s.Stats(e.ctx); return err }},
 		{"Cancel", func() error { _, err := s.Cancel(e.ctx, j.ID, e.now); return err }},
 		{"Retry", func() error { _, err := s.Retry(e.ctx, j.ID, e.now); return err }},
@@ -361,19 +362,19 @@ func testCallsAfterClose(e *env) {
 		{"Worker", func() error { _, err := s.Worker(e.ctx, "w"); return err }},
 		{"RemoveDeadWorkers", func() error { _, err := s.RemoveDeadWorkers(e.ctx, e.now.Add(time.Hour)); return err }},
 	}
-	if n, ok := s.(core.Notifier); ok {
+	if n, ok := s.(contract.Notifier); ok {
 		calls = append(calls, struct {
 			name string
 			fn   func() error
 		}{"Listen", func() error { _, err := n.Listen(e.ctx); return err }})
 	}
-	if l, ok := s.(core.QueueLimiter); ok {
+	if l, ok := s.(contract.QueueLimiter); ok {
 		calls = append(calls, struct {
 			name string
 			fn   func() error
 		}{"QueueLimits", func() error { _, err := l.QueueLimits(e.ctx, "q"); return err }})
 	}
-	if st, ok := s.(core.Settings); ok {
+	if st, ok := s.(contract.Settings); ok {
 		calls = append(calls, struct {
 			name string
 			fn   func() error
@@ -388,7 +389,7 @@ func testCallsAfterClose(e *env) {
 		switch {
 		case panicked != nil:
 			bad = append(bad, fmt.Sprintf("%s panicked: %v", c.name, panicked))
-		case !errors.Is(err, core.ErrClosed):
+		case !errors.Is(err, contract.ErrClosed):
 			bad = append(bad, fmt.Sprintf("%s returned %s", c.name, errMsg(err)))
 		}
 	}
@@ -409,14 +410,14 @@ func testExtendNonUTC(e *env) {
 	if err != nil || n != 1 {
 		e.Fatalf("ExtendLeases of the worker's one running job = %d, %v; want 1, nil", n, err)
 	}
-	check := func(got *core.Job, via string) {
+	check := func(got *contract.Job, via string) {
 		e.Helper()
 		if !got.LeaseUntil.Equal(until) || got.LeaseUntil.Location() != time.UTC {
 			e.Fatalf("%s returned LeaseUntil %s after ExtendLeases to %s; want the same instant in UTC (a store returns every time in UTC, whatever location it was handed)", via, ts(got.LeaseUntil), ts(until))
 		}
 	}
 	check(e.get(j.ID), "Get")
-	listed := e.list(core.ListParams{Queue: "q", States: []core.State{core.StateRunning}})
+	listed := e.list(contract.ListParams{Queue: "q", States: []contract.State{contract.StateRunning}})
 	if len(listed) != 1 {
 		e.Fatalf("List of running jobs returned %d; want 1", len(listed))
 	}
@@ -444,20 +445,20 @@ func testStatsOnlyPersistedPauses(e *env) {
 	e.insertOne(e.job("paused", "k"))
 	e.pause("paused")
 	notPaused := []string{"never-paused", "resumed"}
-	if _, ok := e.s.(core.QueueLimiter); ok {
-		lim := core.QueueLimits{MaxRunning: 2, Rate: core.RateLimit{Starts: 5, Per: time.Minute}}
+	if _, ok := e.s.(contract.QueueLimiter); ok {
+		lim := contract.QueueLimits{MaxRunning: 2, Rate: contract.RateLimit{Starts: 5, Per: time.Minute}}
 		e.setLimits("limited", lim)
 		e.insertOne(e.job("limited", "k"))
 		e.setLimits("limited-empty", lim)
 		notPaused = append(notPaused, "limited", "limited-empty")
 	}
-	check := func(s core.Store, handle string) {
+	check := func(s contract.Store, handle string) {
 		e.Helper()
 		st, err := s.Stats(e.ctx)
 		if err != nil {
 			e.Fatalf("Stats (%s): unexpected error: %v", handle, err)
 		}
-		m := map[string]core.QueueStats{}
+		m := map[string]contract.QueueStats{}
 		for _, q := range st {
 			m[q.Queue] = q
 		}
@@ -466,7 +467,7 @@ func testStatsOnlyPersistedPauses(e *env) {
 				e.Fatalf("Stats (%s) shows queue %q paused; want Paused only while a persisted PauseQueue is in force (never paused, resumed, or with only QueueLimits stored)", handle, q)
 			}
 		}
-		if p, ok := m["paused"]; !ok || !p.Paused || p.Counts[core.StateAvailable] != 1 {
+		if p, ok := m["paused"]; !ok || !p.Paused || p.Counts[contract.StateAvailable] != 1 {
 			e.Fatalf("Stats (%s) entry for queue \"paused\": %+v (listed %v); want Paused=true with its 1 available job (the pause is persisted)", handle, p, ok)
 		}
 	}
@@ -478,7 +479,7 @@ func testStatsOnlyPersistedPauses(e *env) {
 			e.Fatalf("ResumeQueue on a second handle: %v", err)
 		}
 		notPaused = append(notPaused, "paused")
-		for _, s := range []core.Store{e.s, other} {
+		for _, s := range []contract.Store{e.s, other} {
 			st, err := s.Stats(e.ctx)
 			if err != nil {
 				e.Fatalf("Stats: %v", err)

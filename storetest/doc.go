@@ -1,12 +1,12 @@
-// Package storetest is the conformance suite for core.Store implementations.
+// Package storetest is the conformance suite for contract.Store implementations.
 //
 // A store — built in or written by a third party for a new database — proves
 // that it means the same thing as every other store by passing one call:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Factory{
-//			Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-//			New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+//			Strategies: []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic},
+//			New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 //				s, err := mystore.Open(t.Context(), dsnForAFreshSchema(t), mystore.WithStrategy(strategy))
 //				if err != nil {
 //					t.Fatal(err)
@@ -14,8 +14,8 @@
 //				t.Cleanup(func() { s.Close() })
 //				return s
 //			},
-//			// Only when the store implements core.TxInserter or core.TxCompleter:
-//			BeginTx: func(t testing.TB, s core.Store) (any, func() error, func() error) {
+//			// Only when the store implements contract.TxInserter or contract.TxCompleter:
+//			BeginTx: func(t testing.TB, s contract.Store) (any, func() error, func() error) {
 //				tx, err := s.(*mystore.Store).DB().BeginTx(t.Context(), nil)
 //				if err != nil {
 //					t.Fatal(err)
@@ -26,7 +26,7 @@
 //	}
 //
 // The suite is modelled on testing/slogtest and testing/fstest: every rule of
-// the contract in core/store.go is a named subtest ("claim/never-returns-
+// the contract in core/contract/store.go is a named subtest ("claim/never-returns-
 // future-jobs", "finish/stale-attempt-is-fenced", …), run once per claim
 // strategy under "strategy=<name>", and a failure message says which rule was
 // broken and what the store returned, so an adapter author can act on it
@@ -46,10 +46,10 @@
 //     waiting is for notifications, bounded at a few seconds.
 //   - Optional capabilities are discovered by type assertion, as the engine
 //     does: the transactional subtests run only when the store implements
-//     core.TxInserter or core.TxCompleter (and then need Factory.BeginTx),
-//     the notification subtests only when it implements core.Notifier, the
-//     settings subtests only when it implements core.Settings, the
-//     rewrite subtests only when it implements core.SealedRewriter. A store
+//     contract.TxInserter or contract.TxCompleter (and then need Factory.BeginTx),
+//     the notification subtests only when it implements contract.Notifier, the
+//     settings subtests only when it implements contract.Settings, the
+//     rewrite subtests only when it implements contract.SealedRewriter. A store
 //     that declares a capability must deliver it: a Notifier that never
 //     delivers fails, and so does a get-or-create that two racing callers
 //     both win.
@@ -57,7 +57,7 @@
 //     its concurrent claimers on a second handle, as a second process would,
 //     and the settings subtests race and read across the two handles.
 //
-// Everything the suite checks is observable through core.Store; it never
+// Everything the suite checks is observable through contract.Store; it never
 // inspects a database directly. Arguments are compared as JSON values (a
 // store may normalise whitespace and key order), nil and empty tags or
 // metadata are equal, and times must come back as the same instant, in UTC,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var finishTests = []test{
@@ -34,11 +35,11 @@ var finishTests = []test{
 func testFinishComplete(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	e.advance(time.Second)
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Result = []byte(`{"ok":true}`)
 	e.apply(o)
 	want := *j
-	want.State = core.StateCompleted
+	want.State = contract.StateCompleted
 	want.FinishedAt = e.now
 	want.Result = o.Result
 	want.LeaseUntil = time.Time{}
@@ -49,10 +50,10 @@ func testFinishComplete(e *env) {
 
 func testFinishCompleteDelete(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Delete = true
 	e.apply(o)
-	if got, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+	if got, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Get of a job completed with Delete=true returned (%+v, %s); want an error wrapping core.ErrNotFound (the row is deleted)", got, errMsg(err))
 	}
 }
@@ -60,14 +61,14 @@ func testFinishCompleteDelete(e *env) {
 func testFinishRetry(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	e.advance(time.Second)
-	o := e.outcome(j, core.OutcomeRetry)
+	o := e.outcome(j, contract.OutcomeRetry)
 	o.RunAt = e.now.Add(time.Minute)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "connection refused", Trace: "main.go:12"}
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "connection refused", Trace: "main.go:12"}
 	e.apply(o)
 	want := *j
-	want.State = core.StateRetryable
+	want.State = contract.StateRetryable
 	want.RunAt = o.RunAt
-	want.Errors = []core.AttemptError{*o.Error}
+	want.Errors = []contract.AttemptError{*o.Error}
 	want.LeaseUntil = time.Time{}
 	if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
 		e.Fatalf("after OutcomeRetry the job must be retryable at RunAt with the error appended and attempt kept:\n%s", lines(d))
@@ -77,11 +78,11 @@ func testFinishRetry(e *env) {
 func testFinishSnooze(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	// Snooze into the future: scheduled, attempt back to 0.
-	o := e.outcome(j, core.OutcomeSnooze)
+	o := e.outcome(j, contract.OutcomeSnooze)
 	o.RunAt = e.now.Add(time.Minute)
 	e.apply(o)
 	want := *j
-	want.State = core.StateScheduled
+	want.State = contract.StateScheduled
 	want.Attempt = 0
 	want.RunAt = o.RunAt
 	want.LeaseUntil = time.Time{}
@@ -96,12 +97,12 @@ func testFinishSnooze(e *env) {
 	if j.Attempt != 1 {
 		e.Fatalf("a snoozed job claimed again has Attempt %d; want 1 (the snooze must not have used an attempt)", j.Attempt)
 	}
-	o = e.outcome(j, core.OutcomeSnooze)
+	o = e.outcome(j, contract.OutcomeSnooze)
 	o.RunAt = o.At
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "shutting down"}
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "shutting down"}
 	e.apply(o)
 	got := e.get(j.ID)
-	if got.State != core.StateAvailable || got.Attempt != 0 || len(got.Errors) != 1 {
+	if got.State != contract.StateAvailable || got.Attempt != 0 || len(got.Errors) != 1 {
 		e.Fatalf("after OutcomeSnooze with RunAt=At and an error, the job has state %q, attempt %d, %d error(s); want available (RunAt ≤ At), attempt 0, 1 error", got.State, got.Attempt, len(got.Errors))
 	}
 }
@@ -116,13 +117,13 @@ func testFinishContinue(e *env) {
 	j := e.claimJob(p, "w")
 
 	// A failed first attempt gives the job an error history to keep.
-	o := e.outcome(j, core.OutcomeRetry)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "flaky"}
+	o := e.outcome(j, contract.OutcomeRetry)
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "flaky"}
 	e.apply(o)
 	j = e.claimOne("q", "w", "flow")
 
 	e.advance(time.Second)
-	o = e.outcome(j, core.OutcomeContinue)
+	o = e.outcome(j, contract.OutcomeContinue)
 	o.NextKind = "step-2"
 	o.NextArgs = json.RawMessage(`{"step":2,"from":"step-1"}`)
 	o.RunAt = e.now.Add(time.Minute)
@@ -130,7 +131,7 @@ func testFinishContinue(e *env) {
 	want := *j
 	want.Kind = "step-2"
 	want.Args = o.NextArgs
-	want.State = core.StateScheduled
+	want.State = contract.StateScheduled
 	want.Attempt = 0
 	want.RunAt = o.RunAt
 	want.LeaseUntil = time.Time{}
@@ -141,29 +142,29 @@ func testFinishContinue(e *env) {
 	// Continue with RunAt ≤ At: available at once.
 	e.advance(time.Minute)
 	j = e.claimOne("q", "w", "flow")
-	o = e.outcome(j, core.OutcomeContinue)
+	o = e.outcome(j, contract.OutcomeContinue)
 	o.NextKind = "step-3"
 	o.NextArgs = json.RawMessage(`{"step":3}`)
 	e.apply(o)
-	if got := e.get(j.ID); got.State != core.StateAvailable || got.Kind != "step-3" || got.Attempt != 0 {
+	if got := e.get(j.ID); got.State != contract.StateAvailable || got.Kind != "step-3" || got.Attempt != 0 {
 		e.Fatalf("after OutcomeContinue with RunAt=At the job has state %q, kind %q, attempt %d; want available, \"step-3\", 0", got.State, got.Kind, got.Attempt)
 	}
 }
 
 func testFinishCancelDiscard(e *env) {
 	for _, c := range []struct {
-		kind  core.OutcomeKind
-		state core.State
-	}{{core.OutcomeCancel, core.StateCancelled}, {core.OutcomeDiscard, core.StateDiscarded}} {
+		kind  contract.OutcomeKind
+		state contract.State
+	}{{contract.OutcomeCancel, contract.StateCancelled}, {contract.OutcomeDiscard, contract.StateDiscarded}} {
 		j := e.claimJob(e.job("q", string(c.kind)), "w")
 		e.advance(time.Second)
 		o := e.outcome(j, c.kind)
-		o.Error = &core.AttemptError{Attempt: j.Attempt, At: e.now, Error: "permanent: " + string(c.kind)}
+		o.Error = &contract.AttemptError{Attempt: j.Attempt, At: e.now, Error: "permanent: " + string(c.kind)}
 		e.apply(o)
 		want := *j
 		want.State = c.state
 		want.FinishedAt = e.now
-		want.Errors = []core.AttemptError{*o.Error}
+		want.Errors = []contract.AttemptError{*o.Error}
 		want.LeaseUntil = time.Time{}
 		if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
 			e.Errorf("after Outcome%s the job must be %s with FinishedAt=At and the error appended:\n%s", c.kind, c.state, lines(d))
@@ -172,7 +173,7 @@ func testFinishCancelDiscard(e *env) {
 }
 
 func testFinishClearsLease(e *env) {
-	kinds := []core.OutcomeKind{core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeContinue, core.OutcomeCancel, core.OutcomeDiscard}
+	kinds := []contract.OutcomeKind{contract.OutcomeComplete, contract.OutcomeRetry, contract.OutcomeSnooze, contract.OutcomeContinue, contract.OutcomeCancel, contract.OutcomeDiscard}
 	for _, k := range kinds {
 		j := e.claimJob(e.job("q", "k"), "holder-"+string(k))
 		o := e.outcome(j, k)
@@ -190,19 +191,19 @@ func testFinishClearsLease(e *env) {
 func testFinishRoundTrip(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	e.advance(time.Second)
-	first := core.AttemptError{
+	first := contract.AttemptError{
 		Attempt: 1,
 		At:      e.now.In(zone),
 		Error:   "ошибка: résumé failed ✗ \"quoted\" 'single' \\ backslash",
 		Trace:   "goroutine 1 [running]:\nmain.main()\n\t/src/main.go:12 +0x1d\n😀",
 	}
-	o := e.outcome(j, core.OutcomeRetry)
+	o := e.outcome(j, contract.OutcomeRetry)
 	o.Error = &first
 	e.apply(o)
 	j = e.claimOne("q", "w")
 	e.advance(time.Second)
 	result := []byte{0xff, 0xfe, 0x00, 'a', 0x80, '\n', 0xc3, 0x28, '{'}
-	o = e.outcome(j, core.OutcomeComplete)
+	o = e.outcome(j, contract.OutcomeComplete)
 	o.At = e.now.In(zone)
 	o.Result = result
 	o.Error = nil
@@ -211,7 +212,7 @@ func testFinishRoundTrip(e *env) {
 	got := e.get(j.ID)
 	wantErr := first
 	wantErr.At = first.At.UTC()
-	if d := diffErrors(got.Errors, []core.AttemptError{wantErr}); len(d) > 0 {
+	if d := diffErrors(got.Errors, []contract.AttemptError{wantErr}); len(d) > 0 {
 		e.Errorf("the error history did not round-trip (message and trace exactly, At in UTC):\n%s", lines(d))
 	}
 	if string(got.Result) != string(result) {
@@ -226,22 +227,22 @@ func testFinishErrorsAccumulate(e *env) {
 	p := e.job("q", "k")
 	p.MaxAttempts = 5
 	j := e.claimJob(p, "w")
-	var want []core.AttemptError
+	var want []contract.AttemptError
 	for attempt := 1; attempt <= 3; attempt++ {
 		if j.Attempt != attempt {
 			e.Fatalf("claim %d returned Attempt %d; want %d", attempt, j.Attempt, attempt)
 		}
-		ae := core.AttemptError{Attempt: attempt, At: e.now, Error: fmt.Sprintf("failure %d", attempt), Trace: fmt.Sprintf("trace %d", attempt)}
+		ae := contract.AttemptError{Attempt: attempt, At: e.now, Error: fmt.Sprintf("failure %d", attempt), Trace: fmt.Sprintf("trace %d", attempt)}
 		want = append(want, ae)
-		o := e.outcome(j, core.OutcomeRetry)
+		o := e.outcome(j, contract.OutcomeRetry)
 		o.Error = &ae
 		o.RunAt = e.now.Add(time.Second)
 		e.apply(o)
 		e.advance(time.Second)
 		j = e.claimOne("q", "w")
 	}
-	o := e.outcome(j, core.OutcomeDiscard)
-	ae := core.AttemptError{Attempt: 4, At: e.now, Error: "giving up"}
+	o := e.outcome(j, contract.OutcomeDiscard)
+	ae := contract.AttemptError{Attempt: 4, At: e.now, Error: "giving up"}
 	want = append(want, ae)
 	o.Error = &ae
 	e.apply(o)
@@ -250,19 +251,19 @@ func testFinishErrorsAccumulate(e *env) {
 	}
 }
 
-// testFinishErrorsBounded: a history of core.MaxErrorEntries entries
+// testFinishErrorsBounded: a history of contract.MaxErrorEntries entries
 // drops its oldest entry after the first before another is appended, by
 // Finish and by the store's own entries (a deadline discard): the first
 // failure and the latest ones stay.
 func testFinishErrorsBounded(e *env) {
-	n := core.MaxErrorEntries + 5
+	n := contract.MaxErrorEntries + 5
 	p := e.job("q", "k")
 	p.MaxAttempts = n + 10
 	p.Deadline = e.now.Add(time.Hour)
 	j := e.claimJob(p, "w")
 	for attempt := 1; attempt <= n; attempt++ {
-		o := e.outcome(j, core.OutcomeRetry)
-		o.Error = &core.AttemptError{Attempt: attempt, At: e.now, Error: fmt.Sprintf("failure %d", attempt)}
+		o := e.outcome(j, contract.OutcomeRetry)
+		o.Error = &contract.AttemptError{Attempt: attempt, At: e.now, Error: fmt.Sprintf("failure %d", attempt)}
 		o.RunAt = e.now.Add(time.Second)
 		e.apply(o)
 		e.advance(time.Second)
@@ -270,7 +271,7 @@ func testFinishErrorsBounded(e *env) {
 			j = e.claimOne("q", "w")
 		}
 	}
-	attempts := func(errs []core.AttemptError) []int {
+	attempts := func(errs []contract.AttemptError) []int {
 		out := make([]int, len(errs))
 		for i, x := range errs {
 			out[i] = x.Attempt
@@ -278,28 +279,28 @@ func testFinishErrorsBounded(e *env) {
 		return out
 	}
 	want := []int{1}
-	for a := n - core.MaxErrorEntries + 2; a <= n; a++ {
+	for a := n - contract.MaxErrorEntries + 2; a <= n; a++ {
 		want = append(want, a)
 	}
 	if got := attempts(e.get(j.ID).Errors); fmt.Sprint(got) != fmt.Sprint(want) {
-		e.Fatalf("after %d failed attempts the errors history holds the entries of attempts %v; want at most core.MaxErrorEntries (%d): the first and the latest, %v", n, got, core.MaxErrorEntries, want)
+		e.Fatalf("after %d failed attempts the errors history holds the entries of attempts %v; want at most contract.MaxErrorEntries (%d): the first and the latest, %v", n, got, contract.MaxErrorEntries, want)
 	}
 	e.advance(2 * time.Hour)
 	if _, err := e.s.DiscardExpired(e.ctx, e.now, 10); err != nil {
 		e.Fatalf("DiscardExpired: %v", err)
 	}
 	got := e.get(j.ID).Errors
-	if len(got) != core.MaxErrorEntries || got[0].Attempt != 1 || got[1].Attempt != want[2] || got[len(got)-1].Cause != core.CauseDeadline {
-		e.Fatalf("after a deadline discard of a full history the entries are of attempts %v (last %+v); want %d: the first, the latest failures from attempt %d, then the deadline's entry", attempts(got), got[len(got)-1], core.MaxErrorEntries, want[2])
+	if len(got) != contract.MaxErrorEntries || got[0].Attempt != 1 || got[1].Attempt != want[2] || got[len(got)-1].Cause != core.CauseDeadline {
+		e.Fatalf("after a deadline discard of a full history the entries are of attempts %v (last %+v); want %d: the first, the latest failures from attempt %d, then the deadline's entry", attempts(got), got[len(got)-1], contract.MaxErrorEntries, want[2])
 	}
 }
 
 // expectFenced finishes o, which must fail its fence and leave the job as
 // it was before.
-func expectFenced(e *env, o core.Outcome, why string) {
+func expectFenced(e *env, o contract.Outcome, why string) {
 	e.Helper()
 	before, err := e.s.Get(e.ctx, o.JobID)
-	if err != nil && !errors.Is(err, core.ErrNotFound) {
+	if err != nil && !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Get(%d): %v", o.JobID, err)
 	}
 	if r := e.finish(o); r[0].Applied {
@@ -307,19 +308,19 @@ func expectFenced(e *env, o core.Outcome, why string) {
 	}
 	if before != nil {
 		e.expectUnchanged(before, "a fenced-out Finish")
-	} else if _, err := e.s.Get(e.ctx, o.JobID); !errors.Is(err, core.ErrNotFound) {
+	} else if _, err := e.s.Get(e.ctx, o.JobID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("a fenced-out Finish of deleted job %d brought it back (Get error %s)", o.JobID, errMsg(err))
 	}
 }
 
 func testFinishStaleWorker(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w1")
-	for _, k := range []core.OutcomeKind{core.OutcomeComplete, core.OutcomeRetry, core.OutcomeCancel} {
+	for _, k := range []contract.OutcomeKind{contract.OutcomeComplete, contract.OutcomeRetry, contract.OutcomeCancel} {
 		o := e.outcome(j, k)
 		o.WorkerID = "w2"
 		expectFenced(e, o, "the job is held by worker \"w1\", not \"w2\"")
 	}
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.WorkerID = ""
 	expectFenced(e, o, "the job is held by worker \"w1\", not the empty worker id")
 }
@@ -327,7 +328,7 @@ func testFinishStaleWorker(e *env) {
 func testFinishStaleClaim(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	for _, seq := range []int64{j.ClaimSeq - 1, j.ClaimSeq + 1} {
-		o := e.outcome(j, core.OutcomeComplete)
+		o := e.outcome(j, contract.OutcomeComplete)
 		o.ClaimSeq = seq
 		expectFenced(e, o, fmt.Sprintf("the job is held at claim_seq %d, not %d", j.ClaimSeq, seq))
 	}
@@ -338,7 +339,7 @@ func testFinishStaleClaim(e *env) {
 // of the first execution must not land on the second.
 func testFinishEarlierClaim(e *env) {
 	first := e.claimJob(e.job("q", "k"), "w")
-	e.apply(e.outcome(first, core.OutcomeSnooze)) // due again at once, attempt given back
+	e.apply(e.outcome(first, contract.OutcomeSnooze)) // due again at once, attempt given back
 	second := e.claimOne("q", "w")
 	if second.ID != first.ID || second.Attempt != first.Attempt {
 		e.Fatalf("setup: re-claim after a snooze returned job %d at attempt %d; want job %d at attempt %d", second.ID, second.Attempt, first.ID, first.Attempt)
@@ -346,8 +347,8 @@ func testFinishEarlierClaim(e *env) {
 	if second.ClaimSeq <= first.ClaimSeq {
 		e.Fatalf("the second claim of job %d has ClaimSeq %d, the first had %d: every claim must increase it", first.ID, second.ClaimSeq, first.ClaimSeq)
 	}
-	expectFenced(e, e.outcome(first, core.OutcomeComplete), "it is the late outcome of the first execution; the job is running again under a newer claim by the same worker at the same attempt")
-	e.apply(e.outcome(second, core.OutcomeComplete))
+	expectFenced(e, e.outcome(first, contract.OutcomeComplete), "it is the late outcome of the first execution; the job is running again under a newer claim by the same worker at the same attempt")
+	e.apply(e.outcome(second, contract.OutcomeComplete))
 }
 
 func testFinishAfterRescue(e *env) {
@@ -356,13 +357,13 @@ func testFinishAfterRescue(e *env) {
 	if got := e.rescue(10); len(got) != 1 {
 		e.Fatalf("Rescue after the lease ran out returned %v; want the one expired job", ids(got))
 	}
-	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the job was rescued after its lease expired (it is available again)")
+	expectFenced(e, e.outcome(j, contract.OutcomeComplete), "the job was rescued after its lease expired (it is available again)")
 	j2 := e.claimOne("q", "w2")
-	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the rescued job is now held by worker \"w2\" at attempt 2")
-	o := e.outcome(j, core.OutcomeComplete)
+	expectFenced(e, e.outcome(j, contract.OutcomeComplete), "the rescued job is now held by worker \"w2\" at attempt 2")
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.ClaimSeq = j2.ClaimSeq
 	expectFenced(e, o, "the rescued job is now held by worker \"w2\" (right claim, wrong worker)")
-	e.apply(e.outcome(j2, core.OutcomeComplete))
+	e.apply(e.outcome(j2, contract.OutcomeComplete))
 }
 
 func testFinishAfterCancel(e *env) {
@@ -370,8 +371,8 @@ func testFinishAfterCancel(e *env) {
 	if _, err := e.s.Cancel(e.ctx, j.ID, e.now); err != nil {
 		e.Fatalf("Cancel of running job %d: %v", j.ID, err)
 	}
-	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the job was cancelled while running")
-	expectFenced(e, e.outcome(j, core.OutcomeRetry), "the job was cancelled while running")
+	expectFenced(e, e.outcome(j, contract.OutcomeComplete), "the job was cancelled while running")
+	expectFenced(e, e.outcome(j, contract.OutcomeRetry), "the job was cancelled while running")
 }
 
 func testFinishAfterDelete(e *env) {
@@ -382,27 +383,27 @@ func testFinishAfterDelete(e *env) {
 	if err := e.s.Delete(e.ctx, j.ID); err != nil {
 		e.Fatalf("Delete of cancelled job %d: %v", j.ID, err)
 	}
-	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the job was deleted")
-	o := e.outcome(j, core.OutcomeComplete)
+	expectFenced(e, e.outcome(j, contract.OutcomeComplete), "the job was deleted")
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.JobID = j.ID + 1_000_000
 	expectFenced(e, o, "no job has that id")
 }
 
 func testFinishTwice(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
-	e.apply(e.outcome(j, core.OutcomeRetry))
-	expectFenced(e, e.outcome(j, core.OutcomeComplete), "the same attempt was already finished (retry)")
-	res := e.finish(e.outcome(e.claimOne("q", "w"), core.OutcomeComplete), e.outcome(e.get(j.ID), core.OutcomeDiscard))
+	e.apply(e.outcome(j, contract.OutcomeRetry))
+	expectFenced(e, e.outcome(j, contract.OutcomeComplete), "the same attempt was already finished (retry)")
+	res := e.finish(e.outcome(e.claimOne("q", "w"), contract.OutcomeComplete), e.outcome(e.get(j.ID), contract.OutcomeDiscard))
 	if !res[0].Applied || res[1].Applied {
 		e.Fatalf("a batch finishing the same attempt twice (complete, then discard) returned Applied %v, %v; want true, false (the second fails the fence)", res[0].Applied, res[1].Applied)
 	}
-	e.expectState(j.ID, core.StateCompleted, "the first outcome of a batch wins")
+	e.expectState(j.ID, contract.StateCompleted, "the first outcome of a batch wins")
 }
 
 func testFinishBatch(e *env) {
 	const n = 500
 	insertMany(e, "q", n)
-	var running []*core.Job
+	var running []*contract.Job
 	for len(running) < n {
 		got := e.claim("q", "w", 100)
 		if len(got) == 0 {
@@ -410,8 +411,8 @@ func testFinishBatch(e *env) {
 		}
 		running = append(running, got...)
 	}
-	outs := make([]core.Outcome, n)
-	kinds := []core.OutcomeKind{core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeDiscard}
+	outs := make([]contract.Outcome, n)
+	kinds := []contract.OutcomeKind{contract.OutcomeComplete, contract.OutcomeRetry, contract.OutcomeSnooze, contract.OutcomeDiscard}
 	for i, j := range running {
 		outs[i] = e.outcome(j, kinds[i%len(kinds)])
 		outs[i].RunAt = e.now.Add(time.Hour)
@@ -430,15 +431,15 @@ func testFinishBatch(e *env) {
 			e.Fatalf("Finish of %d outcomes: result %d (job %d, claim_seq %d) has Applied=%v; want %v", n, i, r.JobID, outs[i].ClaimSeq, r.Applied, want)
 		}
 	}
-	states := map[core.OutcomeKind]core.State{core.OutcomeComplete: core.StateCompleted, core.OutcomeRetry: core.StateRetryable, core.OutcomeSnooze: core.StateScheduled, core.OutcomeDiscard: core.StateDiscarded}
-	now := make(map[int64]core.State, n)
-	for _, j := range e.list(core.ListParams{Queue: "q", Limit: n}) {
+	states := map[contract.OutcomeKind]contract.State{contract.OutcomeComplete: contract.StateCompleted, contract.OutcomeRetry: contract.StateRetryable, contract.OutcomeSnooze: contract.StateScheduled, contract.OutcomeDiscard: contract.StateDiscarded}
+	now := make(map[int64]contract.State, n)
+	for _, j := range e.list(contract.ListParams{Queue: "q", Limit: n}) {
 		now[j.ID] = j.State
 	}
 	for _, o := range outs {
 		want := states[o.Kind]
 		if o.ClaimSeq == 7000 {
-			want = core.StateRunning
+			want = contract.StateRunning
 		}
 		if got := now[o.JobID]; got != want {
 			e.Fatalf("after a batch Finish, job %d (outcome %s, stale=%v) has state %q in List; want %q", o.JobID, o.Kind, o.Attempt == 7, got, want)

@@ -10,18 +10,19 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // HandleTxProof tells RunHandleTx how to reach the application tables of
-// a SQL store's database through the transactions its core.TxRunner
+// a SQL store's database through the transactions its contract.TxRunner
 // opens.
 type HandleTxProof struct {
 	// Strategies to prove, each as subtest "strategy=<name>" (empty: one
 	// run, strategy "").
-	Strategies []core.ClaimStrategy
-	// New returns a fresh, migrated store implementing core.TxRunner and
-	// core.TxCompleter; it registers its own cleanup.
-	New func(t testing.TB, strategy core.ClaimStrategy) core.Store
+	Strategies []contract.ClaimStrategy
+	// New returns a fresh, migrated store implementing contract.TxRunner and
+	// contract.TxCompleter; it registers its own cleanup.
+	New func(t testing.TB, strategy contract.ClaimStrategy) contract.Store
 	// ExecTx runs one statement in tx, a transaction of the store's
 	// RunTx; queries name parameters with Param.
 	ExecTx func(ctx context.Context, tx any, query string, args ...any) error
@@ -52,7 +53,7 @@ func RunHandleTx(t *testing.T, p HandleTxProof) {
 	t.Helper()
 	strategies := p.Strategies
 	if len(strategies) == 0 {
-		strategies = []core.ClaimStrategy{""}
+		strategies = []contract.ClaimStrategy{""}
 	}
 	for _, strategy := range strategies {
 		name := string(strategy)
@@ -85,17 +86,17 @@ type txProofEnv struct {
 	t     *testing.T
 	p     HandleTxProof
 	ctx   context.Context
-	s     core.Store
-	tr    core.TxRunner
+	s     contract.Store
+	tr    contract.TxRunner
 	table string
 }
 
-func (p HandleTxProof) env(t *testing.T, strategy core.ClaimStrategy) *txProofEnv {
+func (p HandleTxProof) env(t *testing.T, strategy contract.ClaimStrategy) *txProofEnv {
 	t.Helper()
 	s := p.New(t, strategy)
-	tr, ok := s.(core.TxRunner)
+	tr, ok := s.(contract.TxRunner)
 	if !ok {
-		t.Fatalf("store %T does not implement core.TxRunner", s)
+		t.Fatalf("store %T does not implement contract.TxRunner", s)
 	}
 	e := &txProofEnv{t: t, p: p, ctx: t.Context(), s: s, tr: tr, table: fmt.Sprintf("htx_effects_%08x", rand.Uint32())}
 	e.exec("CREATE TABLE " + e.table + " (job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, tag VARCHAR(64) NOT NULL)")
@@ -136,7 +137,7 @@ func (e *txProofEnv) insertEffect(ctx context.Context, tx any, job *core.TypedJo
 func (e *txProofEnv) client(handlers *core.Handlers, mw ...core.Middleware) *core.Client {
 	e.t.Helper()
 	c, err := core.NewClient(e.s, core.Config{
-		Queues:            map[string]core.QueueConfig{core.DefaultQueue: {MaxWorkers: 2}},
+		Queues:            map[string]core.QueueConfig{contract.DefaultQueue: {MaxWorkers: 2}},
 		Handlers:          handlers,
 		PollInterval:      20 * time.Millisecond,
 		LeaseDuration:     time.Minute,
@@ -159,7 +160,7 @@ func (e *txProofEnv) client(handlers *core.Handlers, mw ...core.Middleware) *cor
 }
 
 // enqueue enqueues one job of the proofs' kind.
-func (e *txProofEnv) enqueue(c *core.Client, tag string) *core.Job {
+func (e *txProofEnv) enqueue(c *core.Client, tag string) *contract.Job {
 	e.t.Helper()
 	r, err := c.Enqueue(e.ctx, TxEffectArgs{Tag: tag}, nil)
 	if err != nil {
@@ -169,7 +170,7 @@ func (e *txProofEnv) enqueue(c *core.Client, tag string) *core.Job {
 }
 
 // await waits up to 30 s for job id to reach state.
-func (e *txProofEnv) await(id int64, state core.State) *core.Job {
+func (e *txProofEnv) await(id int64, state contract.State) *contract.Job {
 	e.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -203,7 +204,7 @@ func (e *txProofEnv) expectRows(id int64, want int64, attempt int, why string) {
 
 var errFirstAttempt = errors.New("storetest: the first attempt fails after its write")
 
-func (p HandleTxProof) retryAfterFailure(t *testing.T, strategy core.ClaimStrategy) {
+func (p HandleTxProof) retryAfterFailure(t *testing.T, strategy contract.ClaimStrategy) {
 	e := p.env(t, strategy)
 	h := core.NewHandlers()
 	core.HandleTx(h, func(ctx context.Context, tx any, job *core.TypedJob[TxEffectArgs]) error {
@@ -217,20 +218,20 @@ func (p HandleTxProof) retryAfterFailure(t *testing.T, strategy core.ClaimStrate
 	}, core.WithRetry(core.DelayList{10 * time.Millisecond}))
 	c := e.client(h)
 	j := e.enqueue(c, "retry")
-	got := e.await(j.ID, core.StateCompleted)
+	got := e.await(j.ID, contract.StateCompleted)
 	if got.Attempt != 2 || string(got.Result) != "2" || len(got.Errors) != 1 {
 		t.Fatalf("job %d completed at attempt %d with result %q and %d error entries; want attempt 2, result 2 and the first attempt's error", j.ID, got.Attempt, got.Result, len(got.Errors))
 	}
 	e.expectRows(j.ID, 1, 2, "a handler that wrote and failed on attempt 1, then completed")
 }
 
-func (p HandleTxProof) leaseLost(t *testing.T, strategy core.ClaimStrategy) {
+func (p HandleTxProof) leaseLost(t *testing.T, strategy contract.ClaimStrategy) {
 	e := p.env(t, strategy)
 	// rescue forces the running attempt's rescue, as another node's
 	// maintenance does once the lease has run out.
 	rescue := func(id int64) {
 		now := time.Now().UTC()
-		got, err := e.s.Rescue(context.WithoutCancel(e.ctx), now.Add(2*time.Hour), 100, func(j *core.Job, lastSeen time.Time) core.Outcome {
+		got, err := e.s.Rescue(context.WithoutCancel(e.ctx), now.Add(2*time.Hour), 100, func(j *contract.Job, lastSeen time.Time) contract.Outcome {
 			return core.DecideRescue(j, core.CauseLeaseExpired, lastSeen, now)
 		})
 		if err != nil || len(got) != 1 || got[0].ID != id {
@@ -251,7 +252,7 @@ func (p HandleTxProof) leaseLost(t *testing.T, strategy core.ClaimStrategy) {
 	var mw []core.Middleware
 	if p.SingleWriter {
 		mw = append(mw, func(next core.HandlerFunc) core.HandlerFunc {
-			return func(ctx context.Context, job *core.Job) error {
+			return func(ctx context.Context, job *contract.Job) error {
 				if job.Attempt == 1 {
 					rescue(job.ID) // claimed, transaction not begun
 				}
@@ -264,7 +265,7 @@ func (p HandleTxProof) leaseLost(t *testing.T, strategy core.ClaimStrategy) {
 		})
 	} else {
 		mw = append(mw, func(next core.HandlerFunc) core.HandlerFunc {
-			return func(ctx context.Context, job *core.Job) error {
+			return func(ctx context.Context, job *contract.Job) error {
 				err := next(ctx, job)
 				if job.Attempt == 1 && err != nil {
 					firstErr.Store(err)
@@ -275,17 +276,17 @@ func (p HandleTxProof) leaseLost(t *testing.T, strategy core.ClaimStrategy) {
 	}
 	c := e.client(h, mw...)
 	j := e.enqueue(c, "lease")
-	got := e.await(j.ID, core.StateCompleted)
+	got := e.await(j.ID, contract.StateCompleted)
 	if got.Attempt != 2 {
 		t.Fatalf("job %d completed at attempt %d; want 2 (the rescued attempt 1 must not complete it)", j.ID, got.Attempt)
 	}
-	if err, _ := firstErr.Load().(error); !errors.Is(err, core.ErrLeaseLost) {
+	if err, _ := firstErr.Load().(error); !errors.Is(err, contract.ErrLeaseLost) {
 		t.Fatalf("the rescued attempt ended with %v; want an error wrapping core.ErrLeaseLost", err)
 	}
 	e.expectRows(j.ID, 1, 2, "a handler whose lease was lost inside its transaction, then a second execution")
 }
 
-func (p HandleTxProof) continueAndEnqueue(t *testing.T, strategy core.ClaimStrategy) {
+func (p HandleTxProof) continueAndEnqueue(t *testing.T, strategy contract.ClaimStrategy) {
 	e := p.env(t, strategy)
 	var client atomic.Pointer[core.Client]
 	var follow, rolledBack atomic.Int64
@@ -297,7 +298,7 @@ func (p HandleTxProof) continueAndEnqueue(t *testing.T, strategy core.ClaimStrat
 		if job.Args.Tag == "next" {
 			return nil
 		}
-		res, err := client.Load().EnqueueTx(ctx, tx, []core.InsertParams{{Kind: txFollowArgs{}.Kind(), Args: []byte(`{}`), RunAt: time.Now().Add(time.Hour)}})
+		res, err := client.Load().EnqueueTx(ctx, tx, []contract.InsertParams{{Kind: txFollowArgs{}.Kind(), Args: []byte(`{}`), RunAt: time.Now().Add(time.Hour)}})
 		if err != nil {
 			return err
 		}
@@ -312,7 +313,7 @@ func (p HandleTxProof) continueAndEnqueue(t *testing.T, strategy core.ClaimStrat
 	c := e.client(h)
 	client.Store(c)
 	j := e.enqueue(c, "first")
-	got := e.await(j.ID, core.StateCompleted)
+	got := e.await(j.ID, contract.StateCompleted)
 	if got.Kind != (TxEffectArgs{}).Kind() || got.Attempt < 1 {
 		t.Fatalf("job %d: %+v", j.ID, got)
 	}
@@ -322,7 +323,7 @@ func (p HandleTxProof) continueAndEnqueue(t *testing.T, strategy core.ClaimStrat
 	if n := e.count(q, j.ID); n != 2 {
 		t.Fatalf("the application table holds %d rows for job %d; want 2 (the continued attempt's and the next step's)", n, j.ID)
 	}
-	f := e.await(follow.Load(), core.StateScheduled)
+	f := e.await(follow.Load(), contract.StateScheduled)
 	if f.Kind != (txFollowArgs{}).Kind() {
 		t.Fatalf("follow-up job %d has kind %q", f.ID, f.Kind)
 	}
@@ -331,7 +332,7 @@ func (p HandleTxProof) continueAndEnqueue(t *testing.T, strategy core.ClaimStrat
 	}
 	// The failed attempt's follow-up rolled back (SQLite may give its id
 	// to the next one): one follow-up job in all.
-	if fs, err := e.s.List(e.ctx, core.ListParams{Kind: txFollowArgs{}.Kind(), Limit: 10}); err != nil || len(fs) != 1 || fs[0].ID != f.ID {
+	if fs, err := e.s.List(e.ctx, contract.ListParams{Kind: txFollowArgs{}.Kind(), Limit: 10}); err != nil || len(fs) != 1 || fs[0].ID != f.ID {
 		t.Fatalf("follow-up jobs: %d, %v; want only job %d (the one the failed attempt enqueued rolled back)", len(fs), err, f.ID)
 	}
 	n := e.count(fmt.Sprintf("SELECT COUNT(*) FROM %s", e.table))

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var historyTests = []test{
@@ -18,19 +18,19 @@ var historyTests = []test{
 	{"history/bad-samples-store-nothing", testHistoryBadSamples},
 }
 
-// history returns the store's core.QueueHistory, skipping when it has
+// history returns the store's contract.QueueHistory, skipping when it has
 // none.
-func (e *env) history(s core.Store) core.QueueHistory {
+func (e *env) history(s contract.Store) contract.QueueHistory {
 	e.Helper()
-	h, ok := s.(core.QueueHistory)
+	h, ok := s.(contract.QueueHistory)
 	if !ok {
-		e.Skip("the store does not implement core.QueueHistory")
+		e.Skip("the store does not implement contract.QueueHistory")
 	}
 	return h
 }
 
 // addHistory calls AddQueueHistory and fails on error.
-func (e *env) addHistory(h core.QueueHistory, samples ...core.QueueSample) {
+func (e *env) addHistory(h contract.QueueHistory, samples ...contract.QueueSample) {
 	e.Helper()
 	if err := h.AddQueueHistory(e.ctx, samples); err != nil {
 		e.Fatalf("AddQueueHistory of %d sample(s): unexpected error: %v", len(samples), err)
@@ -38,7 +38,7 @@ func (e *env) addHistory(h core.QueueHistory, samples ...core.QueueSample) {
 }
 
 // buckets calls QueueHistory and checks the order of the answer.
-func (e *env) buckets(h core.QueueHistory, queue string, since time.Time) []core.QueueBucket {
+func (e *env) buckets(h contract.QueueHistory, queue string, since time.Time) []contract.QueueBucket {
 	e.Helper()
 	got, err := h.QueueHistory(e.ctx, queue, since)
 	if err != nil {
@@ -48,7 +48,7 @@ func (e *env) buckets(h core.QueueHistory, queue string, since time.Time) []core
 		if queue != "" && b.Queue != queue {
 			e.Fatalf("QueueHistory(%q) returned a bucket of queue %q", queue, b.Queue)
 		}
-		if !b.Minute.Equal(core.HistoryMinute(b.Minute)) || b.Minute.Location() != time.UTC {
+		if !b.Minute.Equal(contract.HistoryMinute(b.Minute)) || b.Minute.Location() != time.UTC {
 			e.Fatalf("QueueHistory returned a bucket at %s; want the start of a minute, in UTC", ts(b.Minute))
 		}
 		if i > 0 {
@@ -63,7 +63,7 @@ func (e *env) buckets(h core.QueueHistory, queue string, since time.Time) []core
 
 // bucketAt returns the bucket of queue at minute, failing when there is
 // none.
-func (e *env) bucketAt(h core.QueueHistory, queue string, minute time.Time) core.QueueBucket {
+func (e *env) bucketAt(h contract.QueueHistory, queue string, minute time.Time) contract.QueueBucket {
 	e.Helper()
 	for _, b := range e.buckets(h, queue, minute) {
 		if b.Minute.Equal(minute) {
@@ -71,22 +71,22 @@ func (e *env) bucketAt(h core.QueueHistory, queue string, minute time.Time) core
 		}
 	}
 	e.Fatalf("QueueHistory(%q) has no bucket at %s; samples were added to it", queue, ts(minute))
-	return core.QueueBucket{}
+	return contract.QueueBucket{}
 }
 
 // minute is the suite's clock truncated to the minute.
-func (e *env) minute() time.Time { return core.HistoryMinute(e.now) }
+func (e *env) minute() time.Time { return contract.HistoryMinute(e.now) }
 
 func testHistoryCountsAdd(e *env) {
 	h := e.history(e.s)
 	m := e.minute()
 	e.addHistory(h,
-		core.QueueSample{Queue: "hist", At: m.Add(5 * time.Second), Completed: 3, Failed: 1},
-		core.QueueSample{Queue: "hist", At: m.Add(50 * time.Second), Completed: 2},
-		core.QueueSample{Queue: "other", At: m, Failed: 7},
+		contract.QueueSample{Queue: "hist", At: m.Add(5 * time.Second), Completed: 3, Failed: 1},
+		contract.QueueSample{Queue: "hist", At: m.Add(50 * time.Second), Completed: 2},
+		contract.QueueSample{Queue: "other", At: m, Failed: 7},
 	)
-	e.addHistory(h, core.QueueSample{Queue: "hist", At: m.Add(59 * time.Second), Completed: 10, Failed: 4})
-	e.addHistory(h, core.QueueSample{Queue: "hist", At: m.Add(time.Minute), Completed: 1})
+	e.addHistory(h, contract.QueueSample{Queue: "hist", At: m.Add(59 * time.Second), Completed: 10, Failed: 4})
+	e.addHistory(h, contract.QueueSample{Queue: "hist", At: m.Add(time.Minute), Completed: 1})
 	b := e.bucketAt(h, "hist", m)
 	if b.Completed != 15 || b.Failed != 5 {
 		e.Fatalf("bucket hist %s holds completed %d, failed %d; want 15 and 5: every sample of the minute adds its counts (within a call and across calls)", ts(m), b.Completed, b.Failed)
@@ -106,14 +106,14 @@ func testHistoryCountsAdd(e *env) {
 	}
 	// A time in another location names the same instant.
 	est := time.FixedZone("UTC-5", -5*3600)
-	e.addHistory(h, core.QueueSample{Queue: "hist", At: m.Add(30 * time.Second).In(est), Completed: 1})
+	e.addHistory(h, contract.QueueSample{Queue: "hist", At: m.Add(30 * time.Second).In(est), Completed: 1})
 	if b := e.bucketAt(h, "hist", m); b.Completed != 16 {
 		e.Fatalf("bucket hist %s holds completed %d after a sample whose At is in another location; want 16 (buckets are minutes in UTC)", ts(m), b.Completed)
 	}
 }
 
 func testHistoryCountsAcrossHandles(e *env) {
-	handles := []core.QueueHistory{e.history(e.s)}
+	handles := []contract.QueueHistory{e.history(e.s)}
 	if e.f.Reopen != nil {
 		handles = append(handles, e.history(e.f.Reopen(e.T, e.s)))
 	}
@@ -131,7 +131,7 @@ func testHistoryCountsAcrossHandles(e *env) {
 			for r := range rounds {
 				// Two queues in both orders, so writers lock buckets in
 				// different orders of input.
-				s := []core.QueueSample{
+				s := []contract.QueueSample{
 					{Queue: "race-a", At: m.Add(time.Duration(r) * time.Second), Completed: 1, Failed: 2},
 					{Queue: "race-b", At: m, Completed: 3},
 				}
@@ -161,18 +161,18 @@ func testHistoryGaugeLastWriter(e *env) {
 	h := e.history(e.s)
 	m := e.minute()
 	at := m.Add(20 * time.Second)
-	e.addHistory(h, core.QueueSample{Queue: "gauge", At: at, Gauge: true, Depth: 5, OldestAge: 1500 * time.Millisecond, Completed: 1})
+	e.addHistory(h, contract.QueueSample{Queue: "gauge", At: at, Gauge: true, Depth: 5, OldestAge: 1500 * time.Millisecond, Completed: 1})
 	b := e.bucketAt(h, "gauge", m)
 	if !b.Gauge || b.Depth != 5 || b.OldestAge != 1500*time.Millisecond || !b.GaugeAt.Equal(at) {
 		e.Fatalf("bucket after one gauge sample: gauge %v, depth %d, oldest age %s, at %s; want true, 5, 1.5s, %s", b.Gauge, b.Depth, b.OldestAge, ts(b.GaugeAt), ts(at))
 	}
 	// An earlier sample, written later, does not replace it.
-	e.addHistory(h, core.QueueSample{Queue: "gauge", At: m.Add(10 * time.Second), Gauge: true, Depth: 99, OldestAge: time.Hour})
+	e.addHistory(h, contract.QueueSample{Queue: "gauge", At: m.Add(10 * time.Second), Gauge: true, Depth: 99, OldestAge: time.Hour})
 	if b = e.bucketAt(h, "gauge", m); b.Depth != 5 || b.OldestAge != 1500*time.Millisecond {
 		e.Fatalf("bucket holds depth %d, oldest age %s after a gauge sample of an earlier At; want 5 and 1.5s kept: the gauge of the latest At wins", b.Depth, b.OldestAge)
 	}
 	// A sample without a gauge leaves it alone.
-	e.addHistory(h, core.QueueSample{Queue: "gauge", At: m.Add(50 * time.Second), Completed: 1})
+	e.addHistory(h, contract.QueueSample{Queue: "gauge", At: m.Add(50 * time.Second), Completed: 1})
 	if b = e.bucketAt(h, "gauge", m); !b.Gauge || b.Depth != 5 || b.Completed != 2 {
 		e.Fatalf("bucket holds gauge %v, depth %d, completed %d after a sample without a gauge; want the gauge kept (5) and the count added (2)", b.Gauge, b.Depth, b.Completed)
 	}
@@ -183,13 +183,13 @@ func testHistoryGaugeLastWriter(e *env) {
 		h2 = e.history(e.f.Reopen(e.T, e.s))
 	}
 	later := m.Add(40 * time.Second)
-	e.addHistory(h2, core.QueueSample{Queue: "gauge", At: later, Gauge: true})
+	e.addHistory(h2, contract.QueueSample{Queue: "gauge", At: later, Gauge: true})
 	if b = e.bucketAt(h, "gauge", m); !b.Gauge || b.Depth != 0 || b.OldestAge != 0 || !b.GaugeAt.Equal(later) {
 		e.Fatalf("bucket holds depth %d, oldest age %s, gauge at %s after a later gauge sample of zeros; want 0, 0 and %s", b.Depth, b.OldestAge, ts(b.GaugeAt), ts(later))
 	}
 	// Within one call, the latest At wins whatever the order.
-	e.addHistory(h, core.QueueSample{Queue: "gauge2", At: m.Add(30 * time.Second), Gauge: true, Depth: 7},
-		core.QueueSample{Queue: "gauge2", At: m.Add(10 * time.Second), Gauge: true, Depth: 3})
+	e.addHistory(h, contract.QueueSample{Queue: "gauge2", At: m.Add(30 * time.Second), Gauge: true, Depth: 7},
+		contract.QueueSample{Queue: "gauge2", At: m.Add(10 * time.Second), Gauge: true, Depth: 3})
 	if b = e.bucketAt(h, "gauge2", m); b.Depth != 7 {
 		e.Fatalf("bucket holds depth %d after one call with gauges at +30s (7) and +10s (3); want 7", b.Depth)
 	}
@@ -199,7 +199,7 @@ func testHistorySinceFilters(e *env) {
 	h := e.history(e.s)
 	m := e.minute()
 	for i := range 5 {
-		e.addHistory(h, core.QueueSample{Queue: "since", At: m.Add(time.Duration(i) * time.Minute), Completed: int64(i + 1)})
+		e.addHistory(h, contract.QueueSample{Queue: "since", At: m.Add(time.Duration(i) * time.Minute), Completed: int64(i + 1)})
 	}
 	got := e.buckets(h, "since", m.Add(2*time.Minute+30*time.Second))
 	if len(got) != 3 || !got[0].Minute.Equal(m.Add(2*time.Minute)) || got[0].Completed != 3 {
@@ -216,9 +216,9 @@ func testHistorySinceFilters(e *env) {
 func testHistoryTotals(e *env) {
 	h := e.history(e.s)
 	m := e.minute()
-	e.addHistory(h, core.QueueSample{Queue: "tot-b", At: m, Completed: 2, Failed: 1},
-		core.QueueSample{Queue: "tot-a", At: m.Add(-time.Hour), Completed: 5})
-	e.addHistory(h, core.QueueSample{Queue: "tot-b", At: m.Add(time.Minute), Completed: 3, Gauge: true, Depth: 100})
+	e.addHistory(h, contract.QueueSample{Queue: "tot-b", At: m, Completed: 2, Failed: 1},
+		contract.QueueSample{Queue: "tot-a", At: m.Add(-time.Hour), Completed: 5})
+	e.addHistory(h, contract.QueueSample{Queue: "tot-b", At: m.Add(time.Minute), Completed: 3, Gauge: true, Depth: 100})
 	if _, err := h.PruneQueueHistory(e.ctx, m.Add(time.Hour), 1000); err != nil {
 		e.Fatalf("PruneQueueHistory: %v", err)
 	}
@@ -226,7 +226,7 @@ func testHistoryTotals(e *env) {
 	if err != nil {
 		e.Fatalf("QueueTotals: unexpected error: %v", err)
 	}
-	want := []core.QueueTotals{{Queue: "tot-a", Completed: 5}, {Queue: "tot-b", Completed: 5, Failed: 1}}
+	want := []contract.QueueTotals{{Queue: "tot-a", Completed: 5}, {Queue: "tot-b", Completed: 5, Failed: 1}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		e.Fatalf("QueueTotals after pruning every bucket returned %+v; want %+v: totals sum every sample ever added, ordered by queue, and pruning does not touch them", got, want)
 	}
@@ -243,7 +243,7 @@ func testHistoryDueJobs(e *env) {
 	e.insert(fut)
 	e.claimJob(e.job("due-c", "k"), "w1") // running: not due
 	done := e.claimJob(e.job("due-d", "k"), "w1")
-	e.apply(e.outcome(done, core.OutcomeComplete))
+	e.apply(e.outcome(done, contract.OutcomeComplete))
 	got, err := h.DueJobs(e.ctx, e.now)
 	if err != nil {
 		e.Fatalf("DueJobs: unexpected error: %v", err)
@@ -265,8 +265,8 @@ func testHistoryPrune(e *env) {
 	h := e.history(e.s)
 	m := e.minute()
 	for i := range 5 {
-		e.addHistory(h, core.QueueSample{Queue: "prune-a", At: m.Add(time.Duration(i) * time.Minute), Completed: 1},
-			core.QueueSample{Queue: "prune-b", At: m.Add(time.Duration(i) * time.Minute), Failed: 1})
+		e.addHistory(h, contract.QueueSample{Queue: "prune-a", At: m.Add(time.Duration(i) * time.Minute), Completed: 1},
+			contract.QueueSample{Queue: "prune-b", At: m.Add(time.Duration(i) * time.Minute), Failed: 1})
 	}
 	n, err := h.PruneQueueHistory(e.ctx, m.Add(3*time.Minute), 4)
 	if err != nil || n != 4 {
@@ -288,14 +288,14 @@ func testHistoryPrune(e *env) {
 func testHistoryBadSamples(e *env) {
 	h := e.history(e.s)
 	m := e.minute()
-	for _, bad := range []core.QueueSample{
+	for _, bad := range []contract.QueueSample{
 		{Queue: "", At: m, Completed: 1},
 		{Queue: "bad queue!", At: m, Completed: 1},
 		{Queue: "bad", Completed: 1},
 		{Queue: "bad", At: m, Completed: -1},
 		{Queue: "bad", At: m, Gauge: true, Depth: -1},
 	} {
-		err := h.AddQueueHistory(e.ctx, []core.QueueSample{{Queue: "good", At: m, Completed: 1}, bad})
+		err := h.AddQueueHistory(e.ctx, []contract.QueueSample{{Queue: "good", At: m, Completed: 1}, bad})
 		if err == nil {
 			e.Fatalf("AddQueueHistory with sample %+v: no error; want one naming the bad sample", bad)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var insertTests = []test{
@@ -24,7 +25,7 @@ var zone = time.FixedZone("UTC+05:30", 5*3600+30*60)
 func testInsertRoundTrip(e *env) {
 	runAt := time.Date(2999, 12, 31, 22, 58, 57, 999999000, time.UTC)
 	deadline := runAt.Add(time.Hour)
-	p := core.InsertParams{
+	p := contract.InsertParams{
 		Queue:        "Q_1-a.b:c",
 		Kind:         "résumé.send/✉ 日本語",
 		Args:         json.RawMessage(`{ "b": [1, 2.5, "ü ✓ 😀", true],   "a": {"nested": null, "n": -7} }`),
@@ -37,7 +38,7 @@ func testInsertRoundTrip(e *env) {
 		Tags:         []string{"tag-ä", "标签", "emoji-🚀"},
 		Metadata:     map[string]string{"correlation-id": "abc-123", "ключ": "значение ✓", "empty": ""},
 	}
-	res, err := e.s.Insert(e.ctx, e.now.In(zone), []core.InsertParams{p})
+	res, err := e.s.Insert(e.ctx, e.now.In(zone), []contract.InsertParams{p})
 	if err != nil {
 		e.Fatalf("Insert: unexpected error: %v", err)
 	}
@@ -47,13 +48,13 @@ func testInsertRoundTrip(e *env) {
 	if res[0].Job.ID <= 0 {
 		e.Fatalf("Insert returned job id %d; ids are assigned by the store and positive", res[0].Job.ID)
 	}
-	want := &core.Job{
+	want := &contract.Job{
 		ID:           res[0].Job.ID,
 		Queue:        p.Queue,
 		Kind:         p.Kind,
 		Args:         p.Args,
 		Priority:     p.Priority,
-		State:        core.StateScheduled,
+		State:        contract.StateScheduled,
 		MaxAttempts:  p.MaxAttempts,
 		RunAt:        runAt,
 		Deadline:     deadline,
@@ -108,18 +109,18 @@ func testInsertState(e *env) {
 	cases := []struct {
 		name  string
 		runAt time.Time
-		want  core.State
+		want  contract.State
 	}{
-		{"an hour ago", e.now.Add(-time.Hour), core.StateAvailable},
-		{"exactly now", e.now, core.StateAvailable},
-		{"1µs after now", e.now.Add(time.Microsecond), core.StateScheduled},
-		{"in an hour", e.now.Add(time.Hour), core.StateScheduled},
+		{"an hour ago", e.now.Add(-time.Hour), contract.StateAvailable},
+		{"exactly now", e.now, contract.StateAvailable},
+		{"1µs after now", e.now.Add(time.Microsecond), contract.StateScheduled},
+		{"in an hour", e.now.Add(time.Hour), contract.StateScheduled},
 	}
 	for _, c := range cases {
 		p := e.job("q", "k")
 		p.RunAt = c.runAt
 		j := e.insertOne(p)
-		for _, got := range []*core.Job{j, e.get(j.ID)} {
+		for _, got := range []*contract.Job{j, e.get(j.ID)} {
 			if got.State != c.want {
 				e.Errorf("job inserted at now=%s with RunAt %s (%s) has state %q; want %q (scheduled when RunAt is after now, otherwise available)", ts(e.now), ts(c.runAt), c.name, got.State, c.want)
 			}
@@ -137,9 +138,9 @@ func testInsertState(e *env) {
 }
 
 func testInsertIDs(e *env) {
-	var all []*core.Job
+	var all []*contract.Job
 	for _, n := range []int{5, 1, 3} {
-		batch := make([]core.InsertParams, n)
+		batch := make([]contract.InsertParams, n)
 		for i := range batch {
 			batch[i] = e.job("q", "k")
 		}
@@ -154,7 +155,7 @@ func testInsertIDs(e *env) {
 
 func testInsertBatch(e *env) {
 	const n = 1000
-	batch := make([]core.InsertParams, n)
+	batch := make([]contract.InsertParams, n)
 	for i := range batch {
 		batch[i] = e.job("bulk", "k")
 		batch[i].Args = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
@@ -168,7 +169,7 @@ func testInsertBatch(e *env) {
 			e.Fatalf("Insert of %d jobs: result %d has id %d after id %d; ids must increase in input order", n, i, j.ID, jobs[i-1].ID)
 		}
 	}
-	if got := e.stats()["bulk"].Counts[core.StateAvailable]; got != n {
+	if got := e.stats()["bulk"].Counts[contract.StateAvailable]; got != n {
 		e.Fatalf("after inserting %d due jobs in one call, Stats counts %d available in the queue; want %d", n, got, n)
 	}
 }
@@ -185,18 +186,18 @@ func testInsertTimeRange(e *env) {
 	early.RunAt, early.Deadline = core.MinTime, core.MaxTime
 	now := e.job("range", "now")
 	jobs := e.insert(far, early, now)
-	for i, want := range []core.InsertParams{far, early, now} {
-		for what, j := range map[string]*core.Job{"Insert": jobs[i], "Get": e.get(jobs[i].ID)} {
+	for i, want := range []contract.InsertParams{far, early, now} {
+		for what, j := range map[string]*contract.Job{"Insert": jobs[i], "Get": e.get(jobs[i].ID)} {
 			if !j.RunAt.Equal(want.RunAt) || !j.Deadline.Equal(want.Deadline) {
 				e.Errorf("%s of job %q returns run_at %s, deadline %s; want %s, %s (the bounds of core's time range must round-trip to the microsecond)",
 					what, want.Kind, j.RunAt.Format(time.RFC3339Nano), j.Deadline.Format(time.RFC3339Nano), want.RunAt.Format(time.RFC3339Nano), want.Deadline.Format(time.RFC3339Nano))
 			}
 		}
 	}
-	if st := e.get(jobs[0].ID).State; st != core.StateScheduled {
+	if st := e.get(jobs[0].ID).State; st != contract.StateScheduled {
 		e.Errorf("a job due at core.MaxTime is %s; want scheduled", st)
 	}
-	listed, err := e.s.List(e.ctx, core.ListParams{Queue: "range"})
+	listed, err := e.s.List(e.ctx, contract.ListParams{Queue: "range"})
 	if err != nil {
 		e.Fatalf("List: unexpected error: %v", err)
 	}
@@ -209,10 +210,10 @@ func testInsertTimeRange(e *env) {
 	if len(claimed) != 2 || claimed[0].ID != jobs[1].ID || claimed[1].ID != jobs[2].ID {
 		e.Fatalf("Claim of the range queue returned %d jobs; want the job due at core.MinTime, then the one due now", len(claimed))
 	}
-	o := e.outcome(claimed[0], core.OutcomeSnooze)
+	o := e.outcome(claimed[0], contract.OutcomeSnooze)
 	o.RunAt = core.MaxTime
 	e.apply(o)
-	if j := e.get(jobs[1].ID); !j.RunAt.Equal(core.MaxTime) || j.State != core.StateScheduled {
+	if j := e.get(jobs[1].ID); !j.RunAt.Equal(core.MaxTime) || j.State != contract.StateScheduled {
 		e.Errorf("a job snoozed to core.MaxTime reads run_at %s, state %s; want %s, scheduled", j.RunAt.Format(time.RFC3339Nano), j.State, core.MaxTime.Format(time.RFC3339Nano))
 	}
 }

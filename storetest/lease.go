@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var leaseTests = []test{
@@ -30,7 +31,7 @@ var deadlineTests = []test{
 
 // rescue calls Rescue at e.now with the engine's decision and fails on
 // error.
-func (e *env) rescue(limit int) []*core.Job {
+func (e *env) rescue(limit int) []*contract.Job {
 	e.Helper()
 	got, err := e.s.Rescue(e.ctx, e.now, limit, e.decide(core.CauseLeaseExpired))
 	if err != nil {
@@ -43,16 +44,18 @@ func (e *env) rescue(limit int) []*core.Job {
 }
 
 // decide is the engine's rescue decision (core.DecideRescue) at e.now.
-func (e *env) decide(cause string) core.RescueFunc {
+func (e *env) decide(cause string) contract.RescueFunc {
 	now := e.now
-	return func(j *core.Job, lastSeen time.Time) core.Outcome { return core.DecideRescue(j, cause, lastSeen, now) }
+	return func(j *contract.Job, lastSeen time.Time) contract.Outcome {
+		return core.DecideRescue(j, cause, lastSeen, now)
+	}
 }
 
 // leases names the executions of jobs as ExtendLeases takes them.
-func leases(jobs ...*core.Job) []core.Lease {
-	out := make([]core.Lease, len(jobs))
+func leases(jobs ...*contract.Job) []contract.Lease {
+	out := make([]contract.Lease, len(jobs))
 	for i, j := range jobs {
-		out[i] = core.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}
+		out[i] = contract.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}
 	}
 	return out
 }
@@ -63,11 +66,11 @@ func testExtendLeases(e *env) {
 	b := e.claim("q", "w-b", 2)
 	// A job w-a finished: it must not get a lease back.
 	done := e.claimJob(e.job("done", "k"), "w-a")
-	e.apply(e.outcome(done, core.OutcomeComplete))
+	e.apply(e.outcome(done, contract.OutcomeComplete))
 	if len(a) != 2 || len(b) != 2 {
 		e.Fatalf("setup: claimed %d and %d jobs; want 2 and 2", len(a), len(b))
 	}
-	bBefore := []*core.Job{e.get(b[0].ID), e.get(b[1].ID)}
+	bBefore := []*contract.Job{e.get(b[0].ID), e.get(b[1].ID)}
 
 	until := e.now.Add(10 * time.Minute)
 	// w-a names its two jobs, the finished one, and w-b's jobs (which it
@@ -87,7 +90,7 @@ func testExtendLeases(e *env) {
 	for _, j := range bBefore {
 		e.expectUnchanged(j, "ExtendLeases by another worker")
 	}
-	if got := e.get(done.ID); !got.LeaseUntil.IsZero() || got.State != core.StateCompleted {
+	if got := e.get(done.ID); !got.LeaseUntil.IsZero() || got.State != contract.StateCompleted {
 		e.Errorf("ExtendLeases(\"w-a\") touched completed job %d (state %q, LeaseUntil %s); it must only extend running jobs", done.ID, got.State, ts(got.LeaseUntil))
 	}
 	if n, err := e.s.ExtendLeases(e.ctx, "nobody", nil, until); err != nil || n != 0 {
@@ -131,13 +134,13 @@ func testExtendedNotRescued(e *env) {
 	if got := e.rescue(10); len(got) != 0 {
 		e.Fatalf("Rescue took job(s) %v whose lease was extended to %s (now %s)", ids(got), ts(e.now.Add(-lease-time.Second).Add(2*lease)), ts(e.now))
 	}
-	e.expectState(j.ID, core.StateRunning, "its extended lease has not expired")
+	e.expectState(j.ID, contract.StateRunning, "its extended lease has not expired")
 }
 
 func testRescueOnlyExpired(e *env) {
-	mk := func(worker string, leaseUntil time.Time) *core.Job {
+	mk := func(worker string, leaseUntil time.Time) *contract.Job {
 		j := e.insertOne(e.job("q-"+worker, "k"))
-		got := e.claimWith(core.ClaimParams{Queue: "q-" + worker, WorkerID: worker, Limit: 1, Now: e.now, LeaseUntil: leaseUntil})
+		got := e.claimWith(contract.ClaimParams{Queue: "q-" + worker, WorkerID: worker, Limit: 1, Now: e.now, LeaseUntil: leaseUntil})
 		if len(got) != 1 || got[0].ID != j.ID {
 			e.Fatalf("setup: claim of job %d returned %v", j.ID, ids(got))
 		}
@@ -166,8 +169,8 @@ func testRescueAvailable(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("Rescue returned %d jobs; want the 1 job whose lease expired", len(got))
 	}
-	checkRescued(e, got[0], j, core.StateRetryable)
-	checkRescued(e, e.get(j.ID), j, core.StateRetryable)
+	checkRescued(e, got[0], j, contract.StateRetryable)
+	checkRescued(e, e.get(j.ID), j, contract.StateRetryable)
 }
 
 // testRescueAppliesDecision: the store applies what the RescueFunc
@@ -176,12 +179,12 @@ func testRescueAvailable(e *env) {
 func testRescueAppliesDecision(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	e.advance(lease + time.Second)
-	var seen *core.Job
+	var seen *contract.Job
 	var seenAt time.Time
-	entry := core.AttemptError{Attempt: j.Attempt, At: e.now, Error: "decided by the engine ü", Cause: "test_cause"}
-	got, err := e.s.Rescue(e.ctx, e.now, 10, func(r *core.Job, lastSeen time.Time) core.Outcome {
+	entry := contract.AttemptError{Attempt: j.Attempt, At: e.now, Error: "decided by the engine ü", Cause: "test_cause"}
+	got, err := e.s.Rescue(e.ctx, e.now, 10, func(r *contract.Job, lastSeen time.Time) contract.Outcome {
 		seen, seenAt = r, lastSeen
-		return core.Outcome{JobID: r.ID, WorkerID: r.WorkerID, ClaimSeq: r.ClaimSeq, Attempt: r.Attempt, Kind: core.OutcomeDiscard, At: e.now, Error: &entry}
+		return contract.Outcome{JobID: r.ID, WorkerID: r.WorkerID, ClaimSeq: r.ClaimSeq, Attempt: r.Attempt, Kind: contract.OutcomeDiscard, At: e.now, Error: &entry}
 	})
 	if err != nil || len(got) != 1 {
 		e.Fatalf("Rescue returned (%v, %s); want the one expired job", ids(got), errMsg(err))
@@ -196,8 +199,8 @@ func testRescueAppliesDecision(e *env) {
 		e.Errorf("the RescueFunc was given lastSeen %s; want the expired lease %s", ts(seenAt), ts(j.LeaseUntil))
 	}
 	want := *j
-	want.State, want.FinishedAt, want.LeaseUntil = core.StateDiscarded, e.now, time.Time{}
-	want.Errors = []core.AttemptError{entry}
+	want.State, want.FinishedAt, want.LeaseUntil = contract.StateDiscarded, e.now, time.Time{}
+	want.Errors = []contract.AttemptError{entry}
 	if d := diffJob(e.get(j.ID), &want); len(d) > 0 {
 		e.Errorf("after Rescue the job must be exactly as the RescueFunc's outcome says (discarded, its error entry with its cause, nothing else):\n%s", lines(d))
 	}
@@ -226,7 +229,7 @@ func testRescueKeepsPlace(e *env) {
 
 // checkRescued checks a job rescued at e.now from the running job before,
 // after its lease expired.
-func checkRescued(e *env, got, before *core.Job, state core.State) {
+func checkRescued(e *env, got, before *contract.Job, state contract.State) {
 	e.Helper()
 	checkHandedBack(e, got, before, state, core.CauseLeaseExpired, before.LeaseUntil)
 }
@@ -234,16 +237,16 @@ func checkRescued(e *env, got, before *core.Job, state core.State) {
 // checkHandedBack checks a job handed back at e.now from the running job
 // before by Rescue or RescueWorkers with the engine's decision for cause
 // and lastSeen.
-func checkHandedBack(e *env, got, before *core.Job, state core.State, cause string, lastSeen time.Time) {
+func checkHandedBack(e *env, got, before *contract.Job, state contract.State, cause string, lastSeen time.Time) {
 	e.Helper()
 	o := core.DecideRescue(before, cause, lastSeen, e.now)
 	want := *before
 	want.State = state
 	want.LeaseUntil = time.Time{}
-	if state == core.StateDiscarded {
+	if state == contract.StateDiscarded {
 		want.FinishedAt = e.now
 	}
-	want.Errors = append(append([]core.AttemptError(nil), before.Errors...), *o.Error)
+	want.Errors = append(append([]contract.AttemptError(nil), before.Errors...), *o.Error)
 	if d := diffJob(got, &want); len(d) > 0 {
 		e.Errorf("rescued job %d must be %s (RunAt kept when retried, FinishedAt=now when discarded, lease cleared) with the engine's error entry for attempt %d:\n%s", before.ID, state, before.Attempt, lines(d))
 	}
@@ -268,8 +271,8 @@ func testRescueDiscardAttempts(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("Rescue returned %d jobs; want 1", len(got))
 	}
-	checkRescued(e, got[0], j, core.StateDiscarded)
-	checkRescued(e, e.get(j.ID), j, core.StateDiscarded)
+	checkRescued(e, got[0], j, contract.StateDiscarded)
+	checkRescued(e, e.get(j.ID), j, contract.StateDiscarded)
 }
 
 func testRescueDiscardDeadline(e *env) {
@@ -282,7 +285,7 @@ func testRescueDiscardDeadline(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("Rescue returned %d jobs; want 1", len(got))
 	}
-	checkRescued(e, got[0], j, core.StateDiscarded)
+	checkRescued(e, got[0], j, contract.StateDiscarded)
 }
 
 func testRescueLimit(e *env) {
@@ -302,7 +305,7 @@ func testRescueLimit(e *env) {
 
 func testDiscardExpired(e *env) {
 	deadline := e.now.Add(time.Hour)
-	mk := func(queue string) core.InsertParams {
+	mk := func(queue string) contract.InsertParams {
 		p := e.job(queue, "k")
 		p.Deadline = deadline
 		return p
@@ -312,12 +315,12 @@ func testDiscardExpired(e *env) {
 	schedP.RunAt = deadline.Add(-time.Minute)
 	sched := e.insertOne(schedP)
 	retry := e.claimJob(mk("retry"), "w")
-	o := e.outcome(retry, core.OutcomeRetry)
+	o := e.outcome(retry, contract.OutcomeRetry)
 	o.RunAt = deadline.Add(time.Hour)
 	e.apply(o)
 	running := e.claimJob(mk("running"), "w")
 	done := e.claimJob(mk("done"), "w")
-	e.apply(e.outcome(done, core.OutcomeComplete))
+	e.apply(e.outcome(done, contract.OutcomeComplete))
 	lateP := mk("late")
 	lateP.Deadline = deadline.Add(time.Hour)
 	late := e.insertOne(lateP)
@@ -327,7 +330,7 @@ func testDiscardExpired(e *env) {
 	if n, err := e.s.DiscardExpired(e.ctx, e.now, 100); err != nil || n != 0 {
 		e.Fatalf("DiscardExpired at exactly the deadline returned (%d, %s); want (0, nil): only deadlines before now have passed", n, errMsg(err))
 	}
-	keep := []*core.Job{e.get(running.ID), e.get(done.ID), e.get(late.ID), e.get(none.ID)}
+	keep := []*contract.Job{e.get(running.ID), e.get(done.ID), e.get(late.ID), e.get(none.ID)}
 	e.advance(time.Second)
 	n, err := e.s.DiscardExpired(e.ctx, e.now, 100)
 	if err != nil {
@@ -336,9 +339,9 @@ func testDiscardExpired(e *env) {
 	if n != 3 {
 		e.Errorf("DiscardExpired returned %d; want 3 (the available, scheduled and retryable jobs past their deadline)", n)
 	}
-	for _, j := range []*core.Job{avail, sched, retry} {
+	for _, j := range []*contract.Job{avail, sched, retry} {
 		got := e.get(j.ID)
-		if got.State != core.StateDiscarded {
+		if got.State != contract.StateDiscarded {
 			e.Errorf("job %d (queue %q) past its deadline has state %q after DiscardExpired; want discarded", j.ID, j.Queue, got.State)
 			continue
 		}
@@ -359,7 +362,7 @@ func testDiscardExpired(e *env) {
 }
 
 func testDiscardExpiredLimit(e *env) {
-	ps := make([]core.InsertParams, 5)
+	ps := make([]contract.InsertParams, 5)
 	for i := range ps {
 		ps[i] = e.job("q", "k")
 		ps[i].Deadline = e.now.Add(time.Minute)

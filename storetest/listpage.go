@@ -8,19 +8,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
-// testListPageBounded: core.PageLister.ListPage returns what List returns
+// testListPageBounded: contract.PageLister.ListPage returns what List returns
 // for the same parameters (filters, order, cursor, limit), cut after the
-// first job at which the args and results read (core.JobWeight summed)
+// first job at which the args and results read (storekit.JobWeight summed)
 // reach maxBytes: at least one job, and none after the one that reached
 // the budget. maxBytes <= 0 sets no bound. Optional: skipped for stores
 // without the capability.
 func testListPageBounded(e *env) {
-	pl, ok := e.s.(core.PageLister)
+	pl, ok := e.s.(contract.PageLister)
 	if !ok {
-		e.Skip("the store does not implement core.PageLister")
+		e.Skip("the store does not implement contract.PageLister")
 	}
 	pad := func(n int) json.RawMessage {
 		return json.RawMessage(fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", n)))
@@ -30,10 +31,10 @@ func testListPageBounded(e *env) {
 	// them, and last 20 small ones: more than a store that reads a page in
 	// statements may read in its first.
 	done := e.claimJob(e.job("p", "k"), "w")
-	o := e.outcome(done, core.OutcomeComplete)
+	o := e.outcome(done, contract.OutcomeComplete)
 	o.Result = []byte(strings.Repeat("r", 2500))
 	e.apply(o)
-	var jobs []*core.Job
+	var jobs []*contract.Job
 	sizes := []int{10, 3000, 200, 5000, 40, 1000}
 	for range 20 {
 		sizes = append(sizes, 30)
@@ -48,7 +49,7 @@ func testListPageBounded(e *env) {
 		e.insertOne(o)
 	}
 
-	for _, p := range []core.ListParams{
+	for _, p := range []contract.ListParams{
 		{Queue: "p"},
 		{Queue: "p", Desc: true},
 		{Queue: "p", ByRunAt: true},
@@ -60,7 +61,7 @@ func testListPageBounded(e *env) {
 		if len(all) == 0 {
 			e.Fatalf("List(%s) returned no jobs; the fixture has some", describeList(p))
 		}
-		for _, maxBytes := range []int{-1, 0, 1, core.JobWeight(all[0]), core.JobWeight(all[0]) + 1, 6000, 9500, 1 << 30} {
+		for _, maxBytes := range []int{-1, 0, 1, storekit.JobWeight(all[0]), storekit.JobWeight(all[0]) + 1, 6000, 9500, 1 << 30} {
 			want := wantPage(all, maxBytes)
 			got, err := pl.ListPage(e.ctx, p, maxBytes)
 			if err != nil {
@@ -78,13 +79,13 @@ func testListPageBounded(e *env) {
 			}
 		}
 	}
-	if _, err := pl.ListPage(e.ctx, core.ListParams{ArgsContains: []byte(`[1]`)}, 100); !errors.Is(err, core.ErrInvalidFilter) {
+	if _, err := pl.ListPage(e.ctx, contract.ListParams{ArgsContains: []byte(`[1]`)}, 100); !errors.Is(err, contract.ErrInvalidFilter) {
 		e.Errorf("ListPage with the args pattern [1] returned %v; want an error wrapping core.ErrInvalidFilter, as List", err)
 	}
 }
 
 // wantPage is the rule of ListPage computed from List's answer.
-func wantPage(all []*core.Job, maxBytes int) []*core.Job {
+func wantPage(all []*contract.Job, maxBytes int) []*contract.Job {
 	if maxBytes <= 0 {
 		return all
 	}
@@ -98,10 +99,10 @@ func wantPage(all []*core.Job, maxBytes int) []*core.Job {
 	return all
 }
 
-func weights(jobs []*core.Job) []int {
+func weights(jobs []*contract.Job) []int {
 	out := make([]int, len(jobs))
 	for i, j := range jobs {
-		out[i] = core.JobWeight(j)
+		out[i] = storekit.JobWeight(j)
 	}
 	return out
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var notifyTests = []test{
@@ -22,11 +22,11 @@ const notifyWait = 5 * time.Second
 
 // listen starts a listener on the store's Notifier, skipping when the store
 // has none.
-func (e *env) listen(ctx context.Context) <-chan core.Notification {
+func (e *env) listen(ctx context.Context) <-chan contract.Notification {
 	e.Helper()
-	n, ok := e.s.(core.Notifier)
+	n, ok := e.s.(contract.Notifier)
 	if !ok {
-		e.Skip("the store does not implement core.Notifier")
+		e.Skip("the store does not implement contract.Notifier")
 	}
 	ch, err := n.Listen(ctx)
 	if err != nil {
@@ -39,11 +39,11 @@ func (e *env) listen(ctx context.Context) <-chan core.Notification {
 }
 
 // await waits for a notification of kind k about queue, ignoring others.
-func (e *env) await(ch <-chan core.Notification, k core.NotificationKind, queue, after string) {
+func (e *env) await(ch <-chan contract.Notification, k contract.NotificationKind, queue, after string) {
 	e.Helper()
 	timeout := time.NewTimer(notifyWait)
 	defer timeout.Stop()
-	var seen []core.Notification
+	var seen []contract.Notification
 	for {
 		select {
 		case n, ok := <-ch:
@@ -55,7 +55,7 @@ func (e *env) await(ch <-chan core.Notification, k core.NotificationKind, queue,
 			}
 			seen = append(seen, n)
 		case <-timeout.C:
-			e.Fatalf("no %q notification for queue %q arrived within %s after %s (saw %+v); a store that declares core.Notifier must deliver it", k, queue, notifyWait, after, seen)
+			e.Fatalf("no %q notification for queue %q arrived within %s after %s (saw %+v); a store that declares contract.Notifier must deliver it", k, queue, notifyWait, after, seen)
 		}
 	}
 }
@@ -63,18 +63,18 @@ func (e *env) await(ch <-chan core.Notification, k core.NotificationKind, queue,
 func testNotifyInsert(e *env) {
 	ch := e.listen(e.ctx)
 	e.insertOne(e.job("wake-me", "k"))
-	e.await(ch, core.NotifyInsert, "wake-me", "an Insert of a due job")
+	e.await(ch, contract.NotifyInsert, "wake-me", "an Insert of a due job")
 	// A second insert wakes it again.
 	e.insertOne(e.job("wake-me-too", "k"))
-	e.await(ch, core.NotifyInsert, "wake-me-too", "a second Insert of a due job")
+	e.await(ch, contract.NotifyInsert, "wake-me-too", "a second Insert of a due job")
 }
 
 func testNotifyPause(e *env) {
 	ch := e.listen(e.ctx)
 	e.pause("q")
-	e.await(ch, core.NotifyPause, "q", "PauseQueue(\"q\")")
+	e.await(ch, contract.NotifyPause, "q", "PauseQueue(\"q\")")
 	e.resume("q")
-	e.await(ch, core.NotifyResume, "q", "ResumeQueue(\"q\")")
+	e.await(ch, contract.NotifyResume, "q", "ResumeQueue(\"q\")")
 }
 
 // testNotifyLateCommit: a job inserted inside a transaction that commits
@@ -101,7 +101,7 @@ func testNotifyLateCommit(e *env) {
 	// notification proves the listener has read past the open transaction.
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.s.Insert(e.ctx, e.now, []core.InsertParams{e.job("early", "k")})
+		_, err := e.s.Insert(e.ctx, e.now, []contract.InsertParams{e.job("early", "k")})
 		done <- err
 	}()
 	var waiting bool
@@ -110,7 +110,7 @@ func testNotifyLateCommit(e *env) {
 		if err != nil {
 			e.Fatalf("Insert outside an open transaction: unexpected error: %v", err)
 		}
-		e.await(ch, core.NotifyInsert, "early", "an Insert committed while an earlier InsertTx was still open")
+		e.await(ch, contract.NotifyInsert, "early", "an Insert committed while an earlier InsertTx was still open")
 	case <-time.After(time.Second):
 		waiting = true
 	}
@@ -123,7 +123,7 @@ func testNotifyLateCommit(e *env) {
 			e.Fatalf("Insert outside a transaction that then committed: unexpected error: %v", err)
 		}
 	}
-	e.await(ch, core.NotifyInsert, "late", "the commit of an InsertTx that came before a later, already committed Insert")
+	e.await(ch, contract.NotifyInsert, "late", "the commit of an InsertTx that came before a later, already committed Insert")
 }
 
 func testNotifyClose(e *env) {

@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Claim policies besides concurrency limits (core.QueueLimits: Rate,
-// RatePerKind, RatePerPartition, Fair, Aging); see core.QueueLimiter.
+// RatePerKind, RatePerPartition, Fair, Aging); see contract.QueueLimiter.
 var policyTests = []test{
 	{"policy/round-trip-and-validation", testPolicyRoundTrip},
 	{"policy/queue-rate", testPolicyQueueRate},
@@ -28,13 +28,13 @@ var policyTests = []test{
 
 func testPolicyRoundTrip(e *env) {
 	ql := e.limiter(e.s)
-	l := core.QueueLimits{
+	l := contract.QueueLimits{
 		MaxRunning:       4,
-		Rate:             core.RateLimit{Starts: 7, Per: 1500*time.Millisecond + 7},
-		RatePerKind:      map[string]core.RateLimit{"mail": {Starts: 1, Per: time.Hour}, "off": {}},
-		RatePerPartition: core.RateLimit{Starts: 2, Per: time.Minute},
+		Rate:             contract.RateLimit{Starts: 7, Per: 1500*time.Millisecond + 7},
+		RatePerKind:      map[string]contract.RateLimit{"mail": {Starts: 1, Per: time.Hour}, "off": {}},
+		RatePerPartition: contract.RateLimit{Starts: 2, Per: time.Minute},
 		Fair:             true,
-		Aging:            core.PriorityAging{Every: 90 * time.Second, MaxSteps: 3},
+		Aging:            contract.PriorityAging{Every: 90 * time.Second, MaxSteps: 3},
 	}
 	e.setLimits("pol", l)
 	got, err := ql.QueueLimits(e.ctx, "pol")
@@ -43,25 +43,25 @@ func testPolicyRoundTrip(e *env) {
 		!maps.Equal(got.RatePerKind, want.RatePerKind) || !got.Fair || got.Aging != want.Aging {
 		e.Fatalf("QueueLimits after SetQueueLimits(%+v) returned %+v, %v; want %+v (policies read back exactly, zero rates dropped)", l, got, err, want)
 	}
-	only := core.QueueLimits{Fair: true}
+	only := contract.QueueLimits{Fair: true}
 	e.setLimits("fair-only", only)
 	if got, _ := ql.QueueLimits(e.ctx, "fair-only"); !got.Fair || got.IsZero() {
 		e.Fatalf("QueueLimits of a queue with only Fair returned %+v; want Fair set (a policy alone is a limit)", got)
 	}
-	e.setLimits("pol", core.QueueLimits{})
+	e.setLimits("pol", contract.QueueLimits{})
 	if got, _ := ql.QueueLimits(e.ctx, "pol"); !got.IsZero() {
 		e.Fatalf("QueueLimits after zero limits returned %+v; want every policy lifted", got)
 	}
-	for _, bad := range []core.QueueLimits{
-		{Rate: core.RateLimit{Starts: -1, Per: time.Second}},
-		{Rate: core.RateLimit{Starts: 1}},
-		{Rate: core.RateLimit{Starts: 1, Per: time.Microsecond}},
-		{RatePerPartition: core.RateLimit{Per: time.Second}},
-		{RatePerKind: map[string]core.RateLimit{"": {Starts: 1, Per: time.Second}}},
-		{Aging: core.PriorityAging{Every: time.Millisecond}},
-		{Aging: core.PriorityAging{Every: time.Minute, MaxSteps: 10}},
+	for _, bad := range []contract.QueueLimits{
+		{Rate: contract.RateLimit{Starts: -1, Per: time.Second}},
+		{Rate: contract.RateLimit{Starts: 1}},
+		{Rate: contract.RateLimit{Starts: 1, Per: time.Microsecond}},
+		{RatePerPartition: contract.RateLimit{Per: time.Second}},
+		{RatePerKind: map[string]contract.RateLimit{"": {Starts: 1, Per: time.Second}}},
+		{Aging: contract.PriorityAging{Every: time.Millisecond}},
+		{Aging: contract.PriorityAging{Every: time.Minute, MaxSteps: 10}},
 	} {
-		if err := ql.SetQueueLimits(e.ctx, "bad", bad, e.now); !errors.Is(err, core.ErrInvalidJob) {
+		if err := ql.SetQueueLimits(e.ctx, "bad", bad, e.now); !errors.Is(err, contract.ErrInvalidJob) {
 			e.Fatalf("SetQueueLimits(%+v) returned %v; want an error wrapping core.ErrInvalidJob", bad, err)
 		}
 	}
@@ -69,7 +69,7 @@ func testPolicyRoundTrip(e *env) {
 
 func testPolicyQueueRate(e *env) {
 	ql := e.limiter(e.s)
-	e.setLimits("rate", core.QueueLimits{Rate: core.RateLimit{Starts: 3, Per: time.Minute}})
+	e.setLimits("rate", contract.QueueLimits{Rate: contract.RateLimit{Starts: 3, Per: time.Minute}})
 	for range 10 {
 		e.insertOne(e.job("rate", "k"))
 	}
@@ -80,7 +80,7 @@ func testPolicyQueueRate(e *env) {
 		e.Fatalf("second claim at the same instant returned %d jobs; want 0 (the rate is used up)", len(got))
 	}
 	states, err := ql.QueueRateStates(e.ctx, "rate", e.now)
-	if err != nil || len(states) != 1 || states[0].Group != core.RateGroupQueue {
+	if err != nil || len(states) != 1 || states[0].Group != contract.RateGroupQueue {
 		e.Fatalf("QueueRateStates after the burst returned %+v, %v; want the queue group's instant", states, err)
 	}
 	l, _ := ql.QueueLimits(e.ctx, "rate")
@@ -102,11 +102,11 @@ func testPolicyQueueRate(e *env) {
 }
 
 func testPolicyGroupRates(e *env) {
-	e.setLimits("gr", core.QueueLimits{
-		RatePerKind:      map[string]core.RateLimit{"slow": {Starts: 1, Per: time.Minute}},
-		RatePerPartition: core.RateLimit{Starts: 2, Per: time.Minute},
+	e.setLimits("gr", contract.QueueLimits{
+		RatePerKind:      map[string]contract.RateLimit{"slow": {Starts: 1, Per: time.Minute}},
+		RatePerPartition: contract.RateLimit{Starts: 2, Per: time.Minute},
 	})
-	var slow, fast []*core.Job
+	var slow, fast []*contract.Job
 	for range 3 {
 		slow = append(slow, e.insertOne(e.job("gr", "slow")))
 	}
@@ -114,29 +114,29 @@ func testPolicyGroupRates(e *env) {
 		fast = append(fast, e.insertOne(e.job("gr", "fast")))
 	}
 	got := e.claim("gr", "w", 10)
-	want := []*core.Job{slow[0], fast[0], fast[1], fast[2]}
+	want := []*contract.Job{slow[0], fast[0], fast[1], fast[2]}
 	if !sameIDSet(got, want) {
 		e.Fatalf("claim with kind slow limited to 1 start a minute returned %v; want %v (the other slow jobs skipped, the fast jobs behind them taken)", ids(got), ids(want))
 	}
-	var a []*core.Job
+	var a []*contract.Job
 	for range 4 {
 		a = append(a, e.insertOne(e.jobIn("gr", "fast", "tenant-a")))
 	}
 	b := e.insertOne(e.jobIn("gr", "fast", "tenant-b"))
 	got = e.claim("gr", "w", 10)
-	want = []*core.Job{a[0], a[1], b}
+	want = []*contract.Job{a[0], a[1], b}
 	if !sameIDSet(got, want) {
 		e.Fatalf("claim with 2 starts a minute per partition returned %v; want %v", ids(got), ids(want))
 	}
 	e.advance(30 * time.Second)
 	got = e.claim("gr", "w", 10)
-	want = []*core.Job{a[2]}
+	want = []*contract.Job{a[2]}
 	if !sameIDSet(got, want) {
 		e.Fatalf("claim 30 s later returned %v; want %v (one more start for tenant-a, none yet for kind slow)", ids(got), ids(want))
 	}
 	e.advance(30 * time.Second)
 	got = e.claim("gr", "w", 10)
-	want = []*core.Job{a[3], slow[1]}
+	want = []*contract.Job{a[3], slow[1]}
 	if !sameIDSet(got, want) {
 		e.Fatalf("claim a minute after the first returned %v; want %v (tenant-a's last job and one more of kind slow)", ids(got), ids(want))
 	}
@@ -144,12 +144,12 @@ func testPolicyGroupRates(e *env) {
 
 func testPolicyRateConcurrent(e *env) {
 	const claimers = 8
-	e.setLimits("rc", core.QueueLimits{Rate: core.RateLimit{Starts: 5, Per: time.Hour}, RatePerPartition: core.RateLimit{Starts: 2, Per: time.Hour}})
+	e.setLimits("rc", contract.QueueLimits{Rate: contract.RateLimit{Starts: 5, Per: time.Hour}, RatePerPartition: contract.RateLimit{Starts: 2, Per: time.Hour}})
 	parts := []string{"p1", "p2", "p3", ""}
 	for i := range 40 {
 		e.insertOne(e.jobIn("rc", "k", parts[i%len(parts)]))
 	}
-	stores := []core.Store{e.s}
+	stores := []contract.Store{e.s}
 	if e.f.Reopen != nil {
 		stores = append(stores, e.f.Reopen(e.T, e.s))
 	}
@@ -166,7 +166,7 @@ func testPolicyRateConcurrent(e *env) {
 			defer wg.Done()
 			s := stores[c%len(stores)]
 			for range 4 {
-				jobs, err := s.Claim(e.ctx, core.ClaimParams{Queue: "rc", WorkerID: fmt.Sprint("w", c), Limit: 2, Now: e.now, LeaseUntil: e.now.Add(lease)})
+				jobs, err := s.Claim(e.ctx, contract.ClaimParams{Queue: "rc", WorkerID: fmt.Sprint("w", c), Limit: 2, Now: e.now, LeaseUntil: e.now.Add(lease)})
 				if err != nil {
 					errs <- err
 					return
@@ -196,13 +196,13 @@ func testPolicyRateConcurrent(e *env) {
 }
 
 func testPolicyFair(e *env) {
-	e.setLimits("fair", core.QueueLimits{Fair: true})
-	var a []*core.Job
+	e.setLimits("fair", contract.QueueLimits{Fair: true})
+	var a []*contract.Job
 	for range 60 {
 		a = append(a, e.insertOne(e.jobIn("fair", "k", "tenant-a")))
 	}
 	e.advance(time.Second)
-	var b []*core.Job
+	var b []*contract.Job
 	for range 5 {
 		b = append(b, e.insertOne(e.jobIn("fair", "k", "tenant-b")))
 	}
@@ -230,7 +230,7 @@ func testPolicyFair(e *env) {
 		e.Fatalf("fair claims never took the job without a partition key (%v) or tenant-a's last job (%v); every due job must be claimed in the end", seen[loose.ID], seen[a[len(a)-1].ID])
 	}
 	// The partition with fewer running jobs goes first.
-	e.setLimits("fair2", core.QueueLimits{Fair: true})
+	e.setLimits("fair2", contract.QueueLimits{Fair: true})
 	for range 3 {
 		e.insertOne(e.jobIn("fair2", "k", "x"))
 	}
@@ -247,8 +247,8 @@ func testPolicyFair(e *env) {
 }
 
 func testPolicyFairRound(e *env) {
-	const parts = core.FairPartitions + 8
-	e.setLimits("round", core.QueueLimits{Fair: true, MaxRunningPerPartition: 1})
+	const parts = contract.FairPartitions + 8
+	e.setLimits("round", contract.QueueLimits{Fair: true, MaxRunningPerPartition: 1})
 	for i := range parts {
 		for range 2 {
 			e.insertOne(e.jobIn("round", "k", fmt.Sprintf("p%03d", i)))
@@ -261,7 +261,7 @@ func testPolicyFairRound(e *env) {
 		}
 	}
 	if len(seen) != parts {
-		e.Fatalf("fair claims over %d partitions reached %d of them; want every partition served (the turn goes round past %d)", parts, len(seen), core.FairPartitions)
+		e.Fatalf("fair claims over %d partitions reached %d of them; want every partition served (the turn goes round past %d)", parts, len(seen), contract.FairPartitions)
 	}
 	for p, n := range seen {
 		if n != 1 {
@@ -277,11 +277,11 @@ func testPolicyAging(e *env) {
 	high.Priority, high.RunAt = 1, e.now.Add(-time.Minute)
 	jl, jh := e.insertOne(low), e.insertOne(high)
 
-	e.setLimits("age", core.QueueLimits{Aging: core.PriorityAging{Every: time.Minute, MaxSteps: 2}})
+	e.setLimits("age", contract.QueueLimits{Aging: contract.PriorityAging{Every: time.Minute, MaxSteps: 2}})
 	if got := e.claim("age", "w", 1); len(got) != 1 || got[0].ID != jh.ID {
 		e.Fatalf("claim with aging bounded to 2 steps returned %v; want the priority-1 job %d (9 ages to 7 only)", ids(got), jh.ID)
 	}
-	e.setLimits("age2", core.QueueLimits{Aging: core.PriorityAging{Every: time.Minute}})
+	e.setLimits("age2", contract.QueueLimits{Aging: contract.PriorityAging{Every: time.Minute}})
 	low.Queue, high.Queue = "age2", "age2"
 	jl, jh = e.insertOne(low), e.insertOne(high)
 	got := e.claim("age2", "w", 1)
@@ -300,17 +300,17 @@ func testPolicyAging(e *env) {
 // it claims one a minute: without aging the priority-10 job waits for
 // ever; with one step a minute it is claimed within ten minutes.
 func testPolicyStarvation(e *env) {
-	run := func(queue string, aging core.PriorityAging) int {
+	run := func(queue string, aging contract.PriorityAging) int {
 		if !aging.IsZero() {
-			e.setLimits(queue, core.QueueLimits{Aging: aging})
+			e.setLimits(queue, contract.QueueLimits{Aging: aging})
 		}
 		low := e.job(queue, "k")
-		low.Priority = core.PriorityLowest
+		low.Priority = contract.PriorityLowest
 		jl := e.insertOne(low)
 		for minute := 1; minute <= 20; minute++ {
 			for range 2 {
 				p := e.job(queue, "k")
-				p.Priority = core.PriorityHighest
+				p.Priority = contract.PriorityHighest
 				e.insertOne(p)
 			}
 			for _, j := range e.claim(queue, "w", 1) {
@@ -322,17 +322,17 @@ func testPolicyStarvation(e *env) {
 		}
 		return 0
 	}
-	if m := run("starve", core.PriorityAging{}); m != 0 {
+	if m := run("starve", contract.PriorityAging{}); m != 0 {
 		e.Fatalf("without aging the low-priority job was claimed at minute %d; the test expects it starved", m)
 	}
-	if m := run("aged", core.PriorityAging{Every: time.Minute}); m == 0 || m > 11 {
+	if m := run("aged", contract.PriorityAging{Every: time.Minute}); m == 0 || m > 11 {
 		e.Fatalf("with one aging step a minute the low-priority job was claimed at minute %d; want it claimed within 11 minutes", m)
 	}
 }
 
 // sameIDSet reports whether got and want hold the same job ids, in any
 // order.
-func sameIDSet(got, want []*core.Job) bool {
+func sameIDSet(got, want []*contract.Job) bool {
 	if len(got) != len(want) {
 		return false
 	}
@@ -350,7 +350,7 @@ func sameIDSet(got, want []*core.Job) bool {
 
 func testPolicyWorkersPerNode(e *env) {
 	ql := e.limiter(e.s)
-	e.setLimits("wpn", core.QueueLimits{WorkersPerNode: 3})
+	e.setLimits("wpn", contract.QueueLimits{WorkersPerNode: 3})
 	got, err := ql.QueueLimits(e.ctx, "wpn")
 	if err != nil || got.WorkersPerNode != 3 || !got.IsZero() {
 		e.Fatalf("QueueLimits after WorkersPerNode 3 returned %+v, %v; want it kept, and no claim limit", got, err)
@@ -361,15 +361,15 @@ func testPolicyWorkersPerNode(e *env) {
 	if jobs := e.claim("wpn", "w", 10); len(jobs) != 5 {
 		e.Fatalf("claim of a queue with only WorkersPerNode returned %d jobs; want all 5 (it limits no claim)", len(jobs))
 	}
-	e.setLimits("wpn", core.QueueLimits{MaxRunning: 9, WorkersPerNode: 2})
+	e.setLimits("wpn", contract.QueueLimits{MaxRunning: 9, WorkersPerNode: 2})
 	if got, _ := ql.QueueLimits(e.ctx, "wpn"); got.WorkersPerNode != 2 || got.MaxRunning != 9 {
 		e.Fatalf("QueueLimits = %+v; want WorkersPerNode 2 with MaxRunning 9", got)
 	}
-	e.setLimits("wpn", core.QueueLimits{})
+	e.setLimits("wpn", contract.QueueLimits{})
 	if got, _ := ql.QueueLimits(e.ctx, "wpn"); got.WorkersPerNode != 0 {
 		e.Fatalf("QueueLimits after zero limits = %+v; want WorkersPerNode back to 0", got)
 	}
-	if err := ql.SetQueueLimits(e.ctx, "wpn", core.QueueLimits{WorkersPerNode: -1}, e.now); !errors.Is(err, core.ErrInvalidJob) {
+	if err := ql.SetQueueLimits(e.ctx, "wpn", contract.QueueLimits{WorkersPerNode: -1}, e.now); !errors.Is(err, contract.ErrInvalidJob) {
 		e.Fatalf("SetQueueLimits with WorkersPerNode -1 returned %v; want ErrInvalidJob", err)
 	}
 }

@@ -3,7 +3,7 @@ package storetest
 import (
 	"errors"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var queueTests = []test{
@@ -18,8 +18,8 @@ var queueTests = []test{
 // either a nil error or core.ErrQueuePaused.
 func (e *env) claimPaused(queue string) {
 	e.Helper()
-	jobs, err := e.s.Claim(e.ctx, core.ClaimParams{Queue: queue, WorkerID: "w", Limit: 10, Now: e.now, LeaseUntil: e.now.Add(lease)})
-	if err != nil && !errors.Is(err, core.ErrQueuePaused) {
+	jobs, err := e.s.Claim(e.ctx, contract.ClaimParams{Queue: queue, WorkerID: "w", Limit: 10, Now: e.now, LeaseUntil: e.now.Add(lease)})
+	if err != nil && !errors.Is(err, contract.ErrQueuePaused) {
 		e.Fatalf("Claim from paused queue %q: error %s; want no jobs and a nil error or core.ErrQueuePaused", queue, errMsg(err))
 	}
 	if len(jobs) != 0 {

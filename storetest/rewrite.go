@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var rewriteTests = []test{
@@ -21,27 +22,27 @@ var rewriteTests = []test{
 	{"rewrite/refuses-what-it-cannot-store", testRewriteRefuses},
 }
 
-// rewriter returns the store's core.SealedRewriter, skipping when it has
+// rewriter returns the store's contract.SealedRewriter, skipping when it has
 // none.
-func (e *env) rewriter() core.SealedRewriter {
+func (e *env) rewriter() contract.SealedRewriter {
 	e.Helper()
-	rw, ok := e.s.(core.SealedRewriter)
+	rw, ok := e.s.(contract.SealedRewriter)
 	if !ok {
-		e.Skip("the store does not implement core.SealedRewriter")
+		e.Skip("the store does not implement contract.SealedRewriter")
 	}
 	return rw
 }
 
 // rewriteFn is what RewriteSealed calls for each job.
-type rewriteFn = func(j *core.Job) (*core.Job, bool, error)
+type rewriteFn = func(j *contract.Job) (*contract.Job, bool, error)
 
 // rewrite calls RewriteSealed once and checks the shape of the answer:
 // the jobs fn saw are above afterID, in ascending id order, at most limit
 // of them, none running, and lastID is the last of them (afterID when
 // there were none). It returns the jobs fn saw and the count written.
-func (e *env) rewrite(rw core.SealedRewriter, afterID int64, limit int, fn rewriteFn) (seen []*core.Job, n int) {
+func (e *env) rewrite(rw contract.SealedRewriter, afterID int64, limit int, fn rewriteFn) (seen []*contract.Job, n int) {
 	e.Helper()
-	lastID, n, err := rw.RewriteSealed(e.ctx, afterID, limit, func(j *core.Job) (*core.Job, bool, error) {
+	lastID, n, err := rw.RewriteSealed(e.ctx, afterID, limit, func(j *contract.Job) (*contract.Job, bool, error) {
 		if j == nil {
 			return nil, false, errors.New("storetest: fn was called with a nil job")
 		}
@@ -56,7 +57,7 @@ func (e *env) rewrite(rw core.SealedRewriter, afterID int64, limit int, fn rewri
 		if j.ID <= prev {
 			e.Fatalf("RewriteSealed(afterID %d) called fn with job %d after job %d; want ids above afterID in ascending order", afterID, j.ID, prev)
 		}
-		if j.State == core.StateRunning {
+		if j.State == contract.StateRunning {
 			e.Fatalf("RewriteSealed called fn with job %d, which is running; running jobs are never read", j.ID)
 		}
 		prev = j.ID
@@ -75,7 +76,7 @@ func (e *env) rewrite(rw core.SealedRewriter, afterID int64, limit int, fn rewri
 
 // walkRewrite pages through the whole table with RewriteSealed and
 // returns every job fn saw and how many rows were written.
-func (e *env) walkRewrite(rw core.SealedRewriter, limit int, fn rewriteFn) (seen []*core.Job, n int) {
+func (e *env) walkRewrite(rw contract.SealedRewriter, limit int, fn rewriteFn) (seen []*contract.Job, n int) {
 	e.Helper()
 	after := int64(0)
 	for calls := 0; ; calls++ {
@@ -92,7 +93,7 @@ func (e *env) walkRewrite(rw core.SealedRewriter, limit int, fn rewriteFn) (seen
 }
 
 // cloneJob copies the parts of j that fn may change.
-func cloneJob(j *core.Job) *core.Job {
+func cloneJob(j *contract.Job) *contract.Job {
 	c := *j
 	c.Args = slices.Clone(j.Args)
 	c.Result = slices.Clone(j.Result)
@@ -118,16 +119,16 @@ func rotationKeyrings(e *env) (old, rotated *core.Keyring) {
 // resealFn reseals every sealed value of a job with ring's current key and
 // reports whether any changed, as `backlog keys rotate` does.
 func resealFn(ring *core.Keyring) rewriteFn {
-	return func(j *core.Job) (*core.Job, bool, error) {
+	return func(j *contract.Job) (*contract.Job, bool, error) {
 		changed := false
-		if core.IsSealed(j.Args) {
+		if contract.IsSealed(j.Args) {
 			args, c, err := ring.ResealArgs(j.Kind, j.Args)
 			if err != nil {
 				return nil, false, err
 			}
 			j.Args, changed = args, changed || c
 		}
-		if j.Result != nil && core.IsSealed(j.Result) {
+		if j.Result != nil && contract.IsSealed(j.Result) {
 			res, c, err := ring.ResealResult(j.Kind, j.Result)
 			if err != nil {
 				return nil, false, err
@@ -135,7 +136,7 @@ func resealFn(ring *core.Keyring) rewriteFn {
 			j.Result, changed = res, changed || c
 		}
 		for i, ae := range j.Errors {
-			if !core.IsSealedText(ae.Error) && !core.IsSealedText(ae.Trace) {
+			if !contract.IsSealedText(ae.Error) && !contract.IsSealedText(ae.Trace) {
 				continue
 			}
 			re, c, err := ring.ResealAttemptError(ae)
@@ -150,33 +151,33 @@ func resealFn(ring *core.Keyring) rewriteFn {
 
 // setArgs returns an fn that writes args for every job it sees.
 func setArgs(args string) rewriteFn {
-	return func(j *core.Job) (*core.Job, bool, error) {
+	return func(j *contract.Job) (*contract.Job, bool, error) {
 		j.Args = []byte(args)
 		return j, true, nil
 	}
 }
 
 // unchangedFn changes nothing.
-func unchangedFn(j *core.Job) (*core.Job, bool, error) { return j, false, nil }
+func unchangedFn(j *contract.Job) (*contract.Job, bool, error) { return j, false, nil }
 
 // sealedJobs makes one job in each state, in this id order: scheduled,
 // available, running, retryable (sealed error entry), completed (sealed
 // result), cancelled, running, discarded (sealed error entry), and
 // available with plain args. Args of all but the last are sealed with
 // old's key k1. Each job has its own queue, so tests can claim one.
-func sealedJobs(e *env, old *core.Keyring) []*core.Job {
+func sealedJobs(e *env, old *core.Keyring) []*contract.Job {
 	e.Helper()
-	var out []*core.Job
-	p := func(i int, kind string) core.InsertParams {
+	var out []*contract.Job
+	p := func(i int, kind string) contract.InsertParams {
 		p := e.job(fmt.Sprintf("rw%d", i), kind)
 		p.Args = old.SealArgs(kind, fmt.Appendf(nil, `{"n":%d,"secret":"s%d"}`, i, i))
 		return p
 	}
-	claimed := func(i int, kind string) *core.Job { return e.claimJob(p(i, kind), "w") }
-	failed := func(j *core.Job, k core.OutcomeKind) {
+	claimed := func(i int, kind string) *contract.Job { return e.claimJob(p(i, kind), "w") }
+	failed := func(j *contract.Job, k contract.OutcomeKind) {
 		o := e.outcome(j, k)
 		o.RunAt = e.now.Add(time.Hour)
-		o.Error = new(old.SealAttemptError(core.AttemptError{Attempt: j.Attempt, At: e.now, Error: "declined " + j.Kind, Trace: "trace " + j.Kind, Cause: "handler"}))
+		o.Error = new(old.SealAttemptError(contract.AttemptError{Attempt: j.Attempt, At: e.now, Error: "declined " + j.Kind, Trace: "trace " + j.Kind, Cause: "handler"}))
 		e.apply(o)
 	}
 
@@ -186,10 +187,10 @@ func sealedJobs(e *env, old *core.Keyring) []*core.Job {
 	out = append(out, e.insertOne(p(1, "available")))
 	out = append(out, claimed(2, "running"))
 	r := claimed(3, "retryable")
-	failed(r, core.OutcomeRetry)
+	failed(r, contract.OutcomeRetry)
 	out = append(out, r)
 	c := claimed(4, "completed")
-	o := e.outcome(c, core.OutcomeComplete)
+	o := e.outcome(c, contract.OutcomeComplete)
 	o.Result = old.SealResult(c.Kind, []byte("result of 4"))
 	e.apply(o)
 	out = append(out, c)
@@ -200,7 +201,7 @@ func sealedJobs(e *env, old *core.Keyring) []*core.Job {
 	out = append(out, x)
 	out = append(out, claimed(6, "running"))
 	d := claimed(7, "discarded")
-	failed(d, core.OutcomeDiscard)
+	failed(d, contract.OutcomeDiscard)
 	out = append(out, d)
 	plain := e.job("rw8", "plain")
 	plain.Args = []byte(`{"n":8}`)
@@ -211,10 +212,10 @@ func sealedJobs(e *env, old *core.Keyring) []*core.Job {
 	return out
 }
 
-func notRunning(jobs []*core.Job) []*core.Job {
-	var out []*core.Job
+func notRunning(jobs []*contract.Job) []*contract.Job {
+	var out []*contract.Job
 	for _, j := range jobs {
-		if j.State != core.StateRunning {
+		if j.State != contract.StateRunning {
 			out = append(out, j)
 		}
 	}
@@ -257,10 +258,10 @@ func testRewriteWalk(e *env) {
 	}
 }
 
-func runningOf(jobs []*core.Job) []*core.Job {
-	var out []*core.Job
+func runningOf(jobs []*contract.Job) []*contract.Job {
+	var out []*contract.Job
 	for _, j := range jobs {
-		if j.State == core.StateRunning {
+		if j.State == contract.StateRunning {
 			out = append(out, j)
 		}
 	}
@@ -277,12 +278,12 @@ func testRewriteWrites(e *env) {
 	jobs := sealedJobs(e, old)
 	reseal := resealFn(rotated)
 	sealedCount := 0
-	_, n := e.walkRewrite(rw, 2, func(j *core.Job) (*core.Job, bool, error) {
+	_, n := e.walkRewrite(rw, 2, func(j *contract.Job) (*contract.Job, bool, error) {
 		next, changed, err := reseal(j)
 		if changed {
 			sealedCount++
 			// Fields other than args, result and errors must be ignored.
-			next.Queue, next.Kind, next.State, next.Priority, next.Attempt = "elsewhere", "other-kind", core.StateCompleted, 1, 99
+			next.Queue, next.Kind, next.State, next.Priority, next.Attempt = "elsewhere", "other-kind", contract.StateCompleted, 1, 99
 			next.ClaimSeq, next.WorkerID, next.RunAt, next.UniqueKey = 42, "someone", e.now.Add(time.Hour), "uk"
 			for i := range next.Errors {
 				next.Errors[i].At = next.Errors[i].At.Add(time.Minute)
@@ -297,7 +298,7 @@ func testRewriteWrites(e *env) {
 	}
 	for _, before := range jobs {
 		got := e.get(before.ID)
-		if before.State == core.StateRunning || !core.IsSealed(before.Args) {
+		if before.State == contract.StateRunning || !contract.IsSealed(before.Args) {
 			if d := diffJob(got, before); len(d) > 0 || got.ClaimSeq != before.ClaimSeq {
 				e.Fatalf("%s job %d changed, but fn never changed it (running, or plain args):\n%s", before.State, before.ID, lines(d))
 			}
@@ -310,7 +311,7 @@ func testRewriteWrites(e *env) {
 // checkResealed fails unless got is before with every sealed value under
 // rotated's current key and opening to what it held under old, and
 // everything else exactly as it was (times, attempts, causes included).
-func checkResealed(e *env, got, before *core.Job, old, rotated *core.Keyring) {
+func checkResealed(e *env, got, before *contract.Job, old, rotated *core.Keyring) {
 	e.Helper()
 	want := *before
 	want.Args, want.Result = got.Args, got.Result
@@ -376,8 +377,8 @@ func testRewriteRunning(e *env) {
 		e.Fatalf("suite bug: %d running jobs", len(running))
 	}
 	fn := resealFn(rotated)
-	seen, _ := e.walkRewrite(rw, 1, func(j *core.Job) (*core.Job, bool, error) {
-		if j.State == core.StateRunning {
+	seen, _ := e.walkRewrite(rw, 1, func(j *contract.Job) (*contract.Job, bool, error) {
+		if j.State == contract.StateRunning {
 			return nil, false, fmt.Errorf("storetest: fn got running job %d", j.ID)
 		}
 		return fn(j)
@@ -394,7 +395,7 @@ func testRewriteRunning(e *env) {
 		if got := e.get(r.ID); got.ClaimSeq != r.ClaimSeq {
 			e.Fatalf("running job %d has ClaimSeq %d after RewriteSealed; want %d", r.ID, got.ClaimSeq, r.ClaimSeq)
 		}
-		o := e.outcome(r, core.OutcomeComplete)
+		o := e.outcome(r, contract.OutcomeComplete)
 		if !e.finish(o)[0].Applied {
 			e.Fatalf("Finish of running job %d by its holder failed after RewriteSealed; the rewrite must leave running jobs and their fences alone", r.ID)
 		}
@@ -408,8 +409,8 @@ func testRewriteClaimedMeanwhile(e *env) {
 	rw := e.rewriter()
 	a := e.insertOne(e.job("claimed", "k"))
 	b := e.insertOne(e.job("other", "k"))
-	var claimed *core.Job
-	_, n := e.rewrite(rw, 0, 10, func(j *core.Job) (*core.Job, bool, error) {
+	var claimed *contract.Job
+	_, n := e.rewrite(rw, 0, 10, func(j *contract.Job) (*contract.Job, bool, error) {
 		if j.ID == a.ID {
 			claimed = e.claimOne("claimed", "w")
 		}
@@ -423,7 +424,7 @@ func testRewriteClaimedMeanwhile(e *env) {
 		e.Fatalf("RewriteSealed wrote %d rows; want 1: job %d was claimed after it was read, so its write must fail the fence and not be counted", n, a.ID)
 	}
 	got := e.get(a.ID)
-	if got.State != core.StateRunning || got.ClaimSeq != claimed.ClaimSeq || got.WorkerID != "w" {
+	if got.State != contract.StateRunning || got.ClaimSeq != claimed.ClaimSeq || got.WorkerID != "w" {
 		e.Fatalf("job %d claimed during RewriteSealed is %s at ClaimSeq %d by %q; want running at ClaimSeq %d by \"w\"", a.ID, got.State, got.ClaimSeq, got.WorkerID, claimed.ClaimSeq)
 	}
 	if msg := diffJSON(got.Args, a.Args); msg != "" {
@@ -432,7 +433,7 @@ func testRewriteClaimedMeanwhile(e *env) {
 	if msg := diffJSON(e.get(b.ID).Args, []byte(`{"rewritten":true}`)); msg != "" {
 		e.Fatalf("job %d, unchanged since the read, was not rewritten: %s", b.ID, msg)
 	}
-	if !e.finish(e.outcome(claimed, core.OutcomeComplete))[0].Applied {
+	if !e.finish(e.outcome(claimed, contract.OutcomeComplete))[0].Applied {
 		e.Fatalf("Finish of job %d by the worker that claimed it during RewriteSealed failed; its claim must be intact", a.ID)
 	}
 }
@@ -445,8 +446,8 @@ func testRewriteChangedMeanwhile(e *env) {
 	rw := e.rewriter()
 	cancelled := e.insertOne(e.job("q1", "k"))
 	retried := e.claimJob(e.job("q2", "k"), "w")
-	o := e.outcome(retried, core.OutcomeDiscard)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
+	o := e.outcome(retried, contract.OutcomeDiscard)
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
 	e.apply(o)
 	deleted := e.insertOne(e.job("q3", "k"))
 	raced := e.insertOne(e.job("q4", "k"))
@@ -454,7 +455,7 @@ func testRewriteChangedMeanwhile(e *env) {
 	kept := e.insertOne(e.job("q6", "k"))
 
 	inner := 0
-	_, n := e.rewrite(rw, 0, 10, func(j *core.Job) (*core.Job, bool, error) {
+	_, n := e.rewrite(rw, 0, 10, func(j *contract.Job) (*contract.Job, bool, error) {
 		var err error
 		switch j.ID {
 		case cancelled.ID:
@@ -466,7 +467,7 @@ func testRewriteChangedMeanwhile(e *env) {
 		case handedBack.ID:
 			// Claimed and handed back: the same state and args, a later ClaimSeq.
 			c := e.claimOne("q5", "w")
-			o := e.outcome(c, core.OutcomeSnooze)
+			o := e.outcome(c, contract.OutcomeSnooze)
 			e.apply(o)
 		case raced.ID:
 			// Another rewriter gets there first.
@@ -487,7 +488,7 @@ func testRewriteChangedMeanwhile(e *env) {
 		e.Fatalf("RewriteSealed wrote %d rows; want 1: of the 6 jobs read, 5 changed before the write (cancelled, retried, deleted, rewritten by another caller, claimed and handed back) and must be skipped", n)
 	}
 	for _, c := range []struct {
-		job  *core.Job
+		job  *contract.Job
 		what string
 		args string
 	}{
@@ -502,9 +503,9 @@ func testRewriteChangedMeanwhile(e *env) {
 			e.Fatalf("job %d, %s between RewriteSealed's read and write: args %s (a row changed since the read is skipped, not overwritten)", c.job.ID, c.what, msg)
 		}
 	}
-	e.expectState(cancelled.ID, core.StateCancelled, "cancelled inside fn; the rewrite must not undo it")
-	e.expectState(retried.ID, core.StateAvailable, "retried inside fn; the rewrite must not undo it")
-	if j, err := e.s.Get(e.ctx, deleted.ID); !errors.Is(err, core.ErrNotFound) {
+	e.expectState(cancelled.ID, contract.StateCancelled, "cancelled inside fn; the rewrite must not undo it")
+	e.expectState(retried.ID, contract.StateAvailable, "retried inside fn; the rewrite must not undo it")
+	if j, err := e.s.Get(e.ctx, deleted.ID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("job %d, deleted inside fn, came back from Get as %+v, %s; the rewrite must not recreate a row", deleted.ID, j, errMsg(err))
 	}
 }
@@ -513,7 +514,7 @@ func testRewriteChangedMeanwhile(e *env) {
 // last of them.
 func testRewriteLimit(e *env) {
 	rw := e.rewriter()
-	var jobs []*core.Job
+	var jobs []*contract.Job
 	for i := range 5 {
 		jobs = append(jobs, e.insertOne(e.job(fmt.Sprintf("q%d", i), "k")))
 	}
@@ -542,13 +543,13 @@ var errStop = errors.New("storetest: fn stops the batch")
 // returns afterID, 0 and fn's error.
 func testRewriteFnError(e *env) {
 	rw := e.rewriter()
-	var jobs []*core.Job
+	var jobs []*contract.Job
 	for i := range 4 {
 		jobs = append(jobs, e.insertOne(e.job(fmt.Sprintf("q%d", i), "k")))
 	}
 	after := jobs[0].ID
 	var calls []int64
-	lastID, n, err := rw.RewriteSealed(e.ctx, after, 10, func(j *core.Job) (*core.Job, bool, error) {
+	lastID, n, err := rw.RewriteSealed(e.ctx, after, 10, func(j *contract.Job) (*contract.Job, bool, error) {
 		calls = append(calls, j.ID)
 		if j.ID == jobs[2].ID {
 			return nil, false, errStop
@@ -581,13 +582,13 @@ func testRewriteRefuses(e *env) {
 	p := e.job("q", "k")
 	first := e.insertOne(p)
 	retry := e.claimJob(e.job("r", "k"), "w")
-	o := e.outcome(retry, core.OutcomeRetry)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
+	o := e.outcome(retry, contract.OutcomeRetry)
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
 	e.apply(o)
 	second := e.get(retry.ID)
 
 	called := false
-	if _, _, err := rw.RewriteSealed(e.ctx, 0, 0, func(j *core.Job) (*core.Job, bool, error) {
+	if _, _, err := rw.RewriteSealed(e.ctx, 0, 0, func(j *contract.Job) (*contract.Job, bool, error) {
 		called = true
 		return j, false, nil
 	}); err == nil || called {
@@ -595,17 +596,17 @@ func testRewriteRefuses(e *env) {
 	}
 	for _, c := range []struct {
 		what   string
-		mangle func(j *core.Job) *core.Job
+		mangle func(j *contract.Job) *contract.Job
 	}{
-		{"a nil job with changed true", func(*core.Job) *core.Job { return nil }},
-		{"args that are not JSON", func(j *core.Job) *core.Job { j.Args = []byte(`{"broken`); return j }},
-		{"an error entry added", func(j *core.Job) *core.Job {
-			j.Errors = append(j.Errors, core.AttemptError{Attempt: 9, At: e.now, Error: "made up"})
+		{"a nil job with changed true", func(*contract.Job) *contract.Job { return nil }},
+		{"args that are not JSON", func(j *contract.Job) *contract.Job { j.Args = []byte(`{"broken`); return j }},
+		{"an error entry added", func(j *contract.Job) *contract.Job {
+			j.Errors = append(j.Errors, contract.AttemptError{Attempt: 9, At: e.now, Error: "made up"})
 			return j
 		}},
-		{"the error entries dropped", func(j *core.Job) *core.Job { j.Errors = nil; return j }},
+		{"the error entries dropped", func(j *contract.Job) *contract.Job { j.Errors = nil; return j }},
 	} {
-		lastID, n, err := rw.RewriteSealed(e.ctx, 0, 10, func(j *core.Job) (*core.Job, bool, error) {
+		lastID, n, err := rw.RewriteSealed(e.ctx, 0, 10, func(j *contract.Job) (*contract.Job, bool, error) {
 			j.Args = []byte(`{"written":true}`)
 			if j.ID == second.ID {
 				return c.mangle(j), true, nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var routingTests = []test{
@@ -24,19 +25,19 @@ var deadWorkerTests = []test{
 }
 
 // tagged returns insert parameters for a due job with the given tags.
-func (e *env) tagged(queue string, tags ...string) core.InsertParams {
+func (e *env) tagged(queue string, tags ...string) contract.InsertParams {
 	p := e.job(queue, "k")
 	p.Tags = tags
 	return p
 }
 
 // claimTags claims up to limit jobs of queue for worker with capabilities.
-func (e *env) claimTags(queue, worker string, limit int, tags ...string) []*core.Job {
+func (e *env) claimTags(queue, worker string, limit int, tags ...string) []*contract.Job {
 	e.Helper()
-	return e.claimWith(core.ClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Now: e.now, LeaseUntil: e.now.Add(lease), Tags: tags})
+	return e.claimWith(contract.ClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Now: e.now, LeaseUntil: e.now.Add(lease), Tags: tags})
 }
 
-func sameIDs(got []*core.Job, want ...*core.Job) bool {
+func sameIDs(got []*contract.Job, want ...*contract.Job) bool {
 	return slices.Equal(ids(got), ids(want))
 }
 
@@ -48,7 +49,7 @@ func testRoutingUntaggedWorker(e *env) {
 	if !sameIDs(got, plain, empty) {
 		e.Fatalf("a claim with no tags returned %v; want the untagged jobs %d and %d only (job %d needs tag \"gpu\")", ids(got), plain.ID, empty.ID, gpu.ID)
 	}
-	e.expectState(gpu.ID, core.StateAvailable, "no claimer so far had its tag")
+	e.expectState(gpu.ID, contract.StateAvailable, "no claimer so far had its tag")
 }
 
 func testRoutingSubset(e *env) {
@@ -66,7 +67,7 @@ func testRoutingSubset(e *env) {
 		e.Fatalf("a claim with tags [eu x gpu] returned %v; want %d (tags [gpu eu]) and %d (tags [eu])", ids(got), both.ID, eu.ID)
 	}
 	for _, j := range got {
-		if j.WorkerID != "w-all" || j.State != core.StateRunning {
+		if j.WorkerID != "w-all" || j.State != contract.StateRunning {
 			e.Errorf("job %d claimed by tags is %q for %q; want running for \"w-all\"", j.ID, j.State, j.WorkerID)
 		}
 	}
@@ -74,7 +75,7 @@ func testRoutingSubset(e *env) {
 
 func testRoutingSkipDoesNotBlock(e *env) {
 	// The tagged jobs come first in claim order: higher priority, older.
-	var first []*core.Job
+	var first []*contract.Job
 	for range 5 {
 		p := e.tagged("q", "special")
 		p.Priority = 1
@@ -105,7 +106,7 @@ func testRoutingByteWise(e *env) {
 }
 
 // rescueWorkers calls RescueWorkers at e.now and fails on error.
-func (e *env) rescueWorkers(heartbeatBefore time.Time, limit int) []*core.Job {
+func (e *env) rescueWorkers(heartbeatBefore time.Time, limit int) []*contract.Job {
 	e.Helper()
 	got, err := e.s.RescueWorkers(e.ctx, heartbeatBefore, e.now, limit, e.decide(core.CauseWorkerDead))
 	if err != nil {
@@ -125,9 +126,9 @@ func testRescueWorkersOnlyDead(e *env) {
 	aliveJob := e.claimJob(e.job("q", "k"), "alive")
 	ghostJob := e.claimJob(e.job("q", "k"), "never-registered")
 	done := e.claimJob(e.job("q", "k"), "dead")
-	e.apply(e.outcome(done, core.OutcomeComplete))
+	e.apply(e.outcome(done, contract.OutcomeComplete))
 	pending := e.insertOne(e.job("q", "k"))
-	keep := []*core.Job{e.get(aliveJob.ID), e.get(ghostJob.ID), e.get(done.ID), e.get(pending.ID)}
+	keep := []*contract.Job{e.get(aliveJob.ID), e.get(ghostJob.ID), e.get(done.ID), e.get(pending.ID)}
 
 	// A heartbeat exactly at the cutoff is not before it.
 	if got := e.rescueWorkers(start, 10); len(got) != 0 {
@@ -154,8 +155,8 @@ func testRescueWorkersAvailable(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("RescueWorkers returned %d jobs; want 1", len(got))
 	}
-	checkHandedBack(e, got[0], j, core.StateRetryable, core.CauseWorkerDead, w.HeartbeatAt)
-	checkHandedBack(e, e.get(j.ID), j, core.StateRetryable, core.CauseWorkerDead, w.HeartbeatAt)
+	checkHandedBack(e, got[0], j, contract.StateRetryable, core.CauseWorkerDead, w.HeartbeatAt)
+	checkHandedBack(e, e.get(j.ID), j, contract.StateRetryable, core.CauseWorkerDead, w.HeartbeatAt)
 	msg := e.get(j.ID).Errors[0].Error
 	if !strings.Contains(msg, w.HeartbeatAt.Format("2006-01-02T15:04:05")) {
 		e.Errorf("the error entry reads %q; want it to name the last heartbeat, %s", msg, w.HeartbeatAt.Format(time.RFC3339Nano))
@@ -180,7 +181,7 @@ func testRescueWorkersDiscard(e *env) {
 	if len(got) != 1 {
 		e.Fatalf("RescueWorkers returned %d jobs; want 1", len(got))
 	}
-	checkHandedBack(e, got[0], j, core.StateDiscarded, core.CauseWorkerDead, w.HeartbeatAt)
+	checkHandedBack(e, got[0], j, contract.StateDiscarded, core.CauseWorkerDead, w.HeartbeatAt)
 }
 
 func testRescueWorkersLimit(e *env) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var semanticsTests = []test{
@@ -56,12 +56,12 @@ var referenceTranscript = []string{
 func testScenario(e *env) {
 	var got []string
 	label := map[int64]string{}
-	byLabel := map[string]*core.Job{}
-	snap := func(j *core.Job) string {
+	byLabel := map[string]*contract.Job{}
+	snap := func(j *contract.Job) string {
 		return fmt.Sprintf("%s kind=%s state=%s attempt=%d/%d errors=%d", label[j.ID], j.Kind, j.State, j.Attempt, j.MaxAttempts, len(j.Errors))
 	}
 	logf := func(format string, a ...any) { got = append(got, fmt.Sprintf(format, a...)) }
-	names := func(jobs []*core.Job) string {
+	names := func(jobs []*contract.Job) string {
 		var s []string
 		for _, j := range jobs {
 			s = append(s, label[j.ID])
@@ -69,11 +69,11 @@ func testScenario(e *env) {
 		}
 		return "[" + strings.Join(s, " ") + "]"
 	}
-	finishOne := func(what string, o core.Outcome) {
+	finishOne := func(what string, o contract.Outcome) {
 		r := e.finish(o)
 		logf("%s: applied=%v %s", what, r[0].Applied, snap(e.get(o.JobID)))
 	}
-	insert := func(name string, p core.InsertParams) {
+	insert := func(name string, p contract.InsertParams) {
 		res := e.insertResults(p)
 		if res[0].Duplicate {
 			logf("insert %s: duplicate of %s", name, label[res[0].Job.ID])
@@ -88,7 +88,7 @@ func testScenario(e *env) {
 	// single-attempt unique job.
 	a := e.job("flow", "step-1")
 	b := e.job("flow", "other")
-	b.Priority = core.PriorityHighest
+	b.Priority = contract.PriorityHighest
 	b.RunAt = e.now.Add(10 * time.Second)
 	c := e.job("flow", "solo")
 	c.MaxAttempts = 1
@@ -98,22 +98,22 @@ func testScenario(e *env) {
 	insert("C", c)
 
 	logf("claim w1: %s", names(e.claim("flow", "w1", 10)))
-	o := e.outcome(byLabel["A"], core.OutcomeRetry)
+	o := e.outcome(byLabel["A"], contract.OutcomeRetry)
 	o.RunAt = e.now.Add(5 * time.Second)
-	o.Error = &core.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
+	o.Error = &contract.AttemptError{Attempt: 1, At: e.now, Error: "boom"}
 	finishOne("retry A", o)
-	o = e.outcome(byLabel["C"], core.OutcomeSnooze) // hand-back: RunAt=At
+	o = e.outcome(byLabel["C"], contract.OutcomeSnooze) // hand-back: RunAt=At
 	finishOne("snooze C", o)
 
 	e.advance(10 * time.Second)
 	logf("claim w2: %s", names(e.claim("flow", "w2", 10)))
-	o = e.outcome(byLabel["B"], core.OutcomeContinue)
+	o = e.outcome(byLabel["B"], contract.OutcomeContinue)
 	o.NextKind = "step-2"
 	o.NextArgs = json.RawMessage(`{"n":2}`)
 	finishOne("continue B", o)
-	o = e.outcome(byLabel["A"], core.OutcomeRetry)
+	o = e.outcome(byLabel["A"], contract.OutcomeRetry)
 	o.RunAt = e.now.Add(time.Second)
-	o.Error = &core.AttemptError{Attempt: 2, At: e.now, Error: "boom again"}
+	o.Error = &contract.AttemptError{Attempt: 2, At: e.now, Error: "boom again"}
 	finishOne("retry A", o)
 
 	// C's worker vanishes; its lease runs out.
@@ -124,7 +124,7 @@ func testScenario(e *env) {
 	}
 	slices.Sort(rescued)
 	logf("rescue: [%s]", strings.Join(rescued, " "))
-	finishOne("stale complete C", e.outcome(byLabel["C"], core.OutcomeComplete))
+	finishOne("stale complete C", e.outcome(byLabel["C"], contract.OutcomeComplete))
 
 	j, err := e.s.Retry(e.ctx, byLabel["C"].ID, e.now)
 	if err != nil {
@@ -141,10 +141,10 @@ func testScenario(e *env) {
 	insert("D", d)
 
 	logf("claim w3: %s", names(e.claim("flow", "w3", 10)))
-	oa := e.outcome(byLabel["A"], core.OutcomeComplete)
+	oa := e.outcome(byLabel["A"], contract.OutcomeComplete)
 	oa.Result = []byte("ok")
-	oc := e.outcome(byLabel["C"], core.OutcomeDiscard)
-	oc.Error = &core.AttemptError{Attempt: 2, At: e.now, Error: "bad input"}
+	oc := e.outcome(byLabel["C"], contract.OutcomeDiscard)
+	oc.Error = &contract.AttemptError{Attempt: 2, At: e.now, Error: "bad input"}
 	res := e.finish(oa, oc, oa)
 	logf("finish batch: applied=%v", []bool{res[0].Applied, res[1].Applied, res[2].Applied})
 	logf("after batch: %s", snap(e.get(byLabel["A"].ID)))
@@ -157,7 +157,7 @@ func testScenario(e *env) {
 	}
 	logf("admin retry A: %s", snap(j))
 	logf("claim w4: %s", names(e.claim("flow", "w4", 1)))
-	o = e.outcome(byLabel["A"], core.OutcomeSnooze)
+	o = e.outcome(byLabel["A"], contract.OutcomeSnooze)
 	o.RunAt = e.now.Add(time.Hour)
 	finishOne("snooze A", o)
 	logf("claim w4: %s", names(e.claim("flow", "w4", 10)))

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var settingsTests = []test{
@@ -18,13 +18,13 @@ var settingsTests = []test{
 	{"settings/concurrent-puts-leave-one-value", testSettingsPutRace},
 }
 
-// mutable returns the store's core.MutableSettings, skipping when it has
+// mutable returns the store's contract.MutableSettings, skipping when it has
 // none.
-func (e *env) mutable(s core.Store) core.MutableSettings {
+func (e *env) mutable(s contract.Store) contract.MutableSettings {
 	e.Helper()
-	st, ok := s.(core.MutableSettings)
+	st, ok := s.(contract.MutableSettings)
 	if !ok {
-		e.Skip("the store does not implement core.MutableSettings")
+		e.Skip("the store does not implement contract.MutableSettings")
 	}
 	return st
 }
@@ -49,7 +49,7 @@ func testSettingsPutDelete(e *env) {
 	if err := st.DeleteSetting(e.ctx, "mutable"); err != nil {
 		e.Fatalf("DeleteSetting: unexpected error: %v", err)
 	}
-	if _, err := st.Setting(e.ctx, "mutable"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := st.Setting(e.ctx, "mutable"); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Setting after DeleteSetting returned %v; want an error wrapping core.ErrNotFound", err)
 	}
 	if err := st.DeleteSetting(e.ctx, "mutable"); err != nil {
@@ -58,13 +58,13 @@ func testSettingsPutDelete(e *env) {
 	if err := st.PutSetting(e.ctx, "", []byte("x")); err == nil {
 		e.Fatal("PutSetting of an empty key: no error; want the bound named")
 	}
-	if err := st.PutSetting(e.ctx, "big", make([]byte, core.MaxSettingValueBytes+1)); err == nil {
+	if err := st.PutSetting(e.ctx, "big", make([]byte, contract.MaxSettingValueBytes+1)); err == nil {
 		e.Fatal("PutSetting of a value over MaxSettingValueBytes: no error")
 	}
 }
 
 func testSettingsPutRace(e *env) {
-	handles := []core.MutableSettings{e.mutable(e.s)}
+	handles := []contract.MutableSettings{e.mutable(e.s)}
 	if e.f.Reopen != nil {
 		handles = append(handles, e.mutable(e.f.Reopen(e.T, e.s)))
 	}
@@ -103,23 +103,23 @@ func testSettingsPutRace(e *env) {
 	}
 }
 
-// settings returns the store's core.Settings, skipping when it has none.
-func (e *env) settings(s core.Store) core.Settings {
+// settings returns the store's contract.Settings, skipping when it has none.
+func (e *env) settings(s contract.Store) contract.Settings {
 	e.Helper()
-	st, ok := s.(core.Settings)
+	st, ok := s.(contract.Settings)
 	if !ok {
-		e.Skip("the store does not implement core.Settings")
+		e.Skip("the store does not implement contract.Settings")
 	}
 	return st
 }
 
 func testSettingsRoundTrip(e *env) {
 	st := e.settings(e.s)
-	if _, err := st.Setting(e.ctx, "missing"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := st.Setting(e.ctx, "missing"); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Setting of a key never stored returned %v; want an error wrapping core.ErrNotFound", err)
 	}
 	binary := []byte{0x00, 0xff, 0x80, '\n', 'o', 'k', 0x00}
-	big := bytes.Repeat([]byte{0xfe, 0x01}, core.MaxSettingValueBytes/2)
+	big := bytes.Repeat([]byte{0xfe, 0x01}, contract.MaxSettingValueBytes/2)
 	for _, c := range []struct {
 		key   string
 		value []byte
@@ -129,7 +129,7 @@ func testSettingsRoundTrip(e *env) {
 		{"ключ/ü", []byte("unicode key")},
 		{"empty", []byte{}},
 		{"largest", big},
-		{strings.Repeat("k", core.MaxSettingKeyBytes), []byte("longest key")},
+		{strings.Repeat("k", contract.MaxSettingKeyBytes), []byte("longest key")},
 	} {
 		got, created, err := st.GetOrCreateSetting(e.ctx, c.key, c.value)
 		if err != nil {
@@ -170,7 +170,7 @@ func trunc(b []byte) []byte {
 // Factory.Reopen is set, on fresh keys: each must return the value of
 // the one caller that created the key.
 func testSettingsAtomic(e *env) {
-	handles := []core.Settings{e.settings(e.s)}
+	handles := []contract.Settings{e.settings(e.s)}
 	if e.f.Reopen != nil {
 		handles = append(handles, e.settings(e.f.Reopen(e.T, e.s)))
 	}
@@ -232,15 +232,15 @@ func testSettingsBounds(e *env) {
 		value []byte
 	}{
 		{"an empty key", "", []byte("x")},
-		{"a key over the limit", strings.Repeat("k", core.MaxSettingKeyBytes+1), []byte("x")},
+		{"a key over the limit", strings.Repeat("k", contract.MaxSettingKeyBytes+1), []byte("x")},
 		{"a key that is not UTF-8", "bad\xff", []byte("x")},
-		{"a value over the limit", "too-big", make([]byte, core.MaxSettingValueBytes+1)},
+		{"a value over the limit", "too-big", make([]byte, contract.MaxSettingValueBytes+1)},
 	} {
 		if _, _, err := st.GetOrCreateSetting(e.ctx, c.key, c.value); err == nil {
 			e.Fatalf("GetOrCreateSetting of %s returned no error; want one, and nothing stored", c.what)
 		}
 	}
-	if _, err := st.Setting(e.ctx, "too-big"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := st.Setting(e.ctx, "too-big"); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Setting after a refused GetOrCreateSetting returned %v; want core.ErrNotFound (nothing stored)", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Factory tells the suite how to make stores.
@@ -16,26 +16,26 @@ type Factory struct {
 	// Strategies the store supports; the suite runs once per strategy as
 	// subtest "strategy=<name>". Empty = run once, subtest
 	// "strategy=default", strategy "".
-	Strategies []core.ClaimStrategy
+	Strategies []contract.ClaimStrategy
 
 	// New returns a fresh, empty, ready (migrated) store for one subtest. It
 	// registers its own cleanup with t.Cleanup.
-	New func(t testing.TB, strategy core.ClaimStrategy) core.Store
+	New func(t testing.TB, strategy contract.ClaimStrategy) contract.Store
 
 	// BeginTx opens a transaction on s of the type s's TxInserter/TxCompleter
 	// accepts, returning it with commit and rollback funcs. Required when the
 	// store implements TxInserter or TxCompleter; the suite fails with a
 	// clear message otherwise.
-	BeginTx func(t testing.TB, s core.Store) (tx any, commit, rollback func() error)
+	BeginTx func(t testing.TB, s contract.Store) (tx any, commit, rollback func() error)
 
 	// Reopen, optional: a second independent handle (own connection pool) on
 	// the same database as s, used to prove claim exclusivity across
 	// handles/processes.
-	Reopen func(t testing.TB, s core.Store) core.Store
+	Reopen func(t testing.TB, s contract.Store) contract.Store
 }
 
 // Run runs the conformance suite against the stores f makes: every rule of
-// the core.Store contract as a named subtest, once per claim strategy.
+// the contract.Store contract as a named subtest, once per claim strategy.
 func Run(t *testing.T, f Factory) {
 	t.Helper()
 	if f.New == nil {
@@ -43,7 +43,7 @@ func Run(t *testing.T, f Factory) {
 	}
 	strategies := f.Strategies
 	if len(strategies) == 0 {
-		strategies = []core.ClaimStrategy{""}
+		strategies = []contract.ClaimStrategy{""}
 	}
 	for _, strategy := range strategies {
 		name := string(strategy)
@@ -110,12 +110,12 @@ type env struct {
 	*testing.T
 	ctx      context.Context
 	f        Factory
-	strategy core.ClaimStrategy
-	s        core.Store
+	strategy contract.ClaimStrategy
+	s        contract.Store
 	now      time.Time
 }
 
-func newEnv(t *testing.T, f Factory, strategy core.ClaimStrategy) *env {
+func newEnv(t *testing.T, f Factory, strategy contract.ClaimStrategy) *env {
 	s := f.New(t, strategy)
 	if s == nil {
 		t.Fatal("storetest: Factory.New returned a nil store")
@@ -128,19 +128,19 @@ func (e *env) advance(d time.Duration) { e.now = e.now.Add(d) }
 
 // job returns insert parameters for a due job with the suite's defaults:
 // args {}, priority 5, 3 attempts.
-func (e *env) job(queue, kind string) core.InsertParams {
-	return core.InsertParams{
+func (e *env) job(queue, kind string) contract.InsertParams {
+	return contract.InsertParams{
 		Queue:       queue,
 		Kind:        kind,
 		Args:        json.RawMessage(`{}`),
-		Priority:    core.PriorityDefault,
+		Priority:    contract.PriorityDefault,
 		MaxAttempts: 3,
 		RunAt:       e.now,
 	}
 }
 
 // insertResults calls Insert at e.now and checks the shape of the answer.
-func (e *env) insertResults(ps ...core.InsertParams) []core.InsertResult {
+func (e *env) insertResults(ps ...contract.InsertParams) []contract.InsertResult {
 	e.Helper()
 	res, err := e.s.Insert(e.ctx, e.now, ps)
 	if err != nil {
@@ -158,10 +158,10 @@ func (e *env) insertResults(ps ...core.InsertParams) []core.InsertResult {
 }
 
 // insert inserts jobs that must not be duplicates and returns them.
-func (e *env) insert(ps ...core.InsertParams) []*core.Job {
+func (e *env) insert(ps ...contract.InsertParams) []*contract.Job {
 	e.Helper()
 	res := e.insertResults(ps...)
-	jobs := make([]*core.Job, len(res))
+	jobs := make([]*contract.Job, len(res))
 	for i, r := range res {
 		if r.Duplicate {
 			e.Fatalf("Insert result %d (kind %q, unique key %q) is marked Duplicate, but no live job holds that key", i, ps[i].Kind, ps[i].UniqueKey)
@@ -172,13 +172,13 @@ func (e *env) insert(ps ...core.InsertParams) []*core.Job {
 }
 
 // insertOne inserts one job that must not be a duplicate.
-func (e *env) insertOne(p core.InsertParams) *core.Job {
+func (e *env) insertOne(p contract.InsertParams) *contract.Job {
 	e.Helper()
 	return e.insert(p)[0]
 }
 
 // claimAt claims with explicit parameters and fails on error.
-func (e *env) claimWith(p core.ClaimParams) []*core.Job {
+func (e *env) claimWith(p contract.ClaimParams) []*contract.Job {
 	e.Helper()
 	jobs, err := e.s.Claim(e.ctx, p)
 	if err != nil {
@@ -192,14 +192,14 @@ func (e *env) claimWith(p core.ClaimParams) []*core.Job {
 
 // claim claims up to limit due jobs of queue for worker at e.now with a
 // lease of e.now+lease.
-func (e *env) claim(queue, worker string, limit int) []*core.Job {
+func (e *env) claim(queue, worker string, limit int) []*contract.Job {
 	e.Helper()
-	return e.claimWith(core.ClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Now: e.now, LeaseUntil: e.now.Add(lease)})
+	return e.claimWith(contract.ClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Now: e.now, LeaseUntil: e.now.Add(lease)})
 }
 
 // claimOne claims exactly one job and fails when there is none. Tags are
 // the claiming worker's capabilities.
-func (e *env) claimOne(queue, worker string, tags ...string) *core.Job {
+func (e *env) claimOne(queue, worker string, tags ...string) *contract.Job {
 	e.Helper()
 	jobs := e.claimTags(queue, worker, 1, tags...)
 	if len(jobs) != 1 {
@@ -209,7 +209,7 @@ func (e *env) claimOne(queue, worker string, tags ...string) *core.Job {
 }
 
 // claimJob inserts p, claims it and returns the running job.
-func (e *env) claimJob(p core.InsertParams, worker string) *core.Job {
+func (e *env) claimJob(p contract.InsertParams, worker string) *contract.Job {
 	e.Helper()
 	j := e.insertOne(p)
 	c := e.claimOne(p.Queue, worker, p.Tags...)
@@ -221,12 +221,12 @@ func (e *env) claimJob(p core.InsertParams, worker string) *core.Job {
 
 // outcome returns an outcome of kind k for the running job j, fenced by
 // its current worker and claim, at e.now.
-func (e *env) outcome(j *core.Job, k core.OutcomeKind) core.Outcome {
-	return core.Outcome{JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: k, At: e.now, RunAt: e.now}
+func (e *env) outcome(j *contract.Job, k contract.OutcomeKind) contract.Outcome {
+	return contract.Outcome{JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: k, At: e.now, RunAt: e.now}
 }
 
 // finish calls Finish and checks the shape of the answer.
-func (e *env) finish(os ...core.Outcome) []core.FinishResult {
+func (e *env) finish(os ...contract.Outcome) []contract.FinishResult {
 	e.Helper()
 	res, err := e.s.Finish(e.ctx, os)
 	if err != nil {
@@ -244,7 +244,7 @@ func (e *env) finish(os ...core.Outcome) []core.FinishResult {
 }
 
 // apply finishes one outcome that must pass its fence.
-func (e *env) apply(o core.Outcome) {
+func (e *env) apply(o contract.Outcome) {
 	e.Helper()
 	if !e.finish(o)[0].Applied {
 		e.Fatalf("Finish(%s) of job %d by worker %q at attempt %d: Applied=false, but the job is running under that worker and attempt, so the fence must pass", o.Kind, o.JobID, o.WorkerID, o.Attempt)
@@ -252,7 +252,7 @@ func (e *env) apply(o core.Outcome) {
 }
 
 // get returns a job that must exist.
-func (e *env) get(id int64) *core.Job {
+func (e *env) get(id int64) *contract.Job {
 	e.Helper()
 	j, err := e.s.Get(e.ctx, id)
 	if err != nil {
@@ -265,7 +265,7 @@ func (e *env) get(id int64) *core.Job {
 }
 
 // expectState fails unless job id is in state want.
-func (e *env) expectState(id int64, want core.State, why string) *core.Job {
+func (e *env) expectState(id int64, want contract.State, why string) *contract.Job {
 	e.Helper()
 	j := e.get(id)
 	if j.State != want {
@@ -275,7 +275,7 @@ func (e *env) expectState(id int64, want core.State, why string) *core.Job {
 }
 
 // expectUnchanged fails when job id differs from before.
-func (e *env) expectUnchanged(before *core.Job, why string) {
+func (e *env) expectUnchanged(before *contract.Job, why string) {
 	e.Helper()
 	after := e.get(before.ID)
 	if d := diffJob(after, before); len(d) > 0 {
@@ -284,13 +284,13 @@ func (e *env) expectUnchanged(before *core.Job, why string) {
 }
 
 // stats returns Stats keyed by queue.
-func (e *env) stats() map[string]core.QueueStats {
+func (e *env) stats() map[string]contract.QueueStats {
 	e.Helper()
 	st, err := e.s.Stats(e.ctx)
 	if err != nil {
 		e.Fatalf("Stats: unexpected error: %v", err)
 	}
-	m := make(map[string]core.QueueStats, len(st))
+	m := make(map[string]contract.QueueStats, len(st))
 	for i, q := range st {
 		if i > 0 && st[i-1].Queue >= q.Queue {
 			e.Fatalf("Stats lists queue %q after %q; want one entry per queue ordered by name", q.Queue, st[i-1].Queue)
@@ -301,7 +301,7 @@ func (e *env) stats() map[string]core.QueueStats {
 }
 
 // list calls List and fails on error.
-func (e *env) list(p core.ListParams) []*core.Job {
+func (e *env) list(p contract.ListParams) []*contract.Job {
 	e.Helper()
 	jobs, err := e.s.List(e.ctx, p)
 	if err != nil {
@@ -311,7 +311,7 @@ func (e *env) list(p core.ListParams) []*core.Job {
 }
 
 // ids returns the ids of jobs.
-func ids(jobs []*core.Job) []int64 {
+func ids(jobs []*contract.Job) []int64 {
 	out := make([]int64, len(jobs))
 	for i, j := range jobs {
 		out[i] = j.ID

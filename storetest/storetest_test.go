@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/storetest"
 )
@@ -19,26 +19,26 @@ import (
 // Broken stores: the memory store with one rule of the contract violated.
 // The suite must fail each of them at the named subtest.
 
-// silentNotifier declares core.Notifier but never delivers.
+// silentNotifier declares contract.Notifier but never delivers.
 type silentNotifier struct{ *memory.Store }
 
-func (silentNotifier) Listen(ctx context.Context) (<-chan core.Notification, error) {
-	ch := make(chan core.Notification)
+func (silentNotifier) Listen(ctx context.Context) (<-chan contract.Notification, error) {
+	ch := make(chan contract.Notification)
 	go func() { <-ctx.Done(); close(ch) }()
 	return ch, nil
 }
 
-// declaresTxInsert declares core.TxInserter; run without Factory.BeginTx.
+// declaresTxInsert declares contract.TxInserter; run without Factory.BeginTx.
 type declaresTxInsert struct{ *memory.Store }
 
-func (declaresTxInsert) InsertTx(context.Context, any, time.Time, []core.InsertParams) ([]core.InsertResult, error) {
-	return nil, core.ErrUnsupported
+func (declaresTxInsert) InsertTx(context.Context, any, time.Time, []contract.InsertParams) ([]contract.InsertResult, error) {
+	return nil, contract.ErrUnsupported
 }
 
 // clockSkewed claims as if it were an hour later.
 type clockSkewed struct{ *memory.Store }
 
-func (s clockSkewed) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s clockSkewed) Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
 	p.Now = p.Now.Add(time.Hour)
 	return s.Store.Claim(ctx, p)
 }
@@ -46,7 +46,7 @@ func (s clockSkewed) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job
 // localTimes returns times in a non-UTC zone.
 type localTimes struct{ *memory.Store }
 
-func (s localTimes) Get(ctx context.Context, id int64) (*core.Job, error) {
+func (s localTimes) Get(ctx context.Context, id int64) (*contract.Job, error) {
 	j, err := s.Store.Get(ctx, id)
 	if j != nil {
 		j.CreatedAt = j.CreatedAt.In(time.FixedZone("CET", 3600))
@@ -82,31 +82,31 @@ func (s *racySettings) Setting(ctx context.Context, key string) ([]byte, error) 
 	if v, ok := s.m[key]; ok {
 		return v, nil
 	}
-	return nil, core.ErrNotFound
+	return nil, contract.ErrNotFound
 }
 
 // workerScan finds one worker by id in the wrong place: ids compared
 // case-insensitively.
 type workerScan struct{ *memory.Store }
 
-func (s workerScan) Worker(ctx context.Context, id string) (core.WorkerInfo, error) {
+func (s workerScan) Worker(ctx context.Context, id string) (contract.WorkerInfo, error) {
 	ws, err := s.Workers(ctx)
 	if err != nil {
-		return core.WorkerInfo{}, err
+		return contract.WorkerInfo{}, err
 	}
 	for _, w := range ws {
 		if strings.EqualFold(w.ID, id) {
 			return w, nil
 		}
 	}
-	return core.WorkerInfo{}, core.ErrNotFound
+	return contract.WorkerInfo{}, contract.ErrNotFound
 }
 
 // dropsFingerprints keeps no UniqueFingerprint with its holds.
 type dropsFingerprints struct{ *memory.Store }
 
-func (s dropsFingerprints) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
-	cp := make([]core.InsertParams, len(jobs))
+func (s dropsFingerprints) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
+	cp := make([]contract.InsertParams, len(jobs))
 	for i, p := range jobs {
 		p.UniqueFingerprint = ""
 		cp[i] = p
@@ -116,12 +116,12 @@ func (s dropsFingerprints) Insert(ctx context.Context, now time.Time, jobs []cor
 
 // filteredListen is the memory store's Listen with the notifications drop
 // reports true for left out.
-func filteredListen(ctx context.Context, s *memory.Store, drop func(core.Notification) bool) (<-chan core.Notification, error) {
+func filteredListen(ctx context.Context, s *memory.Store, drop func(contract.Notification) bool) (<-chan contract.Notification, error) {
 	in, err := s.Listen(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan core.Notification, 64)
+	out := make(chan contract.Notification, 64)
 	go func() {
 		defer close(out)
 		for n := range in {
@@ -141,8 +141,8 @@ type cancelNotifiesRunningOnly struct {
 	quiet map[int64]bool
 }
 
-func (s *cancelNotifiesRunningOnly) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
-	if j, err := s.Store.Get(ctx, id); err == nil && j.State != core.StateRunning {
+func (s *cancelNotifiesRunningOnly) Cancel(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
+	if j, err := s.Store.Get(ctx, id); err == nil && j.State != contract.StateRunning {
 		s.mu.Lock()
 		s.quiet[id] = true
 		s.mu.Unlock()
@@ -150,11 +150,11 @@ func (s *cancelNotifiesRunningOnly) Cancel(ctx context.Context, id int64, now ti
 	return s.Store.Cancel(ctx, id, now)
 }
 
-func (s *cancelNotifiesRunningOnly) Listen(ctx context.Context) (<-chan core.Notification, error) {
-	return filteredListen(ctx, s.Store, func(n core.Notification) bool {
+func (s *cancelNotifiesRunningOnly) Listen(ctx context.Context) (<-chan contract.Notification, error) {
+	return filteredListen(ctx, s.Store, func(n contract.Notification) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return n.Kind == core.NotifyCancel && s.quiet[n.JobID]
+		return n.Kind == contract.NotifyCancel && s.quiet[n.JobID]
 	})
 }
 
@@ -166,7 +166,7 @@ type notifiesFirstQueueOnly struct {
 	skip map[string]int // insert notifications still to drop, per queue
 }
 
-func (s *notifiesFirstQueueOnly) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *notifiesFirstQueueOnly) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	var due []string
 	for _, p := range jobs {
 		if !p.RunAt.After(now) && !slices.Contains(due, p.Queue) {
@@ -181,11 +181,11 @@ func (s *notifiesFirstQueueOnly) Insert(ctx context.Context, now time.Time, jobs
 	return s.Store.Insert(ctx, now, jobs)
 }
 
-func (s *notifiesFirstQueueOnly) Listen(ctx context.Context) (<-chan core.Notification, error) {
-	return filteredListen(ctx, s.Store, func(n core.Notification) bool {
+func (s *notifiesFirstQueueOnly) Listen(ctx context.Context) (<-chan contract.Notification, error) {
+	return filteredListen(ctx, s.Store, func(n contract.Notification) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if n.Kind == core.NotifyInsert && s.skip[n.Queue] > 0 {
+		if n.Kind == contract.NotifyInsert && s.skip[n.Queue] > 0 {
 			s.skip[n.Queue]--
 			return true
 		}
@@ -200,10 +200,10 @@ type eagerTx struct{ ids []int64 }
 // rollback: its notification does not wait for the commit.
 type eagerTxInsert struct{ *memory.Store }
 
-func (s eagerTxInsert) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s eagerTxInsert) InsertTx(ctx context.Context, tx any, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	t, ok := tx.(*eagerTx)
 	if !ok {
-		return nil, core.ErrUnsupported
+		return nil, contract.ErrUnsupported
 	}
 	res, err := s.Store.Insert(ctx, now, jobs)
 	for _, r := range res {
@@ -214,7 +214,7 @@ func (s eagerTxInsert) InsertTx(ctx context.Context, tx any, now time.Time, jobs
 	return res, err
 }
 
-func beginEagerTx(t testing.TB, st core.Store) (any, func() error, func() error) {
+func beginEagerTx(t testing.TB, st contract.Store) (any, func() error, func() error) {
 	s := st.(eagerTxInsert)
 	tx := &eagerTx{}
 	rollback := func() error {
@@ -231,7 +231,7 @@ func beginEagerTx(t testing.TB, st core.Store) (any, func() error, func() error)
 // claimLimitZeroIsEmpty claims nothing, without an error, for Limit < 1.
 type claimLimitZeroIsEmpty struct{ *memory.Store }
 
-func (s claimLimitZeroIsEmpty) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s claimLimitZeroIsEmpty) Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
 	if p.Limit < 1 {
 		return nil, nil
 	}
@@ -242,7 +242,7 @@ func (s claimLimitZeroIsEmpty) Claim(ctx context.Context, p core.ClaimParams) ([
 // is not final.
 type pruneNonFinalIsEmpty struct{ *memory.Store }
 
-func (s pruneNonFinalIsEmpty) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
+func (s pruneNonFinalIsEmpty) Prune(ctx context.Context, state contract.State, before time.Time, limit int) (int, error) {
 	if !state.Final() {
 		return 0, nil
 	}
@@ -253,15 +253,15 @@ func (s pruneNonFinalIsEmpty) Prune(ctx context.Context, state core.State, befor
 // others as not applied.
 type finishSkipsUnknownKinds struct{ *memory.Store }
 
-func (s finishSkipsUnknownKinds) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
-	known := func(k core.OutcomeKind) bool {
+func (s finishSkipsUnknownKinds) Finish(ctx context.Context, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
+	known := func(k contract.OutcomeKind) bool {
 		switch k {
-		case core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeContinue, core.OutcomeCancel, core.OutcomeDiscard:
+		case contract.OutcomeComplete, contract.OutcomeRetry, contract.OutcomeSnooze, contract.OutcomeContinue, contract.OutcomeCancel, contract.OutcomeDiscard:
 			return true
 		}
 		return false
 	}
-	var apply []core.Outcome
+	var apply []contract.Outcome
 	for _, o := range outcomes {
 		if known(o.Kind) {
 			apply = append(apply, o)
@@ -271,10 +271,10 @@ func (s finishSkipsUnknownKinds) Finish(ctx context.Context, outcomes []core.Out
 	if err != nil {
 		return nil, err
 	}
-	res := make([]core.FinishResult, len(outcomes))
+	res := make([]contract.FinishResult, len(outcomes))
 	k := 0
 	for i, o := range outcomes {
-		res[i] = core.FinishResult{JobID: o.JobID}
+		res[i] = contract.FinishResult{JobID: o.JobID}
 		if known(o.Kind) {
 			res[i] = got[k]
 			k++
@@ -285,15 +285,15 @@ func (s finishSkipsUnknownKinds) Finish(ctx context.Context, outcomes []core.Out
 
 // rescueInOrder hands back the jobs Rescue or RescueWorkers select, in the
 // order given, with fenced finishes of the memory store.
-func rescueInOrder(ctx context.Context, s *memory.Store, jobs []*core.Job, limit int, lastSeen func(*core.Job) time.Time, decide core.RescueFunc) ([]*core.Job, error) {
-	var out []*core.Job
+func rescueInOrder(ctx context.Context, s *memory.Store, jobs []*contract.Job, limit int, lastSeen func(*contract.Job) time.Time, decide contract.RescueFunc) ([]*contract.Job, error) {
+	var out []*contract.Job
 	for _, j := range jobs {
 		if len(out) == limit {
 			break
 		}
 		o := decide(j, lastSeen(j))
 		o.JobID, o.WorkerID, o.ClaimSeq = j.ID, j.WorkerID, j.ClaimSeq
-		res, err := s.Finish(ctx, []core.Outcome{o})
+		res, err := s.Finish(ctx, []contract.Outcome{o})
 		if err != nil {
 			return nil, err
 		}
@@ -312,44 +312,44 @@ func rescueInOrder(ctx context.Context, s *memory.Store, jobs []*core.Job, limit
 // first.
 type rescueByID struct{ *memory.Store }
 
-func (s rescueByID) Rescue(ctx context.Context, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
-	running, err := s.List(ctx, core.ListParams{States: []core.State{core.StateRunning}, Limit: 10000})
+func (s rescueByID) Rescue(ctx context.Context, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
+	running, err := s.List(ctx, contract.ListParams{States: []contract.State{contract.StateRunning}, Limit: 10000})
 	if err != nil {
 		return nil, err
 	}
-	running = slices.DeleteFunc(running, func(j *core.Job) bool { return !j.LeaseUntil.Before(now) })
-	return rescueInOrder(ctx, s.Store, running, limit, func(j *core.Job) time.Time { return j.LeaseUntil }, decide)
+	running = slices.DeleteFunc(running, func(j *contract.Job) bool { return !j.LeaseUntil.Before(now) })
+	return rescueInOrder(ctx, s.Store, running, limit, func(j *contract.Job) time.Time { return j.LeaseUntil }, decide)
 }
 
 // rescueWorkersByWorker rescues the jobs of dead workers worker by worker,
 // in worker id order, instead of in job id order.
 type rescueWorkersByWorker struct{ *memory.Store }
 
-func (s rescueWorkersByWorker) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
+func (s rescueWorkersByWorker) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
 	ws, err := s.Workers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]time.Time{}
-	var jobs []*core.Job
+	var jobs []*contract.Job
 	for _, w := range ws {
 		if !w.HeartbeatAt.Before(heartbeatBefore) {
 			continue
 		}
 		seen[w.ID] = w.HeartbeatAt
-		held, err := s.List(ctx, core.ListParams{States: []core.State{core.StateRunning}, WorkerID: w.ID, Limit: 10000})
+		held, err := s.List(ctx, contract.ListParams{States: []contract.State{contract.StateRunning}, WorkerID: w.ID, Limit: 10000})
 		if err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, held...)
 	}
-	return rescueInOrder(ctx, s.Store, jobs, limit, func(j *core.Job) time.Time { return seen[j.WorkerID] }, decide)
+	return rescueInOrder(ctx, s.Store, jobs, limit, func(j *contract.Job) time.Time { return seen[j.WorkerID] }, decide)
 }
 
 // unsortedRateStates returns the rate states in reverse order.
 type unsortedRateStates struct{ *memory.Store }
 
-func (s unsortedRateStates) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]core.RateState, error) {
+func (s unsortedRateStates) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]contract.RateState, error) {
 	st, err := s.Store.QueueRateStates(ctx, queue, now)
 	slices.Reverse(st)
 	return st, err
@@ -362,14 +362,14 @@ type pruneKeepsHolds struct {
 	kept map[[3]string]int64 // queue, kind, key → pruned holder
 }
 
-func (s *pruneKeepsHolds) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
-	all, err := s.List(ctx, core.ListParams{States: []core.State{state}, Limit: 10000})
+func (s *pruneKeepsHolds) Prune(ctx context.Context, state contract.State, before time.Time, limit int) (int, error) {
+	all, err := s.List(ctx, contract.ListParams{States: []contract.State{state}, Limit: 10000})
 	if err != nil {
 		return 0, err
 	}
 	n, err := s.Store.Prune(ctx, state, before, limit)
 	for _, j := range all {
-		if _, gone := s.Store.Get(ctx, j.ID); j.UniqueKey != "" && errors.Is(gone, core.ErrNotFound) {
+		if _, gone := s.Store.Get(ctx, j.ID); j.UniqueKey != "" && errors.Is(gone, contract.ErrNotFound) {
 			s.mu.Lock()
 			s.kept[[3]string{j.Queue, j.Kind, j.UniqueKey}] = j.ID
 			s.mu.Unlock()
@@ -378,14 +378,14 @@ func (s *pruneKeepsHolds) Prune(ctx context.Context, state core.State, before ti
 	return n, err
 }
 
-func (s *pruneKeepsHolds) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *pruneKeepsHolds) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	res, err := s.Store.Insert(ctx, now, jobs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, p := range jobs {
 		if id, ok := s.kept[[3]string{p.Queue, p.Kind, p.UniqueKey}]; ok && err == nil && p.UniqueKey != "" {
 			_ = s.Store.Delete(ctx, res[i].Job.ID)
-			res[i] = core.InsertResult{Job: &core.Job{ID: id, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey}, Duplicate: true}
+			res[i] = contract.InsertResult{Job: &contract.Job{ID: id, Queue: p.Queue, Kind: p.Kind, UniqueKey: p.UniqueKey}, Duplicate: true}
 		}
 	}
 	return res, err
@@ -404,7 +404,7 @@ type extendKeepsZone struct {
 	until map[int64]time.Time
 }
 
-func (s *extendKeepsZone) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
+func (s *extendKeepsZone) ExtendLeases(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error) {
 	s.mu.Lock()
 	for _, l := range leases {
 		s.until[l.JobID] = until
@@ -413,7 +413,7 @@ func (s *extendKeepsZone) ExtendLeases(ctx context.Context, workerID string, lea
 	return s.Store.ExtendLeases(ctx, workerID, leases, until)
 }
 
-func (s *extendKeepsZone) Get(ctx context.Context, id int64) (*core.Job, error) {
+func (s *extendKeepsZone) Get(ctx context.Context, id int64) (*contract.Job, error) {
 	j, err := s.Store.Get(ctx, id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -426,7 +426,7 @@ func (s *extendKeepsZone) Get(ctx context.Context, id int64) (*core.Job, error) 
 // limitsLookPaused shows a queue whose record holds limits as paused.
 type limitsLookPaused struct{ *memory.Store }
 
-func (s limitsLookPaused) Stats(ctx context.Context) ([]core.QueueStats, error) {
+func (s limitsLookPaused) Stats(ctx context.Context) ([]contract.QueueStats, error) {
 	st, err := s.Store.Stats(ctx)
 	for i := range st {
 		if l, _ := s.QueueLimits(ctx, st[i].Queue); !l.IsZero() {
@@ -438,32 +438,34 @@ func (s limitsLookPaused) Stats(ctx context.Context) ([]core.QueueStats, error) 
 
 var broken = []struct {
 	name    string
-	wrap    func(*memory.Store) core.Store
+	wrap    func(*memory.Store) contract.Store
 	subtest string // the rule that must fail
 	message string // a phrase the failure must contain
 	slow    bool   // waits out the suite's notification timeout
-	beginTx func(testing.TB, core.Store) (any, func() error, func() error)
+	beginTx func(testing.TB, contract.Store) (any, func() error, func() error)
 }{
-	{"silent-notifier", func(s *memory.Store) core.Store { return silentNotifier{s} }, "notify/insert-of-due-job-wakes-listener", "must deliver it", true, nil},
-	{"tx-without-begintx", func(s *memory.Store) core.Store { return declaresTxInsert{s} }, "tx/insert-is-visible-after-commit", "Factory.BeginTx is nil", false, nil},
-	{"clock-skewed", func(s *memory.Store) core.Store { return clockSkewed{s} }, "claim/never-returns-future-jobs", "never return a job that is not due", false, nil},
-	{"local-times", func(s *memory.Store) core.Store { return localTimes{s} }, "insert/state-follows-run-at", "UTC", false, nil},
-	{"racy-settings", func(s *memory.Store) core.Store { return &racySettings{Store: s, m: map[string][]byte{}} }, "settings/get-or-create-is-atomic", "exactly 1", false, nil},
-	{"worker-case-insensitive", func(s *memory.Store) core.Store { return workerScan{s} }, "workers/get-one-record-by-id", "byte for byte", false, nil},
-	{"drops-fingerprints", func(s *memory.Store) core.Store { return dropsFingerprints{s} }, "unique-holds/fingerprint-kept-with-the-hold", "fingerprint", false, nil},
-	{"cancel-notifies-running-only", func(s *memory.Store) core.Store { return &cancelNotifiesRunningOnly{Store: s, quiet: map[int64]bool{}} }, "notify/every-cancel-notifies", "for every cancel", true, nil},
-	{"notifies-first-queue-only", func(s *memory.Store) core.Store { return &notifiesFirstQueueOnly{Store: s, skip: map[string]int{}} }, "notify/batch-insert-notifies-every-queue", "for every queue that got due jobs", true, nil},
-	{"tx-rollback-notifies", func(s *memory.Store) core.Store { return eagerTxInsert{s} }, "notify/rolled-back-tx-insert-sends-nothing", "only if the transaction commits", false, beginEagerTx},
-	{"claim-limit-zero-is-empty", func(s *memory.Store) core.Store { return claimLimitZeroIsEmpty{s} }, "claim/limit-below-one-is-an-invalid-argument", "core.ErrInvalidArgument", false, nil},
-	{"prune-non-final-is-empty", func(s *memory.Store) core.Store { return pruneNonFinalIsEmpty{s} }, "prune/non-final-state-is-an-invalid-argument", "core.ErrInvalidArgument", false, nil},
-	{"finish-skips-unknown-kinds", func(s *memory.Store) core.Store { return finishSkipsUnknownKinds{s} }, "finish/unknown-outcome-kind-is-an-invalid-argument", "core.ErrInvalidArgument", false, nil},
-	{"rescue-by-id", func(s *memory.Store) core.Store { return rescueByID{s} }, "rescue/takes-the-oldest-lease-first", "the oldest lease first", false, nil},
-	{"rescue-workers-by-worker", func(s *memory.Store) core.Store { return rescueWorkersByWorker{s} }, "dead-workers/takes-jobs-in-id-order", "in id order across all dead workers", false, nil},
-	{"unsorted-rate-states", func(s *memory.Store) core.Store { return unsortedRateStates{s} }, "policy/rate-states-sorted-by-group", "sorted by group", false, nil},
-	{"prune-keeps-holds", func(s *memory.Store) core.Store { return &pruneKeepsHolds{Store: s, kept: map[[3]string]int64{}} }, "prune/key-of-a-pruned-job-is-free-once-its-window-ends", "then pruned: the key is free", false, nil},
-	{"close-keeps-serving", func(s *memory.Store) core.Store { return closeKeepsServing{s} }, "close/calls-after-close-return-err-closed", "core.ErrClosed", false, nil},
-	{"extend-keeps-zone", func(s *memory.Store) core.Store { return &extendKeepsZone{Store: s, until: map[int64]time.Time{}} }, "lease/extend-with-non-utc-time-returns-utc", "in UTC", false, nil},
-	{"limits-look-paused", func(s *memory.Store) core.Store { return limitsLookPaused{s} }, "pause/stats-show-only-persisted-pauses", "persisted PauseQueue", false, nil},
+	{"silent-notifier", func(s *memory.Store) contract.Store { return silentNotifier{s} }, "notify/insert-of-due-job-wakes-listener", "must deliver it", true, nil},
+	{"tx-without-begintx", func(s *memory.Store) contract.Store { return declaresTxInsert{s} }, "tx/insert-is-visible-after-commit", "Factory.BeginTx is nil", false, nil},
+	{"clock-skewed", func(s *memory.Store) contract.Store { return clockSkewed{s} }, "claim/never-returns-future-jobs", "never return a job that is not due", false, nil},
+	{"local-times", func(s *memory.Store) contract.Store { return localTimes{s} }, "insert/state-follows-run-at", "UTC", false, nil},
+	{"racy-settings", func(s *memory.Store) contract.Store { return &racySettings{Store: s, m: map[string][]byte{}} }, "settings/get-or-create-is-atomic", "exactly 1", false, nil},
+	{"worker-case-insensitive", func(s *memory.Store) contract.Store { return workerScan{s} }, "workers/get-one-record-by-id", "byte for byte", false, nil},
+	{"drops-fingerprints", func(s *memory.Store) contract.Store { return dropsFingerprints{s} }, "unique-holds/fingerprint-kept-with-the-hold", "fingerprint", false, nil},
+	{"cancel-notifies-running-only", func(s *memory.Store) contract.Store {
+		return &cancelNotifiesRunningOnly{Store: s, quiet: map[int64]bool{}}
+	}, "notify/every-cancel-notifies", "for every cancel", true, nil},
+	{"notifies-first-queue-only", func(s *memory.Store) contract.Store { return &notifiesFirstQueueOnly{Store: s, skip: map[string]int{}} }, "notify/batch-insert-notifies-every-queue", "for every queue that got due jobs", true, nil},
+	{"tx-rollback-notifies", func(s *memory.Store) contract.Store { return eagerTxInsert{s} }, "notify/rolled-back-tx-insert-sends-nothing", "only if the transaction commits", false, beginEagerTx},
+	{"claim-limit-zero-is-empty", func(s *memory.Store) contract.Store { return claimLimitZeroIsEmpty{s} }, "claim/limit-below-one-is-an-invalid-argument", "core.ErrInvalidArgument", false, nil},
+	{"prune-non-final-is-empty", func(s *memory.Store) contract.Store { return pruneNonFinalIsEmpty{s} }, "prune/non-final-state-is-an-invalid-argument", "core.ErrInvalidArgument", false, nil},
+	{"finish-skips-unknown-kinds", func(s *memory.Store) contract.Store { return finishSkipsUnknownKinds{s} }, "finish/unknown-outcome-kind-is-an-invalid-argument", "core.ErrInvalidArgument", false, nil},
+	{"rescue-by-id", func(s *memory.Store) contract.Store { return rescueByID{s} }, "rescue/takes-the-oldest-lease-first", "the oldest lease first", false, nil},
+	{"rescue-workers-by-worker", func(s *memory.Store) contract.Store { return rescueWorkersByWorker{s} }, "dead-workers/takes-jobs-in-id-order", "in id order across all dead workers", false, nil},
+	{"unsorted-rate-states", func(s *memory.Store) contract.Store { return unsortedRateStates{s} }, "policy/rate-states-sorted-by-group", "sorted by group", false, nil},
+	{"prune-keeps-holds", func(s *memory.Store) contract.Store { return &pruneKeepsHolds{Store: s, kept: map[[3]string]int64{}} }, "prune/key-of-a-pruned-job-is-free-once-its-window-ends", "then pruned: the key is free", false, nil},
+	{"close-keeps-serving", func(s *memory.Store) contract.Store { return closeKeepsServing{s} }, "close/calls-after-close-return-err-closed", "core.ErrClosed", false, nil},
+	{"extend-keeps-zone", func(s *memory.Store) contract.Store { return &extendKeepsZone{Store: s, until: map[int64]time.Time{}} }, "lease/extend-with-non-utc-time-returns-utc", "in UTC", false, nil},
+	{"limits-look-paused", func(s *memory.Store) contract.Store { return limitsLookPaused{s} }, "pause/stats-show-only-persisted-pauses", "persisted PauseQueue", false, nil},
 }
 
 // TestBrokenStore runs the suite against the broken store named by
@@ -475,7 +477,7 @@ func TestBrokenStore(t *testing.T) {
 	}
 	for _, b := range broken {
 		if b.name == name {
-			storetest.Run(t, storetest.Factory{New: func(t testing.TB, _ core.ClaimStrategy) core.Store {
+			storetest.Run(t, storetest.Factory{New: func(t testing.TB, _ contract.ClaimStrategy) contract.Store {
 				s := memory.New()
 				t.Cleanup(func() { s.Close() })
 				return b.wrap(s)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var txTests = []test{
@@ -23,27 +23,27 @@ type unsupportedTx struct{}
 
 // txInserter returns the store's TxInserter, skipping when it has none and
 // failing when Factory.BeginTx is missing.
-func (e *env) txInserter() core.TxInserter {
+func (e *env) txInserter() contract.TxInserter {
 	e.Helper()
-	ti, ok := e.s.(core.TxInserter)
+	ti, ok := e.s.(contract.TxInserter)
 	if !ok {
-		e.Skip("the store does not implement core.TxInserter")
+		e.Skip("the store does not implement contract.TxInserter")
 	}
 	if e.f.BeginTx == nil {
-		e.Fatal("the store implements core.TxInserter but Factory.BeginTx is nil: set BeginTx to open a transaction of the type InsertTx accepts, so the suite can prove commit and rollback")
+		e.Fatal("the store implements contract.TxInserter but Factory.BeginTx is nil: set BeginTx to open a transaction of the type InsertTx accepts, so the suite can prove commit and rollback")
 	}
 	return ti
 }
 
-// txCompleter is txInserter's counterpart for core.TxCompleter.
-func (e *env) txCompleter() core.TxCompleter {
+// txCompleter is txInserter's counterpart for contract.TxCompleter.
+func (e *env) txCompleter() contract.TxCompleter {
 	e.Helper()
-	tc, ok := e.s.(core.TxCompleter)
+	tc, ok := e.s.(contract.TxCompleter)
 	if !ok {
-		e.Skip("the store does not implement core.TxCompleter")
+		e.Skip("the store does not implement contract.TxCompleter")
 	}
 	if e.f.BeginTx == nil {
-		e.Fatal("the store implements core.TxCompleter but Factory.BeginTx is nil: set BeginTx to open a transaction of the type CompleteTx accepts, so the suite can prove commit and rollback")
+		e.Fatal("the store implements contract.TxCompleter but Factory.BeginTx is nil: set BeginTx to open a transaction of the type CompleteTx accepts, so the suite can prove commit and rollback")
 	}
 	return tc
 }
@@ -59,7 +59,7 @@ func (e *env) begin() (tx any, commit, rollback func() error) {
 }
 
 // insertTx inserts inside tx and checks the shape of the answer.
-func (e *env) insertTx(ti core.TxInserter, tx any, ps ...core.InsertParams) []core.InsertResult {
+func (e *env) insertTx(ti contract.TxInserter, tx any, ps ...contract.InsertParams) []contract.InsertResult {
 	e.Helper()
 	res, err := ti.InsertTx(e.ctx, tx, e.now, ps)
 	if err != nil {
@@ -75,7 +75,7 @@ func testTxInsertCommit(e *env) {
 	ti := e.txInserter()
 	tx, commit, _ := e.begin()
 	res := e.insertTx(ti, tx, e.job("q", "in-tx"))
-	if res[0].Job == nil || res[0].Duplicate || res[0].Job.State != core.StateAvailable {
+	if res[0].Job == nil || res[0].Duplicate || res[0].Job.State != contract.StateAvailable {
 		e.Fatalf("InsertTx returned %+v; want a new available job", res[0])
 	}
 	if err := commit(); err != nil {
@@ -101,7 +101,7 @@ func testTxInsertRollback(e *env) {
 		if r.Job == nil {
 			continue
 		}
-		if got, err := e.s.Get(e.ctx, r.Job.ID); !errors.Is(err, core.ErrNotFound) {
+		if got, err := e.s.Get(e.ctx, r.Job.ID); !errors.Is(err, contract.ErrNotFound) {
 			e.Errorf("job %d inserted in a rolled-back transaction: Get returned (%+v, %s); want ErrNotFound (it must vanish on rollback)", r.Job.ID, got, errMsg(err))
 		}
 	}
@@ -131,8 +131,8 @@ func testTxInsertUnique(e *env) {
 
 func testTxInsertUnsupported(e *env) {
 	ti := e.txInserter()
-	_, err := ti.InsertTx(e.ctx, unsupportedTx{}, e.now, []core.InsertParams{e.job("q", "k")})
-	if !errors.Is(err, core.ErrUnsupported) {
+	_, err := ti.InsertTx(e.ctx, unsupportedTx{}, e.now, []contract.InsertParams{e.job("q", "k")})
+	if !errors.Is(err, contract.ErrUnsupported) {
 		e.Fatalf("InsertTx with a transaction of type storetest.unsupportedTx returned error %s; want one wrapping core.ErrUnsupported", errMsg(err))
 	}
 	if got := e.claim("q", "w", 10); len(got) != 0 {
@@ -145,7 +145,7 @@ func testTxCompleteCommit(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	e.advance(time.Second)
 	tx, commit, _ := e.begin()
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Result = []byte(`"done"`)
 	if err := tc.CompleteTx(e.ctx, tx, o); err != nil {
 		e.Fatalf("CompleteTx of running job %d by its holder: unexpected error: %v", j.ID, err)
@@ -153,7 +153,7 @@ func testTxCompleteCommit(e *env) {
 	if err := commit(); err != nil {
 		e.Fatalf("commit: %v", err)
 	}
-	got := e.expectState(j.ID, core.StateCompleted, "its completion was committed with the caller's transaction")
+	got := e.expectState(j.ID, contract.StateCompleted, "its completion was committed with the caller's transaction")
 	if !got.FinishedAt.Equal(e.now) || string(got.Result) != `"done"` || !got.LeaseUntil.IsZero() {
 		e.Fatalf("job completed in a transaction has FinishedAt %s, Result %q, LeaseUntil %s; want %s, %q, zero", ts(got.FinishedAt), got.Result, ts(got.LeaseUntil), ts(e.now), `"done"`)
 	}
@@ -164,27 +164,31 @@ func testTxCompleteRollback(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	before := e.get(j.ID)
 	tx, _, rollback := e.begin()
-	if err := tc.CompleteTx(e.ctx, tx, e.outcome(j, core.OutcomeComplete)); err != nil {
+	if err := tc.CompleteTx(e.ctx, tx, e.outcome(j, contract.OutcomeComplete)); err != nil {
 		e.Fatalf("CompleteTx: unexpected error: %v", err)
 	}
 	if err := rollback(); err != nil {
 		e.Fatalf("rollback: %v", err)
 	}
 	e.expectUnchanged(before, "a completion whose transaction rolled back")
-	e.apply(e.outcome(j, core.OutcomeComplete)) // still held: a normal finish works
+	e.apply(e.outcome(j, contract.OutcomeComplete)) // still held: a normal finish works
 }
 
 func testTxCompleteStale(e *env) {
 	tc := e.txCompleter()
 	j := e.claimJob(e.job("q", "k"), "w")
 	before := e.get(j.ID)
-	for _, o := range []core.Outcome{
-		func() core.Outcome { o := e.outcome(j, core.OutcomeComplete); o.WorkerID = "other"; return o }(),
-		func() core.Outcome { o := e.outcome(j, core.OutcomeComplete); o.ClaimSeq = j.ClaimSeq + 1; return o }(),
+	for _, o := range []contract.Outcome{
+		func() contract.Outcome { o := e.outcome(j, contract.OutcomeComplete); o.WorkerID = "other"; return o }(),
+		func() contract.Outcome {
+			o := e.outcome(j, contract.OutcomeComplete)
+			o.ClaimSeq = j.ClaimSeq + 1
+			return o
+		}(),
 	} {
 		tx, commit, rollback := e.begin()
 		err := tc.CompleteTx(e.ctx, tx, o)
-		if !errors.Is(err, core.ErrLeaseLost) {
+		if !errors.Is(err, contract.ErrLeaseLost) {
 			rollback()
 			e.Fatalf("CompleteTx of job %d by worker %q at claim_seq %d (held by %q at claim_seq %d) returned %s; want an error wrapping core.ErrLeaseLost", j.ID, o.WorkerID, o.ClaimSeq, j.WorkerID, j.ClaimSeq, errMsg(err))
 		}
@@ -199,7 +203,7 @@ func testTxCompleteUnsupported(e *env) {
 	tc := e.txCompleter()
 	j := e.claimJob(e.job("q", "k"), "w")
 	before := e.get(j.ID)
-	if err := tc.CompleteTx(e.ctx, unsupportedTx{}, e.outcome(j, core.OutcomeComplete)); !errors.Is(err, core.ErrUnsupported) {
+	if err := tc.CompleteTx(e.ctx, unsupportedTx{}, e.outcome(j, contract.OutcomeComplete)); !errors.Is(err, contract.ErrUnsupported) {
 		e.Fatalf("CompleteTx with a transaction of type storetest.unsupportedTx returned %s; want an error wrapping core.ErrUnsupported", errMsg(err))
 	}
 	e.expectUnchanged(before, "CompleteTx with an unsupported transaction type")

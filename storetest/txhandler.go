@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
-// txRunTests are the rules of core.TxRunner, the capability behind
+// txRunTests are the rules of contract.TxRunner, the capability behind
 // core.HandleTx: the handler's writes (here a job inserted with InsertTx)
 // and the fenced completion commit together or not at all.
 var txRunTests = []test{
@@ -24,16 +24,16 @@ var txRunTests = []test{
 // TxCompleter its transactions serve, skipping when it has no TxRunner
 // and failing when it lacks the other two (HandleTx needs TxCompleter;
 // the rules write through InsertTx).
-func (e *env) txRunner() (core.TxRunner, core.TxInserter, core.TxCompleter) {
+func (e *env) txRunner() (contract.TxRunner, contract.TxInserter, contract.TxCompleter) {
 	e.Helper()
-	tr, ok := e.s.(core.TxRunner)
+	tr, ok := e.s.(contract.TxRunner)
 	if !ok {
-		e.Skip("the store does not implement core.TxRunner")
+		e.Skip("the store does not implement contract.TxRunner")
 	}
-	ti, ok1 := e.s.(core.TxInserter)
-	tc, ok2 := e.s.(core.TxCompleter)
+	ti, ok1 := e.s.(contract.TxInserter)
+	tc, ok2 := e.s.(contract.TxCompleter)
 	if !ok1 || !ok2 {
-		e.Fatalf("the store implements core.TxRunner but not core.TxInserter (%v) and core.TxCompleter (%v): HandleTx writes the completion with CompleteTx in RunTx's transaction, and the rules write with InsertTx", ok1, ok2)
+		e.Fatalf("the store implements contract.TxRunner but not contract.TxInserter (%v) and contract.TxCompleter (%v): HandleTx writes the completion with CompleteTx in RunTx's transaction, and the rules write with InsertTx", ok1, ok2)
 	}
 	return tr, ti, tc
 }
@@ -43,11 +43,11 @@ func (e *env) txRunner() (core.TxRunner, core.TxInserter, core.TxCompleter) {
 // inserted with InsertTx), then j's fenced completion o; then after
 // returns what fn returns. It returns RunTx's error and the effect's id
 // (0 when the insert did not happen).
-func (e *env) runTxWork(j *core.Job, o core.Outcome, after func() error) (effect int64, err error) {
+func (e *env) runTxWork(j *contract.Job, o contract.Outcome, after func() error) (effect int64, err error) {
 	e.Helper()
 	tr, ti, tc := e.txRunner()
 	err = tr.RunTx(e.ctx, func(tx any) error {
-		res, err := ti.InsertTx(e.ctx, tx, e.now, []core.InsertParams{e.job("effects", "effect")})
+		res, err := ti.InsertTx(e.ctx, tx, e.now, []contract.InsertParams{e.job("effects", "effect")})
 		if err != nil {
 			return fmt.Errorf("InsertTx in RunTx's transaction: %w", err)
 		}
@@ -72,7 +72,7 @@ func (e *env) expectNoEffect(id int64, why string) {
 	if id == 0 {
 		return
 	}
-	if got, err := e.s.Get(e.ctx, id); !errors.Is(err, core.ErrNotFound) {
+	if got, err := e.s.Get(e.ctx, id); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("job %d inserted in RunTx's transaction after %s: Get returned (%+v, %s); want ErrNotFound (the transaction must roll back)", id, why, got, errMsg(err))
 	}
 }
@@ -80,7 +80,7 @@ func (e *env) expectNoEffect(id int64, why string) {
 func testTxRunCommit(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	e.advance(time.Second)
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Result = []byte(`"done"`)
 	effect, err := e.runTxWork(j, o, nil)
 	if err != nil {
@@ -89,7 +89,7 @@ func testTxRunCommit(e *env) {
 	if effect == 0 {
 		e.Fatalf("InsertTx in RunTx's transaction returned no job")
 	}
-	got := e.expectState(j.ID, core.StateCompleted, "RunTx committed its completion")
+	got := e.expectState(j.ID, contract.StateCompleted, "RunTx committed its completion")
 	if string(got.Result) != `"done"` || !got.FinishedAt.Equal(e.now) {
 		e.Fatalf("job completed in RunTx has Result %q, FinishedAt %s; want %q, %s", got.Result, ts(got.FinishedAt), `"done"`, ts(e.now))
 	}
@@ -103,13 +103,13 @@ var errTxRunFailed = errors.New("storetest: the handler failed")
 func testTxRunRollback(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
 	before := e.get(j.ID)
-	effect, err := e.runTxWork(j, e.outcome(j, core.OutcomeComplete), func() error { return errTxRunFailed })
+	effect, err := e.runTxWork(j, e.outcome(j, contract.OutcomeComplete), func() error { return errTxRunFailed })
 	if !errors.Is(err, errTxRunFailed) {
 		e.Fatalf("RunTx whose fn returned an error returned %s; want fn's error", errMsg(err))
 	}
 	e.expectNoEffect(effect, "fn returned an error")
 	e.expectUnchanged(before, "a completion whose RunTx fn returned an error")
-	e.apply(e.outcome(j, core.OutcomeComplete)) // still held: a normal finish works
+	e.apply(e.outcome(j, contract.OutcomeComplete)) // still held: a normal finish works
 }
 
 func testTxRunPanic(e *env) {
@@ -118,7 +118,7 @@ func testTxRunPanic(e *env) {
 	var effect int64
 	recovered := func() (r any) {
 		defer func() { r = recover() }()
-		effect, _ = e.runTxWork(j, e.outcome(j, core.OutcomeComplete), func() error { panic("storetest: handler panic") })
+		effect, _ = e.runTxWork(j, e.outcome(j, contract.OutcomeComplete), func() error { panic("storetest: handler panic") })
 		return nil
 	}()
 	if recovered == nil {
@@ -126,7 +126,7 @@ func testTxRunPanic(e *env) {
 	}
 	e.expectUnchanged(before, "a completion whose RunTx fn panicked")
 	e.expectNoEffect(effect, "fn panicked")
-	e.apply(e.outcome(j, core.OutcomeComplete))
+	e.apply(e.outcome(j, contract.OutcomeComplete))
 }
 
 func testTxRunLeaseLost(e *env) {
@@ -136,8 +136,8 @@ func testTxRunLeaseLost(e *env) {
 		e.Fatalf("Rescue past job %d's lease returned %v; want that job", j.ID, ids(got))
 	}
 	before := e.get(j.ID)
-	effect, err := e.runTxWork(j, e.outcome(j, core.OutcomeComplete), nil)
-	if !errors.Is(err, core.ErrLeaseLost) {
+	effect, err := e.runTxWork(j, e.outcome(j, contract.OutcomeComplete), nil)
+	if !errors.Is(err, contract.ErrLeaseLost) {
 		e.Fatalf("RunTx completing job %d after it was rescued returned %s; want CompleteTx's error wrapping core.ErrLeaseLost", j.ID, errMsg(err))
 	}
 	e.expectNoEffect(effect, "the completion in it lost its lease")
@@ -150,18 +150,18 @@ func testTxRunLeaseLost(e *env) {
 // Finish does, in RunTx's transaction.
 func testTxRunContinueDelete(e *env) {
 	j := e.claimJob(e.job("q", "k"), "w")
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Delete = true
 	if _, err := e.runTxWork(j, o, nil); err != nil {
 		e.Fatalf("RunTx completing job %d with Delete: unexpected error: %v", j.ID, err)
 	}
-	if got, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+	if got, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("job %d completed with Delete in RunTx: Get returned (%+v, %s); want ErrNotFound", j.ID, got, errMsg(err))
 	}
 
 	j = e.claimJob(e.job("q", "step-1"), "w")
 	e.advance(time.Second)
-	o = e.outcome(j, core.OutcomeContinue)
+	o = e.outcome(j, contract.OutcomeContinue)
 	o.NextKind = "step-2"
 	o.NextArgs = json.RawMessage(`{"step":2}`)
 	o.RunAt = e.now.Add(time.Minute)
@@ -169,7 +169,7 @@ func testTxRunContinueDelete(e *env) {
 		e.Fatalf("RunTx continuing job %d: unexpected error: %v", j.ID, err)
 	}
 	got := e.get(j.ID)
-	if got.State != core.StateScheduled || got.Kind != "step-2" || diffJSON(got.Args, o.NextArgs) != "" || !got.RunAt.Equal(o.RunAt) || got.Attempt != 0 {
+	if got.State != contract.StateScheduled || got.Kind != "step-2" || diffJSON(got.Args, o.NextArgs) != "" || !got.RunAt.Equal(o.RunAt) || got.Attempt != 0 {
 		e.Fatalf("job %d continued in RunTx has state %q, kind %q, args %s, run_at %s, attempt %d; want scheduled, \"step-2\", {\"step\":2}, %s, 0", j.ID, got.State, got.Kind, got.Args, ts(got.RunAt), got.Attempt, ts(o.RunAt))
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var uniqueTests = []test{
@@ -38,14 +38,14 @@ const window = time.Hour
 
 // scopedJob returns a due job of queue and kind with key in scope, held
 // for uniqueFor after it is final.
-func scopedJob(e *env, queue, kind, key string, scope core.UniqueScope, uniqueFor time.Duration) core.InsertParams {
+func scopedJob(e *env, queue, kind, key string, scope contract.UniqueScope, uniqueFor time.Duration) contract.InsertParams {
 	p := e.job(queue, kind)
 	p.UniqueKey, p.UniqueScope, p.UniqueFor = key, scope, uniqueFor
 	return p
 }
 
 // expectHeldBy fails unless inserting p returns job id as a duplicate.
-func (e *env) expectHeldBy(p core.InsertParams, id int64, why string) *core.Job {
+func (e *env) expectHeldBy(p contract.InsertParams, id int64, why string) *contract.Job {
 	e.Helper()
 	res := e.insertResults(p)
 	if !res[0].Duplicate || res[0].Job.ID != id {
@@ -56,7 +56,7 @@ func (e *env) expectHeldBy(p core.InsertParams, id int64, why string) *core.Job 
 }
 
 // expectFresh fails unless inserting p creates a new job, and returns it.
-func (e *env) expectFresh(p core.InsertParams, why string) *core.Job {
+func (e *env) expectFresh(p contract.InsertParams, why string) *contract.Job {
 	e.Helper()
 	res := e.insertResults(p)
 	if res[0].Duplicate {
@@ -68,7 +68,7 @@ func (e *env) expectFresh(p core.InsertParams, why string) *core.Job {
 
 // expectGoneHolder checks the job a duplicate insert returned for a
 // holder whose row is gone: at least ID, Queue, Kind and UniqueKey.
-func (e *env) expectGoneHolder(got *core.Job, want *core.Job) {
+func (e *env) expectGoneHolder(got *contract.Job, want *contract.Job) {
 	e.Helper()
 	if got.ID != want.ID || got.Queue != want.Queue || got.Kind != want.Kind || got.UniqueKey != want.UniqueKey {
 		e.Fatalf("a duplicate insert whose holder's row is gone returned job {ID %d, Queue %q, Kind %q, UniqueKey %q}; want {ID %d, Queue %q, Kind %q, UniqueKey %q} (what the hold keeps)",
@@ -77,37 +77,37 @@ func (e *env) expectGoneHolder(got *core.Job, want *core.Job) {
 }
 
 func testUniqueScopeQueue(e *env) {
-	a := e.expectFresh(scopedJob(e, "q1", "k", "key", core.UniqueQueue, 0), "first use of the key in queue q1")
-	b := e.expectFresh(scopedJob(e, "q2", "k", "key", core.UniqueQueue, 0), "with queue scope the key is unique within a queue, and q2 has no job with it")
+	a := e.expectFresh(scopedJob(e, "q1", "k", "key", contract.UniqueQueue, 0), "first use of the key in queue q1")
+	b := e.expectFresh(scopedJob(e, "q2", "k", "key", contract.UniqueQueue, 0), "with queue scope the key is unique within a queue, and q2 has no job with it")
 	if a.ID == b.ID {
 		e.Fatalf("two queue-scoped inserts of one key in two queues returned the same job %d", a.ID)
 	}
-	e.expectHeldBy(scopedJob(e, "q1", "other-kind", "key", core.UniqueQueue, 0), a.ID, "queue q1 already has a live job with the key; the kind does not matter in queue scope")
-	e.expectHeldBy(scopedJob(e, "q2", "k", "key", core.UniqueQueue, 0), b.ID, "queue q2 already has a live job with the key")
+	e.expectHeldBy(scopedJob(e, "q1", "other-kind", "key", contract.UniqueQueue, 0), a.ID, "queue q1 already has a live job with the key; the kind does not matter in queue scope")
+	e.expectHeldBy(scopedJob(e, "q2", "k", "key", contract.UniqueQueue, 0), b.ID, "queue q2 already has a live job with the key")
 }
 
 func testUniqueScopeKind(e *env) {
-	a := e.expectFresh(scopedJob(e, "q", "kind-a", "key", core.UniqueKind, 0), "first use of the key for kind-a")
-	b := e.expectFresh(scopedJob(e, "q", "kind-b", "key", core.UniqueKind, 0), "with kind scope the key is unique within a kind, and kind-b has no job with it")
+	a := e.expectFresh(scopedJob(e, "q", "kind-a", "key", contract.UniqueKind, 0), "first use of the key for kind-a")
+	b := e.expectFresh(scopedJob(e, "q", "kind-b", "key", contract.UniqueKind, 0), "with kind scope the key is unique within a kind, and kind-b has no job with it")
 	if a.ID == b.ID {
 		e.Fatalf("two kind-scoped inserts of one key for two kinds returned the same job %d", a.ID)
 	}
-	e.expectHeldBy(scopedJob(e, "other-queue", "kind-a", "key", core.UniqueKind, 0), a.ID, "kind-a already has a live job with the key; the queue does not matter in kind scope")
-	e.expectHeldBy(scopedJob(e, "q", "kind-b", "key", core.UniqueKind, 0), b.ID, "kind-b already has a live job with the key")
+	e.expectHeldBy(scopedJob(e, "other-queue", "kind-a", "key", contract.UniqueKind, 0), a.ID, "kind-a already has a live job with the key; the queue does not matter in kind scope")
+	e.expectHeldBy(scopedJob(e, "q", "kind-b", "key", contract.UniqueKind, 0), b.ID, "kind-b already has a live job with the key")
 }
 
 func testUniqueScopesApart(e *env) {
 	// One key text in three scopes, and queue and kind names that would
 	// run together with the key if the scoped key were a plain
 	// concatenation.
-	ps := []core.InsertParams{
-		scopedJob(e, "q", "q", "x", core.UniqueGlobal, 0),
-		scopedJob(e, "q", "q", "x", core.UniqueQueue, 0),
-		scopedJob(e, "q", "q", "x", core.UniqueKind, 0),
-		scopedJob(e, "a:b", "k", "c", core.UniqueQueue, 0),
-		scopedJob(e, "a", "k", "b:c", core.UniqueQueue, 0),
-		scopedJob(e, "q", "a:b", "c", core.UniqueKind, 0),
-		scopedJob(e, "q", "a", "b:c", core.UniqueKind, 0),
+	ps := []contract.InsertParams{
+		scopedJob(e, "q", "q", "x", contract.UniqueGlobal, 0),
+		scopedJob(e, "q", "q", "x", contract.UniqueQueue, 0),
+		scopedJob(e, "q", "q", "x", contract.UniqueKind, 0),
+		scopedJob(e, "a:b", "k", "c", contract.UniqueQueue, 0),
+		scopedJob(e, "a", "k", "b:c", contract.UniqueQueue, 0),
+		scopedJob(e, "q", "a:b", "c", contract.UniqueKind, 0),
+		scopedJob(e, "q", "a", "b:c", contract.UniqueKind, 0),
 	}
 	for _, p := range ps {
 		e.expectFresh(p, "no other scope, queue or kind shares this scoped key")
@@ -115,13 +115,13 @@ func testUniqueScopesApart(e *env) {
 }
 
 func testUniqueScopedBatch(e *env) {
-	ps := []core.InsertParams{
-		scopedJob(e, "q1", "a", "k", core.UniqueQueue, window), // 0 new
-		scopedJob(e, "q2", "b", "k", core.UniqueQueue, window), // 1 new: other queue
-		scopedJob(e, "q1", "c", "k", core.UniqueQueue, window), // 2 dup of 0
-		scopedJob(e, "q1", "d", "k", core.UniqueGlobal, 0),     // 3 new: global scope
-		scopedJob(e, "q2", "e", "k", core.UniqueGlobal, 0),     // 4 dup of 3
-		scopedJob(e, "q1", "a", "k", core.UniqueKind, 0),       // 5 new: kind a
+	ps := []contract.InsertParams{
+		scopedJob(e, "q1", "a", "k", contract.UniqueQueue, window), // 0 new
+		scopedJob(e, "q2", "b", "k", contract.UniqueQueue, window), // 1 new: other queue
+		scopedJob(e, "q1", "c", "k", contract.UniqueQueue, window), // 2 dup of 0
+		scopedJob(e, "q1", "d", "k", contract.UniqueGlobal, 0),     // 3 new: global scope
+		scopedJob(e, "q2", "e", "k", contract.UniqueGlobal, 0),     // 4 dup of 3
+		scopedJob(e, "q1", "a", "k", contract.UniqueKind, 0),       // 5 new: kind a
 		e.job("q1", "plain"), // 6 new
 	}
 	res := e.insertResults(ps...)
@@ -152,13 +152,13 @@ func testUniqueScopedBatch(e *env) {
 }
 
 func testUniqueWindowComplete(e *env) {
-	p := scopedJob(e, "q", "k", "report", core.UniqueGlobal, window)
+	p := scopedJob(e, "q", "k", "report", contract.UniqueGlobal, window)
 	j := e.claimJob(p, "w")
-	e.apply(e.outcome(j, core.OutcomeComplete))
+	e.apply(e.outcome(j, contract.OutcomeComplete))
 	e.advance(window / 2)
-	got := e.expectHeldBy(scopedJob(e, "q", "k", "report", core.UniqueGlobal, window), j.ID,
+	got := e.expectHeldBy(scopedJob(e, "q", "k", "report", contract.UniqueGlobal, window), j.ID,
 		"the holder completed half its UniqueFor ago, so the key is still held")
-	if got.State != core.StateCompleted {
+	if got.State != contract.StateCompleted {
 		e.Fatalf("a duplicate insert returned the completed holder in state %q; want it as it now is (completed)", got.State)
 	}
 	e.advance(window/2 - time.Microsecond)
@@ -166,40 +166,40 @@ func testUniqueWindowComplete(e *env) {
 }
 
 func testUniqueWindowCancelDiscard(e *env) {
-	c := e.insertOne(scopedJob(e, "q", "k", "cancelled", core.UniqueGlobal, window))
+	c := e.insertOne(scopedJob(e, "q", "k", "cancelled", contract.UniqueGlobal, window))
 	if _, err := e.s.Cancel(e.ctx, c.ID, e.now); err != nil {
 		e.Fatalf("Cancel(%d): %v", c.ID, err)
 	}
 	e.advance(time.Minute)
-	d := e.claimJob(scopedJob(e, "q", "k", "discarded", core.UniqueGlobal, window), "w")
-	e.apply(e.outcome(d, core.OutcomeDiscard))
+	d := e.claimJob(scopedJob(e, "q", "k", "discarded", contract.UniqueGlobal, window), "w")
+	e.apply(e.outcome(d, contract.OutcomeDiscard))
 	e.advance(window - 2*time.Minute)
-	e.expectHeldBy(scopedJob(e, "q", "k", "cancelled", core.UniqueGlobal, 0), c.ID, "the holder was cancelled inside its UniqueFor")
-	e.expectHeldBy(scopedJob(e, "q", "k", "discarded", core.UniqueGlobal, 0), d.ID, "the holder was discarded inside its UniqueFor")
+	e.expectHeldBy(scopedJob(e, "q", "k", "cancelled", contract.UniqueGlobal, 0), c.ID, "the holder was cancelled inside its UniqueFor")
+	e.expectHeldBy(scopedJob(e, "q", "k", "discarded", contract.UniqueGlobal, 0), d.ID, "the holder was discarded inside its UniqueFor")
 }
 
 func testUniqueWindowExpires(e *env) {
-	p := scopedJob(e, "q", "k", "report", core.UniqueQueue, window)
+	p := scopedJob(e, "q", "k", "report", contract.UniqueQueue, window)
 	j := e.claimJob(p, "w")
-	e.apply(e.outcome(j, core.OutcomeComplete))
+	e.apply(e.outcome(j, contract.OutcomeComplete))
 	e.advance(window)
 	n := e.expectFresh(p, "at FinishedAt+UniqueFor the hold has ended (a key is held while now < FinishedAt+UniqueFor)")
 	if n.ID == j.ID {
 		e.Fatalf("the new job has the old job's id %d", j.ID)
 	}
 	e.expectHeldBy(p, n.ID, "the new job took the hold over")
-	if got := e.get(j.ID); got.State != core.StateCompleted {
+	if got := e.get(j.ID); got.State != contract.StateCompleted {
 		e.Fatalf("the old holder %d is %q after its key passed on; want it untouched (completed)", j.ID, got.State)
 	}
 }
 
 func testUniqueWindowDeleteOnComplete(e *env) {
-	p := scopedJob(e, "q", "k", "mail", core.UniqueKind, window)
+	p := scopedJob(e, "q", "k", "mail", contract.UniqueKind, window)
 	j := e.claimJob(p, "w")
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Delete = true
 	e.apply(o)
-	if _, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+	if _, err := e.s.Get(e.ctx, j.ID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Get(%d) after a completion with Delete: error %v; want ErrNotFound", j.ID, err)
 	}
 	e.advance(window - time.Second)
@@ -210,31 +210,31 @@ func testUniqueWindowDeleteOnComplete(e *env) {
 }
 
 func testUniqueWindowPrune(e *env) {
-	p := scopedJob(e, "q", "k", "prune-me", core.UniqueGlobal, window)
+	p := scopedJob(e, "q", "k", "prune-me", contract.UniqueGlobal, window)
 	j := e.claimJob(p, "w")
-	e.apply(e.outcome(j, core.OutcomeComplete))
+	e.apply(e.outcome(j, contract.OutcomeComplete))
 	e.advance(time.Minute)
-	if n, err := e.s.Prune(e.ctx, core.StateCompleted, e.now, 100); err != nil || n != 1 {
+	if n, err := e.s.Prune(e.ctx, contract.StateCompleted, e.now, 100); err != nil || n != 1 {
 		e.Fatalf("Prune(completed, before now) = %d, %v; want 1, nil", n, err)
 	}
 	got := e.expectHeldBy(p, j.ID, "pruning the holder's row inside its UniqueFor must not free the key")
 	e.expectGoneHolder(got, j)
 	// A prune that forgets ended holds must not forget this one early.
-	if _, err := e.s.Prune(e.ctx, core.StateCompleted, e.now, 100); err != nil {
+	if _, err := e.s.Prune(e.ctx, contract.StateCompleted, e.now, 100); err != nil {
 		e.Fatalf("Prune: %v", err)
 	}
 	e.expectHeldBy(p, j.ID, "a later Prune must not forget a hold before it ends")
 	e.advance(window)
-	if _, err := e.s.Prune(e.ctx, core.StateCompleted, e.now, 100); err != nil {
+	if _, err := e.s.Prune(e.ctx, contract.StateCompleted, e.now, 100); err != nil {
 		e.Fatalf("Prune: %v", err)
 	}
 	e.expectFresh(p, "the window is over (and Prune may have forgotten the hold)")
 }
 
 func testUniqueWindowAdminDelete(e *env) {
-	p := scopedJob(e, "q", "k", "admin", core.UniqueGlobal, window)
+	p := scopedJob(e, "q", "k", "admin", contract.UniqueGlobal, window)
 	j := e.claimJob(p, "w")
-	e.apply(e.outcome(j, core.OutcomeDiscard))
+	e.apply(e.outcome(j, contract.OutcomeDiscard))
 	e.advance(time.Minute)
 	if err := e.s.Delete(e.ctx, j.ID); err != nil {
 		e.Fatalf("Delete(%d) of a discarded job: %v", j.ID, err)
@@ -246,9 +246,9 @@ func testUniqueWindowAdminDelete(e *env) {
 }
 
 func testUniqueZeroWindowDelete(e *env) {
-	p := scopedJob(e, "q", "k", "zero", core.UniqueGlobal, 0)
+	p := scopedJob(e, "q", "k", "zero", contract.UniqueGlobal, 0)
 	j := e.claimJob(p, "w")
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Delete = true
 	e.apply(o)
 	n := e.expectFresh(p, "with UniqueFor 0 the key is free once the holder is final, deleted or not")
@@ -262,7 +262,7 @@ func testUniqueZeroWindowDelete(e *env) {
 }
 
 func testUniqueDeleteLive(e *env) {
-	p := scopedJob(e, "q", "k", "live", core.UniqueGlobal, window)
+	p := scopedJob(e, "q", "k", "live", contract.UniqueGlobal, window)
 	j := e.insertOne(p)
 	if err := e.s.Delete(e.ctx, j.ID); err != nil {
 		e.Fatalf("Delete(%d): %v", j.ID, err)
@@ -271,21 +271,21 @@ func testUniqueDeleteLive(e *env) {
 }
 
 func testUniqueRetryPassed(e *env) {
-	p := scopedJob(e, "q", "k", "passed", core.UniqueGlobal, 0)
+	p := scopedJob(e, "q", "k", "passed", contract.UniqueGlobal, 0)
 	old := e.claimJob(p, "w")
-	e.apply(e.outcome(old, core.OutcomeDiscard))
+	e.apply(e.outcome(old, contract.OutcomeDiscard))
 	// While its hold is its own, a final job can be retried.
 	if _, err := e.s.Retry(e.ctx, old.ID, e.now); err != nil {
 		e.Fatalf("Retry(%d) of a discarded job still holding its key: %v", old.ID, err)
 	}
 	e.expectHeldBy(p, old.ID, "the retried job is live again")
 	c := e.claimOne("q", "w")
-	e.apply(e.outcome(c, core.OutcomeDiscard))
+	e.apply(e.outcome(c, contract.OutcomeDiscard))
 	n := e.expectFresh(p, "the holder is final and UniqueFor is 0")
-	if _, err := e.s.Retry(e.ctx, old.ID, e.now); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := e.s.Retry(e.ctx, old.ID, e.now); !errors.Is(err, contract.ErrInvalidState) {
 		e.Fatalf("Retry(%d) of a job whose key has passed to job %d: error %v; want ErrInvalidState", old.ID, n.ID, err)
 	}
-	if got := e.get(old.ID); got.State != core.StateDiscarded {
+	if got := e.get(old.ID); got.State != contract.StateDiscarded {
 		e.Fatalf("a refused Retry left job %d in state %q; want it unchanged (discarded)", old.ID, got.State)
 	}
 	e.expectHeldBy(p, n.ID, "the key still names the newer job")
@@ -297,7 +297,7 @@ func testUniqueRetryPassed(e *env) {
 // just ended (the hold is taken over once).
 func testUniqueConcurrentWindow(e *env) {
 	const goroutines = 8
-	handles := []core.Store{e.s}
+	handles := []contract.Store{e.s}
 	if e.f.Reopen != nil {
 		s2 := e.f.Reopen(e.T, e.s)
 		if s2 == nil {
@@ -305,7 +305,7 @@ func testUniqueConcurrentWindow(e *env) {
 		}
 		handles = append(handles, s2)
 	}
-	race := func(p core.InsertParams) (fresh []int64, holders map[int64]bool) {
+	race := func(p contract.InsertParams) (fresh []int64, holders map[int64]bool) {
 		var (
 			wg sync.WaitGroup
 			mu sync.Mutex
@@ -315,7 +315,7 @@ func testUniqueConcurrentWindow(e *env) {
 			wg.Go(func() {
 				q := p
 				q.Kind = fmt.Sprintf("%s-g%d", p.Kind, g)
-				res, err := handles[g%len(handles)].Insert(e.ctx, e.now, []core.InsertParams{q})
+				res, err := handles[g%len(handles)].Insert(e.ctx, e.now, []contract.InsertParams{q})
 				if err != nil {
 					e.Errorf("concurrent Insert of unique key %q: unexpected error: %v (a collision is a Duplicate result, not an error; transient errors are retried inside the store)", p.UniqueKey, err)
 					return
@@ -335,7 +335,7 @@ func testUniqueConcurrentWindow(e *env) {
 		return fresh, holders
 	}
 	for k := range 3 {
-		p := scopedJob(e, fmt.Sprintf("race%d", k), "race", "window", core.UniqueQueue, window)
+		p := scopedJob(e, fmt.Sprintf("race%d", k), "race", "window", contract.UniqueQueue, window)
 		fresh, holders := race(p)
 		if len(fresh) != 1 || len(holders) != 1 {
 			e.Fatalf("%d concurrent inserts of fresh queue-scoped key %q created jobs %v and returned jobs %v; want exactly one new job, returned to every caller (the database must enforce it: a primary key on the scoped key)", goroutines, p.UniqueKey, fresh, holders)
@@ -345,7 +345,7 @@ func testUniqueConcurrentWindow(e *env) {
 		if j.ID != first {
 			e.Fatalf("claimed job %d; want %d", j.ID, first)
 		}
-		o := e.outcome(j, core.OutcomeComplete)
+		o := e.outcome(j, contract.OutcomeComplete)
 		o.Delete = true
 		e.apply(o)
 		e.advance(time.Minute)
@@ -362,13 +362,13 @@ func testUniqueConcurrentWindow(e *env) {
 	st := e.stats()
 	for k := range 3 {
 		q := fmt.Sprintf("race%d", k)
-		if n := st[q].Counts[core.StateAvailable]; n != 1 {
+		if n := st[q].Counts[contract.StateAvailable]; n != 1 {
 			e.Fatalf("after the races Stats counts %d available jobs in queue %q; want 1 (one key per queue, queue scope)", n, q)
 		}
 	}
 }
 
-func uniqueJob(e *env, key, kind string) core.InsertParams {
+func uniqueJob(e *env, key, kind string) contract.InsertParams {
 	p := e.job("q", kind)
 	p.UniqueKey = key
 	return p
@@ -385,7 +385,7 @@ func testUniqueDuplicate(e *env) {
 	if d := diffJob(res[0].Job, e.get(first.ID)); len(d) > 0 {
 		e.Fatalf("a duplicate insert must return the existing job as it is; it returned:\n%s", lines(d))
 	}
-	if st := e.stats()["q"].Counts; st[core.StateAvailable] != 1 || nonZero(st) != 1 {
+	if st := e.stats()["q"].Counts; st[contract.StateAvailable] != 1 || nonZero(st) != 1 {
 		e.Fatalf("after a duplicate insert Stats counts %v; want exactly the 1 original job", st)
 	}
 }
@@ -398,7 +398,7 @@ func testUniqueInBatch(e *env) {
 	if res[2].Job.ID != res[0].Job.ID || res[2].Job.Kind != "a" {
 		e.Fatalf("the duplicate within the batch returned job %d (kind %q); want the batch's first job with that key, %d (kind \"a\")", res[2].Job.ID, res[2].Job.Kind, res[0].Job.ID)
 	}
-	if n := e.stats()["q"].Counts[core.StateAvailable]; n != 3 {
+	if n := e.stats()["q"].Counts[contract.StateAvailable]; n != 3 {
 		e.Fatalf("after a batch of 4 with one duplicate Stats counts %d available jobs; want 3", n)
 	}
 }
@@ -418,23 +418,23 @@ func testUniqueWhileLive(e *env) {
 	expectDup("available")
 	c := e.claimOne("q", "w")
 	expectDup("running")
-	o := e.outcome(c, core.OutcomeRetry)
+	o := e.outcome(c, contract.OutcomeRetry)
 	o.RunAt = e.now.Add(3600e9)
 	e.apply(o)
 	expectDup("retryable")
 }
 
 func testUniqueAfterFinal(e *env) {
-	finishers := map[core.State]func(j *core.Job){
-		core.StateCompleted: func(j *core.Job) { e.apply(e.outcome(j, core.OutcomeComplete)) },
-		core.StateDiscarded: func(j *core.Job) { e.apply(e.outcome(j, core.OutcomeDiscard)) },
-		core.StateCancelled: func(j *core.Job) {
+	finishers := map[contract.State]func(j *contract.Job){
+		contract.StateCompleted: func(j *contract.Job) { e.apply(e.outcome(j, contract.OutcomeComplete)) },
+		contract.StateDiscarded: func(j *contract.Job) { e.apply(e.outcome(j, contract.OutcomeDiscard)) },
+		contract.StateCancelled: func(j *contract.Job) {
 			if _, err := e.s.Cancel(e.ctx, j.ID, e.now); err != nil {
 				e.Fatalf("Cancel(%d): %v", j.ID, err)
 			}
 		},
 	}
-	for _, state := range []core.State{core.StateCompleted, core.StateDiscarded, core.StateCancelled} {
+	for _, state := range []contract.State{contract.StateCompleted, contract.StateDiscarded, contract.StateCancelled} {
 		key := "key-" + string(state)
 		j := e.claimJob(uniqueJob(e, key, "k"), "w")
 		finishers[state](j)
@@ -474,7 +474,7 @@ func testUniqueConcurrent(e *env) {
 		for g := range goroutines {
 			wg.Go(func() {
 				p := uniqueJob(e, key, fmt.Sprintf("g%d", g))
-				res, err := e.s.Insert(e.ctx, e.now, []core.InsertParams{p})
+				res, err := e.s.Insert(e.ctx, e.now, []contract.InsertParams{p})
 				if err != nil {
 					e.Errorf("concurrent Insert of unique key %q: unexpected error: %v (a collision is a Duplicate result, not an error; transient errors are retried inside the store)", key, err)
 					return
@@ -495,7 +495,7 @@ func testUniqueConcurrent(e *env) {
 			e.Fatalf("%d concurrent inserts of unique key %q created jobs %v and returned jobs %v; want exactly one new job, returned to every caller (enforce uniqueness with a unique index, not select-then-insert)", goroutines, key, fresh, holders)
 		}
 	}
-	if n := e.stats()["q"].Counts[core.StateAvailable]; n != keys {
+	if n := e.stats()["q"].Counts[contract.StateAvailable]; n != keys {
 		e.Fatalf("after concurrent inserts of %d unique keys Stats counts %d jobs; want %d", keys, n, keys)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var uniqueHoldTests = []test{
@@ -18,24 +18,24 @@ var uniqueHoldTests = []test{
 	{"unique-holds/release-racing-inserts-fails-none", testUniqueHoldReleaseRace},
 }
 
-// uniqueHolder returns the store as a core.UniqueHolder, or skips.
-func (e *env) uniqueHolder() core.UniqueHolder {
-	u, ok := e.s.(core.UniqueHolder)
+// uniqueHolder returns the store as a contract.UniqueHolder, or skips.
+func (e *env) uniqueHolder() contract.UniqueHolder {
+	u, ok := e.s.(contract.UniqueHolder)
 	if !ok {
-		e.Skip("the store does not implement core.UniqueHolder")
+		e.Skip("the store does not implement contract.UniqueHolder")
 	}
 	return u
 }
 
 // holds lists every hold held at e.now, following the cursor with pages
 // of limit.
-func (e *env) holds(limit int) []core.UniqueHold {
+func (e *env) holds(limit int) []contract.UniqueHold {
 	e.Helper()
 	u := e.uniqueHolder()
-	var all []core.UniqueHold
+	var all []contract.UniqueHold
 	after := ""
 	for range 1000 {
-		page, next, err := u.UniqueHolds(e.ctx, core.UniqueHoldsParams{Now: e.now, After: after, Limit: limit})
+		page, next, err := u.UniqueHolds(e.ctx, contract.UniqueHoldsParams{Now: e.now, After: after, Limit: limit})
 		if err != nil {
 			e.Fatalf("UniqueHolds(after %q, limit %d): unexpected error: %v", after, limit, err)
 		}
@@ -62,7 +62,7 @@ func (e *env) holds(limit int) []core.UniqueHold {
 }
 
 // holdKeys returns the scoped keys of hs.
-func holdKeys(hs []core.UniqueHold) []string {
+func holdKeys(hs []contract.UniqueHold) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
 		out[i] = h.ScopedKey
@@ -76,24 +76,24 @@ func holdKeys(hs []core.UniqueHold) []string {
 // ending at FinishedAt+UniqueFor); not a hold whose window is over, nor
 // keys of jobs without one.
 func testUniqueHoldsList(e *env) {
-	live := e.insertOne(scopedJob(e, "waiting", "k", "live", core.UniqueGlobal, window))
-	done := e.claimJob(scopedJob(e, "mail", "send", "done", core.UniqueQueue, window), "w")
-	e.apply(e.outcome(done, core.OutcomeComplete))
-	gone := e.claimJob(scopedJob(e, "q", "report", "gone", core.UniqueKind, 2*window), "w")
-	o := e.outcome(gone, core.OutcomeComplete)
+	live := e.insertOne(scopedJob(e, "waiting", "k", "live", contract.UniqueGlobal, window))
+	done := e.claimJob(scopedJob(e, "mail", "send", "done", contract.UniqueQueue, window), "w")
+	e.apply(e.outcome(done, contract.OutcomeComplete))
+	gone := e.claimJob(scopedJob(e, "q", "report", "gone", contract.UniqueKind, 2*window), "w")
+	o := e.outcome(gone, contract.OutcomeComplete)
 	o.Delete = true
 	e.apply(o)
-	ended := e.claimJob(scopedJob(e, "q", "k", "ended", core.UniqueGlobal, time.Minute), "w")
-	e.apply(e.outcome(ended, core.OutcomeComplete))
+	ended := e.claimJob(scopedJob(e, "q", "k", "ended", contract.UniqueGlobal, time.Minute), "w")
+	e.apply(e.outcome(ended, contract.OutcomeComplete))
 	e.insertOne(e.job("waiting", "k")) // no key, no hold
 	finishedAt := e.now
 	e.advance(2 * time.Minute)
 
 	got := e.holds(100)
-	want := []core.UniqueHold{
-		{ScopedKey: "g:live", Key: "live", Scope: core.UniqueGlobal, Queue: "waiting", Kind: "k", JobID: live.ID, State: core.StateAvailable, UniqueFor: window},
-		{ScopedKey: "k6:report:gone", Key: "gone", Scope: core.UniqueKind, Queue: "q", Kind: "report", JobID: gone.ID, JobGone: true, UniqueFor: 2 * window, Until: finishedAt.Add(2 * window)},
-		{ScopedKey: "q4:mail:done", Key: "done", Scope: core.UniqueQueue, Queue: "mail", Kind: "send", JobID: done.ID, State: core.StateCompleted, UniqueFor: window, Until: finishedAt.Add(window)},
+	want := []contract.UniqueHold{
+		{ScopedKey: "g:live", Key: "live", Scope: contract.UniqueGlobal, Queue: "waiting", Kind: "k", JobID: live.ID, State: contract.StateAvailable, UniqueFor: window},
+		{ScopedKey: "k6:report:gone", Key: "gone", Scope: contract.UniqueKind, Queue: "q", Kind: "report", JobID: gone.ID, JobGone: true, UniqueFor: 2 * window, Until: finishedAt.Add(2 * window)},
+		{ScopedKey: "q4:mail:done", Key: "done", Scope: contract.UniqueQueue, Queue: "mail", Kind: "send", JobID: done.ID, State: contract.StateCompleted, UniqueFor: window, Until: finishedAt.Add(window)},
 	}
 	if len(got) != len(want) {
 		e.Fatalf("UniqueHolds at %s returned holds %q; want %q (held keys in scoped-key order; not the hold whose window ended, not a job without a key)", ts(e.now), holdKeys(got), holdKeys(want))
@@ -108,8 +108,8 @@ func testUniqueHoldsList(e *env) {
 			e.Fatalf("UniqueHolds hold %q: Until %s is not in UTC", g.ScopedKey, g.Until)
 		}
 	}
-	if _, _, err := e.uniqueHolder().UniqueHolds(e.ctx, core.UniqueHoldsParams{Now: e.now, Limit: core.MaxUniqueHoldsPage + 1}); !errors.Is(err, core.ErrInvalidFilter) {
-		e.Fatalf("UniqueHolds with Limit %d: error %v; want ErrInvalidFilter", core.MaxUniqueHoldsPage+1, err)
+	if _, _, err := e.uniqueHolder().UniqueHolds(e.ctx, contract.UniqueHoldsParams{Now: e.now, Limit: contract.MaxUniqueHoldsPage + 1}); !errors.Is(err, contract.ErrInvalidFilter) {
+		e.Fatalf("UniqueHolds with Limit %d: error %v; want ErrInvalidFilter", contract.MaxUniqueHoldsPage+1, err)
 	}
 }
 
@@ -122,11 +122,11 @@ func testUniqueHoldsPaging(e *env) {
 		key := fmt.Sprintf("key-%02d", i)
 		if i%3 == 0 {
 			// Ended by the time the list is read.
-			j := e.claimJob(scopedJob(e, "q", "k", key, core.UniqueGlobal, time.Second), "w")
-			e.apply(e.outcome(j, core.OutcomeComplete))
+			j := e.claimJob(scopedJob(e, "q", "k", key, contract.UniqueGlobal, time.Second), "w")
+			e.apply(e.outcome(j, contract.OutcomeComplete))
 			continue
 		}
-		e.insertOne(scopedJob(e, "waiting", "k", key, core.UniqueGlobal, 0))
+		e.insertOne(scopedJob(e, "waiting", "k", key, contract.UniqueGlobal, 0))
 		want = append(want, "g:"+key)
 	}
 	e.advance(time.Minute)
@@ -142,9 +142,9 @@ func testUniqueHoldsPaging(e *env) {
 // next insert of the key makes a new job; the hold is no longer listed.
 func testUniqueHoldReleaseGone(e *env) {
 	u := e.uniqueHolder()
-	p := scopedJob(e, "q", "k", "squat", core.UniqueGlobal, core.MaxUniqueFor)
+	p := scopedJob(e, "q", "k", "squat", contract.UniqueGlobal, contract.MaxUniqueFor)
 	j := e.claimJob(p, "w")
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Delete = true
 	e.apply(o)
 	e.expectHeldBy(p, j.ID, "the hold outlives the deleted row")
@@ -162,19 +162,19 @@ func testUniqueHoldReleaseGone(e *env) {
 	e.expectHeldBy(p, fresh.ID, "the new job holds the key")
 
 	// A final holder whose row is still there.
-	q := scopedJob(e, "q", "k", "cancelled", core.UniqueQueue, window)
+	q := scopedJob(e, "q", "k", "cancelled", contract.UniqueQueue, window)
 	c := e.insertOne(q)
 	if _, err := e.s.Cancel(e.ctx, c.ID, e.now); err != nil {
 		e.Fatalf("Cancel(%d): %v", c.ID, err)
 	}
-	if h, err := u.ReleaseUniqueHold(e.ctx, "q1:q:cancelled", e.now); err != nil || h.JobID != c.ID || h.State != core.StateCancelled || h.JobGone {
+	if h, err := u.ReleaseUniqueHold(e.ctx, "q1:q:cancelled", e.now); err != nil || h.JobID != c.ID || h.State != contract.StateCancelled || h.JobGone {
 		e.Fatalf("ReleaseUniqueHold of cancelled job %d's hold: %+v, %v", c.ID, h, err)
 	}
 	e.expectFresh(q, "the cancelled job's hold was released")
-	if got := e.get(c.ID); got.State != core.StateCancelled {
+	if got := e.get(c.ID); got.State != contract.StateCancelled {
 		e.Fatalf("job %d after its hold was released is %s; the release must leave the row as it was", c.ID, got.State)
 	}
-	if _, err := e.s.Retry(e.ctx, c.ID, e.now); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := e.s.Retry(e.ctx, c.ID, e.now); !errors.Is(err, contract.ErrInvalidState) {
 		e.Fatalf("Retry(%d) of a job whose key has passed to another job after a release: %v; want ErrInvalidState", c.ID, err)
 	}
 }
@@ -184,18 +184,18 @@ func testUniqueHoldReleaseGone(e *env) {
 // now (never taken, or its window over: ErrNotFound).
 func testUniqueHoldReleaseRefused(e *env) {
 	u := e.uniqueHolder()
-	p := scopedJob(e, "q", "k", "running", core.UniqueGlobal, window)
+	p := scopedJob(e, "q", "k", "running", contract.UniqueGlobal, window)
 	j := e.claimJob(p, "w")
-	if _, err := u.ReleaseUniqueHold(e.ctx, "g:running", e.now); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := u.ReleaseUniqueHold(e.ctx, "g:running", e.now); !errors.Is(err, contract.ErrInvalidState) {
 		e.Fatalf("ReleaseUniqueHold of running job %d's hold: %v; want ErrInvalidState (cancel it first)", j.ID, err)
 	}
 	e.expectHeldBy(p, j.ID, "a refused release changes nothing")
-	if _, err := u.ReleaseUniqueHold(e.ctx, "g:never", e.now); !errors.Is(err, core.ErrNotFound) {
+	if _, err := u.ReleaseUniqueHold(e.ctx, "g:never", e.now); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("ReleaseUniqueHold of a key never held: %v; want ErrNotFound", err)
 	}
-	e.apply(e.outcome(j, core.OutcomeComplete))
+	e.apply(e.outcome(j, contract.OutcomeComplete))
 	e.advance(window)
-	if _, err := u.ReleaseUniqueHold(e.ctx, "g:running", e.now); !errors.Is(err, core.ErrNotFound) {
+	if _, err := u.ReleaseUniqueHold(e.ctx, "g:running", e.now); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("ReleaseUniqueHold of a hold whose window is over: %v; want ErrNotFound", err)
 	}
 	if _, err := e.s.Retry(e.ctx, j.ID, e.now); err != nil {
@@ -208,7 +208,7 @@ func testUniqueHoldReleaseRefused(e *env) {
 // row is gone, and for a repeat within one batch); a hold taken without
 // one returns ""; a duplicate's own fingerprint changes nothing.
 func testUniqueFingerprint(e *env) {
-	p := scopedJob(e, "q", "k", "fp", core.UniqueGlobal, window)
+	p := scopedJob(e, "q", "k", "fp", contract.UniqueGlobal, window)
 	p.UniqueFingerprint = "sha256:first"
 	again := p
 	again.UniqueFingerprint = "sha256:other"
@@ -220,7 +220,7 @@ func testUniqueFingerprint(e *env) {
 		e.Fatalf("a duplicate insert while the holder lives: %+v; want fingerprint %q", r, "sha256:first")
 	}
 	j := e.claimOne("q", "w")
-	o := e.outcome(j, core.OutcomeComplete)
+	o := e.outcome(j, contract.OutcomeComplete)
 	o.Delete = true
 	e.apply(o)
 	if r := e.insertResults(again)[0]; !r.Duplicate || r.Job.ID != j.ID || r.Fingerprint != "sha256:first" {
@@ -229,7 +229,7 @@ func testUniqueFingerprint(e *env) {
 	if h := e.holds(10); len(h) != 1 || h[0].Fingerprint != "sha256:first" {
 		e.Fatalf("UniqueHolds: %+v; want the one hold with fingerprint %q", h, "sha256:first")
 	}
-	plain := scopedJob(e, "q", "k", "plain", core.UniqueGlobal, 0)
+	plain := scopedJob(e, "q", "k", "plain", contract.UniqueGlobal, 0)
 	e.insertOne(plain)
 	plain.UniqueFingerprint = "sha256:late"
 	if r := e.insertResults(plain)[0]; !r.Duplicate || r.Fingerprint != "" {
@@ -251,20 +251,20 @@ func testUniqueHoldReleaseRace(e *env) {
 	u := e.uniqueHolder()
 	for round := range 5 {
 		key := fmt.Sprintf("race-%d", round)
-		p := scopedJob(e, key, "k", key, core.UniqueGlobal, window)
+		p := scopedJob(e, key, "k", key, contract.UniqueGlobal, window)
 		j := e.claimJob(p, "w")
-		o := e.outcome(j, core.OutcomeComplete)
+		o := e.outcome(j, contract.OutcomeComplete)
 		o.Delete = true
 		e.apply(o)
 		const inserters = 8
 		var wg sync.WaitGroup
-		results := make([]core.InsertResult, inserters)
+		results := make([]contract.InsertResult, inserters)
 		errs := make([]error, inserters+1)
 		start := make(chan struct{})
 		for i := range inserters {
 			wg.Go(func() {
 				<-start
-				res, err := e.s.Insert(e.ctx, e.now, []core.InsertParams{p})
+				res, err := e.s.Insert(e.ctx, e.now, []contract.InsertParams{p})
 				if err == nil {
 					results[i] = res[0]
 				}

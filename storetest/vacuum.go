@@ -4,40 +4,40 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var vacuumTests = []test{
 	{"vacuum/changes-no-job", testVacuumChangesNoJob},
 }
 
-// testVacuumChangesNoJob: Vacuum (core.Vacuumer) reclaims what the
+// testVacuumChangesNoJob: Vacuum (contract.Vacuumer) reclaims what the
 // database keeps of finished work and changes no job: every job of every
 // state reads back the same, claims go on in claim order, and a running
 // job's fence still holds. A store's factory should open it with a
 // threshold of zero, so that each call here really reclaims.
 func testVacuumChangesNoJob(e *env) {
-	v, ok := e.s.(core.Vacuumer)
+	v, ok := e.s.(contract.Vacuumer)
 	if !ok {
-		e.Skip("the store does not implement core.Vacuumer")
+		e.Skip("the store does not implement contract.Vacuumer")
 	}
 	// Dead rows of every kind: claimed, finished, deleted on completion.
 	for i := range 20 {
 		j := e.claimJob(e.job("q", "k"), "w1")
-		o := e.outcome(j, core.OutcomeComplete)
+		o := e.outcome(j, contract.OutcomeComplete)
 		o.Delete = i%2 == 0
 		e.apply(o)
 	}
 	running := e.claimJob(e.job("q", "k"), "w1")
 	failed := e.claimJob(e.job("q", "k"), "w1")
-	o := e.outcome(failed, core.OutcomeRetry)
+	o := e.outcome(failed, contract.OutcomeRetry)
 	o.RunAt = e.now.Add(time.Hour)
-	o.Error = &core.AttemptError{Attempt: failed.Attempt, At: e.now, Error: "boom"}
+	o.Error = &contract.AttemptError{Attempt: failed.Attempt, At: e.now, Error: "boom"}
 	e.apply(o)
 	urgent := e.job("q", "k")
 	urgent.Priority = 1
 	waiting := e.insert(e.job("q", "k"), urgent, e.job("q", "k"))
-	var before []*core.Job
+	var before []*contract.Job
 	for _, id := range append([]int64{running.ID, failed.ID}, ids(waiting)...) {
 		before = append(before, e.get(id))
 	}
@@ -54,5 +54,5 @@ func testVacuumChangesNoJob(e *env) {
 	if fmt.Sprint(ids(got)) != fmt.Sprint(want) {
 		e.Fatalf("claim after Vacuum returned jobs %v; want %v in claim order (priority, run_at, id)", ids(got), want)
 	}
-	e.apply(e.outcome(running, core.OutcomeComplete))
+	e.apply(e.outcome(running, contract.OutcomeComplete))
 }

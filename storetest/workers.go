@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var workerTests = []test{
@@ -19,18 +19,18 @@ var workerTests = []test{
 	{"workers/get-one-record-by-id", testWorkerGetOne},
 }
 
-func (e *env) worker(id string) core.WorkerInfo {
-	return core.WorkerInfo{ID: id, Host: "host-1", PID: 4242, Queues: []string{"default"}, StartedAt: e.now, HeartbeatAt: e.now}
+func (e *env) worker(id string) contract.WorkerInfo {
+	return contract.WorkerInfo{ID: id, Host: "host-1", PID: 4242, Queues: []string{"default"}, StartedAt: e.now, HeartbeatAt: e.now}
 }
 
-func (e *env) register(w core.WorkerInfo) {
+func (e *env) register(w contract.WorkerInfo) {
 	e.Helper()
 	if err := e.s.RegisterWorker(e.ctx, w); err != nil {
 		e.Fatalf("RegisterWorker(%q): unexpected error: %v", w.ID, err)
 	}
 }
 
-func (e *env) workers() []core.WorkerInfo {
+func (e *env) workers() []contract.WorkerInfo {
 	e.Helper()
 	ws, err := e.s.Workers(e.ctx)
 	if err != nil {
@@ -39,7 +39,7 @@ func (e *env) workers() []core.WorkerInfo {
 	return ws
 }
 
-func diffWorker(got, want core.WorkerInfo) []string {
+func diffWorker(got, want contract.WorkerInfo) []string {
 	var d []string
 	if got.ID != want.ID || got.Host != want.Host || got.PID != want.PID {
 		d = append(d, fmt.Sprintf("ID/Host/PID: got %q/%q/%d, want %q/%q/%d", got.ID, got.Host, got.PID, want.ID, want.Host, want.PID))
@@ -59,7 +59,7 @@ func diffWorker(got, want core.WorkerInfo) []string {
 }
 
 func testWorkerRoundTrip(e *env) {
-	w := core.WorkerInfo{
+	w := contract.WorkerInfo{
 		ID:          "host-ü-1234-abcd",
 		Host:        "node-🚀.example",
 		PID:         1234,
@@ -148,7 +148,7 @@ func testWorkerRemoveDead(e *env) {
 
 func testWorkerGetOne(e *env) {
 	zone := time.FixedZone("IST", 5*3600+1800)
-	w := core.WorkerInfo{
+	w := contract.WorkerInfo{
 		ID: "w-ü-2", Host: "node-2", PID: 77, Queues: []string{"mail", "default"}, Tags: []string{"gpu"},
 		Metadata: map[string]string{"k": "v"}, StartedAt: e.now.Add(-time.Minute).In(zone), HeartbeatAt: e.now.In(zone),
 	}
@@ -166,14 +166,14 @@ func testWorkerGetOne(e *env) {
 		e.Fatalf("Worker(%q) must return that one record as RegisterWorker stored it (ids compare byte for byte; times in UTC):\n%s", w.ID, lines(d))
 	}
 	for _, missing := range []string{"never-registered", "w-ü", "W-Ü-2"} {
-		if _, err := e.s.Worker(e.ctx, missing); !errors.Is(err, core.ErrNotFound) {
+		if _, err := e.s.Worker(e.ctx, missing); !errors.Is(err, contract.ErrNotFound) {
 			e.Fatalf("Worker(%q) of an id with no record returned %v; want an error wrapping core.ErrNotFound", missing, err)
 		}
 	}
 	if err := e.s.DeregisterWorker(e.ctx, w.ID); err != nil {
 		e.Fatalf("DeregisterWorker: unexpected error: %v", err)
 	}
-	if _, err := e.s.Worker(e.ctx, w.ID); !errors.Is(err, core.ErrNotFound) {
+	if _, err := e.s.Worker(e.ctx, w.ID); !errors.Is(err, contract.ErrNotFound) {
 		e.Fatalf("Worker(%q) after DeregisterWorker returned %v; want core.ErrNotFound", w.ID, err)
 	}
 }

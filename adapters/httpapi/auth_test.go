@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
 func TestAuthRoles(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, periodicConfig(nil), Config{Tokens: Tokens{Producer: "prod-token", Worker: "work-token", Admin: "admin-token"}})
 		h.token = "admin-token"
 		h.register("w", map[string]any{"queues": []string{"default"}})
@@ -147,7 +148,7 @@ func TestOnlyAdminToken(t *testing.T) {
 }
 
 func TestStoreGoneIsUnavailable(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		j := h.claimOne("w", map[string]any{"kind": "k"})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -36,13 +37,13 @@ func bulkSetup(t *testing.T, h *harness) (mail, later []int64) {
 		later = append(later, res.Job.ID)
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	jobs, err := h.st.Claim(ctx, core.ClaimParams{Queue: "mail", WorkerID: "w", Limit: 3, Now: now, LeaseUntil: now.Add(time.Minute)})
+	jobs, err := h.st.Claim(ctx, contract.ClaimParams{Queue: "mail", WorkerID: "w", Limit: 3, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(jobs) != 3 {
 		t.Fatalf("claim: %d jobs, %v", len(jobs), err)
 	}
-	var outs []core.Outcome
+	var outs []contract.Outcome
 	for _, j := range jobs {
-		outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeDiscard, At: now,
+		outs = append(outs, contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeDiscard, At: now,
 			Error: &core.AttemptError{Attempt: j.Attempt, At: now, Error: "smtp: 550 mailbox unavailable"}})
 	}
 	if _, err := h.st.Finish(ctx, outs); err != nil {
@@ -209,7 +210,7 @@ func listIDs(out ListResponse) []int64 {
 
 // slowCancelStore takes delay over every Cancel.
 type slowCancelStore struct {
-	core.Store
+	contract.Store
 	delay time.Duration
 }
 

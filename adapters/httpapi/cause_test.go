@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
@@ -68,7 +70,7 @@ func TestWorkerCauses(t *testing.T) {
 // handler_error; a cause core does not know, or one only the server
 // assigns, is refused and changes nothing.
 func TestFailCause(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		metrics := bprom.New(nil, bprom.Options{})
 		reg := prom.NewRegistry()
@@ -264,7 +266,7 @@ func TestOpenAPIFailCause(t *testing.T) {
 // now, the attempt given back, one error entry with that cause, as the
 // engine does in process. Other causes and a delay with it are refused.
 func TestSnoozeHandBack(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
 		// One worker and queue per case: a job handed back is due again

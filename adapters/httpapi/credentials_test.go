@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -23,7 +24,7 @@ var credentialTokens = Config{
 // and through another server on the same store. Its own token and the
 // admin token can.
 func TestWorkerIDsAreBoundToTheirCredential(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, credentialTokens)
 		other := newHarness(t, st, core.Config{}, credentialTokens) // a second server on the store
 		a, admin := "a-token", "admin-token"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -15,7 +16,7 @@ import (
 // server's client: core.Client.RetryPolicy), else the server's default;
 // through the single endpoint and the batch alike.
 func TestKindRetryPrecedence(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		// Kinds remote workers run, declared with their policies on the
 		// server's engine (one policy per kind, wherever it runs).
@@ -71,7 +72,7 @@ func TestKindRetryPrecedence(t *testing.T) {
 // type continue move the job on to its next step; an invalid continuation
 // fails the attempt as in process.
 func TestContinueEndpoint(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock, Retry: core.DelayList{time.Minute}, MaxArgsBytes: 64}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})

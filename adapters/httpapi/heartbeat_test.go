@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -35,7 +36,7 @@ func (h *harness) coreJob(id int64) *core.Job {
 // outdated worker) is refused with a message that says what to send, and
 // changes nothing: not the worker's record, not its jobs' leases.
 func TestHeartbeatRequiresLeases(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
@@ -64,14 +65,14 @@ func TestHeartbeatRequiresLeases(t *testing.T) {
 // ClaimReplyGrace, without using an attempt; the jobs the heartbeat names
 // are renewed, and a claim younger than the grace is left alone.
 func TestHeartbeatHandsBackLostClaims(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		known := h.claimOne("w", map[string]any{"kind": "known"})
 		// Claimed for w straight through the store: w never hears of it.
 		lost := h.submit(map[string]any{"kind": "lost", "queue": "elsewhere", "max_attempts": 1})
-		claimed, err := st.Claim(t.Context(), core.ClaimParams{Queue: "elsewhere", WorkerID: "w", Limit: 1, Now: clock.Now(), LeaseUntil: clock.Now().Add(30 * time.Second)})
+		claimed, err := st.Claim(t.Context(), contract.ClaimParams{Queue: "elsewhere", WorkerID: "w", Limit: 1, Now: clock.Now(), LeaseUntil: clock.Now().Add(30 * time.Second)})
 		if err != nil || len(claimed) != 1 || claimed[0].ID != lost.ID {
 			t.Fatalf("claim: %v %+v", err, claimed)
 		}
@@ -154,7 +155,7 @@ func TestHeartbeatStaleAndCurrentTokenOfOneJob(t *testing.T) {
 // the same worker is at the same attempt as before; the first execution's
 // token must not complete, fail, snooze or extend the second.
 func TestSnoozedAndReclaimedTokenIsFenced(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		first := h.claimOne("w", map[string]any{"kind": "k"})
@@ -212,7 +213,7 @@ func TestSnoozedAndReclaimedTokenIsFenced(t *testing.T) {
 // TestExtendLeaseRenewsOnlyThatJob: POST /v1/jobs/{id}/lease renews the
 // lease of the job its token names, not the other jobs the worker holds.
 func TestExtendLeaseRenewsOnlyThatJob(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})

@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
 // harness is a real API server on loopback over a client on one store.
 type harness struct {
 	t      *testing.T
-	st     core.Store
+	st     contract.Store
 	c      *core.Client
 	srv    *Server
 	hs     *httptest.Server
@@ -59,7 +60,7 @@ func quietLogger() *slog.Logger {
 
 // newHarness starts a server over st. ccfg gets MaintenanceInterval -1 and
 // a quiet logger unless set.
-func newHarness(t *testing.T, st core.Store, ccfg core.Config, cfg Config) *harness {
+func newHarness(t *testing.T, st contract.Store, ccfg core.Config, cfg Config) *harness {
 	t.Helper()
 	if ccfg.MaintenanceInterval == 0 {
 		ccfg.MaintenanceInterval = -1
@@ -94,7 +95,7 @@ func (h *harness) sub(t *testing.T) *harness {
 
 // run starts the harness on every backend.
 func runAll(t *testing.T, ccfg core.Config, cfg Config, fn func(t *testing.T, h *harness)) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		fn(t, newHarness(t, st, ccfg, cfg))
 	})
 }
@@ -310,7 +311,7 @@ type fakeClock struct {
 	t  time.Time
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{t: core.UTC(time.Now())} }
+func newFakeClock() *fakeClock { return &fakeClock{t: contract.UTC(time.Now())} }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
@@ -326,8 +327,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 // decideRescue is the engine's rescue decision for a Store.Rescue or
 // RescueWorkers call made at now.
-func decideRescue(cause string, now time.Time) core.RescueFunc {
-	return func(j *core.Job, lastSeen time.Time) core.Outcome { return core.DecideRescue(j, cause, lastSeen, now) }
+func decideRescue(cause string, now time.Time) contract.RescueFunc {
+	return func(j *core.Job, lastSeen time.Time) contract.Outcome {
+		return core.DecideRescue(j, cause, lastSeen, now)
+	}
 }
 
 // noLeases is the body of a heartbeat of a worker that holds no job.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Bounds of GET /v1/queues/{name}/history: the window a request may ask
@@ -20,7 +21,7 @@ const (
 )
 
 // QueueHistoryResponse answers GET /v1/queues/{name}/history: the
-// queue's buckets (core.QueueBucket) from Since on, oldest first, as
+// queue's buckets (contract.QueueBucket) from Since on, oldest first, as
 // every node wrote them to the store. Minutes in which no node wrote
 // anything have no bucket (no completion, no failure, no gauge sample).
 type QueueHistoryResponse struct {
@@ -64,19 +65,19 @@ func historyWindow(r *http.Request, now time.Time) (time.Time, error) {
 		if now.Sub(t) > core.HistoryRetention {
 			t = now.Add(-core.HistoryRetention)
 		}
-		return core.HistoryMinute(t), nil
+		return contract.HistoryMinute(t), nil
 	case minutes != "":
 		n, ok := parseDecimal(minutes, 1, int64(MaxHistoryMinutes))
 		if !ok {
 			return time.Time{}, newProblem(SlugInvalidRequest, fmt.Sprintf("minutes must be a whole number from 1 to %d", MaxHistoryMinutes))
 		}
-		return core.HistoryMinute(now.Add(-time.Duration(n-1) * time.Minute)), nil
+		return contract.HistoryMinute(now.Add(-time.Duration(n-1) * time.Minute)), nil
 	}
-	return core.HistoryMinute(now.Add(-(DefaultHistoryMinutes - 1) * time.Minute)), nil
+	return contract.HistoryMinute(now.Add(-(DefaultHistoryMinutes - 1) * time.Minute)), nil
 }
 
 // queueHistory serves GET /v1/queues/{name}/history?since=…|minutes=….
-// A store that is no core.QueueHistory answers 501 not-supported.
+// A store that is no contract.QueueHistory answers 501 not-supported.
 func (s *Server) queueHistory(w http.ResponseWriter, r *http.Request) error {
 	name, err := queueName(r)
 	if err != nil {
@@ -87,7 +88,7 @@ func (s *Server) queueHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h, ok := s.st.(core.QueueHistory)
+	h, ok := s.st.(contract.QueueHistory)
 	if !ok {
 		return fmt.Errorf("backlog: queue history: %w", core.ErrUnsupported)
 	}

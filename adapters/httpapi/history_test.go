@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -15,12 +16,12 @@ import (
 // sampled, over the window since or minutes ask for.
 func TestQueueHistoryEndpoint(t *testing.T) {
 	runAll(t, core.Config{}, Config{}, func(t *testing.T, h *harness) {
-		qh, ok := h.st.(core.QueueHistory)
+		qh, ok := h.st.(contract.QueueHistory)
 		if !ok {
-			t.Fatalf("%T is no core.QueueHistory", h.st)
+			t.Fatalf("%T is no contract.QueueHistory", h.st)
 		}
-		now := core.UTC(time.Now())
-		if err := qh.AddQueueHistory(t.Context(), []core.QueueSample{
+		now := contract.UTC(time.Now())
+		if err := qh.AddQueueHistory(t.Context(), []contract.QueueSample{
 			{Queue: "mail", At: now.Add(-5 * time.Minute), Completed: 3, Failed: 1},
 			{Queue: "mail", At: now.Add(-time.Minute), Gauge: true, Depth: 2, OldestAge: 1500 * time.Millisecond},
 			{Queue: "other", At: now, Completed: 9},
@@ -29,11 +30,11 @@ func TestQueueHistoryEndpoint(t *testing.T) {
 		}
 		var got QueueHistoryResponse
 		h.must(http.StatusOK, "GET", "/v1/queues/mail/history", nil, &got)
-		if got.Queue != "mail" || got.BucketSeconds != 60 || len(got.Buckets) != 2 || !got.Since.Equal(core.HistoryMinute(now.Add(-59*time.Minute))) {
+		if got.Queue != "mail" || got.BucketSeconds != 60 || len(got.Buckets) != 2 || !got.Since.Equal(contract.HistoryMinute(now.Add(-59*time.Minute))) {
 			t.Fatalf("history of the last hour: %+v", got)
 		}
 		first, second := got.Buckets[0], got.Buckets[1]
-		if !first.Minute.Equal(core.HistoryMinute(now.Add(-5*time.Minute))) || first.Completed != 3 || first.Failed != 1 ||
+		if !first.Minute.Equal(contract.HistoryMinute(now.Add(-5*time.Minute))) || first.Completed != 3 || first.Failed != 1 ||
 			first.Depth != nil || first.OldestAgeSeconds != nil || first.SampledAt != nil {
 			t.Fatalf("first bucket: %+v; want 3 completed, 1 failed, no gauge", first)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -14,7 +15,7 @@ import (
 // is retried, while the job is live and for IdempotencyWindow after it
 // finished, even when its row was deleted at completion.
 func TestIdempotencyKey(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{})
 		submit := func(key string, body any) reply {
 			return h.send(req{method: "POST", path: "/v1/jobs", body: body, header: map[string]string{"Idempotency-Key": key}})
@@ -38,11 +39,11 @@ func TestIdempotencyKey(t *testing.T) {
 		// the key stays held for the window.
 		ctx := context.Background()
 		now := time.Now().UTC()
-		jobs, err := st.Claim(ctx, core.ClaimParams{Queue: core.DefaultQueue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
+		jobs, err := st.Claim(ctx, contract.ClaimParams{Queue: core.DefaultQueue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("claim: %v %v", jobs, err)
 		}
-		if _, err := st.Finish(ctx, []core.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: now, Delete: true}}); err != nil {
+		if _, err := st.Finish(ctx, []contract.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: now, Delete: true}}); err != nil {
 			t.Fatal(err)
 		}
 		r = submit("order-42", map[string]any{"kind": "charge", "args": map[string]int{"order": 42}})

@@ -12,6 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
+
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
@@ -365,7 +368,7 @@ func listParams(q url.Values) (core.ListParams, error) {
 		if len(v) > 1 {
 			return bad("args may be given once")
 		}
-		if _, err := core.ParseArgsPattern([]byte(v[0])); err != nil {
+		if _, err := contract.ParseArgsPattern([]byte(v[0])); err != nil {
 			return bad("%s", trimFilter(err))
 		}
 		p.ArgsContains = []byte(v[0])
@@ -459,7 +462,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	size := 0
 	for _, j := range jobs {
-		size += core.JobWeight(j)
+		size += storekit.JobWeight(j)
 	}
 	more := len(jobs) >= p.Limit || size >= s.cfg.MaxPageBytes
 
@@ -542,12 +545,12 @@ func (s *Server) listReadError(ctx context.Context, err error) error {
 	return err
 }
 
-// readPage reads one list page: with a store that is a core.PageLister,
+// readPage reads one list page: with a store that is a contract.PageLister,
 // one ListPage bounded by MaxPageBytes; with another store, List in
 // chunks sized for the largest job (chunkSize) until p.Limit jobs or
 // MaxPageBytes. The jobs weigh less than MaxPageBytes plus one job.
 func (s *Server) readPage(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
-	if pl, ok := s.st.(core.PageLister); ok {
+	if pl, ok := s.st.(contract.PageLister); ok {
 		return pl.ListPage(ctx, p, s.cfg.MaxPageBytes)
 	}
 	var out []*core.Job
@@ -564,9 +567,9 @@ func (s *Server) readPage(ctx context.Context, p core.ListParams) ([]*core.Job, 
 		if err != nil {
 			return nil, err
 		}
-		for _, j := range core.CutPage(jobs, s.cfg.MaxPageBytes-size) {
+		for _, j := range storekit.CutPage(jobs, s.cfg.MaxPageBytes-size) {
 			out = append(out, j)
-			size += core.JobWeight(j)
+			size += storekit.JobWeight(j)
 		}
 		if len(jobs) < want {
 			break
@@ -699,7 +702,7 @@ func toQueue(q core.QueueStats) QueueInfo {
 // queueName parses the {name} path value.
 func queueName(r *http.Request) (string, error) {
 	name := r.PathValue("name")
-	if err := core.ValidateQueueName(name); err != nil {
+	if err := contract.ValidateQueueName(name); err != nil {
 		return "", newProblem(SlugInvalidRequest, trimInvalid(err.Error()))
 	}
 	return name, nil

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // WorkerKindsKey is the metadata key of a worker's registry record that
@@ -26,14 +27,14 @@ const MaxWorkerQueues = 1000
 
 // validQueues checks the queue names of a registration or claim (field
 // names them in the message): at most MaxWorkerQueues, each a valid queue
-// name (core.ValidateQueueName). The message quotes at most the first
+// name (contract.ValidateQueueName). The message quotes at most the first
 // offending name, never the whole list.
 func validQueues(field string, qs []string) error {
 	if len(qs) > MaxWorkerQueues {
 		return newProblem(SlugInvalidRequest, fmt.Sprintf("%s: %d queues, over the limit of %d", field, len(qs), MaxWorkerQueues))
 	}
 	for _, q := range qs {
-		if err := core.ValidateQueueName(q); err != nil {
+		if err := contract.ValidateQueueName(q); err != nil {
 			return newProblem(SlugInvalidRequest, field+": "+trimInvalid(err.Error()))
 		}
 	}
@@ -47,8 +48,8 @@ func validKinds(kinds []string) ([]string, error) {
 		return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("kinds: %d kinds, over the limit of %d", len(kinds), MaxWorkerKinds))
 	}
 	for _, k := range kinds {
-		if k == "" || len(k) > core.MaxKindLen || !utf8.ValidString(k) {
-			return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("kinds: kind %q must be 1..%d bytes of UTF-8", k, core.MaxKindLen))
+		if k == "" || len(k) > contract.MaxKindLen || !utf8.ValidString(k) {
+			return nil, newProblem(SlugInvalidRequest, fmt.Sprintf("kinds: kind %q must be 1..%d bytes of UTF-8", k, contract.MaxKindLen))
 		}
 	}
 	if len(kinds) == 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // handlersFor returns a registry with a do-nothing handler per kind.
@@ -133,10 +134,10 @@ func TestRegisterKindsValidation(t *testing.T) {
 		}
 		for name, body := range map[string]map[string]any{
 			"empty kind":    {"queues": []string{"q"}, "kinds": []string{""}},
-			"long kind":     {"queues": []string{"q"}, "kinds": []string{strings.Repeat("k", core.MaxKindLen+1)}},
+			"long kind":     {"queues": []string{"q"}, "kinds": []string{strings.Repeat("k", contract.MaxKindLen+1)}},
 			"too many":      {"queues": []string{"q"}, "kinds": many},
 			"reserved key":  {"queues": []string{"q"}, "metadata": map[string]string{WorkerKindsKey: `["x"]`}},
-			"metadata size": {"queues": []string{"q"}, "kinds": []string{strings.Repeat("k", 200)}, "metadata": map[string]string{"m": strings.Repeat("v", core.MaxMetadataBytes-100)}},
+			"metadata size": {"queues": []string{"q"}, "kinds": []string{strings.Repeat("k", 200)}, "metadata": map[string]string{"m": strings.Repeat("v", contract.MaxMetadataBytes-100)}},
 		} {
 			t.Run(name, func(t *testing.T) {
 				wantProblem(t, h.sub(t).do("PUT", "/v1/workers/w1", body), SlugInvalidRequest)

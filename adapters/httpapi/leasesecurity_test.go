@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 	"github.com/backlogq/backlog/store/memory"
@@ -45,7 +46,7 @@ func forgeries(j *Job, holder string) map[string]string {
 // of it: every such token gets the answer of a stale one (409
 // lease-lost, nothing changed).
 func TestForgedLeaseTokensAreRefused(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{Tokens: Tokens{Worker: "work-token", Admin: "admin-token"}})
 		h.token = "work-token"
 		h.register("a", map[string]any{"queues": []string{"default"}})
@@ -95,7 +96,7 @@ func TestForgedLeaseTokensAreRefused(t *testing.T) {
 // as one the worker does not hold (handed back once the claim is older
 // than ClaimReplyGrace).
 func TestForgedLeaseInHeartbeatIsNotRenewed(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
@@ -130,8 +131,8 @@ func TestUnsignedTokenOfOlderServerSaysWhatToDo(t *testing.T) {
 // store, a token issued by one server is taken by another on the same
 // store, and by a server started after the first one stopped.
 func TestLeaseTokensAcrossServersAndRestarts(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
-		if _, ok := st.(core.Settings); !ok {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
+		if _, ok := st.(contract.Settings); !ok {
 			t.Fatalf("%T does not keep settings", st)
 		}
 		first := newHarness(t, st, core.Config{}, Config{})
@@ -155,7 +156,7 @@ func TestLeaseTokensAcrossServersAndRestarts(t *testing.T) {
 // the first one issued.
 func TestLeaseSecretSurvivesReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "backlog.db")
-	open := func() core.Store {
+	open := func() contract.Store {
 		st, err := sqlite.Open(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
@@ -176,8 +177,8 @@ func TestLeaseSecretSurvivesReopen(t *testing.T) {
 	h2.must(http.StatusOK, "POST", outcomePath(j, "complete"), map[string]any{"lease_token": j.LeaseToken}, nil)
 }
 
-// noSettings hides the store's core.Settings.
-type noSettings struct{ core.Store }
+// noSettings hides the store's contract.Settings.
+type noSettings struct{ contract.Store }
 
 // TestLeaseSecretSources: a configured secret is shared by servers that
 // are configured alike, whatever the store; a previous secret still

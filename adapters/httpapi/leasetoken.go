@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Lease-token signing.
@@ -25,7 +26,7 @@ const (
 	// output.
 	MinLeaseSecretBytes = 32
 
-	// LeaseSecretSetting is the core.Settings key under which the servers
+	// LeaseSecretSetting is the contract.Settings key under which the servers
 	// sharing a store keep the lease-token secret when none is configured.
 	LeaseSecretSetting = "httpapi.lease-token-secret"
 
@@ -148,27 +149,27 @@ func decodeLeaseToken(s string) (leaseToken, error) {
 }
 
 // leaseSigner signs lease tokens and verifies them. Its keys come from
-// Config.LeaseSecret, from the store (core.Settings, created once by the
+// Config.LeaseSecret, from the store (contract.Settings, created once by the
 // first server and read by every other), or are made for this process.
 type leaseSigner struct {
 	mu       sync.Mutex
-	keys     [][]byte      // keys[0] signs; every one verifies; nil until resolved
-	previous [][]byte      // Config.PreviousLeaseSecrets, appended to a stored secret
-	store    core.Settings // where the secret is when none was configured
+	keys     [][]byte          // keys[0] signs; every one verifies; nil until resolved
+	previous [][]byte          // Config.PreviousLeaseSecrets, appended to a stored secret
+	store    contract.Settings // where the secret is when none was configured
 	log      *slog.Logger
 }
 
 // newLeaseSigner checks cfg's secrets and picks the source of the signing
 // key. It does no I/O: a secret kept in the store is read (or created) by
 // the first request that needs it.
-func newLeaseSigner(st core.Store, cfg Config, log *slog.Logger) (*leaseSigner, error) {
+func newLeaseSigner(st contract.Store, cfg Config, log *slog.Logger) (*leaseSigner, error) {
 	for i, k := range cfg.PreviousLeaseSecrets {
 		if len(k) < MinLeaseSecretBytes {
 			return nil, fmt.Errorf("httpapi: PreviousLeaseSecrets[%d] is %d bytes; want at least %d", i, len(k), MinLeaseSecretBytes)
 		}
 	}
 	l := &leaseSigner{previous: cloneKeys(cfg.PreviousLeaseSecrets), log: log}
-	switch settings, ok := st.(core.Settings); {
+	switch settings, ok := st.(contract.Settings); {
 	case cfg.LeaseSecret != nil:
 		if len(cfg.LeaseSecret) < MinLeaseSecretBytes {
 			return nil, fmt.Errorf("httpapi: LeaseSecret is %d bytes; want at least %d", len(cfg.LeaseSecret), MinLeaseSecretBytes)

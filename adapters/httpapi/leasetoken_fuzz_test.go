@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -69,7 +70,7 @@ var fuzzRoutes = []string{
 
 // leaseFuzzServer is a server on a fresh memory store with worker "w"
 // registered and job 1 claimed by it (token fuzzToken).
-func leaseFuzzServer(t *testing.T) (*Server, core.Store) {
+func leaseFuzzServer(t *testing.T) (*Server, contract.Store) {
 	st := memory.New()
 	t.Cleanup(func() { st.Close() })
 	c, err := core.NewClient(st, core.Config{Logger: quietLogger(), MaintenanceInterval: -1})

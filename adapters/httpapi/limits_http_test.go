@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // GET and PUT /v1/queues/{name}/limits read and replace the queue's
@@ -75,7 +76,7 @@ func TestQueuePolicyEndpoint(t *testing.T) {
 			t.Fatalf("claimed %d jobs under a rate of 2 an hour", len(got))
 		}
 		h.must(http.StatusOK, "GET", "/v1/queues/pol/limits", nil, &got)
-		if len(got.RateWaits) != 1 || got.RateWaits[0].Group != core.RateGroupQueue || !got.RateWaits[0].NextStart.After(time.Now()) {
+		if len(got.RateWaits) != 1 || got.RateWaits[0].Group != contract.RateGroupQueue || !got.RateWaits[0].NextStart.After(time.Now()) {
 			t.Fatalf("rate waits after the burst: %+v", got.RateWaits)
 		}
 	})

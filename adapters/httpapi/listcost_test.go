@@ -16,6 +16,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/store/sqlite"
 )
@@ -25,7 +26,7 @@ import (
 // waits for its context to end and returns its error (a store too slow
 // for the request's time).
 type listCountingStore struct {
-	core.Store
+	contract.Store
 	calls, rows atomic.Int64
 	block       bool
 	fast        int64
@@ -55,14 +56,14 @@ func (c *listCountingStore) ListPage(ctx context.Context, p core.ListParams, max
 	if err := c.wait(ctx); err != nil {
 		return nil, err
 	}
-	jobs, err := c.Store.(core.PageLister).ListPage(ctx, p, maxBytes)
+	jobs, err := c.Store.(contract.PageLister).ListPage(ctx, p, maxBytes)
 	c.rows.Add(int64(len(jobs)))
 	return jobs, err
 }
 
 // fillSQLite inserts n jobs of queue "q" into st, run_at spread over n
 // seconds out of id order, every 50th with args of 64 KiB.
-func fillSQLite(t *testing.T, st core.Store, n int) {
+func fillSQLite(t *testing.T, st contract.Store, n int) {
 	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	big := json.RawMessage(fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 64<<10)))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -32,7 +33,7 @@ func (h *harness) state() string {
 }
 
 func TestMalformedRequestsChangeNothing(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{MaxBodyBytes: 4096})
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		running := h.claimOne("w", map[string]any{"kind": "k"})
@@ -67,7 +68,7 @@ func TestMalformedRequestsChangeNothing(t *testing.T) {
 			{"priority 0", req{method: "POST", path: jobs, body: `{"kind":"a","priority":0}`}, SlugInvalidJob},
 			{"max_attempts 0", req{method: "POST", path: jobs, body: `{"kind":"a","max_attempts":0}`}, SlugInvalidJob},
 			{"bad queue", req{method: "POST", path: jobs, body: `{"kind":"a","queue":"a b"}`}, SlugInvalidJob},
-			{"too many tags", req{method: "POST", path: jobs, body: fmt.Sprintf(`{"kind":"a","tags":[%s"x"]}`, strings.Repeat(`"t",`, core.MaxTags))}, SlugInvalidJob},
+			{"too many tags", req{method: "POST", path: jobs, body: fmt.Sprintf(`{"kind":"a","tags":[%s"x"]}`, strings.Repeat(`"t",`, contract.MaxTags))}, SlugInvalidJob},
 			{"deadline before run_at", req{method: "POST", path: jobs, body: `{"kind":"a","run_at":"2030-01-02T00:00:00Z","deadline":"2030-01-01T00:00:00Z"}`}, SlugInvalidJob},
 			{"run_at and delay", req{method: "POST", path: jobs, body: `{"kind":"a","run_at":"2030-01-02T00:00:00Z","delay_seconds":5}`}, SlugInvalidRequest},
 			{"negative delay", req{method: "POST", path: jobs, body: `{"kind":"a","delay_seconds":-1}`}, SlugInvalidRequest},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Outcome types of an OutcomeItem.
@@ -166,7 +167,7 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request) error {
 		case OutcomeTypeComplete:
 			// A result is sealed for its job's kind: from this
 			// server's claim, or read.
-			read = j == nil && s.sealsResults() && e.v.Result != nil && !core.IsSealed(e.v.Result)
+			read = j == nil && s.sealsResults() && e.v.Result != nil && !contract.IsSealed(e.v.Result)
 		}
 		if read {
 			var err error
@@ -243,7 +244,7 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 		if err != nil {
 			return nil, err
 		}
-		e.v = core.Verdict{Kind: core.OutcomeComplete, Result: result}
+		e.v = core.Verdict{Kind: contract.OutcomeComplete, Result: result}
 	case OutcomeTypeFail:
 		switch {
 		case len(it.Result) > 0:
@@ -276,7 +277,7 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 		if err != nil {
 			return nil, err
 		}
-		e.v = core.Verdict{Kind: core.OutcomeSnooze, Delay: delay}
+		e.v = core.Verdict{Kind: contract.OutcomeSnooze, Delay: delay}
 	case OutcomeTypeContinue:
 		switch {
 		case hasFail:
@@ -308,17 +309,17 @@ func (s *Server) checkItem(ctx context.Context, wid string, it *OutcomeItem, see
 }
 
 // stateAfter is the state an applied outcome leaves its job in.
-func stateAfter(o core.Outcome) core.State {
+func stateAfter(o contract.Outcome) core.State {
 	switch o.Kind {
-	case core.OutcomeComplete:
+	case contract.OutcomeComplete:
 		return core.StateCompleted
-	case core.OutcomeRetry:
+	case contract.OutcomeRetry:
 		return core.StateRetryable
-	case core.OutcomeDiscard:
+	case contract.OutcomeDiscard:
 		return core.StateDiscarded
-	case core.OutcomeCancel:
+	case contract.OutcomeCancel:
 		return core.StateCancelled
-	case core.OutcomeSnooze, core.OutcomeContinue:
+	case contract.OutcomeSnooze, contract.OutcomeContinue:
 		if o.RunAt.After(o.At) {
 			return core.StateScheduled
 		}

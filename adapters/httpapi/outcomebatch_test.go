@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -52,7 +53,7 @@ func wantItem(t *testing.T, name string, r OutcomeResult, id int64, state core.S
 }
 
 func TestOutcomeBatch(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock, Retry: core.DelayList{time.Hour}, MaxResultBytes: 100}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
@@ -229,7 +230,7 @@ func jobEqual(a, b *Job) bool {
 }
 
 func TestOutcomeBatchMalformedChangesNothing(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{MaxBodyBytes: 160 << 10})
 		h.register("w", map[string]any{"queues": []string{"default"}})
 		j := h.claimOne("w", map[string]any{"kind": "k"})
@@ -317,7 +318,7 @@ func TestOutcomeBatchItemChecks(t *testing.T) {
 // TestOutcomeBatchOtherServer: outcomes of a job another server handed
 // out apply; their events know only what the token says.
 func TestOutcomeBatchOtherServer(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{})
 		h2 := newHarness(t, st, core.Config{}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})

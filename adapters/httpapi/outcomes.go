@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // CompleteRequest is the body of POST /v1/jobs/{id}/complete.
@@ -150,9 +151,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *core.Job, rep
 // wakes reports whether an applied outcome makes its job due at once
 // (a retry, snooze or continuation to now), which should wake waiting
 // claims.
-func wakes(o core.Outcome) bool {
+func wakes(o contract.Outcome) bool {
 	switch o.Kind {
-	case core.OutcomeRetry, core.OutcomeSnooze, core.OutcomeContinue:
+	case contract.OutcomeRetry, contract.OutcomeSnooze, contract.OutcomeContinue:
 		return !o.RunAt.After(o.At)
 	}
 	return false
@@ -170,7 +171,7 @@ func (s *Server) resultBytes(raw json.RawMessage) ([]byte, error) {
 		return nil, newProblem(SlugInvalidJSON, "result is not valid UTF-8 (JSON text must be UTF-8)")
 	}
 	limit := s.ccfg.MaxResultBytes
-	if core.IsSealed(result) {
+	if contract.IsSealed(result) {
 		// Sealed by a worker holding keys: the limit of its plaintext.
 		limit = core.SealedSize(limit)
 	}
@@ -240,12 +241,12 @@ func checkCause(cause string) error {
 // core.CauseHandlerError), its action (retry, the default; discard;
 // cancel) and the delay it asked for (nil for the kind's policy).
 func failVerdict(msg, trace, cause, action string, retryIn *time.Duration) core.Verdict {
-	kind := core.OutcomeRetry
+	kind := contract.OutcomeRetry
 	switch action {
 	case "discard":
-		kind = core.OutcomeDiscard
+		kind = contract.OutcomeDiscard
 	case "cancel":
-		kind = core.OutcomeCancel
+		kind = contract.OutcomeCancel
 	}
 	return core.RemoteFailure(msg, trace, cause, kind, retryIn)
 }
@@ -257,7 +258,7 @@ func continueVerdict(kind string, args json.RawMessage, runAt *time.Time) core.V
 	if runAt != nil {
 		ct.RunAt = *runAt
 	}
-	return core.Verdict{Kind: core.OutcomeContinue, Err: ct, Next: ct}
+	return core.Verdict{Kind: contract.OutcomeContinue, Err: ct, Next: ct}
 }
 
 // snoozeDelay checks a snooze's delay_seconds (absent means 0).
@@ -281,7 +282,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answer(w, r, j, core.Report{Verdict: core.Verdict{Kind: core.OutcomeComplete, Result: result}})
+	return s.answer(w, r, j, core.Report{Verdict: core.Verdict{Kind: contract.OutcomeComplete, Result: result}})
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
@@ -316,7 +317,7 @@ func (s *Server) snooze(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answer(w, r, j, core.Report{Verdict: core.Verdict{Kind: core.OutcomeSnooze, Delay: d}, HandBack: req.HandBack})
+	return s.answer(w, r, j, core.Report{Verdict: core.Verdict{Kind: contract.OutcomeSnooze, Delay: d}, HandBack: req.HandBack})
 }
 
 // WorkerHandBacks are the hand-back causes a remote worker may give
@@ -365,9 +366,9 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	until := core.UTC(s.now().Add(ext))
+	until := contract.UTC(s.now().Add(ext))
 	// Only this job's lease: the token names one execution.
-	n, err := s.rw.Extend(r.Context(), tok.workerID, []core.Lease{{JobID: j.ID, ClaimSeq: tok.claimSeq}}, until)
+	n, err := s.rw.Extend(r.Context(), tok.workerID, []contract.Lease{{JobID: j.ID, ClaimSeq: tok.claimSeq}}, until)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -34,7 +35,7 @@ func eventsOf(h *harness, kind core.EventKind) []core.Event {
 }
 
 func TestOutcomes(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock, Retry: core.DelayList{time.Hour}, MaxResultBytes: 100}, Config{})
 		h0 := h
@@ -197,7 +198,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestStaleLeaseTokens(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
 		h.register("w1", map[string]any{"queues": []string{"default"}})

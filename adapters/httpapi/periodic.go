@@ -89,7 +89,7 @@ func periodicProblem(name string, err error) error {
 	case errors.Is(err, core.ErrUnknownPeriodic):
 		return newProblem(SlugPeriodicNotFound, fmt.Sprintf("no periodic job is named %q", name))
 	case errors.Is(err, core.ErrUnsupported):
-		return &problem{slug: SlugNotSupported, detail: "the job store keeps no settings (core.MutableSettings), so periodic jobs cannot be paused or resumed through it", cause: err}
+		return &problem{slug: SlugNotSupported, detail: "the job store keeps no settings (contract.MutableSettings), so periodic jobs cannot be paused or resumed through it", cause: err}
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -27,7 +28,7 @@ func periodicConfig(clock core.Clock) core.Config {
 // order with their settings, next run (UTC) and, once an occurrence was
 // enqueued, its time and job.
 func TestPeriodicList(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := &fakeClock{t: time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC)}
 		h := newHarness(t, st, periodicConfig(clock), Config{})
 		var out PeriodicList
@@ -81,7 +82,7 @@ func TestPeriodicListEmpty(t *testing.T) {
 // TestPeriodicPauseResume: pause and resume answer the schedule's status
 // after the change, are idempotent, and stop and restart its occurrences.
 func TestPeriodicPauseResume(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := &fakeClock{t: time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC)}
 		h := newHarness(t, st, periodicConfig(clock), Config{})
 		var out PeriodicResponse
@@ -116,7 +117,7 @@ func TestPeriodicPauseResume(t *testing.T) {
 // TestPeriodicRunNow: run enqueues one job of the schedule per call, due
 // now, answered as a submission is (201, the job, not a duplicate).
 func TestPeriodicRunNow(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, periodicConfig(nil), Config{})
 		seen := map[int64]bool{}
 		for range 2 {

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"unicode/utf8"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Page sizes of GET /v1/queues.
@@ -41,8 +41,8 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
 		limit = int(n)
 	}
 	after := q.Get("after")
-	if len(after) > core.MaxQueueLen || !utf8.ValidString(after) {
-		return newProblem(SlugInvalidRequest, fmt.Sprintf("after must be a queue name (at most %d bytes of UTF-8): the next_after of the previous page", core.MaxQueueLen))
+	if len(after) > contract.MaxQueueLen || !utf8.ValidString(after) {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("after must be a queue name (at most %d bytes of UTF-8): the next_after of the previous page", contract.MaxQueueLen))
 	}
 	stats, err := s.stats.Stats(r.Context(), s.cfg.StatsCacheTTL)
 	if err != nil {

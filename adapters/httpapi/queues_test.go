@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
 // insertQueues stores one job in each of n queues named p0000, p0001, …
-func insertQueues(t *testing.T, st core.Store, n int) {
+func insertQueues(t *testing.T, st contract.Store, n int) {
 	t.Helper()
-	now := core.UTC(time.Now())
+	now := contract.UTC(time.Now())
 	var ps []core.InsertParams
 	for i := range n {
 		ps = append(ps, core.InsertParams{Queue: fmt.Sprintf("p%04d", i), Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now})

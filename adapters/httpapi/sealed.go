@@ -7,6 +7,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Encryption at rest through the API (docs/security.md). The server's
@@ -26,7 +27,7 @@ import (
 // does not open for kind (another kind's, or a key it lacks). prefix names
 // the item in messages ("" or "jobs[3]: ").
 func (s *Server) checkSubmittedArgs(kind string, args []byte, prefix string) error {
-	sealed, err := core.CheckSealed(args)
+	sealed, err := contract.CheckSealed(args)
 	switch {
 	case !sealed:
 		return nil
@@ -93,7 +94,7 @@ func (s *Server) apiJob(ctx context.Context, j *core.Job) *Job {
 
 // sealOutcome seals what a remote worker's outcome writes, as the engine
 // seals its own (core.Encryption.SealOutcome); kind is the job's kind.
-func (s *Server) sealOutcome(o *core.Outcome, kind string) {
+func (s *Server) sealOutcome(o *contract.Outcome, kind string) {
 	s.encryption().SealOutcome(o, kind)
 }
 

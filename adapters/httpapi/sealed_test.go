@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -27,7 +28,7 @@ func sealedTestKeys(t *testing.T) *core.Keyring {
 // job out); callers of the roles in OpenSealedFor read them opened, the
 // others read the stored ciphertext.
 func TestSealedValuesThroughTheAPI(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		keys := sealedTestKeys(t)
 		ccfg := core.Config{Encryption: &core.Encryption{Keys: keys, Results: true, Errors: true}}
 		cfg := Config{Tokens: Tokens{Producer: "p", Worker: "w", Admin: "a"}}
@@ -45,11 +46,11 @@ func TestSealedValuesThroughTheAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !core.IsSealed(j.Args) || strings.Contains(string(j.Args), "bob") {
+			if !contract.IsSealed(j.Args) || strings.Contains(string(j.Args), "bob") {
 				t.Fatalf("stored args %s; want sealed", j.Args)
 			}
 		}
-		if got := h.get(ids[0]); !core.IsSealed(got.Args) {
+		if got := h.get(ids[0]); !contract.IsSealed(got.Args) {
 			t.Fatalf("producer read args %s; want the ciphertext (producer not in OpenSealedFor)", got.Args)
 		}
 
@@ -86,11 +87,11 @@ func TestSealedValuesThroughTheAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(string(j.Result), "secret") || (j.Result != nil && !core.IsSealed(j.Result)) {
+			if strings.Contains(string(j.Result), "secret") || (j.Result != nil && !contract.IsSealed(j.Result)) {
 				t.Fatalf("job %d: stored result %s; want sealed", id, j.Result)
 			}
 			for _, e := range j.Errors {
-				if strings.Contains(e.Error+e.Trace, "secret") || !core.IsSealedText(e.Error) {
+				if strings.Contains(e.Error+e.Trace, "secret") || !contract.IsSealedText(e.Error) {
 					t.Fatalf("job %d: stored error %+v; want sealed", id, e)
 				}
 			}
@@ -105,13 +106,13 @@ func TestSealedValuesThroughTheAPI(t *testing.T) {
 			}
 		}
 		h.token = "p"
-		if j := h.get(ids[0]); !core.IsSealed(j.Result) {
+		if j := h.get(ids[0]); !contract.IsSealed(j.Result) {
 			t.Fatalf("producer read result %s; want the ciphertext", j.Result)
 		}
 		var page ListResponse
 		h.must(http.StatusOK, "GET", "/v1/jobs?limit=10", nil, &page)
 		for _, j := range page.Jobs {
-			if !core.IsSealed(j.Args) {
+			if !contract.IsSealed(j.Args) {
 				t.Fatalf("producer listed args %s; want the ciphertext", j.Args)
 			}
 		}
@@ -148,7 +149,7 @@ func TestOpenSealedFor(t *testing.T) {
 		h := newHarness(t, st, ccfg, Config{Tokens: c.tokens, OpenSealedFor: c.spec})
 		h.token = c.token
 		j := h.submit(map[string]any{"kind": "k", "args": map[string]any{"x": 1}})
-		if got := h.get(j.ID); core.IsSealed(got.Args) == c.opened {
+		if got := h.get(j.ID); contract.IsSealed(got.Args) == c.opened {
 			t.Errorf("OpenSealedFor %q, token %q: read %s; want opened %v", c.spec, c.token, got.Args, c.opened)
 		}
 	}
@@ -172,7 +173,7 @@ func TestSealedTextIsNeverCut(t *testing.T) {
 	h.submit(map[string]any{"kind": "k"})
 	h.register("w1", map[string]any{"queues": []string{"default"}})
 	jobs := h.claim("w1", map[string]any{"limit": 2})
-	long := strings.Repeat("é", core.MaxErrorBytes) // over the plain bound
+	long := strings.Repeat("é", contract.MaxErrorBytes) // over the plain bound
 	sealed := keys.SealAttemptError(core.AttemptError{Error: long}.Bounded())
 	h.must(http.StatusOK, "POST", outcomePath(jobs[0], "fail"), map[string]any{"lease_token": jobs[0].LeaseToken, "error": sealed.Error, "action": "discard"}, nil)
 	j, err := st.Get(t.Context(), jobs[0].ID)
@@ -182,7 +183,7 @@ func TestSealedTextIsNeverCut(t *testing.T) {
 	if _, err := keys.OpenAttemptError(j.Errors[0]); err != nil {
 		t.Fatalf("a sealed error stored through the API does not open: %v (stored %d bytes, sent %d)", err, len(j.Errors[0].Error), len(sealed.Error))
 	}
-	huge := "backlog-enc:1:k1:" + strings.Repeat("A", core.MaxSealedTextBytes)
+	huge := "backlog-enc:1:k1:" + strings.Repeat("A", contract.MaxSealedTextBytes)
 	h.must(http.StatusOK, "POST", outcomePath(jobs[1], "fail"), map[string]any{"lease_token": jobs[1].LeaseToken, "error": huge, "action": "discard"}, nil)
 	if j, _ = st.Get(t.Context(), jobs[1].ID); !strings.Contains(j.Errors[0].Error, "dropped") {
 		t.Fatalf("over-long sealed text stored as %d bytes; want a note", len(j.Errors[0].Error))
@@ -208,7 +209,7 @@ func TestSubmittedSealedArgsAreRefused(t *testing.T) {
 		victim := h.submit(map[string]any{"kind": "pay", "args": map[string]any{"to": "victim", "cents": 100}})
 		envelope := json.RawMessage(keys.SealArgs("pay", []byte(`{"to":"mallory","cents":100000}`)))
 		if withKeys {
-			if !core.IsSealed(victim.Args) {
+			if !contract.IsSealed(victim.Args) {
 				t.Fatalf("a server with keys stored plain args %s", victim.Args)
 			}
 			envelope = victim.Args // what a producer reads back

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Tokens are the bearer tokens of the three roles. An empty token disables
@@ -42,10 +43,10 @@ type Config struct {
 	WorkerTokens map[string]string
 	// LeaseSecret signs lease tokens (HMAC-SHA256); at least
 	// MinLeaseSecretBytes (32) bytes, the same on every server sharing
-	// the store. Nil means the secret kept in the store (core.Settings,
+	// the store. Nil means the secret kept in the store (contract.Settings,
 	// key LeaseSecretSetting, created from crypto/rand by the first server
 	// that needs it and read by every other); on a store without
-	// core.Settings, a random secret of this process, with a warning:
+	// contract.Settings, a random secret of this process, with a warning:
 	// its tokens are refused after a restart and by other servers.
 	LeaseSecret []byte
 	// PreviousLeaseSecrets still verify lease tokens but sign none: list
@@ -62,7 +63,7 @@ type Config struct {
 	// ClaimPollInterval is how often a long-polling claim looks for due
 	// jobs when no wake-up arrives (scheduled jobs coming due, inserts by
 	// other nodes on stores without notifications). 0 means 250 ms, or,
-	// when the store sends notifications (core.Notifier: inserts anywhere
+	// when the store sends notifications (contract.Notifier: inserts anywhere
 	// wake waiting claims at once), the client's PollInterval (1 s by
 	// default), as the engine polls: idle workers then cost a claim a
 	// second each instead of four.
@@ -140,7 +141,7 @@ type Config struct {
 	// unique_for_seconds (how long its unique key stays held after the
 	// job finishes): a longer one is refused with 400 invalid-request,
 	// so no caller can hold a key for long beyond this. 0 means
-	// DefaultMaxUniqueFor (30 days); at most core.MaxUniqueFor.
+	// DefaultMaxUniqueFor (30 days); at most contract.MaxUniqueFor.
 	MaxUniqueFor time.Duration
 }
 
@@ -232,7 +233,7 @@ var routes = []route{
 type Server struct {
 	c     *core.Client
 	rw    *core.RemoteWorkers // the engine's remote-worker operations
-	st    core.Store
+	st    contract.Store
 	cfg   Config
 	ccfg  core.Config
 	log   *slog.Logger
@@ -260,7 +261,7 @@ type Server struct {
 
 // New returns the API server over c: it uses c's store, validation, clock,
 // lease and retry settings and observers. When the store implements
-// core.Notifier, New starts one listener goroutine that wakes long-polling
+// contract.Notifier, New starts one listener goroutine that wakes long-polling
 // claims; Close stops it. New returns an error for a nil client or a
 // negative limit.
 func New(c *core.Client, cfg Config) (*Server, error) {
@@ -278,7 +279,7 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	}
 	if cfg.ClaimPollInterval == 0 {
 		cfg.ClaimPollInterval = DefaultClaimPollInterval
-		if _, ok := c.Store().(core.Notifier); ok {
+		if _, ok := c.Store().(contract.Notifier); ok {
 			cfg.ClaimPollInterval = max(c.Config().PollInterval, DefaultClaimPollInterval)
 		}
 	}
@@ -291,8 +292,8 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
-	if cfg.MaxUniqueFor < 0 || cfg.MaxUniqueFor > core.MaxUniqueFor {
-		return nil, fmt.Errorf("httpapi: MaxUniqueFor %s is outside 0..%s", cfg.MaxUniqueFor, core.MaxUniqueFor)
+	if cfg.MaxUniqueFor < 0 || cfg.MaxUniqueFor > contract.MaxUniqueFor {
+		return nil, fmt.Errorf("httpapi: MaxUniqueFor %s is outside 0..%s", cfg.MaxUniqueFor, contract.MaxUniqueFor)
 	}
 	if cfg.MaxUniqueFor == 0 {
 		cfg.MaxUniqueFor = DefaultMaxUniqueFor
@@ -334,7 +335,7 @@ func New(c *core.Client, cfg Config) (*Server, error) {
 		s.mux.Handle(rt.method+" "+rt.path, s.endpoint(rt))
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if n, ok := s.st.(core.Notifier); ok {
+	if n, ok := s.st.(contract.Notifier); ok {
 		s.bg.Add(1)
 		go func() { defer s.bg.Done(); s.listen(n) }()
 	}
@@ -538,7 +539,7 @@ func validCorrelationID(id string) bool {
 }
 
 // now is the client's clock, UTC to the microsecond.
-func (s *Server) now() time.Time { return core.UTC(s.clock.Now()) }
+func (s *Server) now() time.Time { return contract.UTC(s.clock.Now()) }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -582,10 +583,10 @@ func (b *broadcaster) broadcast() {
 
 // listen turns store notifications into wake-ups until Close, listening
 // again after the store drops the channel (core.FollowNotifications).
-func (s *Server) listen(n core.Notifier) {
-	err := core.FollowNotifications(s.ctx, n, s.log, "backlog http: ", 5*time.Second, func(note core.Notification) {
+func (s *Server) listen(n contract.Notifier) {
+	err := core.FollowNotifications(s.ctx, n, s.log, "backlog http: ", 5*time.Second, func(note contract.Notification) {
 		switch note.Kind {
-		case core.NotifyInsert, core.NotifyResume:
+		case contract.NotifyInsert, contract.NotifyResume:
 			s.wake.broadcast()
 		}
 	}, s.wake.broadcast)

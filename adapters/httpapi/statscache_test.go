@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
 // countingStore is a real store that counts Stats calls and can hold them
 // until released.
 type countingStore struct {
-	core.Store
+	contract.Store
 	calls atomic.Int32
 	gate  chan struct{} // when set, Stats waits for it to close
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 )
 
@@ -100,11 +101,11 @@ func TestStoredBytesEchoAsValidJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res[0].Job.ID
-	claimed, err := st.Claim(ctx, core.ClaimParams{Queue: "default", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
+	claimed, err := st.Claim(ctx, contract.ClaimParams{Queue: "default", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}
-	if _, err := st.Finish(ctx, []core.Outcome{{JobID: id, WorkerID: "w", ClaimSeq: claimed[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: now, Result: []byte("[\"\xfe\"]")}}); err != nil {
+	if _, err := st.Finish(ctx, []contract.Outcome{{JobID: id, WorkerID: "w", ClaimSeq: claimed[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: now, Result: []byte("[\"\xfe\"]")}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/v1/jobs/" + itoa(id), "/v1/jobs"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // DefaultMaxUniqueFor is Config.MaxUniqueFor's default: a submission may
@@ -49,11 +50,11 @@ type UniqueHoldResponse struct {
 
 func toUniqueHold(h core.UniqueHold) UniqueHold { return apitypes.UniqueHoldFromCore(h) }
 
-// uniqueHolder returns the store's core.UniqueHolder, or a 501 problem.
-func (s *Server) uniqueHolder() (core.UniqueHolder, error) {
-	u, ok := s.st.(core.UniqueHolder)
+// uniqueHolder returns the store's contract.UniqueHolder, or a 501 problem.
+func (s *Server) uniqueHolder() (contract.UniqueHolder, error) {
+	u, ok := s.st.(contract.UniqueHolder)
 	if !ok {
-		return nil, newProblem(SlugNotSupported, "this server's store cannot list or release unique-key holds (core.UniqueHolder)")
+		return nil, newProblem(SlugNotSupported, "this server's store cannot list or release unique-key holds (contract.UniqueHolder)")
 	}
 	return u, nil
 }
@@ -74,11 +75,11 @@ func (s *Server) listUniqueHolds(w http.ResponseWriter, r *http.Request) error {
 			return newProblem(SlugInvalidRequest, name+" may be given once")
 		}
 	}
-	p := core.UniqueHoldsParams{Now: s.now(), After: q.Get("after"), Limit: 100}
+	p := contract.UniqueHoldsParams{Now: s.now(), After: q.Get("after"), Limit: 100}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > core.MaxUniqueHoldsPage {
-			return newProblem(SlugInvalidRequest, fmt.Sprintf("limit must be a number from 1 to %d, not %q", core.MaxUniqueHoldsPage, v))
+		if err != nil || n < 1 || n > contract.MaxUniqueHoldsPage {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("limit must be a number from 1 to %d, not %q", contract.MaxUniqueHoldsPage, v))
 		}
 		p.Limit = n
 	}
@@ -129,15 +130,15 @@ func (s *Server) releaseUniqueHold(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// ScopedKeyOf returns the scoped key (core.ScopedUniqueKey) of key in
+// ScopedKeyOf returns the scoped key (contract.ScopedUniqueKey) of key in
 // scope ("" or "global", "queue" with its queue, "kind" with its kind), or
 // a 400 problem naming what is missing or out of place.
 func ScopedKeyOf(key, scope, queue, kind string) (string, error) {
 	if key == "" {
 		return "", newProblem(SlugInvalidRequest, "the unique key is empty")
 	}
-	if len(key) > core.MaxUniqueKeyLen {
-		return "", newProblem(SlugInvalidRequest, fmt.Sprintf("the unique key is %d bytes, over the limit of %d", len(key), core.MaxUniqueKeyLen))
+	if len(key) > contract.MaxUniqueKeyLen {
+		return "", newProblem(SlugInvalidRequest, fmt.Sprintf("the unique key is %d bytes, over the limit of %d", len(key), contract.MaxUniqueKeyLen))
 	}
 	sc, err := core.ParseUniqueScope(scope)
 	if err != nil {
@@ -160,7 +161,7 @@ func ScopedKeyOf(key, scope, queue, kind string) (string, error) {
 			return "", newProblem(SlugInvalidRequest, "a global key takes no queue or kind (give scope=queue or scope=kind)")
 		}
 	}
-	return core.ScopedUniqueKey(&p), nil
+	return contract.ScopedUniqueKey(&p), nil
 }
 
 // fingerprintVersion prefixes every submission fingerprint, so that a

@@ -9,20 +9,21 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
 // completeDeleting claims the one due job of queue and completes it with
 // a completed retention of zero: its row goes, its key stays held.
-func completeDeleting(t *testing.T, st core.Store, queue string) *core.Job {
+func completeDeleting(t *testing.T, st contract.Store, queue string) *core.Job {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
-	jobs, err := st.Claim(ctx, core.ClaimParams{Queue: queue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
+	jobs, err := st.Claim(ctx, contract.ClaimParams{Queue: queue, WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claim from %q: %v %v", queue, jobs, err)
 	}
-	if _, err := st.Finish(ctx, []core.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: now, Delete: true}}); err != nil {
+	if _, err := st.Finish(ctx, []contract.Outcome{{JobID: jobs[0].ID, WorkerID: "w", ClaimSeq: jobs[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: now, Delete: true}}); err != nil {
 		t.Fatal(err)
 	}
 	return jobs[0]
@@ -34,7 +35,7 @@ func completeDeleting(t *testing.T, st core.Store, queue string) *core.Job {
 // key with another kind, queue or args answers 422
 // idempotency-key-reused, while the job lives and once its row is gone.
 func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{})
 		submit := func(key string, body any) reply {
 			return h.send(req{method: "POST", path: "/v1/jobs", body: body, header: map[string]string{"Idempotency-Key": key}})
@@ -83,7 +84,7 @@ func TestIdempotencyKeyReusedWithAnotherBody(t *testing.T) {
 // after which the key makes a new job; a live job keeps its key (409), a
 // key nothing holds is 404, producers may do neither (403).
 func TestUniqueHoldsListAndRelease(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		h := newHarness(t, st, core.Config{}, Config{Tokens: Tokens{Producer: "p", Admin: "a"}})
 		h.token = "p"
 		var squat SubmitResponse
@@ -173,11 +174,11 @@ func TestMaxUniqueFor(t *testing.T) {
 		t.Fatalf("idempotent submission under a 1 h limit: %d %s", r.status, r.body)
 	}
 	completeDeleting(t, short.st, "idem")
-	holds, _, err := short.st.(core.UniqueHolder).UniqueHolds(context.Background(), core.UniqueHoldsParams{Now: time.Now()})
+	holds, _, err := short.st.(contract.UniqueHolder).UniqueHolds(context.Background(), contract.UniqueHoldsParams{Now: time.Now()})
 	if err != nil || len(holds) != 1 || holds[0].UniqueFor != time.Hour {
 		t.Fatalf("the idempotency key's hold: %+v %v; want a window of 1 h", holds, err)
 	}
-	for _, bad := range []time.Duration{-time.Second, core.MaxUniqueFor + time.Second} {
+	for _, bad := range []time.Duration{-time.Second, contract.MaxUniqueFor + time.Second} {
 		c, err := core.NewClient(teststores.Memory(t), core.Config{MaintenanceInterval: -1})
 		if err != nil {
 			t.Fatal(err)

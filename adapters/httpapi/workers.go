@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Worker is a remote worker's registry record as the API shows it.
@@ -214,12 +215,12 @@ func (s *Server) touch(ctx context.Context, w core.WorkerInfo, now time.Time) (c
 }
 
 func validTags(tags []string) error {
-	if len(tags) > core.MaxTags {
-		return newProblem(SlugInvalidRequest, fmt.Sprintf("%d tags, over the limit of %d", len(tags), core.MaxTags))
+	if len(tags) > contract.MaxTags {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("%d tags, over the limit of %d", len(tags), contract.MaxTags))
 	}
 	for _, t := range tags {
-		if t == "" || len(t) > core.MaxTagLen || !utf8.ValidString(t) {
-			return newProblem(SlugInvalidRequest, fmt.Sprintf("tag %q must be 1..%d bytes of UTF-8", t, core.MaxTagLen))
+		if t == "" || len(t) > contract.MaxTagLen || !utf8.ValidString(t) {
+			return newProblem(SlugInvalidRequest, fmt.Sprintf("tag %q must be 1..%d bytes of UTF-8", t, contract.MaxTagLen))
 		}
 	}
 	return nil
@@ -233,8 +234,8 @@ func validMetadata(md map[string]string) error {
 		}
 		n += len(k) + len(v)
 	}
-	if n > core.MaxMetadataBytes {
-		return newProblem(SlugInvalidRequest, fmt.Sprintf("metadata is %d bytes, over the limit of %d", n, core.MaxMetadataBytes))
+	if n > contract.MaxMetadataBytes {
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("metadata is %d bytes, over the limit of %d", n, contract.MaxMetadataBytes))
 	}
 	return nil
 }
@@ -362,8 +363,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	// to another credential) are not renewed, as if their executions had
 	// ended: the store's jobs they name are not named, and are handed
 	// back below.
-	leases := make([]core.Lease, 0, len(toks))
-	named := make(map[core.Lease]bool, len(toks))
+	leases := make([]contract.Lease, 0, len(toks))
+	named := make(map[contract.Lease]bool, len(toks))
 	for _, tok := range toks {
 		if err := s.checkToken(ctx, tok); err != nil {
 			var p *problem
@@ -372,7 +373,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 			}
 			return err
 		}
-		l := core.Lease{JobID: tok.jobID, ClaimSeq: tok.claimSeq}
+		l := contract.Lease{JobID: tok.jobID, ClaimSeq: tok.claimSeq}
 		leases = append(leases, l)
 		named[l] = true
 	}
@@ -399,14 +400,14 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 // more than ClaimReplyGrace ago: claims whose reply the worker never
 // received. Each goes back without using an attempt and keeps its place
 // in the queue (core.HandBack, cause claim_lost).
-func (s *Server) handBackUnknown(ctx context.Context, id string, named map[core.Lease]bool, now time.Time) (int, error) {
+func (s *Server) handBackUnknown(ctx context.Context, id string, named map[contract.Lease]bool, now time.Time) (int, error) {
 	jobs, err := s.c.ListJobs(ctx, core.ListParams{WorkerID: id, States: []core.State{core.StateRunning}, Limit: 1000})
 	if err != nil {
 		return 0, err
 	}
 	var lost []*core.Job
 	for _, j := range jobs {
-		if named[core.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}] {
+		if named[contract.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}] {
 			continue
 		}
 		if !j.AttemptedAt.Before(now.Add(-ClaimReplyGrace)) {

@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
 func TestRegisterHeartbeatDeregister(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		clock := newFakeClock()
 		h := newHarness(t, st, core.Config{Clock: clock}, Config{})
 		t0 := clock.Now()
@@ -217,13 +218,13 @@ func TestCloseEndsLongPolls(t *testing.T) {
 // gatedStore delegates to a real store but holds Claim until released,
 // so a test can end the request while the claim is in flight.
 type gatedStore struct {
-	core.Store
+	contract.Store
 	entered chan struct{}
 	release chan struct{}
 	once    sync.Once
 }
 
-func (g *gatedStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (g *gatedStore) Claim(ctx context.Context, p contract.ClaimParams) ([]*core.Job, error) {
 	first := false
 	g.once.Do(func() { first = true })
 	if first {
@@ -234,7 +235,7 @@ func (g *gatedStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job
 }
 
 func TestAbandonedClaimHandsJobsBack(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		g := &gatedStore{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
 		h := newHarness(t, g, core.Config{}, Config{})
 		h.register("w", map[string]any{"queues": []string{"default"}})
@@ -313,7 +314,7 @@ func TestClaimPollIntervalDefault(t *testing.T) {
 
 // recordCountingStore counts the worker records the server reads.
 type recordCountingStore struct {
-	core.Store
+	contract.Store
 	records atomic.Int64
 }
 
@@ -333,7 +334,7 @@ func (s *recordCountingStore) Worker(ctx context.Context, id string) (core.Worke
 // claiming or heartbeating under an id this server has not seen, read that
 // worker's record only, however many workers the registry holds.
 func TestRegistrationReadsDoNotGrowWithWorkers(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, inner core.Store) {
+	teststores.Run(t, func(t *testing.T, inner contract.Store) {
 		st := &recordCountingStore{Store: inner}
 		h := newHarness(t, st, core.Config{}, Config{})
 		other := newHarness(t, st, core.Config{}, Config{}) // a second server on the same store

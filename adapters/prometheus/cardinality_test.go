@@ -8,6 +8,7 @@ import (
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -48,7 +49,7 @@ backlog_jobs_submitted_total{kind="k",queue="pinned"} 1
 func TestQueueGaugesFoldIntoOther(t *testing.T) {
 	st := teststores.Memory(t)
 	ctx := t.Context()
-	now := core.UTC(time.Now())
+	now := contract.UTC(time.Now())
 	var ps []core.InsertParams
 	for i := range 2000 {
 		ps = append(ps, core.InsertParams{Queue: fmt.Sprintf("q%04d", i), Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now})

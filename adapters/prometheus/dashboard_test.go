@@ -11,6 +11,7 @@ import (
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 	prom "github.com/prometheus/client_golang/prometheus"
 )
@@ -63,7 +64,7 @@ func exposed(t *testing.T) map[string]map[string]bool {
 	if err := st.RegisterWorker(ctx, core.WorkerInfo{ID: "w", Host: "h", Queues: []string{"q"}, StartedAt: now, HeartbeatAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.(core.QueueHistory).AddQueueHistory(ctx, []core.QueueSample{{Queue: "q", At: now, Completed: 1, Gauge: true, Depth: 1}}); err != nil {
+	if err := st.(contract.QueueHistory).AddQueueHistory(ctx, []contract.QueueSample{{Queue: "q", At: now, Completed: 1, Gauge: true, Depth: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	m := bprom.New(st, bprom.Options{Now: func() time.Time { return now }, Running: func() int { return 0 }})

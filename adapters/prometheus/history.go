@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	prom "github.com/prometheus/client_golang/prometheus"
 )
 
@@ -19,18 +20,18 @@ const gaugeFreshness = 4 * core.HistoryGaugeEvery
 // one read of the totals and of the recent buckets serves every scrape
 // for MaxAge (scrapes that come meanwhile wait for the read in flight).
 type historyCache struct {
-	h core.QueueHistory
+	h contract.QueueHistory
 
 	mu      sync.Mutex
 	at      time.Time
 	have    bool
-	totals  []core.QueueTotals
-	buckets []core.QueueBucket
+	totals  []contract.QueueTotals
+	buckets []contract.QueueBucket
 }
 
 // read returns the totals and the buckets of every queue since
 // now − gaugeFreshness, from a read at most maxAge old.
-func (c *historyCache) read(ctx context.Context, now time.Time, maxAge time.Duration) ([]core.QueueTotals, []core.QueueBucket, error) {
+func (c *historyCache) read(ctx context.Context, now time.Time, maxAge time.Duration) ([]contract.QueueTotals, []contract.QueueBucket, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.have && maxAge > 0 && now.Sub(c.at) < maxAge && !now.Before(c.at) {
@@ -61,11 +62,11 @@ func (m *Metrics) collectHistory(ctx context.Context, ch chan<- prom.Metric) boo
 		m.log.Warn("backlog: metrics scrape could not read the queue history", "err", err)
 		return false
 	}
-	var other *core.QueueTotals // the queues without a label of their own, summed
+	var other *contract.QueueTotals // the queues without a label of their own, summed
 	for _, t := range totals {
 		if m.queue(t.Queue) == otherLabel {
 			if other == nil {
-				other = &core.QueueTotals{Queue: otherLabel}
+				other = &contract.QueueTotals{Queue: otherLabel}
 			}
 			other.Completed += t.Completed
 			other.Failed += t.Failed
@@ -78,7 +79,7 @@ func (m *Metrics) collectHistory(ctx context.Context, ch chan<- prom.Metric) boo
 		ch <- prom.MustNewConstMetric(m.clusterCompletedDesc, prom.CounterValue, float64(other.Completed), otherLabel)
 		ch <- prom.MustNewConstMetric(m.clusterFailedDesc, prom.CounterValue, float64(other.Failed), otherLabel)
 	}
-	latest := map[string]core.QueueBucket{}
+	latest := map[string]contract.QueueBucket{}
 	var order []string
 	for _, b := range buckets {
 		if !b.Gauge || now.Sub(b.GaugeAt) > gaugeFreshness {

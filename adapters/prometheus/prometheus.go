@@ -25,7 +25,7 @@
 // Counters and histograms are per node (sum them across nodes in queries),
 // except the cluster counters (backlog_cluster_jobs_completed_total and
 // backlog_cluster_jobs_failed_total), which are read from the store's
-// queue history (core.QueueHistory) like the gauges;
+// queue history (contract.QueueHistory) like the gauges;
 // they also count what remote workers of the HTTP API report, since those
 // reports reach observers through core.Client.Emit. Gauges read from the
 // store describe the whole cluster, so every node reports the same values
@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	prom "github.com/prometheus/client_golang/prometheus"
 )
 
@@ -111,12 +112,12 @@ type Options struct {
 	// means slog.Default().
 	Logger *slog.Logger
 	// History is where the cluster counters and the due-jobs gauges are
-	// read (core.QueueHistory: the counts every node adds to the store,
+	// read (contract.QueueHistory: the counts every node adds to the store,
 	// and the gauges any node samples); nil means the store given to New
-	// when it is a core.QueueHistory, and otherwise those metrics are
+	// when it is a contract.QueueHistory, and otherwise those metrics are
 	// left out. Reads are shared like the StatsCache's: at most one per
 	// MaxAge.
-	History core.QueueHistory
+	History contract.QueueHistory
 }
 
 // DefaultMaxQueues is the default of Options.MaxQueues: how many distinct
@@ -152,8 +153,8 @@ const (
 // it is safe for concurrent use.
 type Metrics struct {
 	stats *core.StatsCache // nil when New was given no store
-	hist  *historyCache    // nil when there is no core.QueueHistory
-	rates *rateCache       // nil when the store is no core.QueueLimiter
+	hist  *historyCache    // nil when there is no contract.QueueHistory
+	rates *rateCache       // nil when the store is no contract.QueueLimiter
 	opts  Options
 	log   *slog.Logger
 
@@ -176,7 +177,7 @@ type Metrics struct {
 // New returns metrics reading store state from st through
 // opts.StatsCache, or through a cache of its own over st when that is nil.
 // With neither (st nil, no cache) only the event metrics are exported.
-func New(st core.Store, opts Options) *Metrics {
+func New(st contract.Store, opts Options) *Metrics {
 	if opts.Namespace == "" {
 		opts.Namespace = "backlog"
 	}
@@ -218,13 +219,13 @@ func New(st core.Store, opts Options) *Metrics {
 	}
 	var histCache *historyCache
 	if opts.History == nil {
-		opts.History, _ = st.(core.QueueHistory)
+		opts.History, _ = st.(contract.QueueHistory)
 	}
 	if opts.History != nil {
 		histCache = &historyCache{h: opts.History}
 	}
 	var rates *rateCache
-	if ql, ok := st.(core.QueueLimiter); ok {
+	if ql, ok := st.(contract.QueueLimiter); ok {
 		rates = &rateCache{ql: ql}
 	}
 	ns := opts.Namespace
@@ -261,7 +262,7 @@ func New(st core.Store, opts Options) *Metrics {
 		pruned:    counterVec("jobs_pruned_total", "Finished jobs deleted by retention, by state.", "state"),
 
 		expired:           counter("jobs_deadline_discarded_total", "Pending jobs discarded by maintenance because their deadline passed."),
-		vacuums:           counter("store_vacuums_total", "Vacuums of the jobs table run by this node's maintenance (stores that are a core.Vacuumer: PostgreSQL)."),
+		vacuums:           counter("store_vacuums_total", "Vacuums of the jobs table run by this node's maintenance (stores that are a contract.Vacuumer: PostgreSQL)."),
 		vacuumedRows:      counter("store_vacuumed_dead_rows_total", "Dead rows the jobs table held when this node's maintenance vacuumed it."),
 		workersRegistered: counter("workers_registered_total", "Workers that registered for the first time (engine nodes and remote workers)."),
 		workersDied:       counter("workers_died_total", "Workers declared dead by maintenance: jobs handed back and record removed."),

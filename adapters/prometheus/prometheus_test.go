@@ -11,6 +11,7 @@ import (
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 	prom "github.com/prometheus/client_golang/prometheus"
@@ -91,7 +92,7 @@ backlog_workers_died_total 1
 # HELP backlog_store_errors_total Store calls that failed (and were retried).
 # TYPE backlog_store_errors_total counter
 backlog_store_errors_total 1
-# HELP backlog_store_vacuums_total Vacuums of the jobs table run by this node's maintenance (stores that are a core.Vacuumer: PostgreSQL).
+# HELP backlog_store_vacuums_total Vacuums of the jobs table run by this node's maintenance (stores that are a contract.Vacuumer: PostgreSQL).
 # TYPE backlog_store_vacuums_total counter
 backlog_store_vacuums_total 1
 # HELP backlog_store_vacuumed_dead_rows_total Dead rows the jobs table held when this node's maintenance vacuumed it.
@@ -244,7 +245,7 @@ func TestWorkerLivenessGaugesFollowTheClock(t *testing.T) {
 func TestScrapeErrorWhenTheStoreFails(t *testing.T) {
 	st := teststores.SQLite(t)
 	ctx := t.Context()
-	now := core.UTC(time.Now())
+	now := contract.UTC(time.Now())
 	if _, err := st.Insert(ctx, now, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now}}); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestScrapeErrorWhenTheStoreFails(t *testing.T) {
 // TestMetricsFromARealRun drives a real client (and a second node's
 // maintenance) over each store and checks what the metrics saw.
 func TestMetricsFromARealRun(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		ctx := context.Background()
 		var client *core.Client
 		m := bprom.New(st, bprom.Options{MaxAge: -1, Running: func() int { return len(client.Running()) }})
@@ -383,7 +384,7 @@ func TestMetricsFromARealRun(t *testing.T) {
 		// attempts left, so it is discarded), a job held by a registered
 		// worker that stopped beating (handed back at once), a pending job
 		// past its deadline, and completed jobs past an hour's retention.
-		now := core.UTC(time.Now())
+		now := contract.UTC(time.Now())
 		insert := func(queue string, maxAttempts int, deadline time.Time) {
 			t.Helper()
 			if _, err := st.Insert(ctx, now, []core.InsertParams{{Queue: queue, Kind: "m", Args: []byte(`{}`), Priority: 5, MaxAttempts: maxAttempts, RunAt: now, Deadline: deadline}}); err != nil {
@@ -391,14 +392,14 @@ func TestMetricsFromARealRun(t *testing.T) {
 			}
 		}
 		insert("m", 1, time.Time{})
-		if got, err := st.Claim(ctx, core.ClaimParams{Queue: "m", WorkerID: "gone", Limit: 1, Now: now, LeaseUntil: now.Add(30 * time.Second)}); err != nil || len(got) != 1 {
+		if got, err := st.Claim(ctx, contract.ClaimParams{Queue: "m", WorkerID: "gone", Limit: 1, Now: now, LeaseUntil: now.Add(30 * time.Second)}); err != nil || len(got) != 1 {
 			t.Fatalf("claim for gone: %v %v", got, err)
 		}
 		if err := st.RegisterWorker(ctx, core.WorkerInfo{ID: "ghost", Host: "h", Queues: []string{"m"}, StartedAt: now, HeartbeatAt: now}); err != nil {
 			t.Fatal(err)
 		}
 		insert("m", 3, time.Time{})
-		if got, err := st.Claim(ctx, core.ClaimParams{Queue: "m", WorkerID: "ghost", Limit: 1, Now: now, LeaseUntil: now.Add(24 * time.Hour)}); err != nil || len(got) != 1 {
+		if got, err := st.Claim(ctx, contract.ClaimParams{Queue: "m", WorkerID: "ghost", Limit: 1, Now: now, LeaseUntil: now.Add(24 * time.Hour)}); err != nil || len(got) != 1 {
 			t.Fatalf("claim for ghost: %v %v", got, err)
 		}
 		insert("idle", 1, now.Add(time.Hour))

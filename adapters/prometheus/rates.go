@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	"github.com/backlogq/backlog/core"
@@ -15,7 +17,7 @@ import (
 // primary-key reads per queue: its limits, and its rate instants when it
 // has a rate limit), at most once per MaxAge.
 type rateCache struct {
-	ql core.QueueLimiter
+	ql contract.QueueLimiter
 
 	mu    sync.Mutex
 	at    time.Time
@@ -49,7 +51,7 @@ var rateScopes = []string{"queue", "kind", "partition"}
 // rateScope returns the scope of a rate group.
 func rateScope(group string) string {
 	switch {
-	case group == core.RateGroupQueue:
+	case group == contract.RateGroupQueue:
 		return "queue"
 	case strings.HasPrefix(group, "kind:"):
 		return "kind"

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	prom "github.com/prometheus/client_golang/prometheus"
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
@@ -20,7 +22,7 @@ func TestRateWaitGauges(t *testing.T) {
 			ctx := t.Context()
 			t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 			clk := &manualClock{now: t0}
-			if err := st.(core.QueueLimiter).SetQueueLimits(ctx, "q", core.QueueLimits{Rate: core.RateLimit{Starts: 2, Per: time.Hour}}, t0); err != nil {
+			if err := st.(contract.QueueLimiter).SetQueueLimits(ctx, "q", core.QueueLimits{Rate: core.RateLimit{Starts: 2, Per: time.Hour}}, t0); err != nil {
 				t.Fatal(err)
 			}
 			var ps []core.InsertParams
@@ -30,7 +32,7 @@ func TestRateWaitGauges(t *testing.T) {
 			if _, err := st.Insert(ctx, t0, ps); err != nil {
 				t.Fatal(err)
 			}
-			got, err := st.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 10, Now: t0, LeaseUntil: t0.Add(time.Minute)})
+			got, err := st.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 10, Now: t0, LeaseUntil: t0.Add(time.Minute)})
 			if err != nil || len(got) != 2 {
 				t.Fatalf("claimed %d, %v; want the burst of 2", len(got), err)
 			}

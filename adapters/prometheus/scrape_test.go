@@ -6,6 +6,7 @@ import (
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 	prom "github.com/prometheus/client_golang/prometheus"
 )
@@ -15,7 +16,7 @@ import (
 // after one event of each kind, and checks the exposition text names every
 // metric family with its type and carries the store gauges' values.
 func TestScrapeExposesEveryFamily(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		ctx := t.Context()
 		now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 		var params []core.InsertParams
@@ -25,7 +26,7 @@ func TestScrapeExposesEveryFamily(t *testing.T) {
 		if _, err := st.Insert(ctx, now, params); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := st.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w-active", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != 1 {
+		if got, err := st.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w-active", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != 1 {
 			t.Fatalf("claim: %v %v", got, err)
 		}
 		if err := st.PauseQueue(ctx, "p", now); err != nil {
@@ -38,11 +39,11 @@ func TestScrapeExposesEveryFamily(t *testing.T) {
 			}
 		}
 
-		h, ok := st.(core.QueueHistory)
+		h, ok := st.(contract.QueueHistory)
 		if !ok {
-			t.Fatalf("%T is no core.QueueHistory", st)
+			t.Fatalf("%T is no contract.QueueHistory", st)
 		}
-		if err := h.AddQueueHistory(ctx, []core.QueueSample{
+		if err := h.AddQueueHistory(ctx, []contract.QueueSample{
 			{Queue: "q", At: now.Add(-time.Hour), Completed: 40, Failed: 2},
 			{Queue: "q", At: now.Add(-5 * time.Second), Completed: 2, Gauge: true, Depth: 2, OldestAge: 1500 * time.Millisecond},
 		}); err != nil {

@@ -9,13 +9,14 @@ import (
 
 	bprom "github.com/backlogq/backlog/adapters/prometheus"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 	prom "github.com/prometheus/client_golang/prometheus"
 )
 
 // countingStore is a real store counting its Stats and Workers reads.
 type countingStore struct {
-	core.Store
+	contract.Store
 	stats, workers atomic.Int32
 }
 
@@ -35,7 +36,7 @@ func (s *countingStore) Workers(ctx context.Context) ([]core.WorkerInfo, error) 
 // cache serves the HTTP API's readers too.
 func TestConcurrentScrapesShareOneRead(t *testing.T) {
 	st := &countingStore{Store: teststores.SQLite(t)}
-	now := core.UTC(time.Now())
+	now := contract.UTC(time.Now())
 	if _, err := st.Insert(t.Context(), now, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now}}); err != nil {
 		t.Fatal(err)
 	}

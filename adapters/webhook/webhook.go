@@ -32,6 +32,7 @@ import (
 	"unicode"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Defaults of Config.
@@ -219,7 +220,7 @@ func NewPayload(job *core.Job) Payload {
 		ID: job.ID, Kind: job.Kind, Queue: job.Queue, Args: args, Attempt: job.Attempt,
 		MaxAttempts: job.MaxAttempts, Priority: job.Priority, Metadata: job.Metadata, Tags: job.Tags,
 		UniqueKey: job.UniqueKey, PartitionKey: job.PartitionKey,
-		CreatedAt: core.UTC(job.CreatedAt), RunAt: core.UTC(job.RunAt), Deadline: core.UTC(job.Deadline),
+		CreatedAt: contract.UTC(job.CreatedAt), RunAt: contract.UTC(job.RunAt), Deadline: contract.UTC(job.Deadline),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var testSecret = []byte("0123456789abcdef-test-secret")
@@ -123,25 +124,25 @@ func TestStatusOutcomes(t *testing.T) {
 	cases := []struct {
 		status     int
 		retryAfter string
-		want       core.OutcomeKind
+		want       contract.OutcomeKind
 		delay      time.Duration // for snoozes
 	}{
-		{200, "", core.OutcomeComplete, 0},
-		{204, "", core.OutcomeComplete, 0},
-		{429, "7", core.OutcomeSnooze, 7 * time.Second},
-		{503, "0", core.OutcomeSnooze, 0},
-		{429, "86400", core.OutcomeSnooze, time.Minute}, // capped by MaxSnooze
-		{429, "", core.OutcomeRetry, 0},
-		{503, "soon", core.OutcomeRetry, 0},
-		{500, "", core.OutcomeRetry, 0},
-		{502, "3", core.OutcomeRetry, 0}, // Retry-After counts on 429 and 503 only
-		{408, "", core.OutcomeRetry, 0},
-		{401, "", core.OutcomeRetry, 0},
-		{409, "", core.OutcomeRetry, 0},
-		{400, "", core.OutcomeDiscard, 0},
-		{404, "", core.OutcomeDiscard, 0},
-		{422, "", core.OutcomeDiscard, 0},
-		{304, "", core.OutcomeRetry, 0},
+		{200, "", contract.OutcomeComplete, 0},
+		{204, "", contract.OutcomeComplete, 0},
+		{429, "7", contract.OutcomeSnooze, 7 * time.Second},
+		{503, "0", contract.OutcomeSnooze, 0},
+		{429, "86400", contract.OutcomeSnooze, time.Minute}, // capped by MaxSnooze
+		{429, "", contract.OutcomeRetry, 0},
+		{503, "soon", contract.OutcomeRetry, 0},
+		{500, "", contract.OutcomeRetry, 0},
+		{502, "3", contract.OutcomeRetry, 0}, // Retry-After counts on 429 and 503 only
+		{408, "", contract.OutcomeRetry, 0},
+		{401, "", contract.OutcomeRetry, 0},
+		{409, "", contract.OutcomeRetry, 0},
+		{400, "", contract.OutcomeDiscard, 0},
+		{404, "", contract.OutcomeDiscard, 0},
+		{422, "", contract.OutcomeDiscard, 0},
+		{304, "", contract.OutcomeRetry, 0},
 	}
 	for _, tc := range cases {
 		t.Run(strconv.Itoa(tc.status)+"/"+tc.retryAfter, func(t *testing.T) {
@@ -156,10 +157,10 @@ func TestStatusOutcomes(t *testing.T) {
 			if v.Kind != tc.want {
 				t.Fatalf("outcome %s (%v), want %s", v.Kind, v.Err, tc.want)
 			}
-			if tc.want == core.OutcomeSnooze && v.Delay != tc.delay {
+			if tc.want == contract.OutcomeSnooze && v.Delay != tc.delay {
 				t.Fatalf("snooze %s, want %s", v.Delay, tc.delay)
 			}
-			if tc.want == core.OutcomeRetry || tc.want == core.OutcomeDiscard {
+			if tc.want == contract.OutcomeRetry || tc.want == contract.OutcomeDiscard {
 				var se *StatusError
 				if !errors.As(v.Err, &se) || se.StatusCode != tc.status {
 					t.Fatalf("error %v, want a *StatusError of %d", v.Err, tc.status)
@@ -177,7 +178,7 @@ func TestRetryAfterDate(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	})
 	v := verdict(h.Handle(context.Background(), testJob()))
-	if v.Kind != core.OutcomeSnooze || v.Delay != 90*time.Second {
+	if v.Kind != contract.OutcomeSnooze || v.Delay != 90*time.Second {
 		t.Fatalf("verdict %+v", v)
 	}
 }
@@ -193,7 +194,7 @@ func TestServerErrorRetriesWithMessage(t *testing.T) {
 	job.WorkerID, job.ClaimSeq = "w", 1
 	v := verdict(h.Handle(context.Background(), job))
 	d := core.Decide(job, v, core.DecidePolicy{Retry: core.DelayList{time.Minute}})
-	if d.Event != core.EventJobRetried || d.Outcome.Kind != core.OutcomeRetry {
+	if d.Event != core.EventJobRetried || d.Outcome.Kind != contract.OutcomeRetry {
 		t.Fatalf("decision %+v", d)
 	}
 	msg := d.Outcome.Error.Error
@@ -281,7 +282,7 @@ func TestNameResolvingToLoopbackRefused(t *testing.T) {
 	if !errors.Is(err, ErrNotAllowed) {
 		t.Fatalf("error %v, want ErrNotAllowed", err)
 	}
-	if v := verdict(err); v.Kind != core.OutcomeRetry {
+	if v := verdict(err); v.Kind != contract.OutcomeRetry {
 		t.Fatalf("verdict %s", v.Kind)
 	}
 	if hits.Load() != 0 {
@@ -348,7 +349,7 @@ func TestTimeoutRetries(t *testing.T) {
 	defer close(release)
 	start := time.Now()
 	err := h.Handle(context.Background(), testJob())
-	if v := verdict(err); v.Kind != core.OutcomeRetry || !strings.Contains(err.Error(), "no complete response within 200ms") {
+	if v := verdict(err); v.Kind != contract.OutcomeRetry || !strings.Contains(err.Error(), "no complete response within 200ms") {
 		t.Fatalf("verdict %s: %v", v.Kind, err)
 	}
 	if d := time.Since(start); d > 5*time.Second {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Kind is the kind of the benchmark's no-op jobs.
@@ -58,7 +59,7 @@ func (r Result) String() string {
 // BurnDown inserts cfg.Jobs no-op jobs into st, then starts a client with
 // one queue and measures until every job has completed (completed jobs are
 // deleted at once: retention 0, as a queue under load would be tuned).
-func BurnDown(ctx context.Context, st core.Store, cfg Config) (Result, error) {
+func BurnDown(ctx context.Context, st contract.Store, cfg Config) (Result, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 100
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/bench"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/store/sqlite"
@@ -17,12 +18,12 @@ import (
 // store for one run.
 type storeCase struct {
 	name string
-	open func(b testing.TB) core.Store
+	open func(b testing.TB) contract.Store
 }
 
 var benchStores = []storeCase{
-	{"memory", func(testing.TB) core.Store { return memory.New() }},
-	{"sqlite", func(tb testing.TB) core.Store {
+	{"memory", func(testing.TB) contract.Store { return memory.New() }},
+	{"sqlite", func(tb testing.TB) contract.Store {
 		st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "bench.db"))
 		if err != nil {
 			tb.Fatal(err)

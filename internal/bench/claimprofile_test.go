@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store/postgres"
 )
@@ -34,7 +35,7 @@ type recordingStore struct {
 	finishes []storeCall
 }
 
-func (s *recordingStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *recordingStore) Claim(ctx context.Context, p contract.ClaimParams) ([]*core.Job, error) {
 	t := time.Now()
 	jobs, err := s.Store.Claim(ctx, p)
 	s.mu.Lock()
@@ -43,7 +44,7 @@ func (s *recordingStore) Claim(ctx context.Context, p core.ClaimParams) ([]*core
 	return jobs, err
 }
 
-func (s *recordingStore) Finish(ctx context.Context, outs []core.Outcome) ([]core.FinishResult, error) {
+func (s *recordingStore) Finish(ctx context.Context, outs []contract.Outcome) ([]contract.FinishResult, error) {
 	t := time.Now()
 	res, err := s.Store.Finish(ctx, outs)
 	s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // FairConfig describes a fairness run: tenant A enqueues Backlog jobs
@@ -56,7 +57,7 @@ func (r FairResult) String() string {
 // Fair runs a fairness scenario on st (a fresh database is best: the
 // queue's jobs are left behind). It waits at most maxWait for B's jobs
 // to start, and reports FinishedAll false when they did not.
-func Fair(ctx context.Context, st core.Store, cfg FairConfig, maxWait time.Duration) (FairResult, error) {
+func Fair(ctx context.Context, st contract.Store, cfg FairConfig, maxWait time.Duration) (FairResult, error) {
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = 100000
 	}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
 	_ "github.com/backlogq/backlog/store/mysql"
 	_ "github.com/backlogq/backlog/store/postgres"
@@ -48,7 +49,7 @@ func TestFairClaimsServeLateTenant(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			if m, ok := st.(core.Migrator); ok {
+			if m, ok := st.(contract.Migrator); ok {
 				if err := m.Migrate(ctx); err != nil {
 					t.Fatal(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -45,7 +46,7 @@ type GrowthConfig struct {
 	// through new connections (new database sessions, with no plans
 	// cached), as after a restart of the workers. nil = every round on
 	// the store given to Growth.
-	Reopen func(ctx context.Context) (core.Store, error)
+	Reopen func(ctx context.Context) (contract.Store, error)
 }
 
 // Probe samples the jobs table.
@@ -90,8 +91,8 @@ func unknownStats(rows int64) TableStats {
 }
 
 // CountProbe samples any store: the number of jobs in every queue and
-// state (core.Store.Stats), nothing else.
-func CountProbe(st core.Store) Probe {
+// state (contract.Store.Stats), nothing else.
+func CountProbe(st contract.Store) Probe {
 	return ProbeFunc(func(ctx context.Context) (TableStats, error) {
 		qs, err := st.Stats(ctx)
 		if err != nil {
@@ -168,7 +169,7 @@ type GrowthRound struct {
 	Table TableStats `json:"table"` // sampled after the round (and the pause)
 	// Changes since the previous sample (-1 where unknown).
 	Autovacuums int64 `json:"round_autovacuums"` // autovacuum runs on the table
-	Vacuums     int64 `json:"round_vacuums"`     // the store's own VACUUM runs (core.Vacuumer)
+	Vacuums     int64 `json:"round_vacuums"`     // the store's own VACUUM runs (contract.Vacuumer)
 	// VacuumTime is the time the store's own vacuums took during the
 	// round (store.vacuumed events of the benchmark's clients).
 	VacuumTime   time.Duration `json:"round_vacuum_time"`
@@ -276,7 +277,7 @@ func delta(a, b int64) int64 {
 // the first round and after each (cfg.Probe), and calls each, if not nil,
 // with every round as it ends. On an error the rounds done so far are
 // returned with it.
-func Growth(ctx context.Context, st core.Store, cfg GrowthConfig, each func(GrowthRound)) (GrowthResult, error) {
+func Growth(ctx context.Context, st contract.Store, cfg GrowthConfig, each func(GrowthRound)) (GrowthResult, error) {
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 5
 	}
@@ -344,7 +345,7 @@ func Growth(ctx context.Context, st core.Store, cfg GrowthConfig, each func(Grow
 }
 
 // growthRound runs one burn-down on st, or on a store from reopen.
-func growthRound(ctx context.Context, st core.Store, reopen func(context.Context) (core.Store, error), cfg Config) (Result, error) {
+func growthRound(ctx context.Context, st contract.Store, reopen func(context.Context) (contract.Store, error), cfg Config) (Result, error) {
 	if reopen == nil {
 		return BurnDown(ctx, st, cfg)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/bench"
 	"github.com/backlogq/backlog/store/sqlite"
 )
@@ -72,7 +73,7 @@ func TestGrowthKeepsCompletedJobs(t *testing.T) {
 // rows still land in the one database.
 func TestGrowthReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "growth.db")
-	open := func(ctx context.Context) (core.Store, error) { return sqlite.Open(ctx, path) }
+	open := func(ctx context.Context) (contract.Store, error) { return sqlite.Open(ctx, path) }
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := open(ctx)
@@ -85,7 +86,7 @@ func TestGrowthReopen(t *testing.T) {
 		Config:              bench.Config{Jobs: 100, Workers: 10},
 		Rounds:              2,
 		MaintenanceInterval: -1,
-		Reopen: func(ctx context.Context) (core.Store, error) {
+		Reopen: func(ctx context.Context) (contract.Store, error) {
 			opened.Add(1)
 			return open(ctx)
 		},

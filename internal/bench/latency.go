@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // stampArgs carry the wall time a job was enqueued, so its handler can
@@ -50,7 +51,7 @@ func (r LatencyResult) String() string {
 // starts, with idle workers. producer and worker may be the same store or
 // two handles on one database (two handles make the notification path
 // cross connection pools, as between processes).
-func Latency(ctx context.Context, producer, worker core.Store, cfg LatencyConfig) (LatencyResult, error) {
+func Latency(ctx context.Context, producer, worker contract.Store, cfg LatencyConfig) (LatencyResult, error) {
 	if cfg.Jobs <= 0 {
 		cfg.Jobs = 200
 	}

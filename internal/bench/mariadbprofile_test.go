@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/mysql"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
@@ -19,14 +20,14 @@ type mysqlRecorder struct {
 	rec sqliteRecorder // only its calls and their lock
 }
 
-func (s *mysqlRecorder) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *mysqlRecorder) Claim(ctx context.Context, p contract.ClaimParams) ([]*core.Job, error) {
 	t := time.Now()
 	jobs, err := s.Store.Claim(ctx, p)
 	s.rec.record("claim", t, p.Limit, len(jobs))
 	return jobs, err
 }
 
-func (s *mysqlRecorder) Finish(ctx context.Context, outs []core.Outcome) ([]core.FinishResult, error) {
+func (s *mysqlRecorder) Finish(ctx context.Context, outs []contract.Outcome) ([]contract.FinishResult, error) {
 	t := time.Now()
 	res, err := s.Store.Finish(ctx, outs)
 	s.rec.record("finish", t, len(outs), len(res))
@@ -111,14 +112,14 @@ func TestMariaDBClaimProfile(t *testing.T) {
 	for range 50 {
 		now := time.Now()
 		t0 := time.Now()
-		got, err := ms.Claim(ctx, core.ClaimParams{Queue: "alone", WorkerID: "w", Limit: 100, Now: now, LeaseUntil: now.Add(time.Minute)})
+		got, err := ms.Claim(ctx, contract.ClaimParams{Queue: "alone", WorkerID: "w", Limit: 100, Now: now, LeaseUntil: now.Add(time.Minute)})
 		alone = append(alone, time.Since(t0))
 		if err != nil || len(got) != 100 {
 			t.Fatalf("claim alone: %d jobs, %v", len(got), err)
 		}
-		outs := make([]core.Outcome, len(got))
+		outs := make([]contract.Outcome, len(got))
 		for i, j := range got {
-			outs[i] = core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now, Delete: true}
+			outs[i] = contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now, Delete: true}
 		}
 		t0 = time.Now()
 		if _, err := ms.Finish(ctx, outs); err != nil {

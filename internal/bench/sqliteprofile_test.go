@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"modernc.org/sqlite"
 
 	"github.com/backlogq/backlog/core"
@@ -37,7 +39,7 @@ func (s *sqliteRecorder) record(name string, t time.Time, asked, n int) {
 	s.mu.Unlock()
 }
 
-func (s *sqliteRecorder) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *sqliteRecorder) Claim(ctx context.Context, p contract.ClaimParams) ([]*core.Job, error) {
 	if s.onClaim != nil {
 		s.first.Do(s.onClaim)
 	}
@@ -47,7 +49,7 @@ func (s *sqliteRecorder) Claim(ctx context.Context, p core.ClaimParams) ([]*core
 	return jobs, err
 }
 
-func (s *sqliteRecorder) Finish(ctx context.Context, outs []core.Outcome) ([]core.FinishResult, error) {
+func (s *sqliteRecorder) Finish(ctx context.Context, outs []contract.Outcome) ([]contract.FinishResult, error) {
 	t := time.Now()
 	res, err := s.Store.Finish(ctx, outs)
 	s.record("finish", t, len(outs), len(res))
@@ -61,7 +63,7 @@ func (s *sqliteRecorder) Insert(ctx context.Context, now time.Time, jobs []core.
 	return res, err
 }
 
-func (s *sqliteRecorder) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
+func (s *sqliteRecorder) ExtendLeases(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error) {
 	t := time.Now()
 	n, err := s.Store.ExtendLeases(ctx, workerID, leases, until)
 	s.record("extend", t, len(leases), n)

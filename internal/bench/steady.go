@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // SteadyConfig describes a steady-state run: producers and workers run
@@ -134,7 +135,7 @@ func bottleneck(capWaitPct, pendingMean float64, inserted, completed int64, cap 
 // many jobs were inserted and completed per second, how long jobs waited
 // from insert commit to handler start, and whether the producers or the
 // workers limited the run.
-func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult, error) {
+func Steady(ctx context.Context, st contract.Store, cfg SteadyConfig) (SteadyResult, error) {
 	if cfg.Duration <= 0 {
 		cfg.Duration = 10 * time.Second
 	}
@@ -273,7 +274,7 @@ func Steady(ctx context.Context, st core.Store, cfg SteadyConfig) (SteadyResult,
 }
 
 // unfinished counts the jobs of queue that are not in a final state.
-func unfinished(ctx context.Context, st core.Store, queue string) (int, error) {
+func unfinished(ctx context.Context, st contract.Store, queue string) (int, error) {
 	stats, err := st.Stats(ctx)
 	if err != nil {
 		return 0, err

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/store/sqlite"
 )
@@ -68,10 +68,10 @@ func TestBottleneck(t *testing.T) {
 func TestSteadyLatencyAndCap(t *testing.T) {
 	for _, sc := range []struct {
 		name string
-		open func(t *testing.T) core.Store
+		open func(t *testing.T) contract.Store
 	}{
-		{"memory", func(*testing.T) core.Store { return memory.New() }},
-		{"sqlite", func(t *testing.T) core.Store {
+		{"memory", func(*testing.T) contract.Store { return memory.New() }},
+		{"sqlite", func(t *testing.T) contract.Store {
 			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "steady.db"))
 			if err != nil {
 				t.Fatal(err)

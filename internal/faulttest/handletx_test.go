@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store"
 	_ "github.com/backlogq/backlog/store/mysql"
@@ -143,7 +144,7 @@ func txWorker() error {
 	table, id := os.Getenv(envTxTable), os.Getenv(envWorker)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var st core.Store
+	var st contract.Store
 	for try := 0; ; try++ { // the database may be down while a worker starts
 		if st, err = store.Open(ctx, os.Getenv(envTxURL)); err == nil || try == 60 || ctx.Err() != nil {
 			break
@@ -224,9 +225,9 @@ func handleTxFault(t *testing.T, backend string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	tr, ok := st.(core.TxRunner)
+	tr, ok := st.(contract.TxRunner)
 	if !ok {
-		t.Fatalf("store %T has no core.TxRunner", st)
+		t.Fatalf("store %T has no contract.TxRunner", st)
 	}
 	table := "fault_tx_effects"
 	if err := tr.RunTx(ctx, func(tx any) error {

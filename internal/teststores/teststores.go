@@ -8,7 +8,7 @@ package teststores
 import (
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/store/mysql"
 	"github.com/backlogq/backlog/store/postgres"
@@ -19,7 +19,7 @@ import (
 // Backend opens a fresh, migrated store for t, closed when t ends.
 type Backend struct {
 	Name string // "memory", "sqlite", "postgres", "mysql"
-	Open func(t testing.TB) core.Store
+	Open func(t testing.TB) contract.Store
 }
 
 // All lists every backend, memory first.
@@ -33,38 +33,38 @@ func All() []Backend {
 }
 
 // Run runs fn as a subtest per backend, each with its own fresh store.
-func Run(t *testing.T, fn func(t *testing.T, st core.Store)) {
+func Run(t *testing.T, fn func(t *testing.T, st contract.Store)) {
 	for _, b := range All() {
 		t.Run(b.Name, func(t *testing.T) { fn(t, b.Open(t)) })
 	}
 }
 
 // Memory returns a memory store.
-func Memory(t testing.TB) core.Store {
+func Memory(t testing.TB) contract.Store {
 	st := memory.New()
 	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 
 // SQLite returns a SQLite store on a file in t.TempDir().
-func SQLite(t testing.TB) core.Store {
+func SQLite(t testing.TB) contract.Store {
 	st, err := sqlite.Open(t.Context(), t.TempDir()+"/backlog.db")
 	return opened(t, "sqlite", st, err)
 }
 
 // Postgres returns a PostgreSQL store on a fresh database.
-func Postgres(t testing.TB) core.Store {
+func Postgres(t testing.TB) contract.Store {
 	st, err := postgres.Open(t.Context(), dbtest.PostgresDSN(t))
 	return opened(t, "postgres", st, err)
 }
 
 // MySQL returns a MySQL/MariaDB store on a fresh database.
-func MySQL(t testing.TB) core.Store {
+func MySQL(t testing.TB) contract.Store {
 	st, err := mysql.Open(t.Context(), dbtest.MySQLDSN(t))
 	return opened(t, "mysql", st, err)
 }
 
-func opened[S core.Store](t testing.TB, name string, st S, err error) core.Store {
+func opened[S contract.Store](t testing.TB, name string, st S, err error) contract.Store {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("teststores: open %s: %v", name, err)

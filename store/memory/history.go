@@ -8,17 +8,18 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
-var _ core.QueueHistory = (*Store)(nil)
+var _ contract.QueueHistory = (*Store)(nil)
 
 // queueHistory is the in-memory queue history: buckets keyed by queue
 // and minute (a SQL store's table with that primary key) and totals per
 // queue (a second table keyed by queue). The zero value is empty.
 type queueHistory struct {
-	buckets map[bucketKey]*core.QueueBucket
-	totals  map[string]*core.QueueTotals
+	buckets map[bucketKey]*contract.QueueBucket
+	totals  map[string]*contract.QueueTotals
 }
 
 // bucketKey is one queue's minute, in Unix seconds.
@@ -27,12 +28,12 @@ type bucketKey struct {
 	minute int64
 }
 
-// AddQueueHistory implements core.QueueHistory: under the store's mutex,
+// AddQueueHistory implements contract.QueueHistory: under the store's mutex,
 // each merged sample adds its counts to its bucket and its queue's
 // totals, and replaces the bucket's gauge unless that one came from a
 // later sample.
-func (s *Store) AddQueueHistory(ctx context.Context, samples []core.QueueSample) error {
-	if err := core.CheckQueueSamples(samples); err != nil {
+func (s *Store) AddQueueHistory(ctx context.Context, samples []contract.QueueSample) error {
+	if err := storekit.CheckQueueSamples(samples); err != nil {
 		return err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -41,14 +42,14 @@ func (s *Store) AddQueueHistory(ctx context.Context, samples []core.QueueSample)
 	defer s.mu.Unlock()
 	h := &s.history
 	if h.buckets == nil {
-		h.buckets, h.totals = map[bucketKey]*core.QueueBucket{}, map[string]*core.QueueTotals{}
+		h.buckets, h.totals = map[bucketKey]*contract.QueueBucket{}, map[string]*contract.QueueTotals{}
 	}
-	for _, x := range core.MergeQueueSamples(samples) {
-		minute := core.HistoryMinute(x.At)
+	for _, x := range storekit.MergeQueueSamples(samples) {
+		minute := contract.HistoryMinute(x.At)
 		k := bucketKey{x.Queue, minute.Unix()}
 		b := h.buckets[k]
 		if b == nil {
-			b = &core.QueueBucket{Queue: x.Queue, Minute: minute}
+			b = &contract.QueueBucket{Queue: x.Queue, Minute: minute}
 			h.buckets[k] = b
 		}
 		b.Completed += x.Completed
@@ -58,7 +59,7 @@ func (s *Store) AddQueueHistory(ctx context.Context, samples []core.QueueSample)
 		}
 		t := h.totals[x.Queue]
 		if t == nil {
-			t = &core.QueueTotals{Queue: x.Queue}
+			t = &contract.QueueTotals{Queue: x.Queue}
 			h.totals[x.Queue] = t
 		}
 		t.Completed += x.Completed
@@ -67,48 +68,48 @@ func (s *Store) AddQueueHistory(ctx context.Context, samples []core.QueueSample)
 	return nil
 }
 
-// QueueHistory implements core.QueueHistory.
-func (s *Store) QueueHistory(ctx context.Context, queue string, since time.Time) ([]core.QueueBucket, error) {
+// QueueHistory implements contract.QueueHistory.
+func (s *Store) QueueHistory(ctx context.Context, queue string, since time.Time) ([]contract.QueueBucket, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	from := core.HistoryMinute(since)
-	var out []core.QueueBucket
+	from := contract.HistoryMinute(since)
+	var out []contract.QueueBucket
 	for _, b := range s.history.buckets {
 		if (queue == "" || b.Queue == queue) && !b.Minute.Before(from) {
 			out = append(out, *b)
 		}
 	}
-	slices.SortFunc(out, func(a, b core.QueueBucket) int {
+	slices.SortFunc(out, func(a, b contract.QueueBucket) int {
 		return cmp.Or(cmp.Compare(a.Queue, b.Queue), a.Minute.Compare(b.Minute))
 	})
 	return out, nil
 }
 
-// QueueTotals implements core.QueueHistory.
-func (s *Store) QueueTotals(ctx context.Context) ([]core.QueueTotals, error) {
+// QueueTotals implements contract.QueueHistory.
+func (s *Store) QueueTotals(ctx context.Context) ([]contract.QueueTotals, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	out := make([]core.QueueTotals, 0, len(s.history.totals))
+	out := make([]contract.QueueTotals, 0, len(s.history.totals))
 	for _, q := range slices.Sorted(maps.Keys(s.history.totals)) {
 		out = append(out, *s.history.totals[q])
 	}
 	return out, nil
 }
 
-// DueJobs implements core.QueueHistory from the per-queue pending index
+// DueJobs implements contract.QueueHistory from the per-queue pending index
 // (pending jobs only, never the finished ones).
-func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, error) {
+func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]contract.QueueDue, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	var out []core.QueueDue
+	var out []contract.QueueDue
 	for _, q := range slices.Sorted(maps.Keys(s.pending)) {
-		d := core.QueueDue{Queue: q}
+		d := contract.QueueDue{Queue: q}
 		for _, e := range s.pending[q].entries {
 			j := e.job
 			if j.RunAt.After(now) {
@@ -126,7 +127,7 @@ func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, er
 	return out, nil
 }
 
-// PruneQueueHistory implements core.QueueHistory: up to limit buckets
+// PruneQueueHistory implements contract.QueueHistory: up to limit buckets
 // before `before`, oldest first.
 func (s *Store) PruneQueueHistory(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit < 1 {

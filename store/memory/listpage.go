@@ -3,15 +3,16 @@ package memory
 import (
 	"context"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
-// ListPage implements core.PageLister: List cut at maxBytes of args and
-// results (core.CutPage).
-func (s *Store) ListPage(ctx context.Context, p core.ListParams, maxBytes int) ([]*core.Job, error) {
+// ListPage implements contract.PageLister: List cut at maxBytes of args and
+// results (storekit.CutPage).
+func (s *Store) ListPage(ctx context.Context, p contract.ListParams, maxBytes int) ([]*contract.Job, error) {
 	jobs, err := s.List(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	return core.CutPage(jobs, maxBytes), nil
+	return storekit.CutPage(jobs, maxBytes), nil
 }

@@ -1,17 +1,17 @@
-// Package memory is an in-memory core.Store.
+// Package memory is an in-memory contract.Store.
 //
 // It has two jobs. First, it is the reference adapter: the smallest complete
-// implementation of the core.Store contract, written to be read. An author of
+// implementation of the contract.Store contract, written to be read. An author of
 // a store for a new database can follow it method by method — each method's
 // comment says which rules of the contract it implements, and the list below
 // says what a database uses in place of each in-memory structure. Second, it is a fast store for unit tests of code
 // that enqueues or runs jobs: no files, no server, no cleanup.
 //
 // It keeps nothing across processes and has no transactions, so it does not
-// implement core.TxInserter or core.TxCompleter. It implements core.Notifier
+// implement contract.TxInserter or contract.TxCompleter. It implements contract.Notifier
 // by fanning notifications out to the channels of every Listen call made on
-// the same *Store, core.Settings with a map (values live as long as the
-// *Store), and core.SealedRewriter.
+// the same *Store, contract.Settings with a map (values live as long as the
+// *Store), and contract.SealedRewriter.
 //
 // How the contract maps onto plain Go:
 //
@@ -22,7 +22,7 @@
 //     exclusive (a SQL store uses SKIP LOCKED or a version column instead) and
 //     unique keys race-free (a SQL store uses a primary key on its holds).
 //   - Unique keys are held apart from the jobs, in a map from scoped key
-//     (core.ScopedUniqueKey) to a hold: the holder's id, queue, kind, key,
+//     (contract.ScopedUniqueKey) to a hold: the holder's id, queue, kind, key,
 //     UniqueFor and, once its row is gone, until when the key stays held.
 //     A SQL store keeps the same in a table whose primary key is the
 //     scoped key, so a hold outlives the row it was taken for.
@@ -34,7 +34,7 @@
 //   - A worker's record is a map entry keyed by its id (a SQL store's
 //     primary key), so Worker reads one record, never the registry.
 //   - The store never reads a clock: every time it stores comes from the
-//     caller, normalised with core.UTC.
+//     caller, normalised with contract.UTC.
 //
 // Run the conformance suite against it with storetest.Run; its own tests do.
 package memory
@@ -46,13 +46,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
 // listenBuffer is the capacity of each Listen channel. Notifications are
@@ -60,7 +61,7 @@ import (
 // which the contract allows (delivery is best effort; the engine polls).
 const listenBuffer = 64
 
-// Store is an in-memory core.Store and core.Notifier. The zero value is not
+// Store is an in-memory contract.Store and contract.Notifier. The zero value is not
 // usable; create one with New. A Store is safe for concurrent use.
 type Store struct {
 	mu sync.Mutex
@@ -70,7 +71,7 @@ type Store struct {
 
 	// jobs holds every stored job by id. The values are owned by the store:
 	// they are copied on the way in and on the way out.
-	jobs map[int64]*core.Job
+	jobs map[int64]*contract.Job
 
 	// pending indexes, per queue, the jobs whose state is scheduled,
 	// available or retryable: the only ones a claim may take.
@@ -87,48 +88,52 @@ type Store struct {
 	paused map[string]bool
 
 	// limits holds the concurrency limits of the queues whose limits were
-	// set (core.QueueLimiter), normalized; zero limits stay as a record.
-	limits map[string]core.QueueLimits
+	// set (contract.QueueLimiter), normalized; zero limits stay as a record.
+	limits map[string]contract.QueueLimits
 	// rates holds each queue's rate-limited groups' GCRA instants
 	// (core.RateLimit): queue → group → instant.
 	rates map[string]map[string]time.Time
+	// fairCursor holds each fair queue's cursor: the partition key its
+	// last claim's turn ended at (storekit.ClaimRoom.FairCursor).
+	fairCursor map[string]string
 
-	workers map[string]core.WorkerInfo
+	workers map[string]contract.WorkerInfo
 
-	// settings holds the values of core.Settings.
+	// settings holds the values of contract.Settings.
 	settings map[string][]byte
 
 	// listeners are the channels of live Listen calls.
-	listeners map[chan core.Notification]struct{}
+	listeners map[chan contract.Notification]struct{}
 
-	// history holds the queue history (core.QueueHistory, history.go).
+	// history holds the queue history (contract.QueueHistory, history.go).
 	history queueHistory
 }
 
 // Compile-time checks of the interfaces Store implements.
 var (
-	_ core.Store           = (*Store)(nil)
-	_ core.Notifier        = (*Store)(nil)
-	_ core.Settings        = (*Store)(nil)
-	_ core.MutableSettings = (*Store)(nil)
-	_ core.SealedRewriter  = (*Store)(nil)
-	_ core.QueueLimiter    = (*Store)(nil)
-	_ core.UniqueHolder    = (*Store)(nil)
+	_ contract.Store           = (*Store)(nil)
+	_ contract.Notifier        = (*Store)(nil)
+	_ contract.Settings        = (*Store)(nil)
+	_ contract.MutableSettings = (*Store)(nil)
+	_ contract.SealedRewriter  = (*Store)(nil)
+	_ contract.QueueLimiter    = (*Store)(nil)
+	_ contract.UniqueHolder    = (*Store)(nil)
 )
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		jobs:      make(map[int64]*core.Job),
-		pending:   make(map[string]*pendingIndex),
-		holds:     make(map[string]*hold),
-		holdOf:    make(map[int64]string),
-		paused:    make(map[string]bool),
-		limits:    make(map[string]core.QueueLimits),
-		rates:     make(map[string]map[string]time.Time),
-		workers:   make(map[string]core.WorkerInfo),
-		settings:  make(map[string][]byte),
-		listeners: make(map[chan core.Notification]struct{}),
+		jobs:       make(map[int64]*contract.Job),
+		pending:    make(map[string]*pendingIndex),
+		holds:      make(map[string]*hold),
+		holdOf:     make(map[int64]string),
+		paused:     make(map[string]bool),
+		limits:     make(map[string]contract.QueueLimits),
+		rates:      make(map[string]map[string]time.Time),
+		fairCursor: make(map[string]string),
+		workers:    make(map[string]contract.WorkerInfo),
+		settings:   make(map[string][]byte),
+		listeners:  make(map[chan contract.Notification]struct{}),
 	}
 }
 
@@ -156,11 +161,11 @@ func (s *Store) held(h *hold, now time.Time) bool {
 // holderJob returns the job holding h: a copy of its row, or, when the
 // row is gone, a job with only what the hold keeps (ID, Queue, Kind,
 // UniqueKey).
-func (s *Store) holderJob(h *hold) *core.Job {
+func (s *Store) holderJob(h *hold) *contract.Job {
 	if j, ok := s.jobs[h.jobID]; ok {
 		return clone(j)
 	}
-	return &core.Job{ID: h.jobID, Queue: h.queue, Kind: h.kind, UniqueKey: h.key}
+	return &contract.Job{ID: h.jobID, Queue: h.queue, Kind: h.kind, UniqueKey: h.key}
 }
 
 // lock takes the mutex and reports core.ErrClosed after Close. Callers that
@@ -172,32 +177,32 @@ func (s *Store) lock(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	return nil
 }
 
-// Insert implements core.Store. Each input becomes a new job, scheduled when
+// Insert implements contract.Store. Each input becomes a new job, scheduled when
 // its RunAt is after now and available otherwise, unless its scoped unique
 // key is held (by a job not final, by a final one inside its UniqueFor
 // window, or by one deleted inside it; including a job inserted earlier in
 // the same batch): then the result holds that job and Duplicate is true.
 // Otherwise the new job takes the hold. Inserting a due job sends one
 // NotifyInsert per queue.
-func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 
-	now = core.UTC(now)
-	results := make([]core.InsertResult, len(jobs))
+	now = contract.UTC(now)
+	results := make([]contract.InsertResult, len(jobs))
 	var dueQueues []string
 	for i, p := range jobs {
-		sk := core.ScopedUniqueKey(&p)
+		sk := contract.ScopedUniqueKey(&p)
 		if h, ok := s.holds[sk]; sk != "" && ok {
 			if s.held(h, now) {
-				results[i] = core.InsertResult{Job: s.holderJob(h), Duplicate: true, Fingerprint: h.fingerprint}
+				results[i] = contract.InsertResult{Job: s.holderJob(h), Duplicate: true, Fingerprint: h.fingerprint}
 				continue
 			}
 			delete(s.holdOf, h.jobID) // the hold passes to the new job
@@ -207,16 +212,16 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 			s.holds[sk] = &hold{jobID: s.nextID, queue: p.Queue, kind: p.Kind, key: p.UniqueKey, uniqueFor: p.UniqueFor.Truncate(time.Microsecond), fingerprint: p.UniqueFingerprint}
 			s.holdOf[s.nextID] = sk
 		}
-		j := &core.Job{
+		j := &contract.Job{
 			ID:           s.nextID,
 			Queue:        p.Queue,
 			Kind:         p.Kind,
 			Args:         slices.Clone(p.Args),
 			Priority:     p.Priority,
-			State:        core.StateAvailable,
+			State:        contract.StateAvailable,
 			MaxAttempts:  p.MaxAttempts,
-			RunAt:        core.UTC(p.RunAt),
-			Deadline:     core.UTC(p.Deadline),
+			RunAt:        contract.UTC(p.RunAt),
+			Deadline:     contract.UTC(p.Deadline),
 			UniqueKey:    p.UniqueKey,
 			PartitionKey: p.PartitionKey,
 			Tags:         slices.Clone(p.Tags),
@@ -224,28 +229,28 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 			CreatedAt:    now,
 		}
 		if j.RunAt.After(now) {
-			j.State = core.StateScheduled
+			j.State = contract.StateScheduled
 		} else if !slices.Contains(dueQueues, j.Queue) {
 			dueQueues = append(dueQueues, j.Queue)
 		}
 		s.jobs[j.ID] = j
 		s.reindex(j, "")
-		results[i] = core.InsertResult{Job: clone(j)}
+		results[i] = contract.InsertResult{Job: clone(j)}
 	}
 	for _, q := range dueQueues {
-		s.notify(core.Notification{Kind: core.NotifyInsert, Queue: q})
+		s.notify(contract.Notification{Kind: contract.NotifyInsert, Queue: q})
 	}
 	return results, nil
 }
 
-// Claim implements core.Store. It takes the due jobs of p.Queue in priority,
+// Claim implements contract.Store. It takes the due jobs of p.Queue in priority,
 // run_at, id order from the queue's pending index and marks them running for
 // p.WorkerID. Holding the mutex for the whole selection and update is what
 // keeps two claims from taking the same job. A paused queue yields no jobs
 // and a nil error.
-func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
 	if p.Limit < 1 {
-		return nil, fmt.Errorf("memory: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
+		return nil, fmt.Errorf("memory: claim limit %d is below 1: %w", p.Limit, contract.ErrInvalidArgument)
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -255,32 +260,22 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	if s.paused[p.Queue] {
 		return nil, nil
 	}
-	now := core.UTC(p.Now)
+	now := contract.UTC(p.Now)
 
-	var picked []*core.Job
+	var picked []*contract.Job
 	if x, ok := s.pending[p.Queue]; ok {
-		limit, take := p.Limit, func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) }
-		lim, limited := s.limits[p.Queue]
-		switch {
-		case limited && hasPolicy(lim):
-			picked = s.claimByPolicy(x, p, lim, now)
-		case limited && !lim.IsZero():
-			room := s.room(p.Queue, lim, now)
-			limit = min(limit, room.Left())
-			take = func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) && room.Take(j.Kind, j.PartitionKey) }
-			fallthrough
-		default:
-			if limit > 0 {
-				picked = x.popDue(now, limit, take)
-			}
+		if lim, limited := s.limits[p.Queue]; limited && !lim.IsZero() {
+			picked = s.claimLimited(x, p, lim, now)
+		} else {
+			picked = x.popDue(now, p.Limit, func(j *contract.Job) bool { return tagsAllowed(j.Tags, p.Tags) })
 		}
 	}
 
-	leaseUntil := core.UTC(p.LeaseUntil)
-	claimed := make([]*core.Job, 0, len(picked))
+	leaseUntil := contract.UTC(p.LeaseUntil)
+	claimed := make([]*contract.Job, 0, len(picked))
 	for _, j := range picked {
 		old := j.State
-		j.State = core.StateRunning
+		j.State = contract.StateRunning
 		j.Attempt++
 		j.ClaimSeq++
 		j.AttemptedAt = now
@@ -292,18 +287,18 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	return claimed, nil
 }
 
-// Finish implements core.Store. Each outcome applies only when its job is
+// Finish implements contract.Store. Each outcome applies only when its job is
 // still running under the outcome's worker id at the outcome's ClaimSeq (the
 // fence); otherwise its result says Applied=false and the job is untouched.
 // An outcome of an unknown kind fails the whole call before any is applied,
 // with an error wrapping core.ErrInvalidArgument.
-func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+func (s *Store) Finish(ctx context.Context, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
 	for _, o := range outcomes {
 		switch o.Kind {
-		case core.OutcomeComplete, core.OutcomeRetry, core.OutcomeSnooze,
-			core.OutcomeContinue, core.OutcomeCancel, core.OutcomeDiscard:
+		case contract.OutcomeComplete, contract.OutcomeRetry, contract.OutcomeSnooze,
+			contract.OutcomeContinue, contract.OutcomeCancel, contract.OutcomeDiscard:
 		default:
-			return nil, fmt.Errorf("memory: job %d: unknown outcome kind %q: %w", o.JobID, o.Kind, core.ErrInvalidArgument)
+			return nil, fmt.Errorf("memory: job %d: unknown outcome kind %q: %w", o.JobID, o.Kind, contract.ErrInvalidArgument)
 		}
 	}
 	if err := s.lock(ctx); err != nil {
@@ -311,58 +306,58 @@ func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.Fin
 	}
 	defer s.mu.Unlock()
 
-	results := make([]core.FinishResult, len(outcomes))
+	results := make([]contract.FinishResult, len(outcomes))
 	for i, o := range outcomes {
-		results[i] = core.FinishResult{JobID: o.JobID, Applied: s.finish(o)}
+		results[i] = contract.FinishResult{JobID: o.JobID, Applied: s.finish(o)}
 	}
 	return results, nil
 }
 
 // finish applies one outcome if the fence holds and reports whether it did.
-func (s *Store) finish(o core.Outcome) bool {
+func (s *Store) finish(o contract.Outcome) bool {
 	j, ok := s.jobs[o.JobID]
-	if !ok || j.State != core.StateRunning || j.WorkerID != o.WorkerID || j.ClaimSeq != o.ClaimSeq {
+	if !ok || j.State != contract.StateRunning || j.WorkerID != o.WorkerID || j.ClaimSeq != o.ClaimSeq {
 		return false
 	}
-	at := core.UTC(o.At)
-	runAt := core.UTC(o.RunAt)
+	at := contract.UTC(o.At)
+	runAt := contract.UTC(o.RunAt)
 	old := j.State
 
 	// Every outcome ends the lease; WorkerID stays for inspection.
 	j.LeaseUntil = time.Time{}
 	if o.Error != nil {
 		e := *o.Error
-		e.At = core.UTC(e.At)
+		e.At = contract.UTC(e.At)
 		j.Errors = appendError(j.Errors, e)
 	}
 
 	switch o.Kind {
-	case core.OutcomeComplete:
+	case contract.OutcomeComplete:
 		if o.Delete {
 			s.remove(j, at)
 			return true
 		}
-		j.State = core.StateCompleted
+		j.State = contract.StateCompleted
 		j.FinishedAt = at
 		j.Result = slices.Clone(o.Result)
-	case core.OutcomeRetry:
-		j.State = core.StateRetryable
+	case contract.OutcomeRetry:
+		j.State = contract.StateRetryable
 		j.RunAt = runAt
-	case core.OutcomeSnooze:
+	case contract.OutcomeSnooze:
 		j.State = dueState(runAt, at)
 		j.RunAt = runAt
 		j.Attempt-- // a snooze uses no attempt
-	case core.OutcomeContinue:
+	case contract.OutcomeContinue:
 		j.State = dueState(runAt, at)
 		j.RunAt = runAt
 		j.Attempt = 0
 		j.Kind = o.NextKind
 		j.Args = slices.Clone(o.NextArgs)
-	case core.OutcomeCancel:
-		j.State = core.StateCancelled
+	case contract.OutcomeCancel:
+		j.State = contract.StateCancelled
 		j.FinishedAt = at
-	case core.OutcomeDiscard:
-		j.State = core.StateDiscarded
+	case contract.OutcomeDiscard:
+		j.State = contract.StateDiscarded
 		j.FinishedAt = at
 	}
 	s.reindex(j, old)
@@ -370,27 +365,27 @@ func (s *Store) finish(o core.Outcome) bool {
 }
 
 // dueState is the state of a job that becomes due at runAt, seen at now.
-func dueState(runAt, now time.Time) core.State {
+func dueState(runAt, now time.Time) contract.State {
 	if runAt.After(now) {
-		return core.StateScheduled
+		return contract.StateScheduled
 	}
-	return core.StateAvailable
+	return contract.StateAvailable
 }
 
-// ExtendLeases implements core.Store: each named job still running under
+// ExtendLeases implements contract.Store: each named job still running under
 // workerID at the named ClaimSeq gets LeaseUntil=until. Jobs not named, or
 // no longer held at that claim, are not touched.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error) {
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}
 	defer s.mu.Unlock()
 
-	until = core.UTC(until)
+	until = contract.UTC(until)
 	n := 0
 	for _, l := range leases {
 		j, ok := s.jobs[l.JobID]
-		if ok && j.State == core.StateRunning && j.WorkerID == workerID && j.ClaimSeq == l.ClaimSeq {
+		if ok && j.State == contract.StateRunning && j.WorkerID == workerID && j.ClaimSeq == l.ClaimSeq {
 			j.LeaseUntil = until
 			n++
 		}
@@ -398,27 +393,27 @@ func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core
 	return n, nil
 }
 
-// Rescue implements core.Store. Running jobs whose lease ended before now
+// Rescue implements contract.Store. Running jobs whose lease ended before now
 // (oldest lease first, up to limit) get the outcome decide returns for
 // them, applied under the store's mutex, so nothing can change them between
 // the selection and the change.
-func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
+func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 
-	now = core.UTC(now)
-	expired := s.collect(limit, func(a, b *core.Job) int {
+	now = contract.UTC(now)
+	expired := s.collect(limit, func(a, b *contract.Job) int {
 		if c := a.LeaseUntil.Compare(b.LeaseUntil); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
-	}, func(j *core.Job) bool {
-		return j.State == core.StateRunning && j.LeaseUntil.Before(now)
+	}, func(j *contract.Job) bool {
+		return j.State == contract.StateRunning && j.LeaseUntil.Before(now)
 	})
 
-	rescued := make([]*core.Job, 0, len(expired))
+	rescued := make([]*contract.Job, 0, len(expired))
 	for _, j := range expired {
 		if r := s.handBack(j, decide(clone(j), j.LeaseUntil)); r != nil {
 			rescued = append(rescued, r)
@@ -438,25 +433,25 @@ func tagsAllowed(jobTags, capabilities []string) bool {
 	return true
 }
 
-// RescueWorkers implements core.Store: running jobs (in id order, up to
+// RescueWorkers implements contract.Store: running jobs (in id order, up to
 // limit) held by workers whose record's heartbeat is before heartbeatBefore
 // get the outcome decide returns for them, as in Rescue.
-func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
+func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 
-	heartbeatBefore = core.UTC(heartbeatBefore)
-	dead := func(id string) (core.WorkerInfo, bool) {
+	heartbeatBefore = contract.UTC(heartbeatBefore)
+	dead := func(id string) (contract.WorkerInfo, bool) {
 		w, ok := s.workers[id]
 		return w, ok && w.HeartbeatAt.Before(heartbeatBefore)
 	}
-	held := s.collect(limit, byID, func(j *core.Job) bool {
+	held := s.collect(limit, byID, func(j *contract.Job) bool {
 		_, ok := dead(j.WorkerID)
-		return j.State == core.StateRunning && ok
+		return j.State == contract.StateRunning && ok
 	})
-	rescued := make([]*core.Job, 0, len(held))
+	rescued := make([]*contract.Job, 0, len(held))
 	for _, j := range held {
 		w, _ := dead(j.WorkerID)
 		if r := s.handBack(j, decide(clone(j), w.HeartbeatAt)); r != nil {
@@ -470,8 +465,8 @@ func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Tim
 // selected under the same lock, and returns a copy of the result (nil if
 // the outcome did not name j's current execution or is of a kind rescues
 // do not make).
-func (s *Store) handBack(j *core.Job, o core.Outcome) *core.Job {
-	if o.Kind != core.OutcomeRetry && o.Kind != core.OutcomeDiscard {
+func (s *Store) handBack(j *contract.Job, o contract.Outcome) *contract.Job {
+	if o.Kind != contract.OutcomeRetry && o.Kind != contract.OutcomeDiscard {
 		return nil
 	}
 	if !s.finish(o) {
@@ -480,7 +475,7 @@ func (s *Store) handBack(j *core.Job, o core.Outcome) *core.Job {
 	return clone(j)
 }
 
-// DiscardExpired implements core.Store: pending jobs (scheduled, available,
+// DiscardExpired implements contract.Store: pending jobs (scheduled, available,
 // retryable) whose deadline is set and before now, up to limit in id order,
 // become discarded with an error entry saying the deadline passed.
 func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (int, error) {
@@ -489,41 +484,41 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 	}
 	defer s.mu.Unlock()
 
-	now = core.UTC(now)
-	expired := s.collect(limit, byID, func(j *core.Job) bool {
+	now = contract.UTC(now)
+	expired := s.collect(limit, byID, func(j *contract.Job) bool {
 		return j.State.Pending() && !j.Deadline.IsZero() && j.Deadline.Before(now)
 	})
 	for _, j := range expired {
 		old := j.State
-		j.Errors = appendError(j.Errors, core.AttemptError{
+		j.Errors = appendError(j.Errors, contract.AttemptError{
 			Attempt: j.Attempt,
 			At:      now,
 			Error:   "deadline passed: the job was not finished by " + j.Deadline.Format(time.RFC3339Nano),
 			Cause:   core.CauseDeadline,
 		})
-		j.State = core.StateDiscarded
+		j.State = contract.StateDiscarded
 		j.FinishedAt = now
 		s.reindex(j, old)
 	}
 	return len(expired), nil
 }
 
-// Prune implements core.Store: it deletes up to limit jobs (oldest id first)
+// Prune implements contract.Store: it deletes up to limit jobs (oldest id first)
 // in the final state `state` whose FinishedAt is before `before`, keeping
 // their unique keys held until FinishedAt+UniqueFor, and forgets up to
 // limit holds that ended before `before`. A state that is not final is an
 // error wrapping core.ErrInvalidArgument and core.ErrInvalidState.
-func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
+func (s *Store) Prune(ctx context.Context, state contract.State, before time.Time, limit int) (int, error) {
 	if !state.Final() {
-		return 0, fmt.Errorf("memory: prune of state %q: %w: %w (only completed, cancelled and discarded jobs are pruned)", state, core.ErrInvalidArgument, core.ErrInvalidState)
+		return 0, fmt.Errorf("memory: prune of state %q: %w: %w (only completed, cancelled and discarded jobs are pruned)", state, contract.ErrInvalidArgument, contract.ErrInvalidState)
 	}
 	if err := s.lock(ctx); err != nil {
 		return 0, err
 	}
 	defer s.mu.Unlock()
 
-	before = core.UTC(before)
-	old := s.collect(limit, byID, func(j *core.Job) bool {
+	before = contract.UTC(before)
+	old := s.collect(limit, byID, func(j *contract.Job) bool {
 		return j.State == state && j.FinishedAt.Before(before)
 	})
 	for _, j := range old {
@@ -543,8 +538,8 @@ func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, l
 	return len(old), nil
 }
 
-// Get implements core.Store.
-func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
+// Get implements contract.Store.
+func (s *Store) Get(ctx context.Context, id int64) (*contract.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -552,16 +547,16 @@ func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
 
 	j, ok := s.jobs[id]
 	if !ok {
-		return nil, fmt.Errorf("memory: job %d: %w", id, core.ErrNotFound)
+		return nil, fmt.Errorf("memory: job %d: %w", id, contract.ErrNotFound)
 	}
 	return clone(j), nil
 }
 
-// List implements core.Store: jobs matching the filters of p
+// List implements contract.Store: jobs matching the filters of p
 // (core.ListParams.Matches, args searched in Go), in p's order
 // (core.ListParams.ListOrder), after its cursor (ListAfter), at most
 // p.Limit (100 when zero).
-func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+func (s *Store) List(ctx context.Context, p contract.ListParams) ([]*contract.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -571,35 +566,35 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 	if limit <= 0 {
 		limit = 100
 	}
-	leaves, err := core.ParseArgsPattern(p.ArgsContains)
+	leaves, err := contract.ParseArgsPattern(p.ArgsContains)
 	if err != nil {
 		return nil, err
 	}
 	filter := p
 	filter.ArgsContains = nil
-	found := s.collect(limit, p.ListOrder, func(j *core.Job) bool {
-		return p.ListAfter(j) && filter.Matches(j) && core.ArgsMatch(j.Args, leaves)
+	found := s.collect(limit, p.ListOrder, func(j *contract.Job) bool {
+		return p.ListAfter(j) && filter.Matches(j) && contract.ArgsMatch(j.Args, leaves)
 	})
-	out := make([]*core.Job, len(found))
+	out := make([]*contract.Job, len(found))
 	for i, j := range found {
 		out[i] = clone(j)
 	}
 	return out, nil
 }
 
-// Stats implements core.Store: one entry per queue that has jobs or is
+// Stats implements contract.Store: one entry per queue that has jobs or is
 // paused, ordered by queue name. States without jobs are absent from Counts.
-func (s *Store) Stats(ctx context.Context) ([]core.QueueStats, error) {
+func (s *Store) Stats(ctx context.Context) ([]contract.QueueStats, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 
-	byQueue := make(map[string]*core.QueueStats)
-	get := func(q string) *core.QueueStats {
+	byQueue := make(map[string]*contract.QueueStats)
+	get := func(q string) *contract.QueueStats {
 		st, ok := byQueue[q]
 		if !ok {
-			st = &core.QueueStats{Queue: q, Paused: s.paused[q], Counts: make(map[core.State]int)}
+			st = &contract.QueueStats{Queue: q, Paused: s.paused[q], Counts: make(map[contract.State]int)}
 			byQueue[q] = st
 		}
 		return st
@@ -610,17 +605,17 @@ func (s *Store) Stats(ctx context.Context) ([]core.QueueStats, error) {
 	for _, j := range s.jobs {
 		get(j.Queue).Counts[j.State]++
 	}
-	out := make([]core.QueueStats, 0, len(byQueue))
+	out := make([]contract.QueueStats, 0, len(byQueue))
 	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
 		out = append(out, *byQueue[q])
 	}
 	return out, nil
 }
 
-// Cancel implements core.Store: a job not in a final state becomes cancelled
+// Cancel implements contract.Store: a job not in a final state becomes cancelled
 // (FinishedAt=now, lease cleared) and a NotifyCancel is sent so a node
 // running it can stop early. A final job returns core.ErrInvalidState.
-func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -628,25 +623,25 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 
 	j, ok := s.jobs[id]
 	if !ok {
-		return nil, fmt.Errorf("memory: cancel job %d: %w", id, core.ErrNotFound)
+		return nil, fmt.Errorf("memory: cancel job %d: %w", id, contract.ErrNotFound)
 	}
 	if j.State.Final() {
-		return nil, fmt.Errorf("memory: cancel job %d in state %s: %w", id, j.State, core.ErrInvalidState)
+		return nil, fmt.Errorf("memory: cancel job %d in state %s: %w", id, j.State, contract.ErrInvalidState)
 	}
 	old := j.State
-	j.State = core.StateCancelled
-	j.FinishedAt = core.UTC(now)
+	j.State = contract.StateCancelled
+	j.FinishedAt = contract.UTC(now)
 	j.LeaseUntil = time.Time{}
 	s.reindex(j, old)
-	s.notify(core.Notification{Kind: core.NotifyCancel, Queue: j.Queue, JobID: j.ID})
+	s.notify(contract.Notification{Kind: contract.NotifyCancel, Queue: j.Queue, JobID: j.ID})
 	return clone(j), nil
 }
 
-// Retry implements core.Store: a job that is not running becomes available
+// Retry implements contract.Store: a job that is not running becomes available
 // now, with FinishedAt cleared; a job whose attempts are used up gets exactly
 // one more. Retrying a job whose unique key hold has passed to another job
 // returns core.ErrInvalidState: the key now names that job.
-func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -654,28 +649,28 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, 
 
 	j, ok := s.jobs[id]
 	if !ok {
-		return nil, fmt.Errorf("memory: retry job %d: %w", id, core.ErrNotFound)
+		return nil, fmt.Errorf("memory: retry job %d: %w", id, contract.ErrNotFound)
 	}
-	if j.State == core.StateRunning {
-		return nil, fmt.Errorf("memory: retry job %d: it is running: %w", id, core.ErrInvalidState)
+	if j.State == contract.StateRunning {
+		return nil, fmt.Errorf("memory: retry job %d: it is running: %w", id, contract.ErrInvalidState)
 	}
 	if _, ok := s.holdOf[j.ID]; j.UniqueKey != "" && !ok {
-		return nil, fmt.Errorf("memory: retry job %d: unique key %q has passed to another job: %w", id, j.UniqueKey, core.ErrInvalidState)
+		return nil, fmt.Errorf("memory: retry job %d: unique key %q has passed to another job: %w", id, j.UniqueKey, contract.ErrInvalidState)
 	}
 	old := j.State
-	now = core.UTC(now)
-	j.State = core.StateAvailable
+	now = contract.UTC(now)
+	j.State = contract.StateAvailable
 	j.RunAt = now
 	j.FinishedAt = time.Time{}
 	if j.Attempt >= j.MaxAttempts {
 		j.MaxAttempts = j.Attempt + 1
 	}
 	s.reindex(j, old)
-	s.notify(core.Notification{Kind: core.NotifyInsert, Queue: j.Queue})
+	s.notify(contract.Notification{Kind: contract.NotifyInsert, Queue: j.Queue})
 	return clone(j), nil
 }
 
-// Delete implements core.Store: it removes a job that is not running. A
+// Delete implements contract.Store: it removes a job that is not running. A
 // final job's unique key stays held until FinishedAt+UniqueFor; the key of
 // a job not yet final is freed.
 func (s *Store) Delete(ctx context.Context, id int64) error {
@@ -686,16 +681,16 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 
 	j, ok := s.jobs[id]
 	if !ok {
-		return fmt.Errorf("memory: delete job %d: %w", id, core.ErrNotFound)
+		return fmt.Errorf("memory: delete job %d: %w", id, contract.ErrNotFound)
 	}
-	if j.State == core.StateRunning {
-		return fmt.Errorf("memory: delete job %d: it is running (cancel it first): %w", id, core.ErrInvalidState)
+	if j.State == contract.StateRunning {
+		return fmt.Errorf("memory: delete job %d: it is running (cancel it first): %w", id, contract.ErrInvalidState)
 	}
 	s.remove(j, j.FinishedAt)
 	return nil
 }
 
-// PauseQueue implements core.Store. Pausing a queue that is not yet paused
+// PauseQueue implements contract.Store. Pausing a queue that is not yet paused
 // sends a NotifyPause.
 func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) error {
 	if err := s.lock(ctx); err != nil {
@@ -705,7 +700,7 @@ func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) err
 
 	if !s.paused[queue] {
 		s.paused[queue] = true
-		s.notify(core.Notification{Kind: core.NotifyPause, Queue: queue})
+		s.notify(contract.Notification{Kind: contract.NotifyPause, Queue: queue})
 	}
 	return nil
 }
@@ -713,55 +708,46 @@ func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) err
 // room returns the claim room of queue under lim: its running jobs
 // counted by kind and partition key. Holding the mutex makes claims one at
 // a time, so the count stays true until the claim has taken its jobs.
-func (s *Store) room(queue string, lim core.QueueLimits, now time.Time) *core.ClaimRoom {
-	r := core.NewClaimRoom(lim, now)
+func (s *Store) room(queue string, lim contract.QueueLimits, now time.Time) *storekit.ClaimRoom {
+	r := storekit.NewClaimRoom(lim, now)
 	for g, tat := range s.rates[queue] {
 		r.LoadRate(g, tat)
 	}
 	for _, j := range s.jobs {
-		if j.Queue == queue && j.State == core.StateRunning {
+		if j.Queue == queue && j.State == contract.StateRunning {
 			r.AddRunning(j.Kind, j.PartitionKey, 1)
 		}
 	}
 	return r
 }
 
-// hasPolicy reports whether l sets rate limits, Fair or Aging (which
-// claimByPolicy applies) besides concurrency limits.
-func hasPolicy(l core.QueueLimits) bool {
-	return !l.Rate.IsZero() || !l.RatePerPartition.IsZero() || len(l.RatePerKind) > 0 || l.Fair || !l.Aging.IsZero()
-}
-
-// claimByPolicy takes up to p.Limit due jobs of x under lim's policy:
-// every due job the worker's tags allow is a candidate, core.ClaimRoom.Pick
-// orders and takes them, and the rest go back to the index. The rate
-// instants the claim moved are kept. (The memory store weighs every
-// partition key in each fair claim; the SQL stores up to
-// core.FairPartitions of them per claim.)
-func (s *Store) claimByPolicy(x *pendingIndex, p core.ClaimParams, lim core.QueueLimits, now time.Time) []*core.Job {
+// claimLimited takes up to p.Limit due jobs of x within lim with the
+// claim-policy algorithm every store shares (storekit.ClaimLimited): the
+// reads are walks of the pending index, the take removes the jobs from
+// it. Holding the mutex makes the room's counts true for the whole claim.
+// The rate instants and the fair cursor the claim moved are kept for the
+// next claim.
+func (s *Store) claimLimited(x *pendingIndex, p contract.ClaimParams, lim contract.QueueLimits, now time.Time) []*contract.Job {
 	room := s.room(p.Queue, lim, now)
-	due := x.popDue(now, math.MaxInt, func(j *core.Job) bool { return tagsAllowed(j.Tags, p.Tags) })
-	cands := make([]core.ClaimCandidate, 0, len(due))
-	byID := make(map[int64]*core.Job, len(due))
-	for i, j := range due {
-		if lim.Fair && j.PartitionKey == "" && i >= p.Limit {
-			continue // as in the SQL stores: jobs without a key take their turn at the queue's head
-		}
-		cands = append(cands, core.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt})
-	}
-	for _, j := range due {
-		byID[j.ID] = j
-	}
-	picked, _ := room.Pick(cands, min(p.Limit, room.Left()))
-	out := make([]*core.Job, 0, len(picked))
-	for _, c := range picked {
-		out = append(out, byID[c.ID])
-		delete(byID, c.ID)
-	}
-	for _, j := range due {
-		if _, left := byID[j.ID]; left {
-			x.add(j)
-		}
+	room.LoadFairCursor(s.fairCursor[p.Queue])
+	allowed := func(j *contract.Job) bool { return tagsAllowed(j.Tags, p.Tags) }
+	out, _ := storekit.ClaimLimited(p.Limit, room, storekit.LimitedReads{
+		Read: func(f storekit.CandidateFilter, n int) ([]storekit.LimitCandidate, error) {
+			return x.due(now, f, n, allowed), nil
+		},
+		Take: func(cands []storekit.LimitCandidate) ([]*contract.Job, error) {
+			got := make([]*contract.Job, len(cands))
+			for i, c := range cands {
+				x.remove(c.ID)
+				got[i] = c.Job
+			}
+			return got, nil
+		},
+		Partitions: func(after string, n int) ([]string, error) { return x.partitions(after, n), nil },
+		Direct:     func(n int) ([]*contract.Job, error) { return x.popDue(now, n, allowed), nil },
+	}) // the reads and the take never fail
+	if room.FairCursorMoved() {
+		s.fairCursor[p.Queue] = room.FairCursor()
 	}
 	if ups := room.RateUpdates(); len(ups) > 0 {
 		if s.rates[p.Queue] == nil {
@@ -779,24 +765,24 @@ func (s *Store) claimByPolicy(x *pendingIndex, p core.ClaimParams, lim core.Queu
 	return out
 }
 
-// QueueRateStates implements core.QueueLimiter.
-func (s *Store) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]core.RateState, error) {
+// QueueRateStates implements contract.QueueLimiter.
+func (s *Store) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]contract.RateState, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	var out []core.RateState
+	var out []contract.RateState
 	for g, tat := range s.rates[queue] {
 		if tat.After(now) {
-			out = append(out, core.RateState{Group: g, TAT: tat})
+			out = append(out, contract.RateState{Group: g, TAT: tat})
 		}
 	}
-	slices.SortFunc(out, func(a, b core.RateState) int { return strings.Compare(a.Group, b.Group) })
+	slices.SortFunc(out, func(a, b contract.RateState) int { return strings.Compare(a.Group, b.Group) })
 	return out, nil
 }
 
-// SetQueueLimits implements core.QueueLimiter.
-func (s *Store) SetQueueLimits(ctx context.Context, queue string, limits core.QueueLimits, now time.Time) error {
+// SetQueueLimits implements contract.QueueLimiter.
+func (s *Store) SetQueueLimits(ctx context.Context, queue string, limits contract.QueueLimits, now time.Time) error {
 	if err := limits.Validate(); err != nil {
 		return err
 	}
@@ -808,14 +794,14 @@ func (s *Store) SetQueueLimits(ctx context.Context, queue string, limits core.Qu
 	return nil
 }
 
-// InitQueueLimits implements core.QueueLimiter: it stores limits unless
+// InitQueueLimits implements contract.QueueLimiter: it stores limits unless
 // the queue's limits were set before.
-func (s *Store) InitQueueLimits(ctx context.Context, queue string, limits core.QueueLimits, now time.Time) (core.QueueLimits, bool, error) {
+func (s *Store) InitQueueLimits(ctx context.Context, queue string, limits contract.QueueLimits, now time.Time) (contract.QueueLimits, bool, error) {
 	if err := limits.Validate(); err != nil {
-		return core.QueueLimits{}, false, err
+		return contract.QueueLimits{}, false, err
 	}
 	if err := s.lock(ctx); err != nil {
-		return core.QueueLimits{}, false, err
+		return contract.QueueLimits{}, false, err
 	}
 	defer s.mu.Unlock()
 	if cur, ok := s.limits[queue]; ok {
@@ -825,23 +811,23 @@ func (s *Store) InitQueueLimits(ctx context.Context, queue string, limits core.Q
 	return cloneLimits(s.limits[queue]), true, nil
 }
 
-// QueueLimits implements core.QueueLimiter.
-func (s *Store) QueueLimits(ctx context.Context, queue string) (core.QueueLimits, error) {
+// QueueLimits implements contract.QueueLimiter.
+func (s *Store) QueueLimits(ctx context.Context, queue string) (contract.QueueLimits, error) {
 	if err := s.lock(ctx); err != nil {
-		return core.QueueLimits{}, err
+		return contract.QueueLimits{}, err
 	}
 	defer s.mu.Unlock()
 	return cloneLimits(s.limits[queue]), nil
 }
 
 // cloneLimits copies l so callers never share the stored map.
-func cloneLimits(l core.QueueLimits) core.QueueLimits {
+func cloneLimits(l contract.QueueLimits) contract.QueueLimits {
 	l.MaxRunningPerKind = maps.Clone(l.MaxRunningPerKind)
 	l.RatePerKind = maps.Clone(l.RatePerKind)
 	return l
 }
 
-// ResumeQueue implements core.Store. Resuming a paused queue sends a
+// ResumeQueue implements contract.Store. Resuming a paused queue sends a
 // NotifyResume; resuming one that is not paused does nothing.
 func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) error {
 	if err := s.lock(ctx); err != nil {
@@ -851,14 +837,14 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) er
 
 	if s.paused[queue] {
 		delete(s.paused, queue)
-		s.notify(core.Notification{Kind: core.NotifyResume, Queue: queue})
+		s.notify(contract.Notification{Kind: contract.NotifyResume, Queue: queue})
 	}
 	return nil
 }
 
-// RegisterWorker implements core.Store: it inserts or replaces the record
+// RegisterWorker implements contract.Store: it inserts or replaces the record
 // with id w.ID.
-func (s *Store) RegisterWorker(ctx context.Context, w core.WorkerInfo) error {
+func (s *Store) RegisterWorker(ctx context.Context, w contract.WorkerInfo) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
@@ -868,7 +854,7 @@ func (s *Store) RegisterWorker(ctx context.Context, w core.WorkerInfo) error {
 	return nil
 }
 
-// DeregisterWorker implements core.Store.
+// DeregisterWorker implements contract.Store.
 func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 	if err := s.lock(ctx); err != nil {
 		return err
@@ -879,39 +865,39 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 	return nil
 }
 
-// Workers implements core.Store: worker records ordered by id.
-func (s *Store) Workers(ctx context.Context) ([]core.WorkerInfo, error) {
+// Workers implements contract.Store: worker records ordered by id.
+func (s *Store) Workers(ctx context.Context) ([]contract.WorkerInfo, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 
-	out := make([]core.WorkerInfo, 0, len(s.workers))
+	out := make([]contract.WorkerInfo, 0, len(s.workers))
 	for _, id := range slices.Sorted(maps.Keys(s.workers)) {
 		out = append(out, cloneWorker(s.workers[id]))
 	}
 	return out, nil
 }
 
-// Worker implements core.Store: the record of worker id, or
+// Worker implements contract.Store: the record of worker id, or
 // core.ErrNotFound.
-func (s *Store) Worker(ctx context.Context, id string) (core.WorkerInfo, error) {
+func (s *Store) Worker(ctx context.Context, id string) (contract.WorkerInfo, error) {
 	if err := s.lock(ctx); err != nil {
-		return core.WorkerInfo{}, err
+		return contract.WorkerInfo{}, err
 	}
 	defer s.mu.Unlock()
 
 	w, ok := s.workers[id]
 	if !ok {
-		return core.WorkerInfo{}, fmt.Errorf("memory: worker %q: %w", id, core.ErrNotFound)
+		return contract.WorkerInfo{}, fmt.Errorf("memory: worker %q: %w", id, contract.ErrNotFound)
 	}
 	return cloneWorker(w), nil
 }
 
-// GetOrCreateSetting implements core.Settings: under the store's lock the
+// GetOrCreateSetting implements contract.Settings: under the store's lock the
 // lookup and the insert are one step.
 func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
-	if err := core.CheckSetting(key, value); err != nil {
+	if err := storekit.CheckSetting(key, value); err != nil {
 		return nil, false, err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -926,7 +912,7 @@ func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte
 	return slices.Clone(value), true, nil
 }
 
-// Setting implements core.Settings.
+// Setting implements contract.Settings.
 func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
@@ -935,14 +921,14 @@ func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 
 	v, ok := s.settings[key]
 	if !ok {
-		return nil, fmt.Errorf("memory: setting %q: %w", key, core.ErrNotFound)
+		return nil, fmt.Errorf("memory: setting %q: %w", key, contract.ErrNotFound)
 	}
 	return slices.Clone(v), nil
 }
 
-// PutSetting implements core.MutableSettings.
+// PutSetting implements contract.MutableSettings.
 func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error {
-	if err := core.CheckSetting(key, value); err != nil {
+	if err := storekit.CheckSetting(key, value); err != nil {
 		return err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -953,7 +939,7 @@ func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error 
 	return nil
 }
 
-// DeleteSetting implements core.MutableSettings.
+// DeleteSetting implements contract.MutableSettings.
 func (s *Store) DeleteSetting(ctx context.Context, key string) error {
 	if err := s.lock(ctx); err != nil {
 		return err
@@ -963,28 +949,28 @@ func (s *Store) DeleteSetting(ctx context.Context, key string) error {
 	return nil
 }
 
-// RewriteSealed implements core.SealedRewriter. It reads the batch under
+// RewriteSealed implements contract.SealedRewriter. It reads the batch under
 // the lock, releases it while fn runs (fn may call the store), and then
 // writes, under the lock again, the rows that are still there, not
 // running, and unchanged since the read: the same state, ClaimSeq, kind,
 // args, result and errors. The SQL stores fence on their version column
 // instead, in one UPDATE per row (store/internal/sqlq).
-func (s *Store) RewriteSealed(ctx context.Context, afterID int64, limit int, fn func(j *core.Job) (*core.Job, bool, error)) (int64, int, error) {
+func (s *Store) RewriteSealed(ctx context.Context, afterID int64, limit int, fn func(j *contract.Job) (*contract.Job, bool, error)) (int64, int, error) {
 	if limit < 1 {
 		return afterID, 0, fmt.Errorf("memory: RewriteSealed: limit %d must be at least 1", limit)
 	}
 	if err := s.lock(ctx); err != nil {
 		return afterID, 0, err
 	}
-	read := s.collect(limit, byID, func(j *core.Job) bool {
-		return j.ID > afterID && j.State != core.StateRunning
+	read := s.collect(limit, byID, func(j *contract.Job) bool {
+		return j.ID > afterID && j.State != contract.StateRunning
 	})
 	for i, j := range read {
 		read[i] = clone(j) // the fence: the row as read
 	}
 	s.mu.Unlock()
 
-	type write struct{ read, next *core.Job }
+	type write struct{ read, next *contract.Job }
 	var writes []write
 	lastID := afterID
 	for _, j := range read {
@@ -1012,7 +998,7 @@ func (s *Store) RewriteSealed(ctx context.Context, afterID int64, limit int, fn 
 	n := 0
 	for _, w := range writes {
 		cur, ok := s.jobs[w.read.ID]
-		if !ok || cur.State == core.StateRunning || !sameSealed(cur, w.read) {
+		if !ok || cur.State == contract.StateRunning || !sameSealed(cur, w.read) {
 			continue // changed since the read: the caller's next pass sees it
 		}
 		cur.Args = slices.Clone(w.next.Args)
@@ -1030,7 +1016,7 @@ func (s *Store) RewriteSealed(ctx context.Context, afterID int64, limit int, fn 
 
 // checkRewrite reports a next that RewriteSealed cannot store for the job
 // read.
-func checkRewrite(read, next *core.Job) error {
+func checkRewrite(read, next *contract.Job) error {
 	switch {
 	case next == nil:
 		return fmt.Errorf("memory: RewriteSealed: job %d: changed, but no job returned", read.ID)
@@ -1044,15 +1030,15 @@ func checkRewrite(read, next *core.Job) error {
 
 // sameSealed reports whether the stored job cur is unchanged since read in
 // what RewriteSealed fences on.
-func sameSealed(cur, read *core.Job) bool {
+func sameSealed(cur, read *contract.Job) bool {
 	return cur.State == read.State && cur.ClaimSeq == read.ClaimSeq && cur.Kind == read.Kind &&
 		bytes.Equal(cur.Args, read.Args) && bytes.Equal(cur.Result, read.Result) &&
-		slices.EqualFunc(cur.Errors, read.Errors, func(a, b core.AttemptError) bool {
+		slices.EqualFunc(cur.Errors, read.Errors, func(a, b contract.AttemptError) bool {
 			return a.Attempt == b.Attempt && a.At.Equal(b.At) && a.Error == b.Error && a.Trace == b.Trace && a.Cause == b.Cause
 		})
 }
 
-// RemoveDeadWorkers implements core.Store: it deletes the records whose
+// RemoveDeadWorkers implements contract.Store: it deletes the records whose
 // HeartbeatAt is before `before`.
 func (s *Store) RemoveDeadWorkers(ctx context.Context, before time.Time) (int, error) {
 	if err := s.lock(ctx); err != nil {
@@ -1060,7 +1046,7 @@ func (s *Store) RemoveDeadWorkers(ctx context.Context, before time.Time) (int, e
 	}
 	defer s.mu.Unlock()
 
-	before = core.UTC(before)
+	before = contract.UTC(before)
 	n := 0
 	for id, w := range s.workers {
 		if w.HeartbeatAt.Before(before) {
@@ -1071,15 +1057,15 @@ func (s *Store) RemoveDeadWorkers(ctx context.Context, before time.Time) (int, e
 	return n, nil
 }
 
-// Listen implements core.Notifier. The returned channel receives every
+// Listen implements contract.Notifier. The returned channel receives every
 // notification sent through this Store until ctx ends or the store is
 // closed; then it is closed. Sends never block: when the channel's buffer is
 // full, the notification is dropped for that listener.
-func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
+func (s *Store) Listen(ctx context.Context) (<-chan contract.Notification, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
-	ch := make(chan core.Notification, listenBuffer)
+	ch := make(chan contract.Notification, listenBuffer)
 	s.listeners[ch] = struct{}{}
 	s.mu.Unlock()
 
@@ -1097,7 +1083,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 
 // notify sends n to every listener without blocking. The caller holds s.mu,
 // which also keeps a channel from being closed during the send.
-func (s *Store) notify(n core.Notification) {
+func (s *Store) notify(n contract.Notification) {
 	for ch := range s.listeners {
 		select {
 		case ch <- n:
@@ -1106,7 +1092,7 @@ func (s *Store) notify(n core.Notification) {
 	}
 }
 
-// Close implements core.Store. It closes every Listen channel; later calls
+// Close implements contract.Store. It closes every Listen channel; later calls
 // of any method return core.ErrClosed. Closing twice is not an error.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -1123,7 +1109,7 @@ func (s *Store) Close() error {
 // reindex brings the pending index in line with j's current
 // state after a change from state old ("" for a new job). Every state change
 // goes through it.
-func (s *Store) reindex(j *core.Job, old core.State) {
+func (s *Store) reindex(j *contract.Job, old contract.State) {
 	// Remove and re-add rather than update in place: the job's run_at (its
 	// position in the index) may have changed.
 	if old.Pending() {
@@ -1142,7 +1128,7 @@ func (s *Store) reindex(j *core.Job, old core.State) {
 // remove deletes j and its index entries. A hold j has on a unique key
 // outlives it until finishedAt+UniqueFor; with a zero UniqueFor, or a
 // zero finishedAt (j never reached a final state), the hold goes with it.
-func (s *Store) remove(j *core.Job, finishedAt time.Time) {
+func (s *Store) remove(j *contract.Job, finishedAt time.Time) {
 	delete(s.jobs, j.ID)
 	if x, ok := s.pending[j.Queue]; ok {
 		x.remove(j.ID)
@@ -1160,8 +1146,8 @@ func (s *Store) remove(j *core.Job, finishedAt time.Time) {
 
 // collect returns up to limit jobs for which keep reports true, ordered by
 // order. A limit below 1 means no limit.
-func (s *Store) collect(limit int, order func(a, b *core.Job) int, keep func(*core.Job) bool) []*core.Job {
-	var out []*core.Job
+func (s *Store) collect(limit int, order func(a, b *contract.Job) int, keep func(*contract.Job) bool) []*contract.Job {
+	var out []*contract.Job
 	for _, j := range s.jobs {
 		if keep(j) {
 			out = append(out, j)
@@ -1175,11 +1161,11 @@ func (s *Store) collect(limit int, order func(a, b *core.Job) int, keep func(*co
 }
 
 // byID orders jobs by ascending id.
-func byID(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) }
+func byID(a, b *contract.Job) int { return cmp.Compare(a.ID, b.ID) }
 
 // clone returns a deep copy of j, so that callers never share memory with
 // the store.
-func clone(j *core.Job) *core.Job {
+func clone(j *contract.Job) *contract.Job {
 	c := *j
 	c.Args = slices.Clone(j.Args)
 	c.Tags = slices.Clone(j.Tags)
@@ -1190,20 +1176,20 @@ func clone(j *core.Job) *core.Job {
 }
 
 // cloneWorker returns a deep copy of w with its times normalised.
-func cloneWorker(w core.WorkerInfo) core.WorkerInfo {
+func cloneWorker(w contract.WorkerInfo) contract.WorkerInfo {
 	w.Queues = slices.Clone(w.Queues)
 	w.Tags = slices.Clone(w.Tags)
 	w.Metadata = maps.Clone(w.Metadata)
-	w.StartedAt = core.UTC(w.StartedAt)
-	w.HeartbeatAt = core.UTC(w.HeartbeatAt)
+	w.StartedAt = contract.UTC(w.StartedAt)
+	w.HeartbeatAt = contract.UTC(w.HeartbeatAt)
 	return w
 }
 
 // appendError appends e to a job's errors history, first dropping the
 // oldest entry after the first when the history already holds
-// core.MaxErrorEntries.
-func appendError(errs []core.AttemptError, e core.AttemptError) []core.AttemptError {
-	if len(errs) >= core.MaxErrorEntries {
+// contract.MaxErrorEntries.
+func appendError(errs []contract.AttemptError, e contract.AttemptError) []contract.AttemptError {
+	if len(errs) >= contract.MaxErrorEntries {
 		errs = slices.Delete(errs, 1, 2)
 	}
 	return append(errs, e)

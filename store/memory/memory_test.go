@@ -3,7 +3,7 @@ package memory_test
 import (
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/memory"
 	"github.com/backlogq/backlog/storetest"
 )
@@ -12,7 +12,7 @@ import (
 // store.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Factory{
-		New: func(t testing.TB, _ core.ClaimStrategy) core.Store {
+		New: func(t testing.TB, _ contract.ClaimStrategy) contract.Store {
 			s := memory.New()
 			t.Cleanup(func() { s.Close() })
 			return s

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
@@ -17,30 +17,30 @@ func TestBasicLifecycle(t *testing.T) {
 	s := New()
 	defer s.Close()
 
-	res, err := s.Insert(ctx, t0, []core.InsertParams{
+	res, err := s.Insert(ctx, t0, []contract.InsertParams{
 		{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3, RunAt: t0},
 		{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 1, MaxAttempts: 3, RunAt: t0.Add(time.Second)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Job.ID != 1 || res[0].Job.State != core.StateAvailable || res[1].Job.State != core.StateScheduled {
+	if res[0].Job.ID != 1 || res[0].Job.State != contract.StateAvailable || res[1].Job.State != contract.StateScheduled {
 		t.Fatalf("insert: got %+v, %+v", res[0].Job, res[1].Job)
 	}
-	jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 10, Now: t0.Add(time.Second), LeaseUntil: t0.Add(time.Minute)})
+	jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 10, Now: t0.Add(time.Second), LeaseUntil: t0.Add(time.Minute)})
 	if err != nil || len(jobs) != 2 || jobs[0].ID != 2 || jobs[1].ID != 1 {
 		t.Fatalf("claim: %v %v", jobs, err)
 	}
 	jobs[0].Args[0] = 'X' // must not reach the store
-	fr, err := s.Finish(ctx, []core.Outcome{
-		{JobID: 2, WorkerID: "w", ClaimSeq: 1, Attempt: 1, Kind: core.OutcomeComplete, At: t0},
-		{JobID: 1, WorkerID: "other", ClaimSeq: 1, Attempt: 1, Kind: core.OutcomeComplete, At: t0},
+	fr, err := s.Finish(ctx, []contract.Outcome{
+		{JobID: 2, WorkerID: "w", ClaimSeq: 1, Attempt: 1, Kind: contract.OutcomeComplete, At: t0},
+		{JobID: 1, WorkerID: "other", ClaimSeq: 1, Attempt: 1, Kind: contract.OutcomeComplete, At: t0},
 	})
 	if err != nil || !fr[0].Applied || fr[1].Applied {
 		t.Fatalf("finish: %v %v", fr, err)
 	}
 	j, err := s.Get(ctx, 2)
-	if err != nil || j.State != core.StateCompleted || string(j.Args) != "{}" {
+	if err != nil || j.State != contract.StateCompleted || string(j.Args) != "{}" {
 		t.Fatalf("get: %+v %v", j, err)
 	}
 }
@@ -48,7 +48,7 @@ func TestBasicLifecycle(t *testing.T) {
 func TestResultsAreCopies(t *testing.T) {
 	ctx := context.Background()
 	s := New()
-	res, err := s.Insert(ctx, t0, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{"a":1}`), Priority: 5, MaxAttempts: 1, RunAt: t0, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}}})
+	res, err := s.Insert(ctx, t0, []contract.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{"a":1}`), Priority: 5, MaxAttempts: 1, RunAt: t0, Tags: []string{"t"}, Metadata: map[string]string{"k": "v"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestListenNeverBlocksWriters(t *testing.T) {
 	}
 	// Nobody reads ch: inserts must still go through once its buffer is full.
 	for range 3 * listenBuffer {
-		if _, err := s.Insert(ctx, t0, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0}}); err != nil {
+		if _, err := s.Insert(ctx, t0, []contract.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestListenNeverBlocksWriters(t *testing.T) {
 		t.Fatalf("listener holds %d notifications; want a full buffer of %d", len(ch), listenBuffer)
 	}
 	j, err := s.Cancel(ctx, 1, t0)
-	if err != nil || j.State != core.StateCancelled {
+	if err != nil || j.State != contract.StateCancelled {
 		t.Fatalf("cancel: %v %v", j, err)
 	}
 	cancel()
@@ -91,7 +91,7 @@ func TestListenNeverBlocksWriters(t *testing.T) {
 func TestCancelNotifies(t *testing.T) {
 	ctx := context.Background()
 	s := New()
-	if _, err := s.Insert(ctx, t0, []core.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0}}); err != nil {
+	if _, err := s.Insert(ctx, t0, []contract.InsertParams{{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	ch, err := s.Listen(ctx)
@@ -101,7 +101,7 @@ func TestCancelNotifies(t *testing.T) {
 	if _, err := s.Cancel(ctx, 1, t0); err != nil {
 		t.Fatal(err)
 	}
-	if n := <-ch; n != (core.Notification{Kind: core.NotifyCancel, Queue: "q", JobID: 1}) {
+	if n := <-ch; n != (contract.Notification{Kind: contract.NotifyCancel, Queue: "q", JobID: 1}) {
 		t.Fatalf("got %+v; want a cancel notification for job 1", n)
 	}
 }
@@ -119,7 +119,7 @@ func TestClosed(t *testing.T) {
 	if _, ok := <-ch; ok {
 		t.Fatal("Listen channel still open after Close")
 	}
-	if _, err := s.Get(ctx, 1); !errors.Is(err, core.ErrClosed) {
+	if _, err := s.Get(ctx, 1); !errors.Is(err, contract.ErrClosed) {
 		t.Fatalf("Get after Close: %v; want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
@@ -132,16 +132,16 @@ func TestClosed(t *testing.T) {
 func BenchmarkClaimFromLargeBacklog(b *testing.B) {
 	ctx := context.Background()
 	s := New()
-	params := make([]core.InsertParams, 100_000)
+	params := make([]contract.InsertParams, 100_000)
 	for i := range params {
-		params[i] = core.InsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 1 + i%10, MaxAttempts: 3, RunAt: t0.Add(time.Duration(i%1000) * time.Millisecond)}
+		params[i] = contract.InsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 1 + i%10, MaxAttempts: 3, RunAt: t0.Add(time.Duration(i%1000) * time.Millisecond)}
 	}
 	if _, err := s.Insert(ctx, t0, params); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: fmt.Sprint(i), Limit: 50, Now: t0.Add(time.Hour), LeaseUntil: t0.Add(2 * time.Hour)})
+		jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: fmt.Sprint(i), Limit: 50, Now: t0.Add(time.Hour), LeaseUntil: t0.Add(2 * time.Hour)})
 		if err != nil || len(jobs) == 0 {
 			b.Fatal(err, len(jobs))
 		}

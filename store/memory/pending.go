@@ -6,7 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
 // pendingIndex holds one queue's pending jobs (scheduled, available,
@@ -28,7 +29,7 @@ func newPendingIndex() *pendingIndex {
 }
 
 // add indexes j, which must be pending and not yet indexed.
-func (x *pendingIndex) add(j *core.Job) {
+func (x *pendingIndex) add(j *contract.Job) {
 	h, ok := x.byPriority[j.Priority]
 	if !ok {
 		h = &runAtHeap{}
@@ -51,8 +52,8 @@ func (x *pendingIndex) remove(id int64) {
 
 // popDue removes and returns up to limit jobs with run_at ≤ now for which
 // take is true, in priority, run_at, id order. Due jobs take refuses stay.
-func (x *pendingIndex) popDue(now time.Time, limit int, take func(*core.Job) bool) []*core.Job {
-	var out []*core.Job
+func (x *pendingIndex) popDue(now time.Time, limit int, take func(*contract.Job) bool) []*contract.Job {
+	var out []*contract.Job
 	for _, p := range slices.Sorted(maps.Keys(x.byPriority)) {
 		h := x.byPriority[p]
 		var skipped []*heapEntry
@@ -72,9 +73,54 @@ func (x *pendingIndex) popDue(now time.Time, limit int, take func(*core.Job) boo
 	return out
 }
 
+// due returns up to n jobs with run_at ≤ now that match f and for which
+// take is true, in priority, run_at, id order, and leaves them indexed
+// (the reads of storekit.ClaimLimited).
+func (x *pendingIndex) due(now time.Time, f storekit.CandidateFilter, n int, take func(*contract.Job) bool) []storekit.LimitCandidate {
+	lo, hi := f.PriorityRange()
+	var out []storekit.LimitCandidate
+	for _, p := range slices.Sorted(maps.Keys(x.byPriority)) {
+		if p < lo || p > hi {
+			continue
+		}
+		h := x.byPriority[p]
+		var popped []*heapEntry
+		for len(out) < n && h.Len() > 0 && !(*h)[0].job.RunAt.After(now) {
+			e := heap.Pop(h).(*heapEntry)
+			popped = append(popped, e)
+			j := e.job
+			if !take(j) || (f.Partition != "" && j.PartitionKey != f.Partition) ||
+				slices.Contains(f.FullKinds, j.Kind) || (j.PartitionKey != "" && slices.Contains(f.FullParts, j.PartitionKey)) {
+				continue
+			}
+			out = append(out, storekit.LimitCandidate{
+				ClaimCandidate: storekit.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt},
+				Job:            j,
+			})
+		}
+		for _, e := range popped {
+			heap.Push(h, e)
+		}
+	}
+	return out
+}
+
+// partitions returns up to n partition keys after the one given ("" =
+// from the first), in order, that pending jobs of the index carry.
+func (x *pendingIndex) partitions(after string, n int) []string {
+	seen := map[string]bool{}
+	for _, e := range x.entries {
+		if k := e.job.PartitionKey; k != "" && k > after {
+			seen[k] = true
+		}
+	}
+	keys := slices.Sorted(maps.Keys(seen))
+	return keys[:min(n, len(keys))]
+}
+
 // heapEntry is one job in a runAtHeap, with its position for heap.Remove.
 type heapEntry struct {
-	job   *core.Job
+	job   *contract.Job
 	index int
 }
 

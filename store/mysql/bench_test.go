@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/bench"
 	"github.com/backlogq/backlog/store/internal/storebench"
 	"github.com/backlogq/backlog/storetest/dbtest"
@@ -15,10 +16,10 @@ import (
 var benchNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // benchStrategies are the claim strategies the benchmarks run.
-var benchStrategies = []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic}
+var benchStrategies = []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic}
 
 // benchStore opens a store on a fresh database.
-func benchStore(b *testing.B, strategy core.ClaimStrategy) *Store {
+func benchStore(b *testing.B, strategy contract.ClaimStrategy) *Store {
 	s, err := Open(context.Background(), dbtest.MySQLDSN(b), WithStrategy(strategy), WithMaxOpenConns(storebench.EnvInt("BENCH_CONNS", 8)))
 	if err != nil {
 		b.Fatal(err)
@@ -60,7 +61,7 @@ func BenchmarkClaimLimits(b *testing.B) {
 //
 //	go test -run '^$' -bench Insert -benchtime 100000x ./store/mysql/
 func BenchmarkInsert(b *testing.B) {
-	storebench.InsertLoop(b, benchStore(b, core.StrategySkipLocked), benchNow)
+	storebench.InsertLoop(b, benchStore(b, contract.StrategySkipLocked), benchNow)
 }
 
 // BenchmarkBurnDown measures the whole engine (internal/bench) draining a

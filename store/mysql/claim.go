@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -123,7 +124,7 @@ const (
 )
 
 // claimArgs are the arguments of claimDueSQL.
-func (s *Store) claimArgs(p core.ClaimParams, limit int) []any {
+func (s *Store) claimArgs(p contract.ClaimParams, limit int) []any {
 	return []any{p.Queue, s.d.Time(p.Now), sqlq.TagsArg(p.Tags), p.Queue, limit}
 }
 
@@ -131,13 +132,13 @@ func (s *Store) claimArgs(p core.ClaimParams, limit int) []any {
 // with the configured strategy and returns them in claim order (priority,
 // run_at, id). A paused queue yields no jobs and a nil error. Deadlocks and
 // lock wait timeouts are retried inside.
-func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
 	if p.Limit < 1 {
-		return nil, fmt.Errorf("mysql: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
+		return nil, fmt.Errorf("mysql: claim limit %d is below 1: %w", p.Limit, contract.ErrInvalidArgument)
 	}
-	var out []*core.Job
+	var out []*contract.Job
 	err := s.retry(ctx, func() (err error) {
-		if s.strategy == core.StrategySkipLocked {
+		if s.strategy == contract.StrategySkipLocked {
 			err = s.sdb.InTx(ctx, func(c sqlq.Conn) (err error) {
 				if s.LimitedHint(p.Queue) {
 					// Limited at the last claim: straight to the limited
@@ -213,15 +214,15 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // which tells the rare row an admin write changed meanwhile. On a Galera
 // node a claim that took jobs also writes the record (touchQueueSQL), since
 // the lock holds on this node only. The commit releases the record.
-func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, bool, error) {
-	room, err := s.LockClaimRoom(ctx, c, p.Queue, core.UTC(p.Now))
+func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p contract.ClaimParams) ([]*contract.Job, bool, error) {
+	room, err := s.LockClaimRoom(ctx, c, p.Queue, contract.UTC(p.Now))
 	if err != nil || room == nil {
 		return nil, false, err
 	}
 	lock := "" // under the queue's lock no other claim competes: see take
 	// readQuery is one candidate read; with tag ≥ 0 its rows carry the
 	// number tag after the job's columns (ReadMany's UNION ALL).
-	readQuery := func(f sqlq.CandidateFilter, n, tag int) (string, []any) {
+	readQuery := func(f storekit.CandidateFilter, n, tag int) (string, []any) {
 		fullKinds, fullParts := f.FullKinds, f.FullParts
 		index, rows, args := "claim_idx", "pending = 1", []any{p.Queue}
 		if f.Partition != "" {
@@ -255,16 +256,16 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		}
 		return fmt.Sprintf(s.q.limitedCandidates, extra, index, rows, full, order, lock), args
 	}
-	candidate := func(j *core.Job) sqlq.LimitCandidate {
-		return sqlq.LimitCandidate{ClaimCandidate: core.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt}, Job: j}
+	candidate := func(j *contract.Job) storekit.LimitCandidate {
+		return storekit.LimitCandidate{ClaimCandidate: storekit.ClaimCandidate{ID: j.ID, Kind: j.Kind, Partition: j.PartitionKey, Priority: j.Priority, RunAt: j.RunAt}, Job: j}
 	}
-	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+	read := func(f storekit.CandidateFilter, n int) ([]storekit.LimitCandidate, error) {
 		q, args := readQuery(f, n, -1)
 		jobs, err := sqlq.ScanJobs(c.Query(ctx, q, args...))
 		if err != nil {
 			return nil, err
 		}
-		out := make([]sqlq.LimitCandidate, len(jobs))
+		out := make([]storekit.LimitCandidate, len(jobs))
 		for i, j := range jobs {
 			out[i] = candidate(j)
 		}
@@ -273,7 +274,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	// readMany runs the reads as one UNION ALL of them, each
 	// parenthesized with its own ORDER BY, LIMIT and lock, its rows
 	// numbered (the driver cannot pipeline statements).
-	readMany := func(fs []sqlq.CandidateFilter, ns []int) ([][]sqlq.LimitCandidate, error) {
+	readMany := func(fs []storekit.CandidateFilter, ns []int) ([][]storekit.LimitCandidate, error) {
 		var (
 			b    strings.Builder
 			args []any
@@ -291,7 +292,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 			return nil, err
 		}
 		defer rows.Close()
-		out := make([][]sqlq.LimitCandidate, len(fs))
+		out := make([][]storekit.LimitCandidate, len(fs))
 		for rows.Next() {
 			var no int64
 			j, err := sqlq.ScanJob(numbered{rows, &no})
@@ -308,7 +309,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		}
 		return out, rows.Close()
 	}
-	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
+	take := func(cands []storekit.LimitCandidate) ([]*contract.Job, error) {
 		// The candidates were read without locks: a row an admin write
 		// (a cancel, a delete) changed since is left alone by the
 		// pending = 1 test, and the version token tells which were
@@ -332,7 +333,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		if err != nil {
 			return nil, err
 		}
-		out := make([]*core.Job, 0, len(cands))
+		out := make([]*contract.Job, 0, len(cands))
 		for _, lc := range cands {
 			if won[lc.ID] {
 				claimed(lc.Job, p)
@@ -344,7 +345,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	parts := func(after string, n int) ([]string, error) {
 		return s.FairPartitions(ctx, c, p.Queue, "fair_key", "", after, n)
 	}
-	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, ReadMany: readMany, Take: take, Partitions: parts})
+	out, err := storekit.ClaimLimited(p.Limit, room, storekit.LimitedReads{Read: read, ReadMany: readMany, Take: take, Partitions: parts})
 	if err != nil {
 		return nil, true, err
 	}
@@ -356,13 +357,13 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 			return nil, true, err
 		}
 	}
-	return out, true, s.SaveClaimRoom(ctx, c, p.Queue, room, core.UTC(p.Now))
+	return out, true, s.SaveClaimRoom(ctx, c, p.Queue, room, contract.UTC(p.Now))
 }
 
 // claimSkipLocked reads and locks up to p.Limit due jobs
 // (claimSkipLockedSQL), moves them to running (claimLockedSQL) and returns
 // them as they now are, in the caller's READ COMMITTED transaction.
-func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p contract.ClaimParams) ([]*contract.Job, error) {
 	jobs, err := sqlq.ScanJobs(c.Query(ctx, s.q.claimSkipLocked, s.claimArgs(p, p.Limit)...))
 	if err != nil || len(jobs) == 0 {
 		return nil, err
@@ -388,18 +389,18 @@ func (s *Store) claimSkipLocked(ctx context.Context, c sqlq.Conn, p core.ClaimPa
 }
 
 // claimed sets on j what a claim wrote.
-func claimed(j *core.Job, p core.ClaimParams) {
-	j.State = core.StateRunning
+func claimed(j *contract.Job, p contract.ClaimParams) {
+	j.State = contract.StateRunning
 	j.Attempt++
 	j.ClaimSeq++
 	j.WorkerID = p.WorkerID
-	j.AttemptedAt = core.UTC(p.Now)
-	j.LeaseUntil = core.UTC(p.LeaseUntil)
+	j.AttemptedAt = contract.UTC(p.Now)
+	j.LeaseUntil = contract.UTC(p.LeaseUntil)
 }
 
 // candidate is a job read by the optimistic claim with its version.
 type candidate struct {
-	job     *core.Job
+	job     *contract.Job
 	version int64
 }
 
@@ -408,9 +409,9 @@ type candidate struct {
 // (claimCASSQL): a row whose version moved was taken (or changed) by
 // someone else and is skipped. Candidates are read again at most a few
 // times while races are lost and jobs are still wanted.
-func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) claimOptimistic(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
 	want := p.Limit
-	var out []*core.Job
+	var out []*contract.Job
 	for round := 0; round < 4 && want > 0; round++ {
 		fetch := want + want/4 + 1 // over-fetch a little to absorb lost races
 		cands, err := s.candidates(ctx, p, fetch)
@@ -430,7 +431,7 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 					// Keep what we won (those claims committed); the update
 					// that failed took no effect and the next claim will
 					// meet its cause again.
-					sqlq.SortClaimOrder(out)
+					storekit.SortClaimOrder(out)
 					return out, nil
 				}
 				return nil, err
@@ -445,13 +446,13 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 			break // every candidate was ours: the queue has no more due jobs
 		}
 	}
-	sqlq.SortClaimOrder(out)
+	storekit.SortClaimOrder(out)
 	return out, nil
 }
 
 // candidates reads up to fetch due jobs, with their versions, in claim
 // order, without locks (claimCandidatesSQL).
-func (s *Store) candidates(ctx context.Context, p core.ClaimParams, fetch int) ([]candidate, error) {
+func (s *Store) candidates(ctx context.Context, p contract.ClaimParams, fetch int) ([]candidate, error) {
 	rows, err := s.sdb.Query(ctx, s.q.claimCandidates, s.claimArgs(p, fetch)...)
 	if err != nil {
 		return nil, err
@@ -478,7 +479,7 @@ func (s *Store) candidates(ctx context.Context, p core.ClaimParams, fetch int) (
 // update touched fewer rows than it was given, the token it stamped says
 // which it won (stampedSQL): no other writer can have moved a row just
 // claimed, it is running under this claim's lease.
-func (s *Store) casClaim(ctx context.Context, p core.ClaimParams, take []candidate) ([]*core.Job, error) {
+func (s *Store) casClaim(ctx context.Context, p contract.ClaimParams, take []candidate) ([]*contract.Job, error) {
 	token := versionToken()
 	args := make([]any, 0, 5+3*len(take))
 	args = append(args, token, p.WorkerID, s.d.Time(p.Now), s.d.Time(p.LeaseUntil))
@@ -503,7 +504,7 @@ func (s *Store) casClaim(ctx context.Context, p core.ClaimParams, take []candida
 	if err != nil {
 		return nil, err
 	}
-	var out []*core.Job
+	var out []*contract.Job
 	for _, cd := range take {
 		if won[cd.job.ID] {
 			claimed(cd.job, p)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
@@ -28,10 +28,10 @@ func TestConformanceNoReturning(t *testing.T) {
 
 func conformance(t *testing.T, opts ...Option) {
 	var mu sync.Mutex
-	dsns := map[core.Store]string{}
+	dsns := map[contract.Store]string{}
 	storetest.Run(t, storetest.Factory{
-		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			dsn := dbtest.MySQLDSN(t)
 			s, err := Open(context.Background(), dsn, append(opts, WithStrategy(strategy), WithMaxOpenConns(8))...)
 			if err != nil {
@@ -44,7 +44,7 @@ func conformance(t *testing.T, opts ...Option) {
 			return s
 		},
 		BeginTx: beginTx,
-		Reopen: func(t testing.TB, s core.Store) core.Store {
+		Reopen: func(t testing.TB, s contract.Store) contract.Store {
 			mu.Lock()
 			dsn := dsns[s]
 			mu.Unlock()
@@ -61,7 +61,7 @@ func conformance(t *testing.T, opts ...Option) {
 
 // beginTx is the suite's BeginTx for this store: a *sql.Tx on the store's
 // database.
-func beginTx(t testing.TB, s core.Store) (any, func() error, func() error) {
+func beginTx(t testing.TB, s contract.Store) (any, func() error, func() error) {
 	tx, err := s.(*Store).DB().BeginTx(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

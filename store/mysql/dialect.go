@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -58,11 +59,11 @@ func (dialect) Time(t time.Time) any {
 
 // AppendJSON appends the JSON text val to the JSON array col (NULL counts
 // as empty), after removing its second element when it already holds
-// core.MaxErrorEntries. JSON_EXTRACT(val,'$') makes the text a JSON value on both
+// contract.MaxErrorEntries. JSON_EXTRACT(val,'$') makes the text a JSON value on both
 // servers (MariaDB has no CAST … AS JSON).
 func (dialect) AppendJSON(col, val string) string {
 	c := "COALESCE(" + col + ",'[]')"
-	return "JSON_ARRAY_APPEND(IF(JSON_LENGTH(" + c + ") >= " + strconv.Itoa(core.MaxErrorEntries) +
+	return "JSON_ARRAY_APPEND(IF(JSON_LENGTH(" + c + ") >= " + strconv.Itoa(contract.MaxErrorEntries) +
 		", JSON_REMOVE(" + c + ",'$[1]'), " + c + "),'$',JSON_EXTRACT(" + val + ",'$'))"
 }
 
@@ -177,7 +178,7 @@ func (dialect) UniqueViolation(err error) bool {
 // (JSON_CONTAINS would look inside it, PostgreSQL's containment does not);
 // sealed args (a top-level "backlog_enc" key) never match. The same text
 // runs on MySQL and MariaDB.
-func (dialect) ArgsContain(col string, _ []byte, leaves []core.ArgsLeaf, arg func(v any, t sqlq.Type) string) string {
+func (dialect) ArgsContain(col string, _ []byte, leaves []contract.ArgsLeaf, arg func(v any, t sqlq.Type) string) string {
 	var b strings.Builder
 	b.WriteString("(JSON_EXTRACT(" + col + ", '$.backlog_enc') IS NULL")
 	for _, l := range leaves {

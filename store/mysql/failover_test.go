@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store"
 )
@@ -103,7 +103,7 @@ func TestMultiHostFailover(t *testing.T) {
 	defer st.Close()
 
 	insert := func(n int64) error {
-		_, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}})
+		_, err := st.Insert(ctx, time.Now(), []contract.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}})
 		return err
 	}
 	if err := insert(0); err != nil {
@@ -131,7 +131,7 @@ func TestMultiHostFailover(t *testing.T) {
 	}
 
 	// Claims and reads go to B now.
-	jobs, err := st.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 5, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
+	jobs, err := st.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 5, Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute)})
 	if err != nil || len(jobs) == 0 {
 		t.Fatalf("claim after the failover: %d jobs, %v", len(jobs), err)
 	}

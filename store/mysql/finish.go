@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -93,11 +93,11 @@ const finishChunk = 500
 // under its worker id and claim_seq) reports Applied=false and changes
 // nothing; an unknown outcome kind fails the whole call. Deadlocks and lock
 // wait timeouts are retried inside.
-func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+func (s *Store) Finish(ctx context.Context, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
 	if len(outcomes) == 0 {
-		return []core.FinishResult{}, nil
+		return []contract.FinishResult{}, nil
 	}
-	var out []core.FinishResult
+	var out []contract.FinishResult
 	if s.d.Returning(sqlq.StmtDelete) && len(outcomes) <= finishChunk && allDeletes(outcomes) {
 		return s.finishPlainDeletes(ctx, outcomes)
 	}
@@ -112,7 +112,7 @@ func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.Fin
 // (allDeletes) on MariaDB: one autocommit finishDeletePlainSQL for the
 // key-less ones, then a transaction (FinishOn) for the outcomes it did not
 // apply.
-func (s *Store) finishPlainDeletes(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+func (s *Store) finishPlainDeletes(ctx context.Context, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
 	args := make([]any, 0, 5*len(outcomes))
 	for i := range outcomes {
 		args = append(args, outcomes[i].JobID)
@@ -136,11 +136,11 @@ func (s *Store) finishPlainDeletes(ctx context.Context, outcomes []core.Outcome)
 	for _, id := range ids {
 		done[id] = true
 	}
-	out := make([]core.FinishResult, len(outcomes))
-	var rest []core.Outcome
+	out := make([]contract.FinishResult, len(outcomes))
+	var rest []contract.Outcome
 	var restIdx []int
 	for i := range outcomes {
-		out[i] = core.FinishResult{JobID: outcomes[i].JobID, Applied: done[outcomes[i].JobID]}
+		out[i] = contract.FinishResult{JobID: outcomes[i].JobID, Applied: done[outcomes[i].JobID]}
 		if !out[i].Applied {
 			rest, restIdx = append(rest, outcomes[i]), append(restIdx, i)
 		}
@@ -148,7 +148,7 @@ func (s *Store) finishPlainDeletes(ctx context.Context, outcomes []core.Outcome)
 	if len(rest) == 0 {
 		return out, nil
 	}
-	var more []core.FinishResult
+	var more []contract.FinishResult
 	err = s.inTx(ctx, func(c sqlq.Conn) (err error) {
 		more, err = s.FinishOn(ctx, c, rest)
 		return err
@@ -164,9 +164,9 @@ func (s *Store) finishPlainDeletes(ctx context.Context, outcomes []core.Outcome)
 
 // allDeletes reports whether every outcome is a completion with Delete, for
 // distinct jobs (so one DELETE statement applies them all).
-func allDeletes(outcomes []core.Outcome) bool {
+func allDeletes(outcomes []contract.Outcome) bool {
 	for i := range outcomes {
-		if o := &outcomes[i]; o.Kind != core.OutcomeComplete || !o.Delete {
+		if o := &outcomes[i]; o.Kind != contract.OutcomeComplete || !o.Delete {
 			return false
 		}
 	}
@@ -177,7 +177,7 @@ func allDeletes(outcomes []core.Outcome) bool {
 // no retries (CompleteTx uses it with the caller's transaction). Given
 // updates, c must be a transaction: which of them applied is read back in
 // it.
-func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outcome) ([]core.FinishResult, error) {
+func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
 	return sqlq.FinishRounds(ctx, c, "mysql", outcomes, finishChunk, s.finishUpdate, s.finishDelete)
 }
 
@@ -301,8 +301,8 @@ WHERE id IN (%[1]s) AND state = 'running' AND worker_id = ?
 // ExtendLeases sets LeaseUntil=until on the named jobs still running under
 // workerID at their claim_seq, one autocommit extendLeasesSQL per 500
 // leases, and returns how many it touched.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
-	return sqlq.Chunks(leases, finishChunk, func(part []core.Lease) (n int64, err error) {
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error) {
+	return sqlq.Chunks(leases, finishChunk, func(part []contract.Lease) (n int64, err error) {
 		q := fmt.Sprintf(s.q.extendLeases, marks(len(part)), whens(len(part)))
 		args := sqlq.LeaseArgs(s.d.Time(until), workerID, part)
 		err = s.retry(ctx, func() error {

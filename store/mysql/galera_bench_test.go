@@ -8,7 +8,7 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/internal/storebench"
@@ -29,8 +29,8 @@ func BenchmarkGalera(b *testing.B) {
 		name string
 		srv  *dbserver.Server
 	}{{"standalone", single}, {"galera-node1", cluster.Node(1)}} {
-		for _, strategy := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
-			open := func(b *testing.B) core.Store {
+		for _, strategy := range []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic} {
+			open := func(b *testing.B) contract.Store {
 				var r [6]byte
 				_, _ = crand.Read(r[:])
 				name := "bench_" + hex.EncodeToString(r[:])

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/storetest"
@@ -50,7 +51,7 @@ func TestConformanceGalera(t *testing.T) {
 		t.Logf("Galera certification failures %d, brute-force aborts %d (all nodes, whole run)", cert-cert0, bf-bf0)
 	})
 
-	for _, strategy := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
+	for _, strategy := range []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic} {
 		t.Run(string(strategy), func(t *testing.T) {
 			t.Parallel()
 			began := time.Now()
@@ -62,10 +63,10 @@ func TestConformanceGalera(t *testing.T) {
 
 // galeraConformance runs storetest for one strategy on fresh databases of
 // node, stores opened by URL.
-func galeraConformance(t *testing.T, node *dbserver.Server, strategy core.ClaimStrategy) {
+func galeraConformance(t *testing.T, node *dbserver.Server, strategy contract.ClaimStrategy) {
 	var mu sync.Mutex
-	urls := map[core.Store]string{}
-	open := func(t testing.TB, rawURL string) core.Store {
+	urls := map[contract.Store]string{}
+	open := func(t testing.TB, rawURL string) contract.Store {
 		s, err := store.Open(context.Background(), rawURL)
 		if err != nil {
 			t.Fatalf("store.Open(%s): %v", rawURL, err)
@@ -74,8 +75,8 @@ func galeraConformance(t *testing.T, node *dbserver.Server, strategy core.ClaimS
 		return s
 	}
 	storetest.Run(t, storetest.Factory{
-		Strategies: []core.ClaimStrategy{strategy},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{strategy},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			cfg, err := mysql.ParseDSN(dbtest.MySQLDatabase(t, node.DriverDSN("test")))
 			if err != nil {
 				t.Fatal(err)
@@ -88,7 +89,7 @@ func galeraConformance(t *testing.T, node *dbserver.Server, strategy core.ClaimS
 			return s
 		},
 		BeginTx: beginTx,
-		Reopen: func(t testing.TB, s core.Store) core.Store {
+		Reopen: func(t testing.TB, s contract.Store) contract.Store {
 			mu.Lock()
 			u := urls[s]
 			mu.Unlock()

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store"
 )
@@ -37,7 +38,7 @@ func TestGalera(t *testing.T) {
 	dbs := 0
 	// open opens a store on a new database, through the nodes named
 	// (1-based), the first migrating it.
-	open := func(t *testing.T, strategy core.ClaimStrategy, nodes ...int) []*Store {
+	open := func(t *testing.T, strategy contract.ClaimStrategy, nodes ...int) []*Store {
 		dbs++
 		name := fmt.Sprintf("g%d", dbs)
 		if err := c.Node(nodes[0]).CreateDatabase(ctx, name); err != nil {
@@ -67,7 +68,7 @@ func TestGalera(t *testing.T) {
 	}
 
 	t.Run("detect", func(t *testing.T) {
-		s := open(t, core.StrategySkipLocked, 1)[0]
+		s := open(t, contract.StrategySkipLocked, 1)[0]
 		if !s.Galera() || !strings.Contains(s.Topology(), "Galera node (cluster of 3 at open)") {
 			t.Errorf("Galera() = %v, Topology() = %q; want a Galera node in a cluster of 3", s.Galera(), s.Topology())
 		}
@@ -90,7 +91,7 @@ func TestGalera(t *testing.T) {
 	})
 
 	t.Run("multi-host-url", func(t *testing.T) {
-		s := open(t, core.StrategySkipLocked, 1)[0]
+		s := open(t, contract.StrategySkipLocked, 1)[0]
 		var hosts []string
 		for _, n := range c.Nodes() {
 			hosts = append(hosts, hostPort(n))
@@ -100,12 +101,12 @@ func TestGalera(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if _, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}}); err != nil {
+		if _, err := st.Insert(ctx, time.Now(), []contract.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 	})
 
-	for _, strategy := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
+	for _, strategy := range []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic} {
 		t.Run("exclusive-across-nodes/"+string(strategy), func(t *testing.T) {
 			cert0, bf0 := conflicts()
 			stores := open(t, strategy, 1, 2)
@@ -116,7 +117,7 @@ func TestGalera(t *testing.T) {
 		t.Run("limits-across-nodes/"+string(strategy), func(t *testing.T) {
 			cert0, bf0 := conflicts()
 			stores := open(t, strategy, 1, 2)
-			limits := core.QueueLimits{MaxRunning: 4, MaxRunningPerKind: map[string]int{"a": 2}}
+			limits := contract.QueueLimits{MaxRunning: 4, MaxRunningPerKind: map[string]int{"a": 2}}
 			claims, retried := claimAcrossNodes(t, stores, 400, 3, &limits)
 			cert, bf := conflicts()
 			t.Logf("%d limited claims from nodes 1 and 2; certification failures %d, brute-force aborts %d, retried by the stores %d", claims, cert-cert0, bf-bf0, retried)
@@ -124,7 +125,7 @@ func TestGalera(t *testing.T) {
 	}
 
 	t.Run("node-cut-off", func(t *testing.T) {
-		s := open(t, core.StrategySkipLocked, 1)[0]
+		s := open(t, contract.StrategySkipLocked, 1)[0]
 		db := s.dbName(t)
 		// Node 3 leaves the group: it keeps running, but no longer in
 		// the primary component, so it refuses statements with 1047.
@@ -145,8 +146,8 @@ func TestGalera(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer multi.Close()
-		insert := func(s core.Store) error {
-			_, err := s.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}})
+		insert := func(s contract.Store) error {
+			_, err := s.Insert(ctx, time.Now(), []contract.InsertParams{{Queue: "q", Kind: "k", Args: json.RawMessage(`{}`)}})
 			return err
 		}
 		if err := insert(multi); err != nil {
@@ -200,7 +201,7 @@ func TestGalera(t *testing.T) {
 
 	// Last: node 1 does not come back.
 	t.Run("node-killed", func(t *testing.T) {
-		galeraNodeKilled(t, c, open(t, core.StrategySkipLocked, 1)[0].dbName(t))
+		galeraNodeKilled(t, c, open(t, contract.StrategySkipLocked, 1)[0].dbName(t))
 	})
 }
 
@@ -223,7 +224,7 @@ func galeraNodeKilled(t *testing.T, c *dbserver.GaleraCluster, db string) {
 	defer st.Close()
 	const producers = 4
 	load := startInserts(producers, 10*time.Millisecond, func(n int64) error {
-		_, err := st.Insert(ctx, time.Now(), []core.InsertParams{{Queue: "killed", Kind: "k", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}})
+		_, err := st.Insert(ctx, time.Now(), []contract.InsertParams{{Queue: "killed", Kind: "k", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}})
 		return err
 	})
 	load.kill(t, c.Node(1).Kill)
@@ -275,7 +276,7 @@ func (s *Store) dbName(t *testing.T) string {
 // claim that returns a transient error (it lost the race more often than
 // the store retries) took no effect: the claimer claims again, as the
 // engine's fetch loop does.
-func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *core.QueueLimits) (int64, int64) {
+func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *contract.QueueLimits) (int64, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -286,9 +287,9 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 		}
 	}
 	kinds := []string{"a", "b", "c"}
-	var ps []core.InsertParams
+	var ps []contract.InsertParams
 	for i := range total {
-		ps = append(ps, core.InsertParams{Queue: "q", Kind: kinds[i%len(kinds)], Args: json.RawMessage(`{}`), Priority: 5, MaxAttempts: 3, RunAt: now.Add(-time.Second)})
+		ps = append(ps, contract.InsertParams{Queue: "q", Kind: kinds[i%len(kinds)], Args: json.RawMessage(`{}`), Priority: 5, MaxAttempts: 3, RunAt: now.Add(-time.Second)})
 	}
 	for len(ps) > 0 {
 		n := min(len(ps), 500)
@@ -303,14 +304,14 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 	}
 	var (
 		mu      sync.Mutex
-		running = map[int64]*core.Job{}
+		running = map[int64]*contract.Job{}
 		seen    = map[int64]string{}
 		done    atomic.Int64
 		claims  atomic.Int64
 		gaveUp  atomic.Int64
 		failed  atomic.Bool
 	)
-	check := func(what string, jobs []*core.Job) {
+	check := func(what string, jobs []*contract.Job) {
 		if limits == nil {
 			return
 		}
@@ -333,7 +334,7 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 					t.Errorf("%s: gave up with %d of %d jobs completed", worker, done.Load(), total)
 					return
 				}
-				got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: worker, Limit: batch, Now: now, LeaseUntil: now.Add(time.Hour)})
+				got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: worker, Limit: batch, Now: now, LeaseUntil: now.Add(time.Hour)})
 				if err != nil && transient(err) && ctx.Err() == nil {
 					// A claim that lost the race more times than the
 					// store retries: it took no effect, and the
@@ -363,7 +364,7 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 				check("the ledger of claimed, unfinished jobs", slices.Collect(maps.Values(running)))
 				mu.Unlock()
 				if limits != nil {
-					listed, err := s.List(ctx, core.ListParams{Queue: "q", States: []core.State{core.StateRunning}, Limit: 1000})
+					listed, err := s.List(ctx, contract.ListParams{Queue: "q", States: []contract.State{contract.StateRunning}, Limit: 1000})
 					if err != nil {
 						t.Errorf("%s: List: %v", worker, err)
 						return
@@ -371,11 +372,11 @@ func claimAcrossNodes(t *testing.T, stores []*Store, total, batch int, limits *c
 					check("List of running jobs right after a claim", listed)
 				}
 				time.Sleep(time.Duration(len(got)) * 100 * time.Microsecond)
-				outs := make([]core.Outcome, len(got))
+				outs := make([]contract.Outcome, len(got))
 				mu.Lock()
 				for i, j := range got {
 					delete(running, j.ID)
-					outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now}
+					outs[i] = contract.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now}
 				}
 				mu.Unlock()
 				res, err := s.Finish(ctx, outs)

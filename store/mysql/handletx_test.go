@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
@@ -16,8 +16,8 @@ import (
 // inside the transaction and a Continue.
 func TestHandleTx(t *testing.T) {
 	storetest.RunHandleTx(t, storetest.HandleTxProof{
-		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			s, err := Open(context.Background(), dbtest.MySQLDSN(t), WithStrategy(strategy), WithMaxOpenConns(8))
 			if err != nil {
 				t.Fatal(err)

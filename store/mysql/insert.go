@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -48,11 +48,11 @@ const (
 // job, later inputs marked Duplicate. A key-less batch runs insertSQL
 // alone.
 // Deadlocks and lock wait timeouts are retried inside.
-func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	if len(jobs) == 0 {
-		return []core.InsertResult{}, nil
+		return []contract.InsertResult{}, nil
 	}
-	var out []core.InsertResult
+	var out []contract.InsertResult
 	err := s.inTx(ctx, func(c sqlq.Conn) (err error) {
 		out, err = s.InsertOn(ctx, c, now, jobs)
 		return err
@@ -62,9 +62,9 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 
 // InsertOn is Insert on a caller-supplied connection or transaction, with
 // no retries (InsertTx uses it with the caller's transaction).
-func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
-	now = core.UTC(now)
-	res := make([]core.InsertResult, len(jobs))
+func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
+	now = contract.UTC(now)
+	res := make([]contract.InsertResult, len(jobs))
 	err := s.InsertKeyed(ctx, c, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, c, now, jobs, send, res)
 	})
@@ -76,7 +76,7 @@ func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs [
 
 // insertRows inserts the send rows, chunked, and fills res with the jobs
 // inserted.
-func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) error {
+func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []contract.InsertParams, send []int, res []contract.InsertResult) error {
 	for start := 0; start < len(send); {
 		end, size := start, 0
 		for end < len(send) && end-start < insertMaxRows && (end == start || size < insertMaxBytes) {
@@ -98,7 +98,7 @@ func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs
 // known number of rows gets its ids as one block under every
 // innodb_autoinc_lock_mode, and the rows read are checked against the
 // inputs).
-func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, part []int, res []core.InsertResult) error {
+func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, jobs []contract.InsertParams, part []int, res []contract.InsertResult) error {
 	args := make([]any, 0, 13*len(part))
 	for _, i := range part {
 		var err error
@@ -154,15 +154,15 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 	}
 	slices.Sort(got)
 	for k, i := range part {
-		res[i] = core.InsertResult{Job: insertedJob(got[k], &jobs[i], now)}
+		res[i] = contract.InsertResult{Job: insertedJob(got[k], &jobs[i], now)}
 	}
 	return nil
 }
 
 // insertedJob is the job a fresh insert of p with id stored, as Get would
 // return it.
-func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
-	return &core.Job{
+func insertedJob(id int64, p *contract.InsertParams, now time.Time) *contract.Job {
+	return &contract.Job{
 		ID:           id,
 		Queue:        p.Queue,
 		Kind:         p.Kind,
@@ -170,8 +170,8 @@ func insertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
 		Priority:     p.Priority,
 		State:        sqlq.InsertState(p, now),
 		MaxAttempts:  p.MaxAttempts,
-		RunAt:        core.UTC(p.RunAt),
-		Deadline:     core.UTC(p.Deadline),
+		RunAt:        contract.UTC(p.RunAt),
+		Deadline:     contract.UTC(p.Deadline),
 		UniqueKey:    p.UniqueKey,
 		PartitionKey: p.PartitionKey,
 		Tags:         slices.Clone(p.Tags),

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
 
@@ -37,15 +37,15 @@ func TestListUsesAnIndex(t *testing.T) {
 	}
 	at := time.Date(2030, 1, 1, 8, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
-		p     core.ListParams
+		p     contract.ListParams
 		index string
 	}{
-		{core.ListParams{Limit: 50}, "PRIMARY"},
-		{core.ListParams{Desc: true, AfterID: 30000, Limit: 50}, "PRIMARY"},
-		{core.ListParams{ByRunAt: true, Limit: 50}, "run_at_idx"},
-		{core.ListParams{ByRunAt: true, Desc: true, Limit: 50}, "run_at_idx"},
-		{core.ListParams{ByRunAt: true, Desc: true, AfterID: 7, AfterRunAt: at, Limit: 50}, "run_at_idx"},
-		{core.ListParams{ByRunAt: true, AfterID: 7, AfterRunAt: at, Queue: "q", States: []core.State{core.StateScheduled, core.StateAvailable}, Limit: 50}, "run_at_idx"},
+		{contract.ListParams{Limit: 50}, "PRIMARY"},
+		{contract.ListParams{Desc: true, AfterID: 30000, Limit: 50}, "PRIMARY"},
+		{contract.ListParams{ByRunAt: true, Limit: 50}, "run_at_idx"},
+		{contract.ListParams{ByRunAt: true, Desc: true, Limit: 50}, "run_at_idx"},
+		{contract.ListParams{ByRunAt: true, Desc: true, AfterID: 7, AfterRunAt: at, Limit: 50}, "run_at_idx"},
+		{contract.ListParams{ByRunAt: true, AfterID: 7, AfterRunAt: at, Queue: "q", States: []contract.State{contract.StateScheduled, contract.StateAvailable}, Limit: 50}, "run_at_idx"},
 	} {
 		q, args, err := s.ListQuery(c.p)
 		if err != nil {

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"hash/fnv"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/pressly/goose/v3"
 
 	"github.com/backlogq/backlog/store/internal/sqlq"
-
-	"github.com/backlogq/backlog/core"
 )
 
 //go:embed migrations/*.sql
@@ -30,7 +30,7 @@ var migrationFiles embed.FS
 // migrate at the same moment should do it through one node.
 func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	fsys, newest, err := sqlq.RenderMigrations(migrationFiles, struct{ P string }{s.prefix})
 	if err != nil {

@@ -9,9 +9,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/pressly/goose/v3"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/backlogq/backlog/store/internal/upgradetest"
 	"github.com/backlogq/backlog/storetest/dbtest"
@@ -26,7 +27,7 @@ func TestMigrateUpgradeFromVersion1(t *testing.T) {
 }
 
 // TestMigrateUpgradeFromVersion2 runs upgradetest.RunFromVersion2: the
-// settings table arrives without touching the jobs, and core.Settings
+// settings table arrives without touching the jobs, and contract.Settings
 // works after the upgrade.
 func TestMigrateUpgradeFromVersion2(t *testing.T) {
 	upgradetest.RunFromVersion2(t, upgradeBackend(t))
@@ -97,7 +98,7 @@ func TestMigrateUpgradeFromVersion4(t *testing.T) {
 	if err := s.PauseQueue(ctx, "paused-before", now); err != nil {
 		t.Fatalf("PauseQueue on the version-4 schema: %v", err)
 	}
-	if _, err := s.Listen(ctx); err == nil || errors.Is(err, core.ErrUnsupported) {
+	if _, err := s.Listen(ctx); err == nil || errors.Is(err, contract.ErrUnsupported) {
 		t.Fatalf("Listen on the version-4 schema: %v; want an error that is not core.ErrUnsupported", err)
 	}
 	snapshot := func() [][]any {
@@ -134,13 +135,13 @@ func TestMigrateUpgradeFromVersion4(t *testing.T) {
 	if _, err := s.Cancel(ctx, running.ID, now); err != nil {
 		t.Fatal(err)
 	}
-	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyCancel, Queue: running.Queue, JobID: running.ID}) {
+	if n := next(t, ch); n != (contract.Notification{Kind: contract.NotifyCancel, Queue: running.Queue, JobID: running.ID}) {
 		t.Fatalf("first notification after the upgrade: %+v; want the cancel of job %d (nothing from before Listen)", n, running.ID)
 	}
-	if _, err := s.Insert(ctx, now, []core.InsertParams{job(pending.Queue, "after")}); err != nil {
+	if _, err := s.Insert(ctx, now, []contract.InsertParams{job(pending.Queue, "after")}); err != nil {
 		t.Fatal(err)
 	}
-	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyInsert, Queue: pending.Queue}) {
+	if n := next(t, ch); n != (contract.Notification{Kind: contract.NotifyInsert, Queue: pending.Queue}) {
 		t.Fatalf("after an insert: %+v", n)
 	}
 	if err := s.Migrate(ctx); err != nil {

@@ -1,9 +1,9 @@
 // Package mysql is backlog's MySQL and MariaDB store, on
 // github.com/go-sql-driver/mysql, for MySQL 8.0.1+ and MariaDB 10.6+ (the
 // optimistic claim strategy also runs on older servers and on Galera or
-// Group Replication clusters). It implements core.Store, core.Migrator,
-// core.TxInserter and core.TxCompleter (with *sql.Tx or *sqlx.Tx),
-// core.Settings, and core.Notifier by polling (see Listen: MySQL has no
+// Group Replication clusters). It implements contract.Store, contract.Migrator,
+// contract.TxInserter and contract.TxCompleter (with *sql.Tx or *sqlx.Tx),
+// contract.Settings, and contract.Notifier by polling (see Listen: MySQL has no
 // LISTEN/NOTIFY). docs/mysql.md is the operator's guide.
 //
 // # Opening
@@ -16,7 +16,7 @@
 // SKIP LOCKED claims free of gap locks). New wraps a caller-owned *sql.DB
 // instead; its DSN must use loc=UTC (or parseTime=false), and the store
 // then begins its transactions at READ COMMITTED explicitly. Both read the
-// server version first and refuse core.StrategySkipLocked on a server
+// server version first and refuse contract.StrategySkipLocked on a server
 // without SKIP LOCKED (MySQL < 8.0.1, MariaDB < 10.6) with an error
 // wrapping core.ErrUnsupported; both migrate the schema (embedded
 // pressly/goose migrations, serialised across processes with GET_LOCK)
@@ -87,9 +87,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -98,7 +99,7 @@ const DefaultPrefix = "backlog_"
 
 type config struct {
 	prefix      string
-	strategy    core.ClaimStrategy
+	strategy    contract.ClaimStrategy
 	migrate     bool
 	maxConns    int
 	notifyEvery time.Duration
@@ -113,12 +114,12 @@ type Option func(*config)
 // most 48 bytes of ASCII letters, digits and '_', not starting with a digit.
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
-// WithStrategy selects the claim strategy: core.StrategySkipLocked (the
-// default) or core.StrategyOptimistic (for Galera and Group Replication
+// WithStrategy selects the claim strategy: contract.StrategySkipLocked (the
+// default) or contract.StrategyOptimistic (for Galera and Group Replication
 // clusters, and servers without SKIP LOCKED). SKIP LOCKED on a server
 // without it, or an unknown strategy, makes Open and New fail with an error
 // wrapping core.ErrUnsupported.
-func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
+func WithStrategy(s contract.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
 
 // WithMigrate says whether Open and New migrate the schema (default true).
 func WithMigrate(migrate bool) Option { return func(c *config) { c.migrate = migrate } }
@@ -146,7 +147,7 @@ type Store struct {
 	t        sqlq.Tables
 	d        dialect
 	server   serverInfo
-	strategy core.ClaimStrategy
+	strategy contract.ClaimStrategy
 	sdb      *sqlq.GuardedDB
 	q        queries // the hot statements (queries.go)
 	closed   atomic.Bool
@@ -160,27 +161,27 @@ type Store struct {
 }
 
 var (
-	_ core.Store           = (*Store)(nil)
-	_ core.Migrator        = (*Store)(nil)
-	_ core.TxInserter      = (*Store)(nil)
-	_ core.TxCompleter     = (*Store)(nil)
-	_ core.TxRunner        = (*Store)(nil)
-	_ core.Settings        = (*Store)(nil)
-	_ core.QueueLimiter    = (*Store)(nil)
-	_ core.MutableSettings = (*Store)(nil)
-	_ core.Notifier        = (*Store)(nil)
+	_ contract.Store           = (*Store)(nil)
+	_ contract.Migrator        = (*Store)(nil)
+	_ contract.TxInserter      = (*Store)(nil)
+	_ contract.TxCompleter     = (*Store)(nil)
+	_ contract.TxRunner        = (*Store)(nil)
+	_ contract.Settings        = (*Store)(nil)
+	_ contract.QueueLimiter    = (*Store)(nil)
+	_ contract.MutableSettings = (*Store)(nil)
+	_ contract.Notifier        = (*Store)(nil)
 	// The shared SQL of store/internal/sqlq, promoted from the embedded
 	// *sqlq.Store: the queue history (<prefix>queue_history and
 	// <prefix>queue_totals), re-sealing stored values after a key
 	// rotation (fenced by the version column), and listing and
 	// releasing unique-key holds.
-	_ core.QueueHistory   = (*Store)(nil)
-	_ core.SealedRewriter = (*Store)(nil)
-	_ core.UniqueHolder   = (*Store)(nil)
+	_ contract.QueueHistory   = (*Store)(nil)
+	_ contract.SealedRewriter = (*Store)(nil)
+	_ contract.UniqueHolder   = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{prefix: DefaultPrefix, strategy: core.StrategySkipLocked, migrate: true, notifyEvery: DefaultNotifyInterval}
+	c := config{prefix: DefaultPrefix, strategy: contract.StrategySkipLocked, migrate: true, notifyEvery: DefaultNotifyInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -197,10 +198,10 @@ func newConfig(opts []Option) (config, error) {
 	}
 	switch c.strategy {
 	case "":
-		c.strategy = core.StrategySkipLocked
-	case core.StrategySkipLocked, core.StrategyOptimistic:
+		c.strategy = contract.StrategySkipLocked
+	case contract.StrategySkipLocked, contract.StrategyOptimistic:
 	default:
-		return c, fmt.Errorf("mysql: unknown claim strategy %q (want %q or %q): %w", c.strategy, core.StrategySkipLocked, core.StrategyOptimistic, core.ErrUnsupported)
+		return c, fmt.Errorf("mysql: unknown claim strategy %q (want %q or %q): %w", c.strategy, contract.StrategySkipLocked, contract.StrategyOptimistic, contract.ErrUnsupported)
 	}
 	return c, nil
 }
@@ -331,9 +332,9 @@ func New(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 }
 
 func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, txOpts *sql.TxOptions, c config) (*Store, error) {
-	if c.strategy == core.StrategySkipLocked && !server.skipLocked() {
+	if c.strategy == contract.StrategySkipLocked && !server.skipLocked() {
 		return nil, fmt.Errorf("mysql: %s (%s) has no FOR UPDATE SKIP LOCKED (it needs MySQL 8.0.1+ or MariaDB 10.6+); use the %q claim strategy: %w",
-			server, server.version, core.StrategyOptimistic, core.ErrUnsupported)
+			server, server.version, contract.StrategyOptimistic, contract.ErrUnsupported)
 	}
 	s := &Store{db: db, owned: owned, prefix: c.prefix, t: sqlq.PrefixTables(c.prefix), server: server, strategy: c.strategy, notifyEvery: c.notifyEvery}
 	s.d = dialect{server: server, noReturning: c.noReturning}
@@ -366,7 +367,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Prefix() string { return s.prefix }
 
 // Strategy returns the claim strategy in use.
-func (s *Store) Strategy() core.ClaimStrategy { return s.strategy }
+func (s *Store) Strategy() contract.ClaimStrategy { return s.strategy }
 
 // ServerVersion returns the server's VERSION() text, e.g.
 // "10.11.19-MariaDB-0+deb12u1".
@@ -405,13 +406,13 @@ func txConn(tx any) (sqlq.Conn, error) { return sqlq.TxConn("mysql", tx) }
 // vanish on rollback. Other transaction types return an error wrapping
 // core.ErrUnsupported. Semantics otherwise match Insert; transient errors
 // are not retried (the caller owns the transaction).
-func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	c, err := txConn(tx)
 	if err != nil {
 		return nil, err
 	}
 	if s.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return s.InsertOn(ctx, c, now, jobs)
 }
@@ -420,20 +421,20 @@ func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core
 // (*sql.Tx or *sqlx.Tx). It returns an error wrapping core.ErrLeaseLost
 // when the fence fails, and core.ErrUnsupported for other transaction
 // types.
-func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+func (s *Store) CompleteTx(ctx context.Context, tx any, o contract.Outcome) error {
 	c, err := txConn(tx)
 	if err != nil {
 		return err
 	}
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
-	res, err := s.FinishOn(ctx, c, []core.Outcome{o})
+	res, err := s.FinishOn(ctx, c, []contract.Outcome{o})
 	if err != nil {
 		return err
 	}
 	if !res[0].Applied {
-		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
+		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, contract.ErrLeaseLost)
 	}
 	return nil
 }

@@ -12,14 +12,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // MySQL and MariaDB have no LISTEN/NOTIFY, so the store implements
-// core.Notifier by polling, cheaply:
+// contract.Notifier by polling, cheaply:
 //
 //   - Inserts write nothing extra. A poller reads the jobs inserted since
 //     its last read, SELECT id, queue, state FROM jobs WHERE id > ? ORDER BY
@@ -83,7 +84,7 @@ const (
 // notifications table.
 const errNoSuchTable = 1146
 
-// Listen implements core.Notifier. The channel receives NotifyInsert for
+// Listen implements contract.Notifier. The channel receives NotifyInsert for
 // queues that received due jobs (from this or any other process, through
 // Insert or a committed InsertTx, and from Retry), NotifyPause and
 // NotifyResume, and NotifyCancel for every cancelled job,
@@ -96,18 +97,18 @@ const errNoSuchTable = 1146
 // With WithNotifyInterval(0) (URL notify_interval=0 or off) Listen returns an
 // error wrapping core.ErrUnsupported, on which the engine stops listening and
 // relies on its poll interval.
-func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
+func (s *Store) Listen(ctx context.Context) (<-chan contract.Notification, error) {
 	if s.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	if s.notifyEvery <= 0 {
-		return nil, fmt.Errorf("mysql: notifications are off (notify_interval=0): %w", core.ErrUnsupported)
+		return nil, fmt.Errorf("mysql: notifications are off (notify_interval=0): %w", contract.ErrUnsupported)
 	}
 	h := &s.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	if h.poll == nil {
 		p, err := s.startPoller(ctx)
@@ -117,9 +118,9 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 		h.poll = p
 	}
 	p := h.poll
-	ch := make(chan core.Notification, listenBuffer)
+	ch := make(chan contract.Notification, listenBuffer)
 	if h.listeners == nil {
-		h.listeners = map[chan core.Notification]struct{}{}
+		h.listeners = map[chan contract.Notification]struct{}{}
 	}
 	h.listeners[ch] = struct{}{}
 	go func() {
@@ -146,12 +147,12 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 // hub is the Store's listeners and the poller serving them.
 type hub struct {
 	mu        sync.Mutex
-	listeners map[chan core.Notification]struct{}
+	listeners map[chan contract.Notification]struct{}
 	poll      *poller // nil while nobody listens
 }
 
 // send delivers notes to every listener without blocking.
-func (h *hub) send(notes []core.Notification) {
+func (h *hub) send(notes []contract.Notification) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch := range h.listeners {
@@ -323,12 +324,12 @@ func (p *poller) run() {
 }
 
 // read runs one tick's reads and returns what to deliver.
-func (p *poller) read(now time.Time) ([]core.Notification, error) {
+func (p *poller) read(now time.Time) ([]contract.Notification, error) {
 	// No timeout per read (a timer per tick costs CPU): a read that hangs
 	// delays nothing but wake-ups, the engine polls meanwhile, and
 	// cancelling p.ctx (the last listener leaving, Close) aborts it.
 	ctx := p.ctx
-	var out []core.Notification
+	var out []contract.Notification
 	inserted := map[string]bool{}
 	for round := 0; round < notifyRounds; round++ {
 		var jobGaps, noteGaps []int64
@@ -380,9 +381,9 @@ func (p *poller) read(now time.Time) ([]core.Notification, error) {
 			if r.id > jobsHigh {
 				newJobs++
 			}
-			if p.jobs.see(r.id, now) && r.what == string(core.StateAvailable) && !inserted[r.queue] {
+			if p.jobs.see(r.id, now) && r.what == string(contract.StateAvailable) && !inserted[r.queue] {
 				inserted[r.queue] = true
-				out = append(out, core.Notification{Kind: core.NotifyInsert, Queue: r.queue})
+				out = append(out, contract.Notification{Kind: contract.NotifyInsert, Queue: r.queue})
 			}
 		}
 		for _, r := range noteRows {
@@ -392,16 +393,16 @@ func (p *poller) read(now time.Time) ([]core.Notification, error) {
 			if !p.notes.see(r.id, now) {
 				continue
 			}
-			switch k := core.NotificationKind(r.what); k {
-			case core.NotifyInsert:
+			switch k := contract.NotificationKind(r.what); k {
+			case contract.NotifyInsert:
 				if !inserted[r.queue] {
 					inserted[r.queue] = true
-					out = append(out, core.Notification{Kind: k, Queue: r.queue})
+					out = append(out, contract.Notification{Kind: k, Queue: r.queue})
 				}
-			case core.NotifyPause, core.NotifyResume:
-				out = append(out, core.Notification{Kind: k, Queue: r.queue})
-			case core.NotifyCancel:
-				out = append(out, core.Notification{Kind: k, Queue: r.queue, JobID: r.jobID})
+			case contract.NotifyPause, contract.NotifyResume:
+				out = append(out, contract.Notification{Kind: k, Queue: r.queue})
+			case contract.NotifyCancel:
+				out = append(out, contract.Notification{Kind: k, Queue: r.queue, JobID: r.jobID})
 			}
 		}
 		if newJobs < notifyJobsBatch && newNotes < notifyNotesBatch {
@@ -567,7 +568,7 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) er
 // lease cleared) and returns it; ErrInvalidState for a final job,
 // ErrNotFound for a missing one. Listeners are told of every cancel, in the
 // same transaction, so the node running the job, if any, can stop it.
-func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
 	j, err := s.Store.Cancel(withNote(ctx, "INSERT INTO "+s.notesTable()+" (kind, queue, job_id, created_at) SELECT 'cancel', queue, id, ? FROM "+s.t.Jobs+" WHERE id = ?",
 		s.d.Time(now), id), id, now)
 	if err == nil {
@@ -582,7 +583,7 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 // listeners of its queue. Running jobs return ErrInvalidState, as does a
 // final job whose unique key is now held by another live job; missing ones
 // ErrNotFound.
-func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
 	j, err := s.Store.Retry(withNote(ctx, "INSERT INTO "+s.notesTable()+" (kind, queue, job_id, created_at) SELECT 'insert', queue, id, ? FROM "+s.t.Jobs+" WHERE id = ?",
 		s.d.Time(now), id), id, now)
 	if err == nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
 
@@ -81,7 +81,7 @@ func notifyStore(t *testing.T, opts ...Option) *Store {
 	return s
 }
 
-func listen(t *testing.T, ctx context.Context, s *Store) <-chan core.Notification {
+func listen(t *testing.T, ctx context.Context, s *Store) <-chan contract.Notification {
 	t.Helper()
 	ch, err := s.Listen(ctx)
 	if err != nil {
@@ -91,7 +91,7 @@ func listen(t *testing.T, ctx context.Context, s *Store) <-chan core.Notificatio
 }
 
 // next returns the next notification, failing after 5 s.
-func next(t *testing.T, ch <-chan core.Notification) core.Notification {
+func next(t *testing.T, ch <-chan contract.Notification) contract.Notification {
 	t.Helper()
 	select {
 	case n, ok := <-ch:
@@ -102,7 +102,7 @@ func next(t *testing.T, ch <-chan core.Notification) core.Notification {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no notification within 5 s")
 	}
-	return core.Notification{}
+	return contract.Notification{}
 }
 
 // TestNotifyEvents: notifications arrive in order, each once, for what
@@ -113,7 +113,7 @@ func TestNotifyEvents(t *testing.T) {
 	s := notifyStore(t)
 	ctx := t.Context()
 	// History before Listen.
-	if _, err := s.Insert(ctx, t0, []core.InsertParams{job("old", "k")}); err != nil {
+	if _, err := s.Insert(ctx, t0, []contract.InsertParams{job("old", "k")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PauseQueue(ctx, "old", t0); err != nil {
@@ -127,20 +127,20 @@ func TestNotifyEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.InsertTx(ctx, tx, t0, []core.InsertParams{job("rolled-back", "k")}); err != nil {
+	if _, err := s.InsertTx(ctx, tx, t0, []contract.InsertParams{job("rolled-back", "k")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Insert(ctx, t0, []core.InsertParams{later, job("a", "k"), job("a", "k"), job("b", "k")})
+	res, err := s.Insert(ctx, t0, []contract.InsertParams{later, job("a", "k"), job("a", "k"), job("b", "k")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]int{}
 	for len(got) < 2 {
 		n := next(t, ch)
-		if n.Kind != core.NotifyInsert || n.Queue != "a" && n.Queue != "b" {
+		if n.Kind != contract.NotifyInsert || n.Queue != "a" && n.Queue != "b" {
 			t.Fatalf("got %+v; want inserts of queues a and b only", n)
 		}
 		got[n.Queue]++
@@ -148,7 +148,7 @@ func TestNotifyEvents(t *testing.T) {
 
 	// Every cancel notifies (with the job), of a claimed job or of one
 	// never claimed; Retry notifies an insert of the job's queue.
-	claimed, err := s.Claim(ctx, core.ClaimParams{Queue: "a", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)})
+	claimed, err := s.Claim(ctx, contract.ClaimParams{Queue: "a", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
@@ -158,25 +158,25 @@ func TestNotifyEvents(t *testing.T) {
 	if _, err := s.Cancel(ctx, claimed[0].ID, t0); err != nil {
 		t.Fatal(err)
 	}
-	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyCancel, Queue: "b", JobID: res[3].Job.ID}) {
+	if n := next(t, ch); n != (contract.Notification{Kind: contract.NotifyCancel, Queue: "b", JobID: res[3].Job.ID}) {
 		t.Fatalf("after cancelling never-claimed job %d: %+v", res[3].Job.ID, n)
 	}
-	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyCancel, Queue: "a", JobID: claimed[0].ID}) {
+	if n := next(t, ch); n != (contract.Notification{Kind: contract.NotifyCancel, Queue: "a", JobID: claimed[0].ID}) {
 		t.Fatalf("after cancelling claimed job %d: %+v", claimed[0].ID, n)
 	}
-	if _, err := s.Cancel(ctx, claimed[0].ID, t0); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := s.Cancel(ctx, claimed[0].ID, t0); !errors.Is(err, contract.ErrInvalidState) {
 		t.Fatalf("second cancel: %v", err)
 	}
 	if _, err := s.Retry(ctx, res[3].Job.ID, t0); err != nil {
 		t.Fatal(err)
 	}
-	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyInsert, Queue: "b"}) {
+	if n := next(t, ch); n != (contract.Notification{Kind: contract.NotifyInsert, Queue: "b"}) {
 		t.Fatalf("after Retry of a job of queue b: %+v", n)
 	}
 	if err := s.ResumeQueue(ctx, "old", t0); err != nil {
 		t.Fatal(err)
 	}
-	if n := next(t, ch); n != (core.Notification{Kind: core.NotifyResume, Queue: "old"}) {
+	if n := next(t, ch); n != (contract.Notification{Kind: contract.NotifyResume, Queue: "old"}) {
 		t.Fatalf("after ResumeQueue: %+v", n)
 	}
 	var rows int
@@ -202,10 +202,10 @@ func TestNotifyLateCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := s.InsertTx(ctx, tx, t0, []core.InsertParams{job("slow", "k")}); err != nil {
+	if _, err := s.InsertTx(ctx, tx, t0, []contract.InsertParams{job("slow", "k")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Insert(ctx, t0, []core.InsertParams{job("fast", "k")}); err != nil {
+	if _, err := s.Insert(ctx, t0, []contract.InsertParams{job("fast", "k")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := next(t, ch); n.Queue != "fast" {
@@ -233,10 +233,10 @@ func TestNotifyShared(t *testing.T) {
 	s.hub.mu.Lock()
 	p := s.hub.poll
 	s.hub.mu.Unlock()
-	if _, err := s.Insert(ctx, t0, []core.InsertParams{job("q", "k")}); err != nil {
+	if _, err := s.Insert(ctx, t0, []contract.InsertParams{job("q", "k")}); err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range []<-chan core.Notification{ch1, ch2} {
+	for _, ch := range []<-chan contract.Notification{ch1, ch2} {
 		if n := next(t, ch); n.Queue != "q" {
 			t.Fatalf("got %+v", n)
 		}
@@ -247,7 +247,7 @@ func TestNotifyShared(t *testing.T) {
 	if err := s.PauseQueue(ctx, "q", t0); err != nil {
 		t.Fatal(err)
 	}
-	if n := next(t, ch2); n.Kind != core.NotifyPause {
+	if n := next(t, ch2); n.Kind != contract.NotifyPause {
 		t.Fatalf("the remaining listener got %+v", n)
 	}
 	cancel2()
@@ -265,7 +265,7 @@ func TestNotifyShared(t *testing.T) {
 	if err := s.PauseQueue(ctx, "r", t0); err != nil {
 		t.Fatal(err)
 	}
-	if n := next(t, ch3); n != (core.Notification{Kind: core.NotifyPause, Queue: "r"}) {
+	if n := next(t, ch3); n != (contract.Notification{Kind: contract.NotifyPause, Queue: "r"}) {
 		t.Fatalf("a new listener got %+v; want the pause of r (not the resume of q before it listened)", n)
 	}
 	s.Close()
@@ -277,7 +277,7 @@ func TestNotifyShared(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close left the Listen channel open")
 	}
-	if _, err := s.Listen(ctx); !errors.Is(err, core.ErrClosed) {
+	if _, err := s.Listen(ctx); !errors.Is(err, contract.ErrClosed) {
 		t.Fatalf("Listen after Close: %v", err)
 	}
 }
@@ -288,7 +288,7 @@ func TestNotifyShared(t *testing.T) {
 func TestNotifyOff(t *testing.T) {
 	s := notifyStore(t, WithNotifyInterval(0))
 	ctx := t.Context()
-	if _, err := s.Listen(ctx); !errors.Is(err, core.ErrUnsupported) {
+	if _, err := s.Listen(ctx); !errors.Is(err, contract.ErrUnsupported) {
 		t.Fatalf("Listen with notifications off: %v; want core.ErrUnsupported", err)
 	}
 	if err := s.PauseQueue(ctx, "q", t0); err != nil {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
 
@@ -28,8 +28,8 @@ const (
 	helperDone     = "BACKLOG_MYSQL_HELPER_DONE"
 )
 
-func job(queue, kind string) core.InsertParams {
-	return core.InsertParams{Queue: queue, Kind: kind, Args: json.RawMessage(`{"x":1}`), Priority: 5, MaxAttempts: 3, RunAt: t0}
+func job(queue, kind string) contract.InsertParams {
+	return contract.InsertParams{Queue: queue, Kind: kind, Args: json.RawMessage(`{"x":1}`), Priority: 5, MaxAttempts: 3, RunAt: t0}
 }
 
 // TestHelperProcess is the helper of TestMultiProcessClaim: this test
@@ -49,13 +49,13 @@ func TestHelperProcess(t *testing.T) {
 	worker := os.Getenv(helperWorker)
 	done := os.Getenv(helperDone)
 	ctx := context.Background()
-	s, err := Open(ctx, dsn, WithStrategy(core.ClaimStrategy(os.Getenv(helperStrategy))), WithMaxOpenConns(4))
+	s, err := Open(ctx, dsn, WithStrategy(contract.ClaimStrategy(os.Getenv(helperStrategy))), WithMaxOpenConns(4))
 	if err != nil {
 		fail("open", err)
 	}
 	defer s.Close()
 	var claimed []string
-	p := core.ClaimParams{Queue: "mp", WorkerID: worker, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)}
+	p := contract.ClaimParams{Queue: "mp", WorkerID: worker, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)}
 	for n := 0; ; n++ {
 		jobs, err := s.Claim(ctx, p)
 		if err != nil {
@@ -74,10 +74,10 @@ func TestHelperProcess(t *testing.T) {
 				break
 			}
 		}
-		var outs []core.Outcome
+		var outs []contract.Outcome
 		for i, j := range jobs {
 			claimed = append(claimed, strconv.FormatInt(j.ID, 10))
-			o := core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0, Delete: (n+i)%2 == 0}
+			o := contract.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: t0, Delete: (n+i)%2 == 0}
 			outs = append(outs, o)
 		}
 		res, err := s.Finish(ctx, outs)
@@ -99,7 +99,7 @@ func TestHelperProcess(t *testing.T) {
 // keys): every job is claimed exactly once, and no error (deadlock, lock
 // wait timeout) reaches any caller.
 func TestMultiProcessClaim(t *testing.T) {
-	for _, strategy := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
+	for _, strategy := range []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic} {
 		t.Run(string(strategy), func(t *testing.T) {
 			dsn := dbtest.MySQLDSN(t)
 			ctx := context.Background()
@@ -130,7 +130,7 @@ func TestMultiProcessClaim(t *testing.T) {
 			defer s.Close()
 			want := map[int64]bool{}
 			for b := range 60 {
-				batch := make([]core.InsertParams, 25)
+				batch := make([]contract.InsertParams, 25)
 				for i := range batch {
 					batch[i] = job("mp", "k")
 					if i%5 == 0 {
@@ -187,7 +187,7 @@ func TestMultiProcessClaim(t *testing.T) {
 // insert (with and without unique keys) while claimers claim and finish
 // from the same queue on two pools. No call may fail.
 func TestInsertsDuringClaims(t *testing.T) {
-	for _, strategy := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
+	for _, strategy := range []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic} {
 		t.Run(string(strategy), func(t *testing.T) {
 			dsn := dbtest.MySQLDSN(t)
 			ctx := context.Background()
@@ -211,7 +211,7 @@ func TestInsertsDuringClaims(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := 0; i < 40; i++ {
-						batch := make([]core.InsertParams, 10)
+						batch := make([]contract.InsertParams, 10)
 						for k := range batch {
 							batch[k] = job("q", "k")
 							batch[k].Priority = 1 + (i+k)%10
@@ -235,18 +235,18 @@ func TestInsertsDuringClaims(t *testing.T) {
 				go func() {
 					defer cwg.Done()
 					for !stop.Load() {
-						jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: worker, Limit: 5, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+						jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: worker, Limit: 5, Now: t0, LeaseUntil: t0.Add(time.Hour)})
 						if err != nil {
 							errs <- fmt.Errorf("claim: %w", err)
 							return
 						}
-						var outs []core.Outcome
+						var outs []contract.Outcome
 						for i, j := range jobs {
-							kind := core.OutcomeComplete
+							kind := contract.OutcomeComplete
 							if i%3 == 1 {
-								kind = core.OutcomeDiscard
+								kind = contract.OutcomeDiscard
 							}
-							outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: kind, At: t0, Delete: i%2 == 0 && kind == core.OutcomeComplete})
+							outs = append(outs, contract.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: kind, At: t0, Delete: i%2 == 0 && kind == contract.OutcomeComplete})
 						}
 						if len(outs) > 0 {
 							if _, err := s.Finish(ctx, outs); err != nil {

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
@@ -28,7 +29,7 @@ func TestParseURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.prefix != "app_" || c.strategy != core.StrategyOptimistic || c.migrate || c.maxConns != 3 || c.notifyEvery != 25*time.Millisecond {
+	if c.prefix != "app_" || c.strategy != contract.StrategyOptimistic || c.migrate || c.maxConns != 3 || c.notifyEvery != 25*time.Millisecond {
 		t.Errorf("options %+v", c)
 	}
 	for raw, want := range map[string]time.Duration{
@@ -118,15 +119,15 @@ func TestSkipLockedRefused(t *testing.T) {
 		old, _ := parseVersion(v)
 		c, _ := newConfig([]Option{WithMigrate(false)})
 		_, err := newStore(context.Background(), db, false, old, nil, c)
-		if !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "SKIP LOCKED") {
+		if !errors.Is(err, contract.ErrUnsupported) || !strings.Contains(err.Error(), "SKIP LOCKED") {
 			t.Errorf("%s with skip-locked: %v; want an error about SKIP LOCKED wrapping core.ErrUnsupported", v, err)
 		}
-		c.strategy = core.StrategyOptimistic
+		c.strategy = contract.StrategyOptimistic
 		if _, err := newStore(context.Background(), db, false, old, nil, c); err != nil {
 			t.Errorf("%s with optimistic: %v", v, err)
 		}
 	}
-	if _, err := Open(context.Background(), dsn, WithStrategy("fifo")); !errors.Is(err, core.ErrUnsupported) {
+	if _, err := Open(context.Background(), dsn, WithStrategy("fifo")); !errors.Is(err, contract.ErrUnsupported) {
 		t.Errorf("unknown strategy: %v", err)
 	}
 }
@@ -141,7 +142,7 @@ func TestOpenURL(t *testing.T) {
 	u := "mysql://" + cfg.User + ":" + cfg.Passwd + "@" + cfg.Addr + "/" + cfg.DBName + "?prefix=app_&strategy=skip-locked"
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	stores := make([]core.Store, 4)
+	stores := make([]contract.Store, 4)
 	errs := make([]error, 4)
 	for i := range stores {
 		wg.Add(1)
@@ -158,13 +159,13 @@ func TestOpenURL(t *testing.T) {
 		defer stores[i].Close()
 	}
 	s := stores[0]
-	if _, ok := s.(core.Notifier); !ok {
-		t.Error("the MySQL store must declare core.Notifier")
+	if _, ok := s.(contract.Notifier); !ok {
+		t.Error("the MySQL store must declare contract.Notifier")
 	}
-	if err := s.(core.Migrator).Migrate(ctx); err != nil {
+	if err := s.(contract.Migrator).Migrate(ctx); err != nil {
 		t.Fatalf("second migrate: %v", err)
 	}
-	res, err := s.Insert(ctx, t0, []core.InsertParams{job("u", "k")})
+	res, err := s.Insert(ctx, t0, []contract.InsertParams{job("u", "k")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,17 +209,17 @@ func TestNewCallerDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s, err := New(ctx, db, WithStrategy(core.StrategyOptimistic))
+	s, err := New(ctx, db, WithStrategy(contract.StrategyOptimistic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	p := job("n", "k")
-	res, err := s.Insert(ctx, t0, []core.InsertParams{p})
+	res, err := s.Insert(ctx, t0, []contract.InsertParams{p})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "n", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(1e9)})
+	jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: "n", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(1e9)})
 	if err != nil || len(jobs) != 1 || jobs[0].ID != res[0].Job.ID {
 		t.Fatalf("claim: %v %v", jobs, err)
 	}
@@ -234,7 +235,7 @@ func TestNewCallerDB(t *testing.T) {
 	if _, err := New(ctx, local, WithMigrate(false)); err == nil || !strings.Contains(err.Error(), "loc=UTC") {
 		t.Errorf("New on a loc=Asia/Kolkata pool: %v; want a refusal naming loc=UTC", err)
 	}
-	if _, err := s.InsertTx(ctx, "not a tx", t0, nil); !errors.Is(err, core.ErrUnsupported) {
+	if _, err := s.InsertTx(ctx, "not a tx", t0, nil); !errors.Is(err, contract.ErrUnsupported) {
 		t.Errorf("InsertTx with a string: %v", err)
 	}
 }

@@ -3,12 +3,12 @@ package mysql
 import (
 	"context"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // RunTx runs fn in one transaction on the store's *sql.DB
-// (core.TxRunner): tx is an *sql.Tx at READ COMMITTED, the isolation the
+// (contract.TxRunner): tx is an *sql.Tx at READ COMMITTED, the isolation the
 // store's own statements run at (Open sets it on every connection, New
 // asks for it per transaction), committed when fn returns nil and rolled
 // back otherwise (fn's error is returned unchanged; a panic rolls back and
@@ -20,7 +20,7 @@ import (
 // its retry policy retries).
 func (s *Store) RunTx(ctx context.Context, fn func(tx any) error) error {
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	return sqlq.RunTx(ctx, s.db, s.sdb.TxOptions, fn)
 }

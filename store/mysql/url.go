@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
 )
 
@@ -21,7 +22,7 @@ func init() {
 }
 
 // openURL opens a store from a "mysql://" URL.
-func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
+func openURL(ctx context.Context, u *url.URL) (contract.Store, error) {
 	dsn, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		case "prefix":
 			opts = append(opts, WithPrefix(v))
 		case "strategy":
-			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
+			opts = append(opts, WithStrategy(contract.ClaimStrategy(v)))
 		case "migrate":
 			b, err := strconv.ParseBool(v)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/bench"
 	"github.com/backlogq/backlog/store/internal/storebench"
 	"github.com/jackc/pgx/v5"
@@ -15,7 +16,7 @@ import (
 var benchNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // benchStrategies are the claim strategies the store-level benchmarks run.
-var benchStrategies = []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic}
+var benchStrategies = []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic}
 
 // BenchmarkClaimFinish claims batches of 100 and completes them (rows kept,
 // state completed), one goroutine, store methods only; b.N is jobs.

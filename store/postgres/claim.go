@@ -5,22 +5,24 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
 // and returns them in claim order (priority, run_at, id). A paused queue
-// yields no jobs and a nil error. With core.StrategySkipLocked it is one
-// statement; with core.StrategyOptimistic a candidate read and a
+// yields no jobs and a nil error. With contract.StrategySkipLocked it is one
+// statement; with contract.StrategyOptimistic a candidate read and a
 // compare-and-set, repeated a few times when other claimers win races.
-func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
 	if p.Limit < 1 {
-		return nil, fmt.Errorf("postgres: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
+		return nil, fmt.Errorf("postgres: claim limit %d is below 1: %w", p.Limit, contract.ErrInvalidArgument)
 	}
-	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+	now, lease := contract.UTC(p.Now), contract.UTC(p.LeaseUntil)
 	hint := s.LimitedHint(p.Queue)
 	if hint {
 		// Limited at the last claim: go straight to the limited path,
@@ -30,9 +32,9 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 			return out, err
 		}
 	}
-	var out []*core.Job
+	var out []*contract.Job
 	err := s.retry(ctx, func() (err error) {
-		if s.Strategy() == core.StrategySkipLocked {
+		if s.Strategy() == contract.StrategySkipLocked {
 			out, err = scanJobs(s.db.Query(ctx, s.q.claimSkipLocked, p.Queue, now, p.Limit, p.WorkerID, lease, sqlq.TagsArg(p.Tags)))
 			return err
 		}
@@ -48,7 +50,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 		out, _, err := s.claimIfLimited(ctx, p, true)
 		return out, err
 	}
-	sqlq.SortClaimOrder(out)
+	storekit.SortClaimOrder(out)
 	return out, nil
 }
 
@@ -56,10 +58,10 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // those whose version is unchanged. A candidate someone else took is
 // skipped; the candidates are read again (at most four rounds) while races
 // were lost and jobs are still wanted.
-func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
-	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+func (s *Store) claimOptimistic(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
+	now, lease := contract.UTC(p.Now), contract.UTC(p.LeaseUntil)
 	want := p.Limit
-	var out []*core.Job
+	var out []*contract.Job
 	for round := 0; round < 4 && want > 0; round++ {
 		var ids, versions []int64
 		rows, err := s.db.Query(ctx, s.q.claimCandidates, p.Queue, now, want+want/4+1, sqlq.TagsArg(p.Tags))
@@ -94,16 +96,16 @@ func (s *Store) claimOptimistic(ctx context.Context, p core.ClaimParams) ([]*cor
 }
 
 // scanJobs drains rows holding sqlq.JobColumns into jobs and closes them.
-func scanJobs(r sqlq.Rows, err error) ([]*core.Job, error) { return scanJobsExtra(r, err, 0) }
+func scanJobs(r sqlq.Rows, err error) ([]*contract.Job, error) { return scanJobsExtra(r, err, 0) }
 
 // scanJobsExtra is scanJobs for rows with extra trailing columns after
 // sqlq.JobColumns, which are discarded.
-func scanJobsExtra(r sqlq.Rows, err error, extra int) ([]*core.Job, error) {
+func scanJobsExtra(r sqlq.Rows, err error, extra int) ([]*contract.Job, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	var out []*core.Job
+	var out []*contract.Job
 	if pr, ok := pgxRows(r); ok {
 		for pr.Next() {
 			j, err := scanJobPgx(pr, extra)
@@ -177,9 +179,9 @@ func (p padScanner) Scan(dest ...any) error {
 // statements that already ran committed their claims (each is autocommit),
 // so those jobs must reach the caller or they would sit unworked until their
 // lease expired. With nothing claimed yet the error is returned.
-func claimedSoFar(out []*core.Job, err error) ([]*core.Job, error) {
+func claimedSoFar(out []*contract.Job, err error) ([]*contract.Job, error) {
 	if len(out) > 0 {
-		sqlq.SortClaimOrder(out)
+		storekit.SortClaimOrder(out)
 		return out, nil
 	}
 	return nil, err
@@ -192,7 +194,7 @@ func claimedSoFar(out []*core.Job, err error) ([]*core.Job, error) {
 // it goes straight to the limited path, where the lock of the record
 // decides. It records what it found as the queue's LimitedHint, so the
 // next claim of a limited queue goes straight there.
-func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams, probe bool) ([]*core.Job, bool, error) {
+func (s *Store) claimIfLimited(ctx context.Context, p contract.ClaimParams, probe bool) ([]*contract.Job, bool, error) {
 	if probe {
 		var limited bool
 		err := s.retry(ctx, func() (err error) {
@@ -208,7 +210,7 @@ func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams, probe bo
 		}
 	}
 	var (
-		out     []*core.Job
+		out     []*contract.Job
 		limited bool
 	)
 	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
@@ -231,15 +233,15 @@ func (s *Store) claimIfLimited(ctx context.Context, p core.ClaimParams, probe bo
 // it: under the queue's lock no other claim of the queue competes, and
 // SKIP LOCKED passes over the rare pending row another writer (a cancel,
 // a retry) holds. The commit that ends the claim releases the record.
-func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams) ([]*core.Job, bool, error) {
-	now, lease := core.UTC(p.Now), core.UTC(p.LeaseUntil)
+func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p contract.ClaimParams) ([]*contract.Job, bool, error) {
+	now, lease := contract.UTC(p.Now), contract.UTC(p.LeaseUntil)
 	c := pgConn{tx}
 	room, err := s.lockClaimRoom(ctx, tx, p.Queue, now)
 	if err != nil || room == nil {
 		return nil, false, err
 	}
 	// readQuery is the statement and arguments of one candidate read.
-	readQuery := func(f sqlq.CandidateFilter, n int) (string, []any) {
+	readQuery := func(f storekit.CandidateFilter, n int) (string, []any) {
 		fullKinds, fullParts := f.FullKinds, f.FullParts
 		if fullKinds == nil {
 			fullKinds = []string{}
@@ -253,20 +255,20 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 		}
 		return s.q.limitedCandidates, []any{p.Queue, now, sqlq.TagsArg(p.Tags), fullKinds, fullParts, n, lo, hi}
 	}
-	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+	read := func(f storekit.CandidateFilter, n int) ([]storekit.LimitCandidate, error) {
 		q, args := readQuery(f, n)
 		return sqlq.ScanLimitCandidates(c.Query(ctx, q, args...))
 	}
 	// readMany pipelines the reads (one round trip for a fair claim's
 	// partitions or an aging claim's priority levels).
-	readMany := func(fs []sqlq.CandidateFilter, ns []int) ([][]sqlq.LimitCandidate, error) {
+	readMany := func(fs []storekit.CandidateFilter, ns []int) ([][]storekit.LimitCandidate, error) {
 		b := &pgx.Batch{}
 		for i, f := range fs {
 			q, args := readQuery(f, ns[i])
 			b.Queue(q, args...)
 		}
 		br := tx.SendBatch(ctx, b)
-		out := make([][]sqlq.LimitCandidate, len(fs))
+		out := make([][]storekit.LimitCandidate, len(fs))
 		var err error
 		for i := range fs {
 			var r pgx.Rows
@@ -282,7 +284,7 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 		}
 		return out, err
 	}
-	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
+	take := func(cands []storekit.LimitCandidate) ([]*contract.Job, error) {
 		ids := make([]int64, len(cands))
 		for i, lc := range cands {
 			ids[i] = lc.ID
@@ -292,10 +294,10 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 	parts := func(after string, n int) ([]string, error) {
 		return s.FairPartitions(ctx, c, p.Queue, "partition_key", "state IN "+pendingIn, after, n)
 	}
-	direct := func(n int) ([]*core.Job, error) {
+	direct := func(n int) ([]*contract.Job, error) {
 		return scanJobs(c.Query(ctx, s.q.limitedClaimDirect, p.Queue, now, n, p.WorkerID, lease, sqlq.TagsArg(p.Tags)))
 	}
-	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, ReadMany: readMany, Take: take, Partitions: parts, Direct: direct})
+	out, err := storekit.ClaimLimited(p.Limit, room, storekit.LimitedReads{Read: read, ReadMany: readMany, Take: take, Partitions: parts, Direct: direct})
 	if err != nil {
 		return nil, true, err
 	}
@@ -315,7 +317,7 @@ func (s *Store) claimLimited(ctx context.Context, tx pgx.Tx, p core.ClaimParams)
 // it; with sorts on, the planner may take jobs_claim there and walk the
 // queue's whole backlog for each key: 6-12 ms a key, 32 keys a claim, on
 // 20,000 jobs.)
-func (s *Store) lockClaimRoom(ctx context.Context, tx pgx.Tx, queue string, now time.Time) (*core.ClaimRoom, error) {
+func (s *Store) lockClaimRoom(ctx context.Context, tx pgx.Tx, queue string, now time.Time) (*storekit.ClaimRoom, error) {
 	qs := s.ClaimRoomQueries(queue, now)
 	b := &pgx.Batch{}
 	b.Queue("SET LOCAL enable_sort = off")
@@ -325,7 +327,7 @@ func (s *Store) lockClaimRoom(ctx context.Context, tx pgx.Tx, queue string, now 
 		b.Queue(q.SQL, q.Args...)
 	}
 	br := tx.SendBatch(ctx, b)
-	room, err := func() (*core.ClaimRoom, error) {
+	room, err := func() (*storekit.ClaimRoom, error) {
 		// A batch's answers are read in order, each to its end.
 		for range 3 {
 			if _, err := br.Exec(); err != nil {

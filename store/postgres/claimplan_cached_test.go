@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/backlogq/backlog/core/contract"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestPlansCachedWhileSmall: a connection keeps the plans it chose while
@@ -57,13 +57,13 @@ func TestPlansCachedWhileSmall(t *testing.T) {
 	now := time.Date(2030, 1, 3, 0, 0, 0, 0, time.UTC)
 	round := func() {
 		t.Helper()
-		got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", Limit: 2, WorkerID: "w1", Now: now, LeaseUntil: now.Add(time.Minute)})
+		got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", Limit: 2, WorkerID: "w1", Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil || len(got) != 2 {
 			t.Fatalf("claim: %d jobs, %v", len(got), err)
 		}
-		outs := make([]core.Outcome, len(got))
+		outs := make([]contract.Outcome, len(got))
 		for i, j := range got {
-			outs[i] = core.Outcome{JobID: j.ID, WorkerID: "w1", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now}
+			outs[i] = contract.Outcome{JobID: j.ID, WorkerID: "w1", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now}
 		}
 		res, err := s.Finish(ctx, outs)
 		if err != nil || len(res) != 2 || !res[0].Applied || !res[1].Applied {

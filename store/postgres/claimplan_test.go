@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -65,7 +65,7 @@ func TestClaimPlanWithoutStatistics(t *testing.T) {
 		}
 	}
 	// The claim still claims in claim order.
-	got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", Limit: 3, WorkerID: "w2", Now: now, LeaseUntil: now.Add(time.Minute)})
+	got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", Limit: 3, WorkerID: "w2", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

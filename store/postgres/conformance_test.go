@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/storetest"
 )
@@ -14,12 +14,12 @@ import (
 func TestConformance(t *testing.T) {
 	testDSN(t)
 	storetest.Run(t, storetest.Factory{
-		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			return newTestStore(t, WithStrategy(strategy), WithVacuumThreshold(0, 0))
 		},
 		BeginTx: beginTx,
-		Reopen: func(t testing.TB, s core.Store) core.Store {
+		Reopen: func(t testing.TB, s contract.Store) contract.Store {
 			ps := s.(*Store)
 			r, err := Open(context.Background(), testDSN(t), WithSchema(ps.Schema()), WithStrategy(ps.Strategy()))
 			if err != nil {
@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 
 // beginTx is the suite's BeginTx for this store: a pgx.Tx on the store's
 // pool.
-func beginTx(t testing.TB, s core.Store) (any, func() error, func() error) {
+func beginTx(t testing.TB, s contract.Store) (any, func() error, func() error) {
 	tx, err := s.(*Store).Pool().Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +46,12 @@ func beginTx(t testing.TB, s core.Store) (any, func() error, func() error) {
 // store registry (Reopen: the same schema again).
 func urlFactory(base string) storetest.Factory {
 	return storetest.Factory{
-		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			return openStoreURL(t, base+"&schema="+randomSchema()+"&strategy="+string(strategy))
 		},
 		BeginTx: beginTx,
-		Reopen: func(t testing.TB, s core.Store) core.Store {
+		Reopen: func(t testing.TB, s contract.Store) contract.Store {
 			ps := s.(*Store)
 			return openStoreURL(t, base+"&schema="+ps.Schema()+"&strategy="+string(ps.Strategy()))
 		},

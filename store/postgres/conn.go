@@ -6,7 +6,7 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -64,14 +64,14 @@ type poolDB struct {
 
 func (d *poolDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if d.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return pgConn{d.pool}.Exec(ctx, q, args...)
 }
 
 func (d *poolDB) Query(ctx context.Context, q string, args ...any) (sqlq.Rows, error) {
 	if d.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return pgConn{d.pool}.Query(ctx, q, args...)
 }
@@ -79,7 +79,7 @@ func (d *poolDB) Query(ctx context.Context, q string, args ...any) (sqlq.Rows, e
 // InTx runs fn in a read-committed transaction.
 func (d *poolDB) InTx(ctx context.Context, fn func(sqlq.Conn) error) error {
 	if d.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(pgConn{tx}) })
 }

@@ -6,7 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -20,8 +21,8 @@ const copyMin = 256
 // rows with those ids, notify the queues that received due jobs, and build
 // the results from the inputs (what the database would return: attempt 0,
 // no errors, UTC microsecond times).
-func (s *Store) copyInsert(ctx context.Context, tx pgx.Tx, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
-	now = core.UTC(now)
+func (s *Store) copyInsert(ctx context.Context, tx pgx.Tx, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
+	now = contract.UTC(now)
 	rows, err := tx.Query(ctx, s.q.reserveIDs, len(jobs))
 	if err != nil {
 		return nil, err
@@ -34,16 +35,16 @@ func (s *Store) copyInsert(ctx context.Context, tx pgx.Tx, now time.Time, jobs [
 		return nil, fmt.Errorf("postgres: reserved %d ids for %d jobs", len(ids), len(jobs))
 	}
 	slices.Sort(ids)
-	res := make([]core.InsertResult, len(jobs))
+	res := make([]contract.InsertResult, len(jobs))
 	src := make([][]any, len(jobs))
 	var due []string
 	for i := range jobs {
 		p := &jobs[i]
-		j := &core.Job{ID: ids[i], Queue: p.Queue, Kind: p.Kind, Args: append([]byte(nil), p.Args...), Priority: p.Priority,
-			State: core.StateAvailable, MaxAttempts: p.MaxAttempts, RunAt: core.UTC(p.RunAt), Deadline: core.UTC(p.Deadline),
+		j := &contract.Job{ID: ids[i], Queue: p.Queue, Kind: p.Kind, Args: append([]byte(nil), p.Args...), Priority: p.Priority,
+			State: contract.StateAvailable, MaxAttempts: p.MaxAttempts, RunAt: contract.UTC(p.RunAt), Deadline: contract.UTC(p.Deadline),
 			Tags: p.Tags, Metadata: p.Metadata, CreatedAt: now, PartitionKey: p.PartitionKey}
 		if j.RunAt.After(now) {
-			j.State = core.StateScheduled
+			j.State = contract.StateScheduled
 		} else if !slices.Contains(due, p.Queue) {
 			due = append(due, p.Queue)
 		}
@@ -64,7 +65,7 @@ func (s *Store) copyInsert(ctx context.Context, tx pgx.Tx, now time.Time, jobs [
 			part = &p.PartitionKey
 		}
 		src[i] = []any{j.ID, j.Queue, j.Kind, string(p.Args), int16(j.Priority), string(j.State), int32(j.MaxAttempts), j.RunAt, deadline, tags, meta, now, part}
-		res[i] = core.InsertResult{Job: j}
+		res[i] = contract.InsertResult{Job: j}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"}, copyCols, pgx.CopyFromRows(src)); err != nil {
 		return nil, err

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -39,10 +39,10 @@ func (dialect) Cast(ph string, t sqlq.Type) string {
 
 // AppendJSON appends the jsonb value val to the jsonb array col (NULL
 // counts as empty), after removing its second element when it already
-// holds core.MaxErrorEntries.
+// holds contract.MaxErrorEntries.
 func (dialect) AppendJSON(col, val string) string {
 	c := "COALESCE(" + col + ",'[]'::jsonb)"
-	return "(CASE WHEN jsonb_array_length(" + c + ") >= " + strconv.Itoa(core.MaxErrorEntries) +
+	return "(CASE WHEN jsonb_array_length(" + c + ") >= " + strconv.Itoa(contract.MaxErrorEntries) +
 		" THEN " + c + " - 1 ELSE " + c + " END) || jsonb_build_array(" + val + "::jsonb)"
 }
 
@@ -90,6 +90,6 @@ func transient(err error) bool {
 
 // ArgsContain is jsonb containment, which a GIN index on args could serve;
 // sealed args (a top-level "backlog_enc" key) never match.
-func (dialect) ArgsContain(col string, pattern []byte, _ []core.ArgsLeaf, arg func(v any, t sqlq.Type) string) string {
+func (dialect) ArgsContain(col string, pattern []byte, _ []contract.ArgsLeaf, arg func(v any, t sqlq.Type) string) string {
 	return "(" + col + " @> " + arg(string(pattern), sqlq.TypeJSON) + " AND " + col + " -> 'backlog_enc' IS NULL)"
 }

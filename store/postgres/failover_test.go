@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/storetest"
 )
@@ -87,13 +87,13 @@ func TestConformanceAfterFailover(t *testing.T) {
 }
 
 // listAll lists every job of queue.
-func listAll(t *testing.T, s core.Store, queue string) []*core.Job {
+func listAll(t *testing.T, s contract.Store, queue string) []*contract.Job {
 	t.Helper()
-	var all []*core.Job
+	var all []*contract.Job
 	var after int64
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		page, err := s.List(ctx, core.ListParams{Queue: queue, AfterID: after, Limit: 1000})
+		page, err := s.List(ctx, contract.ListParams{Queue: queue, AfterID: after, Limit: 1000})
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -109,7 +109,7 @@ func listAll(t *testing.T, s core.Store, queue string) []*core.Job {
 // failoverProducer inserts jobs of ten into the queue "failover", one
 // batch after the other, and records which inserts returned.
 type failoverProducer struct {
-	st core.Store
+	st contract.Store
 
 	mu      sync.Mutex
 	acked   []int64
@@ -120,9 +120,9 @@ type failoverProducer struct {
 }
 
 func (p *failoverProducer) run(stop <-chan struct{}) {
-	batch := make([]core.InsertParams, 10)
+	batch := make([]contract.InsertParams, 10)
 	for i := range batch {
-		batch[i] = core.InsertParams{Queue: "failover", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3}
+		batch[i] = contract.InsertParams{Queue: "failover", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3}
 	}
 	for {
 		select {

@@ -1,15 +1,16 @@
 package postgres
 
 import (
-	"github.com/backlogq/backlog/store/internal/storebench"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/store/internal/storebench"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -60,10 +61,10 @@ func TestFairClaimPlan(t *testing.T) {
 		}
 	}
 	// A fair claim of 10 takes tenant-b's jobs along with tenant-a's.
-	if err := s.SetQueueLimits(ctx, "q", core.QueueLimits{Fair: true}, now); err != nil {
+	if err := s.SetQueueLimits(ctx, "q", contract.QueueLimits{Fair: true}, now); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", Limit: 10, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
+	got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", Limit: 10, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestFairClaimWalksNoBacklog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetQueueLimits(ctx, "q", core.QueueLimits{Fair: true}, now); err != nil {
+	if err := s.SetQueueLimits(ctx, "q", contract.QueueLimits{Fair: true}, now); err != nil {
 		t.Fatal(err)
 	}
 	read := func() int64 {
@@ -143,16 +144,16 @@ func TestFairClaimWalksNoBacklog(t *testing.T) {
 	}
 	for round := range 5 {
 		before := read()
-		got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", Limit: 100, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
+		got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", Limit: 100, WorkerID: "w", Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil || len(got) != 100 {
 			t.Fatalf("fair claim: %d jobs, %v", len(got), err)
 		}
 		if n := read() - before; n > 100000 {
 			t.Fatalf("fair claim %d of 100 read %d entries of jobs_claim; want well under 100,000 (the backlog of 20,000 is not walked for each partition key)", round+1, n)
 		}
-		outs := make([]core.Outcome, len(got))
+		outs := make([]contract.Outcome, len(got))
 		for i, j := range got {
-			outs[i] = core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now}
+			outs[i] = contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now}
 		}
 		if _, err := s.Finish(ctx, outs); err != nil {
 			t.Fatal(err)

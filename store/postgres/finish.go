@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 )
@@ -27,7 +27,7 @@ type finishArgs struct {
 	del        []bool
 }
 
-func (a *finishArgs) add(o *core.Outcome) error {
+func (a *finishArgs) add(o *contract.Outcome) error {
 	ch, err := sqlq.OutcomeChange(o)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
@@ -36,7 +36,7 @@ func (a *finishArgs) add(o *core.Outcome) error {
 		ra, fi     *time.Time
 		errEntry   *string
 		kind, args *string
-		del        = o.Kind == core.OutcomeComplete && o.Delete
+		del        = o.Kind == contract.OutcomeComplete && o.Delete
 	)
 	if ch.State.Final() {
 		fi = &ch.FinishedAt
@@ -70,7 +70,7 @@ func (a *finishArgs) add(o *core.Outcome) error {
 }
 
 func (a *finishArgs) params() []any {
-	return []any{a.id, a.worker, a.claimSeq, a.state, a.newAttempt, a.runAt, a.finishedAt, a.errEntry, a.result, a.setResult, a.kind, a.args, a.del, string(core.StateRunning)}
+	return []any{a.id, a.worker, a.claimSeq, a.state, a.newAttempt, a.runAt, a.finishedAt, a.errEntry, a.result, a.setResult, a.kind, a.args, a.del, string(contract.StateRunning)}
 }
 
 // Finish applies a batch of fenced outcomes in one statement (an UPDATE …
@@ -80,15 +80,15 @@ func (a *finishArgs) params() []any {
 // claim_seq) reports Applied=false and changes nothing. A batch naming one job
 // more than once is applied in input order, in one transaction. An unknown
 // outcome kind fails the whole call.
-func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+func (s *Store) Finish(ctx context.Context, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
 	if len(outcomes) == 0 {
-		return []core.FinishResult{}, nil
+		return []contract.FinishResult{}, nil
 	}
 	rounds, err := finishRounds(outcomes)
 	if err != nil {
 		return nil, err
 	}
-	var out []core.FinishResult
+	var out []contract.FinishResult
 	if len(rounds) == 1 {
 		err = s.retry(ctx, func() (err error) {
 			out, err = s.finishOn(ctx, s.db, outcomes, rounds)
@@ -112,7 +112,7 @@ type finishRound struct {
 // finishRounds splits outcomes into rounds of distinct job ids, so a job
 // named twice is applied in input order (the second normally fails its
 // fence).
-func finishRounds(outcomes []core.Outcome) ([]finishRound, error) {
+func finishRounds(outcomes []contract.Outcome) ([]finishRound, error) {
 	idx := sqlq.Rounds(len(outcomes), func(i int) int64 { return outcomes[i].JobID })
 	rounds := make([]finishRound, len(idx))
 	for r, part := range idx {
@@ -128,8 +128,8 @@ func finishRounds(outcomes []core.Outcome) ([]finishRound, error) {
 
 // finishOn runs the rounds on q (the pool or a transaction), without
 // retries.
-func (s *Store) finishOn(ctx context.Context, q sqlq.Conn, outcomes []core.Outcome, rounds []finishRound) ([]core.FinishResult, error) {
-	res := make([]core.FinishResult, len(outcomes))
+func (s *Store) finishOn(ctx context.Context, q sqlq.Conn, outcomes []contract.Outcome, rounds []finishRound) ([]contract.FinishResult, error) {
+	res := make([]contract.FinishResult, len(outcomes))
 	for i := range outcomes {
 		res[i].JobID = outcomes[i].JobID
 	}
@@ -152,7 +152,7 @@ func (s *Store) finishOn(ctx context.Context, q sqlq.Conn, outcomes []core.Outco
 // touched. A job whose row is being written at that moment (its finish or
 // cancellation in flight) is skipped: it needs no longer lease, and waiting
 // could deadlock with the completer.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error) {
 	if len(leases) == 0 {
 		return 0, nil
 	}
@@ -162,7 +162,7 @@ func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core
 	}
 	var n int64
 	err := s.retry(ctx, func() error {
-		tag, err := s.pool.Exec(ctx, s.q.extendLeases, s.planEachCall(workerID, core.UTC(until), ids, seqs)...)
+		tag, err := s.pool.Exec(ctx, s.q.extendLeases, s.planEachCall(workerID, contract.UTC(until), ids, seqs)...)
 		n = tag.RowsAffected()
 		return err
 	})

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest"
 	"github.com/jackc/pgx/v5"
 )
@@ -17,8 +17,8 @@ import (
 func TestHandleTx(t *testing.T) {
 	testDSN(t)
 	storetest.RunHandleTx(t, storetest.HandleTxProof{
-		Strategies: []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			return newTestStore(t, WithStrategy(strategy))
 		},
 		ExecTx: func(ctx context.Context, tx any, q string, args ...any) error {

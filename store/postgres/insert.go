@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 )
@@ -19,12 +19,12 @@ import (
 // unique_keys table): a held scoped key yields its holder with
 // Duplicate=true, and a scoped key repeated inside the batch yields one
 // job, later inputs marked Duplicate.
-func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	if len(jobs) == 0 {
-		return []core.InsertResult{}, nil
+		return []contract.InsertResult{}, nil
 	}
-	var out []core.InsertResult
-	keyed := slices.ContainsFunc(jobs, func(p core.InsertParams) bool { return p.UniqueKey != "" })
+	var out []contract.InsertResult
+	keyed := slices.ContainsFunc(jobs, func(p contract.InsertParams) bool { return p.UniqueKey != "" })
 	if !keyed && len(jobs) >= copyMin {
 		err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
 			out, err = s.copyInsert(ctx, tx, now, jobs)
@@ -48,9 +48,9 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertPar
 
 // insertOn is Insert on q (the pool for key-less batches, else a
 // transaction), without retries.
-func (s *Store) insertOn(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
-	now = core.UTC(now)
-	res := make([]core.InsertResult, len(jobs))
+func (s *Store) insertOn(ctx context.Context, q sqlq.Conn, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
+	now = contract.UTC(now)
+	res := make([]contract.InsertResult, len(jobs))
 	err := s.InsertKeyed(ctx, q, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, q, now, jobs, send, res)
 	})
@@ -61,7 +61,7 @@ func (s *Store) insertOn(ctx context.Context, q sqlq.Conn, now time.Time, jobs [
 }
 
 // insertRows inserts jobs[send] in one statement and fills res.
-func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) error {
+func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs []contract.InsertParams, send []int, res []contract.InsertResult) error {
 	n := len(send)
 	var (
 		queue, kind, args, state = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -75,13 +75,13 @@ func (s *Store) insertRows(ctx context.Context, q sqlq.Conn, now time.Time, jobs
 		p := &jobs[i]
 		queue[k], kind[k], args[k] = p.Queue, p.Kind, string(p.Args)
 		prio[k], maxAtt[k] = int16(p.Priority), int32(p.MaxAttempts)
-		runAt[k] = core.UTC(p.RunAt)
-		state[k] = string(core.StateAvailable)
+		runAt[k] = contract.UTC(p.RunAt)
+		state[k] = string(contract.StateAvailable)
 		if runAt[k].After(now) {
-			state[k] = string(core.StateScheduled)
+			state[k] = string(contract.StateScheduled)
 		}
 		if !p.Deadline.IsZero() {
-			d := core.UTC(p.Deadline)
+			d := contract.UTC(p.Deadline)
 			deadline[k] = &d
 		}
 		if p.UniqueKey != "" {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // TestListUsesAnIndex: on 60,000 jobs whose run_at is out of id order, a
@@ -27,13 +27,13 @@ func TestListUsesAnIndex(t *testing.T) {
 		}
 	}
 	at := time.Date(2030, 1, 1, 8, 0, 0, 0, time.UTC)
-	for _, p := range []core.ListParams{
+	for _, p := range []contract.ListParams{
 		{Limit: 50},
 		{Desc: true, AfterID: 30000, Limit: 50},
 		{ByRunAt: true, Limit: 50},
 		{ByRunAt: true, Desc: true, Limit: 50},
 		{ByRunAt: true, Desc: true, AfterID: 7, AfterRunAt: at, Limit: 50},
-		{ByRunAt: true, AfterID: 7, AfterRunAt: at, Queue: "q", States: []core.State{core.StateScheduled, core.StateAvailable}, Limit: 50},
+		{ByRunAt: true, AfterID: 7, AfterRunAt: at, Queue: "q", States: []contract.State{contract.StateScheduled, contract.StateAvailable}, Limit: 50},
 	} {
 		q, args, err := s.ListQuery(p)
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 	"hash/fnv"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,7 +28,7 @@ var migrationFiles embed.FS
 // the newest version returns after one query.
 func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	fsys, newest, err := sqlq.RenderMigrations(migrationFiles, struct{ S string }{s.schema})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/upgradetest"
 	"github.com/pressly/goose/v3"
 )
@@ -19,7 +19,7 @@ func TestMigrateUpgradeFromVersion1(t *testing.T) {
 }
 
 // TestMigrateUpgradeFromVersion2 runs upgradetest.RunFromVersion2: the
-// settings table arrives without touching the jobs, and core.Settings
+// settings table arrives without touching the jobs, and contract.Settings
 // works after the upgrade.
 func TestMigrateUpgradeFromVersion2(t *testing.T) {
 	upgradetest.RunFromVersion2(t, upgradeBackend(t))
@@ -70,7 +70,7 @@ func upgradeBackend(t *testing.T) upgradetest.Backend {
 
 		// JSON as jsonb text, times as timestamptz, no history as the
 		// empty array.
-		InsertV1: func(t testing.TB, j *core.Job, version int64) {
+		InsertV1: func(t testing.TB, j *contract.Job, version int64) {
 			t.Helper()
 			tm := func(t time.Time) any {
 				if t.IsZero() {

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -42,17 +43,17 @@ const listenProbeWait = 5 * time.Second
 // In poll-only mode (WithNotify(false)), and behind a transaction pooler
 // (WithPooler(PoolerTransaction)) without a listen connection string,
 // Listen returns an error wrapping core.ErrUnsupported at once.
-func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
+func (s *Store) Listen(ctx context.Context) (<-chan contract.Notification, error) {
 	if s.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	if !s.notify {
-		return nil, fmt.Errorf("postgres: notifications are off (poll-only mode): %w", core.ErrUnsupported)
+		return nil, fmt.Errorf("postgres: notifications are off (poll-only mode): %w", contract.ErrUnsupported)
 	}
 	cfg := s.listen
 	if cfg == nil {
 		if s.pooler == PoolerTransaction {
-			return nil, fmt.Errorf("postgres: behind a transaction pooler LISTEN hears nothing; give the store a direct connection for notifications (listen_host in the URL, WithListenConnString): %w", core.ErrUnsupported)
+			return nil, fmt.Errorf("postgres: behind a transaction pooler LISTEN hears nothing; give the store a direct connection for notifications (listen_host in the URL, WithListenConnString): %w", contract.ErrUnsupported)
 		}
 		cfg = s.pool.Config().ConnConfig
 	}
@@ -74,7 +75,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 		closeConn()
 		return nil, err
 	}
-	ch := make(chan core.Notification, 64+len(early))
+	ch := make(chan contract.Notification, 64+len(early))
 	for _, n := range early {
 		ch <- n
 	}
@@ -112,7 +113,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 // probeListen sends a probe notification through the pool and waits until
 // conn, which LISTENs on the channel, hears it. It returns the
 // notifications heard before the probe, to be delivered first.
-func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) ([]core.Notification, error) {
+func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) ([]contract.Notification, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	payload := "probe " + hex.EncodeToString(b[:])
@@ -121,7 +122,7 @@ func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) ([]core.Notific
 	}
 	pctx, cancel := context.WithTimeout(ctx, listenProbeWait)
 	defer cancel()
-	var early []core.Notification
+	var early []contract.Notification
 	for {
 		n, err := conn.WaitForNotification(pctx)
 		if err != nil {
@@ -130,7 +131,7 @@ func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) ([]core.Notific
 			}
 			if pctx.Err() != nil {
 				return nil, fmt.Errorf("postgres: a notification sent on channel %s did not reach the listening connection within %s: LISTEN does not hold here (a transaction pooler such as PgBouncer with pool_mode=transaction in between?); give the store a direct connection for notifications (listen_host in the URL) or set notify=false: %w",
-					s.channel, listenProbeWait, core.ErrUnsupported)
+					s.channel, listenProbeWait, contract.ErrUnsupported)
 			}
 			return nil, err
 		}
@@ -144,27 +145,27 @@ func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) ([]core.Notific
 }
 
 // parseNotification decodes a payload sent by a store.
-func parseNotification(payload string) (core.Notification, bool) {
+func parseNotification(payload string) (contract.Notification, bool) {
 	kind, arg, ok := strings.Cut(payload, " ")
 	if !ok || arg == "" {
-		return core.Notification{}, false
+		return contract.Notification{}, false
 	}
-	switch k := core.NotificationKind(kind); k {
-	case core.NotifyInsert, core.NotifyPause, core.NotifyResume:
-		return core.Notification{Kind: k, Queue: arg}, true
-	case core.NotifyCancel:
+	switch k := contract.NotificationKind(kind); k {
+	case contract.NotifyInsert, contract.NotifyPause, contract.NotifyResume:
+		return contract.Notification{Kind: k, Queue: arg}, true
+	case contract.NotifyCancel:
 		id, err := strconv.ParseInt(arg, 10, 64)
 		if err != nil {
-			return core.Notification{}, false
+			return contract.Notification{}, false
 		}
-		return core.Notification{Kind: k, JobID: id}, true
+		return contract.Notification{Kind: k, JobID: id}, true
 	}
-	return core.Notification{}, false
+	return contract.Notification{}, false
 }
 
 // send notifies listeners after a change committed. It is best effort: the
 // change already took effect, so a failure is not reported.
-func (s *Store) send(ctx context.Context, kind core.NotificationKind, arg string) {
+func (s *Store) send(ctx context.Context, kind contract.NotificationKind, arg string) {
 	if !s.notify || s.closed.Load() {
 		return
 	}
@@ -177,7 +178,7 @@ func (s *Store) PauseQueue(ctx context.Context, queue string, now time.Time) err
 	if err := s.Store.PauseQueue(ctx, queue, now); err != nil {
 		return err
 	}
-	s.send(ctx, core.NotifyPause, queue)
+	s.send(ctx, contract.NotifyPause, queue)
 	return nil
 }
 
@@ -187,7 +188,7 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) er
 	if err := s.Store.ResumeQueue(ctx, queue, now); err != nil {
 		return err
 	}
-	s.send(ctx, core.NotifyResume, queue)
+	s.send(ctx, contract.NotifyResume, queue)
 	return nil
 }
 
@@ -195,12 +196,12 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string, now time.Time) er
 // lease cleared) and returns it; ErrInvalidState for a final job,
 // ErrNotFound for a missing one. Listeners are told of every cancel, so
 // the node running the job, if any, can stop it.
-func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
 	j, err := s.Store.Cancel(ctx, id, now)
 	if err != nil {
 		return nil, err
 	}
-	s.send(ctx, core.NotifyCancel, strconv.FormatInt(id, 10))
+	s.send(ctx, contract.NotifyCancel, strconv.FormatInt(id, 10))
 	return j, nil
 }
 
@@ -209,11 +210,11 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 // attempts are used up), returns it, and wakes the listeners of its queue.
 // Running jobs return ErrInvalidState, as does a final job whose unique key
 // is now held by another live job; missing ones ErrNotFound.
-func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
+func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
 	j, err := s.Store.Retry(ctx, id, now)
 	if err != nil {
 		return nil, err
 	}
-	s.send(ctx, core.NotifyInsert, j.Queue)
+	s.send(ctx, contract.NotifyInsert, j.Queue)
 	return j, nil
 }

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/backlogq/backlog/core"
 )
 
 // casFault is a pgx tracer that stages an optimistic claim failing part-way:
@@ -74,16 +74,16 @@ func TestOptimisticClaimReturnsJobsClaimedBeforeAFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer traced.Close()
-	s, err := New(context.Background(), traced, WithSchema(schema), WithStrategy(core.StrategyOptimistic), WithNotify(false))
+	s, err := New(context.Background(), traced, WithSchema(schema), WithStrategy(contract.StrategyOptimistic), WithNotify(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	params := make([]core.InsertParams, 10)
+	params := make([]contract.InsertParams, 10)
 	for i := range params {
-		params[i] = core.InsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3, RunAt: now}
+		params[i] = contract.InsertParams{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3, RunAt: now}
 	}
 	if _, err := s.Insert(context.Background(), now, params); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestOptimisticClaimReturnsJobsClaimedBeforeAFailure(t *testing.T) {
 	fault.mu.Lock()
 	fault.cancel, fault.armed = cancel, true
 	fault.mu.Unlock()
-	got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 4, Now: now, LeaseUntil: now.Add(time.Minute)})
+	got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 4, Now: now, LeaseUntil: now.Add(time.Minute)})
 	fault.mu.Lock()
 	stage := fault.stage
 	fault.armed = false
@@ -103,7 +103,7 @@ func TestOptimisticClaimReturnsJobsClaimedBeforeAFailure(t *testing.T) {
 		t.Fatalf("the fault was not staged (stage %d): the claim's statements changed; update the test", stage)
 	}
 
-	running, lerr := s.List(context.Background(), core.ListParams{States: []core.State{core.StateRunning}})
+	running, lerr := s.List(context.Background(), contract.ListParams{States: []contract.State{contract.StateRunning}})
 	if lerr != nil {
 		t.Fatal(lerr)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/dbserver"
 	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/internal/storebench"
@@ -88,7 +88,7 @@ func TestListenThroughPgBouncer(t *testing.T) {
 	ctx := context.Background()
 
 	noDirect := openStoreURL(t, pb.DSN()+"&pooler=transaction&schema="+randomSchema())
-	if _, err := noDirect.Listen(ctx); !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "listen_host") {
+	if _, err := noDirect.Listen(ctx); !errors.Is(err, contract.ErrUnsupported) || !strings.Contains(err.Error(), "listen_host") {
 		t.Errorf("Listen behind a transaction pooler without listen_host: %v; want core.ErrUnsupported naming listen_host", err)
 	}
 
@@ -98,7 +98,7 @@ func TestListenThroughPgBouncer(t *testing.T) {
 	begin := time.Now()
 	uctx, ucancel := context.WithCancel(ctx)
 	defer ucancel()
-	if ch, err := untold.Listen(uctx); !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "did not reach") {
+	if ch, err := untold.Listen(uctx); !errors.Is(err, contract.ErrUnsupported) || !strings.Contains(err.Error(), "did not reach") {
 		if err == nil {
 			ucancel() // a listener that hears nothing: end it
 			for range ch {
@@ -115,12 +115,12 @@ func TestListenThroughPgBouncer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := direct.Insert(ctx, t0, []core.InsertParams{testJob("woken")}); err != nil {
+	if _, err := direct.Insert(ctx, t0, []contract.InsertParams{testJob("woken")}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case n := <-ch:
-		if n.Kind != core.NotifyInsert || n.Queue != "woken" {
+		if n.Kind != contract.NotifyInsert || n.Queue != "woken" {
 			t.Errorf("notification %+v; want an insert into woken", n)
 		}
 	case <-time.After(5 * time.Second):

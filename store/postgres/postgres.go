@@ -1,7 +1,7 @@
 // Package postgres is backlog's PostgreSQL store, on github.com/jackc/pgx/v5
-// (pgxpool). It implements core.Store, core.Migrator, core.Notifier
-// (LISTEN/NOTIFY), core.TxInserter (pgx.Tx, or *sql.Tx from pgx's stdlib
-// driver) and core.TxCompleter (pgx.Tx, *sql.Tx), and supports both claim
+// (pgxpool). It implements contract.Store, contract.Migrator, contract.Notifier
+// (LISTEN/NOTIFY), contract.TxInserter (pgx.Tx, or *sql.Tx from pgx's stdlib
+// driver) and contract.TxCompleter (pgx.Tx, *sql.Tx), and supports both claim
 // strategies. docs/postgres.md is the operator's guide.
 //
 // # Opening
@@ -79,7 +79,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -90,7 +90,7 @@ const DefaultSchema = "backlog"
 
 type config struct {
 	schema   string
-	strategy core.ClaimStrategy
+	strategy contract.ClaimStrategy
 	notify   bool
 	migrate  bool
 	maxConns int32
@@ -109,10 +109,10 @@ type Option func(*config)
 // starting with a digit. The schema is created on migration if missing.
 func WithSchema(schema string) Option { return func(c *config) { c.schema = schema } }
 
-// WithStrategy selects the claim strategy: core.StrategySkipLocked (the
-// default) or core.StrategyOptimistic. Anything else makes Open and New fail
+// WithStrategy selects the claim strategy: contract.StrategySkipLocked (the
+// default) or contract.StrategyOptimistic. Anything else makes Open and New fail
 // with an error wrapping core.ErrUnsupported.
-func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
+func WithStrategy(s contract.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
 
 // WithNotify turns LISTEN/NOTIFY on (the default) or off. Off is poll-only
 // mode: inserts, pauses and cancels send no notifications and Listen
@@ -212,28 +212,28 @@ func (s *Store) planEachCall(args ...any) []any {
 }
 
 var (
-	_ core.Store           = (*Store)(nil)
-	_ core.Migrator        = (*Store)(nil)
-	_ core.Notifier        = (*Store)(nil)
-	_ core.TxInserter      = (*Store)(nil)
-	_ core.TxCompleter     = (*Store)(nil)
-	_ core.TxRunner        = (*Store)(nil)
-	_ core.Settings        = (*Store)(nil)
-	_ core.QueueLimiter    = (*Store)(nil)
-	_ core.MutableSettings = (*Store)(nil)
-	_ core.Vacuumer        = (*Store)(nil)
+	_ contract.Store           = (*Store)(nil)
+	_ contract.Migrator        = (*Store)(nil)
+	_ contract.Notifier        = (*Store)(nil)
+	_ contract.TxInserter      = (*Store)(nil)
+	_ contract.TxCompleter     = (*Store)(nil)
+	_ contract.TxRunner        = (*Store)(nil)
+	_ contract.Settings        = (*Store)(nil)
+	_ contract.QueueLimiter    = (*Store)(nil)
+	_ contract.MutableSettings = (*Store)(nil)
+	_ contract.Vacuumer        = (*Store)(nil)
 	// The shared SQL of store/internal/sqlq, promoted from the embedded
 	// *sqlq.Store: the queue history (<prefix>queue_history and
 	// <prefix>queue_totals), re-sealing stored values after a key
 	// rotation (fenced by the version column), and listing and
 	// releasing unique-key holds.
-	_ core.QueueHistory   = (*Store)(nil)
-	_ core.SealedRewriter = (*Store)(nil)
-	_ core.UniqueHolder   = (*Store)(nil)
+	_ contract.QueueHistory   = (*Store)(nil)
+	_ contract.SealedRewriter = (*Store)(nil)
+	_ contract.UniqueHolder   = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{schema: DefaultSchema, strategy: core.StrategySkipLocked, notify: true, migrate: true,
+	c := config{schema: DefaultSchema, strategy: contract.StrategySkipLocked, notify: true, migrate: true,
 		vacuumMinDead: DefaultVacuumMinDeadRows, vacuumScale: DefaultVacuumScaleFactor}
 	for _, o := range opts {
 		o(&c)
@@ -250,10 +250,10 @@ func newConfig(opts []Option) (config, error) {
 	}
 	switch c.strategy {
 	case "":
-		c.strategy = core.StrategySkipLocked
-	case core.StrategySkipLocked, core.StrategyOptimistic:
+		c.strategy = contract.StrategySkipLocked
+	case contract.StrategySkipLocked, contract.StrategyOptimistic:
 	default:
-		return c, fmt.Errorf("postgres: unknown claim strategy %q (want %q or %q): %w", c.strategy, core.StrategySkipLocked, core.StrategyOptimistic, core.ErrUnsupported)
+		return c, fmt.Errorf("postgres: unknown claim strategy %q (want %q or %q): %w", c.strategy, contract.StrategySkipLocked, contract.StrategyOptimistic, contract.ErrUnsupported)
 	}
 	return c, nil
 }
@@ -318,7 +318,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*Store, error) {
 	if c.pooler == PoolerTransaction && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
-		return nil, fmt.Errorf("postgres: behind a transaction pooler the pool must not cache prepared statements: set default_query_exec_mode=exec (or simple_protocol) in its connection string: %w", core.ErrUnsupported)
+		return nil, fmt.Errorf("postgres: behind a transaction pooler the pool must not cache prepared statements: set default_query_exec_mode=exec (or simple_protocol) in its connection string: %w", contract.ErrUnsupported)
 	}
 	s := &Store{pool: pool, owned: owned, schema: c.schema, notify: c.notify, pooler: c.pooler, done: make(chan struct{}),
 		vacuumMinDead: c.vacuumMinDead, vacuumScale: c.vacuumScale}

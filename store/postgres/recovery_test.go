@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Connections that drop mid-run (a server restart, a proxy, a failover) must
@@ -41,7 +42,7 @@ func TestWorkersRecoverFromDroppedConnections(t *testing.T) {
 	const jobs = 1000
 	var ran atomic.Int64
 	h := core.NewHandlers()
-	h.HandleRaw("k", func(ctx context.Context, j *core.Job) error {
+	h.HandleRaw("k", func(ctx context.Context, j *contract.Job) error {
 		ran.Add(1)
 		time.Sleep(40 * time.Millisecond) // 1000 × 40 ms / 20 workers ≈ the 3 s of killing
 		return nil
@@ -60,9 +61,9 @@ func TestWorkersRecoverFromDroppedConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := make([]core.InsertParams, jobs)
+	ps := make([]contract.InsertParams, jobs)
 	for i := range ps {
-		ps[i] = core.InsertParams{Queue: "q", Kind: "k"}
+		ps[i] = contract.InsertParams{Queue: "q", Kind: "k"}
 	}
 	if _, err := client.EnqueueMany(ctx, ps); err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestWorkersRecoverFromDroppedConnections(t *testing.T) {
 	}
 	for {
 		stats, err := st.Stats(ctx)
-		if err == nil && len(stats) == 1 && stats[0].Counts[core.StateCompleted] == jobs {
+		if err == nil && len(stats) == 1 && stats[0].Counts[contract.StateCompleted] == jobs {
 			break
 		}
 		if ctx.Err() != nil {

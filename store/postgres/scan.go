@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 )
@@ -20,9 +20,9 @@ func pgxRows(r sqlq.Rows) (pgx.Rows, bool) {
 // scanJobPgx scans one row holding sqlq.JobColumns with pgx's native
 // decoders (about half the allocations of sqlq.ScanJob's sql.Scanner path).
 // extra trailing columns are discarded.
-func scanJobPgx(r pgx.Rows, extra int) (*core.Job, error) {
+func scanJobPgx(r pgx.Rows, extra int) (*contract.Job, error) {
 	var (
-		j                                    core.Job
+		j                                    contract.Job
 		args, tags, meta, errs               []byte
 		state                                string
 		priority                             int16
@@ -41,8 +41,8 @@ func scanJobPgx(r pgx.Rows, extra int) (*core.Job, error) {
 	}
 	j.Args = args
 	j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAtt)
-	j.State = core.State(state)
-	j.RunAt, j.CreatedAt = core.UTC(j.RunAt), core.UTC(j.CreatedAt)
+	j.State = contract.State(state)
+	j.RunAt, j.CreatedAt = contract.UTC(j.RunAt), contract.UTC(j.CreatedAt)
 	j.Deadline, j.AttemptedAt, j.FinishedAt, j.LeaseUntil = utcPtr(deadline), utcPtr(attempted), utcPtr(finished), utcPtr(lease)
 	if uniqueKey != nil {
 		j.UniqueKey = *uniqueKey
@@ -78,5 +78,5 @@ func utcPtr(t *time.Time) time.Time {
 	if t == nil {
 		return time.Time{}
 	}
-	return core.UTC(*t)
+	return contract.UTC(*t)
 }

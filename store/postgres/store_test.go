@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 )
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
 
-func testJob(queue string) core.InsertParams {
-	return core.InsertParams{Queue: queue, Kind: "k", Args: json.RawMessage(`{"n":1}`), Priority: 5, MaxAttempts: 3, RunAt: t0}
+func testJob(queue string) contract.InsertParams {
+	return contract.InsertParams{Queue: queue, Kind: "k", Args: json.RawMessage(`{"n":1}`), Priority: 5, MaxAttempts: 3, RunAt: t0}
 }
 
 // TestHelperProcess is not a test: TestMultiProcessExclusivity runs the
@@ -31,7 +31,7 @@ func TestHelperProcess(t *testing.T) {
 		return // only a helper for TestMultiProcessExclusivity
 	}
 	ctx := context.Background()
-	s, err := Open(ctx, testDSN(t), WithSchema(os.Getenv("BACKLOG_PG_SCHEMA")), WithStrategy(core.ClaimStrategy(os.Getenv("BACKLOG_PG_STRATEGY"))))
+	s, err := Open(ctx, testDSN(t), WithSchema(os.Getenv("BACKLOG_PG_SCHEMA")), WithStrategy(contract.ClaimStrategy(os.Getenv("BACKLOG_PG_STRATEGY"))))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)
@@ -40,7 +40,7 @@ func TestHelperProcess(t *testing.T) {
 	worker := "proc-" + strconv.Itoa(os.Getpid())
 	empty := 0
 	for empty < 20 {
-		jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "multi", WorkerID: worker, Limit: 25, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+		jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: "multi", WorkerID: worker, Limit: 25, Now: t0, LeaseUntil: t0.Add(time.Hour)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "claim:", err)
 			os.Exit(2)
@@ -51,10 +51,10 @@ func TestHelperProcess(t *testing.T) {
 			continue
 		}
 		empty = 0
-		outs := make([]core.Outcome, len(jobs))
+		outs := make([]contract.Outcome, len(jobs))
 		for i, j := range jobs {
 			fmt.Println(j.ID)
-			outs[i] = core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0, Delete: i%2 == 0}
+			outs[i] = contract.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: t0, Delete: i%2 == 0}
 		}
 		res, err := s.Finish(ctx, outs)
 		if err != nil {
@@ -75,13 +75,13 @@ func TestHelperProcess(t *testing.T) {
 // schema at once, per strategy: every job is claimed exactly once and the
 // queue is drained.
 func TestMultiProcessExclusivity(t *testing.T) {
-	for _, strategy := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
+	for _, strategy := range []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic} {
 		t.Run(string(strategy), func(t *testing.T) {
 			const jobs = 3000
 			s := newTestStore(t, WithStrategy(strategy))
 			ctx := context.Background()
 			for n := 0; n < jobs; n += 1000 {
-				ps := make([]core.InsertParams, 1000)
+				ps := make([]contract.InsertParams, 1000)
 				for i := range ps {
 					ps[i] = testJob("multi")
 				}
@@ -132,7 +132,7 @@ func TestMultiProcessExclusivity(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, q := range left {
-				for _, st := range []core.State{core.StateAvailable, core.StateRunning} {
+				for _, st := range []contract.State{contract.StateAvailable, contract.StateRunning} {
 					if q.Counts[st] != 0 {
 						t.Errorf("queue %s has %d %s jobs after the drain", q.Queue, q.Counts[st], st)
 					}
@@ -143,7 +143,7 @@ func TestMultiProcessExclusivity(t *testing.T) {
 }
 
 // awaitNote waits up to 5 s for a notification of kind k on queue.
-func awaitNote(t *testing.T, ch <-chan core.Notification, k core.NotificationKind, queue string) {
+func awaitNote(t *testing.T, ch <-chan contract.Notification, k contract.NotificationKind, queue string) {
 	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
@@ -175,10 +175,10 @@ func TestNotifyLatency(t *testing.T) {
 	for i := range n {
 		q := "lat" + strconv.Itoa(i)
 		start := time.Now()
-		if _, err := s.Insert(ctx, t0, []core.InsertParams{testJob(q)}); err != nil {
+		if _, err := s.Insert(ctx, t0, []contract.InsertParams{testJob(q)}); err != nil {
 			t.Fatal(err)
 		}
-		awaitNote(t, ch, core.NotifyInsert, q)
+		awaitNote(t, ch, contract.NotifyInsert, q)
 		d := time.Since(start)
 		total += d
 		worst = max(worst, d)
@@ -202,7 +202,7 @@ func TestNotifyOnePerQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ps []core.InsertParams
+			var ps []contract.InsertParams
 			for range perQueue {
 				ps = append(ps, testJob("a"), testJob("b"))
 			}
@@ -219,7 +219,7 @@ func TestNotifyOnePerQueue(t *testing.T) {
 					t.Fatalf("result %d = %+v; stored %+v, %v (ids must increase in input order)", i, r.Job, got, err)
 				}
 			}
-			if _, err := s.Insert(ctx, t0, []core.InsertParams{testJob("marker")}); err != nil {
+			if _, err := s.Insert(ctx, t0, []contract.InsertParams{testJob("marker")}); err != nil {
 				t.Fatal(err)
 			}
 			counts := map[string]int{}
@@ -256,7 +256,7 @@ func TestRolledBackInsertDoesNotNotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.InsertTx(ctx, tx, t0, []core.InsertParams{testJob("rolled-back")}); err != nil {
+	if _, err := s.InsertTx(ctx, tx, t0, []contract.InsertParams{testJob("rolled-back")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -266,7 +266,7 @@ func TestRolledBackInsertDoesNotNotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.InsertTx(ctx, tx, t0, []core.InsertParams{testJob("committed")}); err != nil {
+	if _, err := s.InsertTx(ctx, tx, t0, []contract.InsertParams{testJob("committed")}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -324,11 +324,11 @@ func TestCancelNotifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Insert(ctx, t0, []core.InsertParams{testJob("q")})
+	res, err := s.Insert(ctx, t0, []contract.InsertParams{testJob("q")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)}); err != nil {
+	if _, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Cancel(ctx, res[0].Job.ID, t0); err != nil {
@@ -338,7 +338,7 @@ func TestCancelNotifies(t *testing.T) {
 	for {
 		select {
 		case n := <-ch:
-			if n.Kind == core.NotifyCancel && n.JobID == res[0].Job.ID {
+			if n.Kind == contract.NotifyCancel && n.JobID == res[0].Job.ID {
 				return
 			}
 		case <-timeout:
@@ -353,7 +353,7 @@ func TestPollOnly(t *testing.T) {
 	s := newTestStore(t, WithNotify(false))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if ch, err := s.Listen(ctx); !errors.Is(err, core.ErrUnsupported) || ch != nil {
+	if ch, err := s.Listen(ctx); !errors.Is(err, contract.ErrUnsupported) || ch != nil {
 		t.Fatalf("poll-only Listen = %v, %v; want nil and an error wrapping core.ErrUnsupported", ch, err)
 	}
 	// A listener on the same schema through a notifying handle hears
@@ -367,7 +367,7 @@ func TestPollOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Insert(ctx, t0, []core.InsertParams{testJob("q")}); err != nil {
+	if _, err := s.Insert(ctx, t0, []contract.InsertParams{testJob("q")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PauseQueue(ctx, "q", t0); err != nil {
@@ -390,7 +390,7 @@ func TestConcurrentMigrate(t *testing.T) {
 		wg.Go(func() {
 			s, err := Open(context.Background(), testDSN(t), WithSchema(schema))
 			if err == nil {
-				_, err = s.Insert(context.Background(), t0, []core.InsertParams{testJob("m")})
+				_, err = s.Insert(context.Background(), t0, []contract.InsertParams{testJob("m")})
 				s.Close()
 			}
 			errs[i] = err
@@ -420,7 +420,7 @@ func TestStoreOpenURL(t *testing.T) {
 			t.Fatalf("store.Open(%s): %v", u, err)
 		}
 		ps := st.(*Store)
-		if ps.Schema() != schema || ps.Strategy() != core.StrategyOptimistic || ps.notify {
+		if ps.Schema() != schema || ps.Strategy() != contract.StrategyOptimistic || ps.notify {
 			t.Errorf("store.Open(%s): schema %s strategy %s notify %v", u, ps.Schema(), ps.Strategy(), ps.notify)
 		}
 		st.Close()
@@ -435,7 +435,7 @@ func TestStoreOpenURL(t *testing.T) {
 	if _, err := Open(context.Background(), dsn, WithSchema("Bad-Name")); err == nil {
 		t.Error("Open accepted schema Bad-Name")
 	}
-	if _, err := Open(context.Background(), dsn, WithStrategy("fifo")); !errors.Is(err, core.ErrUnsupported) {
+	if _, err := Open(context.Background(), dsn, WithStrategy("fifo")); !errors.Is(err, contract.ErrUnsupported) {
 		t.Errorf("Open with strategy fifo: %v; want ErrUnsupported", err)
 	}
 }
@@ -451,7 +451,7 @@ func TestInsertTxStdlib(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.InsertTx(ctx, tx, t0, []core.InsertParams{testJob("std")})
+	res, err := s.InsertTx(ctx, tx, t0, []contract.InsertParams{testJob("std")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +462,7 @@ func TestInsertTxStdlib(t *testing.T) {
 	if err != nil || got.Queue != "std" {
 		t.Fatalf("Get after stdlib InsertTx: %+v, %v", got, err)
 	}
-	j, err := s.Claim(ctx, core.ClaimParams{Queue: "std", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)})
+	j, err := s.Claim(ctx, contract.ClaimParams{Queue: "std", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)})
 	if err != nil || len(j) != 1 {
 		t.Fatalf("claim: %v %v", j, err)
 	}
@@ -470,13 +470,13 @@ func TestInsertTxStdlib(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CompleteTx(ctx, tx, core.Outcome{JobID: j[0].ID, WorkerID: "w", ClaimSeq: j[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: t0}); err != nil {
+	if err := s.CompleteTx(ctx, tx, contract.Outcome{JobID: j[0].ID, WorkerID: "w", ClaimSeq: j[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Get(ctx, j[0].ID); got.State != core.StateCompleted {
+	if got, _ := s.Get(ctx, j[0].ID); got.State != contract.StateCompleted {
 		t.Fatalf("state %s after stdlib CompleteTx", got.State)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 )
@@ -23,7 +23,7 @@ func txQuerier(tx any) (sqlq.Conn, error) {
 			return sqlq.StdConn{X: t}, nil
 		}
 	}
-	return nil, fmt.Errorf("postgres: transaction of type %T (want pgx.Tx, or *sql.Tx of pgx's stdlib driver): %w", tx, core.ErrUnsupported)
+	return nil, fmt.Errorf("postgres: transaction of type %T (want pgx.Tx, or *sql.Tx of pgx's stdlib driver): %w", tx, contract.ErrUnsupported)
 }
 
 // InsertTx inserts jobs inside the caller's transaction (a pgx.Tx from
@@ -33,16 +33,16 @@ func txQuerier(tx any) (sqlq.Conn, error) {
 // so a rolled-back insert wakes nobody. Other transaction types return an
 // error wrapping core.ErrUnsupported. Semantics otherwise match Insert; no
 // transient error is retried (the caller owns the transaction).
-func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	q, err := txQuerier(tx)
 	if err != nil {
 		return nil, err
 	}
 	if s.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	if len(jobs) == 0 {
-		return []core.InsertResult{}, nil
+		return []contract.InsertResult{}, nil
 	}
 	return s.insertOn(ctx, q, now, jobs)
 }
@@ -52,15 +52,15 @@ func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core
 // together or not at all. It returns an error wrapping core.ErrLeaseLost
 // when the fence fails (the job is no longer running under o.WorkerID at
 // o.Attempt), and core.ErrUnsupported for other transaction types.
-func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+func (s *Store) CompleteTx(ctx context.Context, tx any, o contract.Outcome) error {
 	q, err := txQuerier(tx)
 	if err != nil {
 		return err
 	}
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
-	outcomes := []core.Outcome{o}
+	outcomes := []contract.Outcome{o}
 	rounds, err := finishRounds(outcomes)
 	if err != nil {
 		return err
@@ -70,7 +70,7 @@ func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
 		return err
 	}
 	if !res[0].Applied {
-		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
+		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, contract.ErrLeaseLost)
 	}
 	return nil
 }

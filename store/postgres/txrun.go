@@ -4,7 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -12,7 +13,7 @@ import (
 // ended.
 const rollbackTimeout = 5 * time.Second
 
-// RunTx runs fn in one transaction on the store's pool (core.TxRunner): tx
+// RunTx runs fn in one transaction on the store's pool (contract.TxRunner): tx
 // is a pgx.Tx at the database's default isolation level (READ COMMITTED
 // unless the server says otherwise), committed when fn returns nil and
 // rolled back otherwise (fn's error is returned unchanged; a panic rolls
@@ -21,7 +22,7 @@ const rollbackTimeout = 5 * time.Second
 // Begin's or Commit's error; nothing is retried.
 func (s *Store) RunTx(ctx context.Context, fn func(tx any) error) (err error) {
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
 	if err != nil {

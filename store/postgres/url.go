@@ -6,9 +6,10 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store"
 )
 
@@ -18,7 +19,7 @@ func init() {
 }
 
 // openURL opens a store from a "postgres://" or "postgresql://" URL.
-func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
+func openURL(ctx context.Context, u *url.URL) (contract.Store, error) {
 	connString, opts, err := ParseURL(u.String())
 	if err != nil {
 		return nil, err
@@ -57,7 +58,7 @@ func ParseURL(raw string) (string, []Option, error) {
 		case "listen_host":
 			listenHost = v
 		case "strategy":
-			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
+			opts = append(opts, WithStrategy(contract.ClaimStrategy(v)))
 		case "notify", "migrate", "vacuum":
 			b, err := strconv.ParseBool(v)
 			if err != nil {

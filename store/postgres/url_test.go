@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 )
 
@@ -67,7 +67,7 @@ func TestParseURLPooler(t *testing.T) {
 // pooler, before anything runs on it.
 func TestNewRefusesStatementCacheBehindPooler(t *testing.T) {
 	_, err := New(context.Background(), testPool(t), WithPooler(PoolerTransaction), WithSchema(freshSchema(t)))
-	if !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "default_query_exec_mode") {
+	if !errors.Is(err, contract.ErrUnsupported) || !strings.Contains(err.Error(), "default_query_exec_mode") {
 		t.Errorf("New behind a transaction pooler with a statement cache: %v; want core.ErrUnsupported naming default_query_exec_mode", err)
 	}
 }

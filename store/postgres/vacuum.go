@@ -15,7 +15,7 @@ const (
 )
 
 // WithVacuumThreshold sets when the store vacuums its jobs table itself
-// (core.Vacuumer, called by every node's maintenance round): once
+// (contract.Vacuumer, called by every node's maintenance round): once
 // n_dead_tup of pg_stat_user_tables reaches minDeadRows + scaleFactor ×
 // n_live_tup. Defaults: DefaultVacuumMinDeadRows and
 // DefaultVacuumScaleFactor. A negative minDeadRows turns it off, leaving
@@ -37,7 +37,7 @@ type vacuumer struct {
 	owner   bool       // the session's role may vacuum the jobs table
 }
 
-// Vacuum implements core.Vacuumer. It reads the jobs table's dead and live
+// Vacuum implements contract.Vacuumer. It reads the jobs table's dead and live
 // row counts from pg_stat_user_tables and, when the dead rows reach the
 // threshold of WithVacuumThreshold, runs
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -84,7 +85,7 @@ func TestMaintenanceVacuumsClaimedEntries(t *testing.T) {
 	}
 	now := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
 	for range 40 {
-		got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", Limit: 1000, WorkerID: "w1", Now: now, LeaseUntil: now.Add(time.Hour)})
+		got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", Limit: 1000, WorkerID: "w1", Now: now, LeaseUntil: now.Add(time.Hour)})
 		if err != nil || len(got) != 1000 {
 			t.Fatalf("claim: %d jobs, %v", len(got), err)
 		}
@@ -123,7 +124,7 @@ func TestMaintenanceVacuumsClaimedEntries(t *testing.T) {
 	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+jobs+" WHERE state = 'running' AND worker_id = 'w1'").Scan(&running); err != nil || running != 40_000 {
 		t.Fatalf("running jobs after the vacuum: %d, %v", running, err)
 	}
-	got, err := s.Claim(ctx, core.ClaimParams{Queue: "q", Limit: 2, WorkerID: "w2", Now: now, LeaseUntil: now.Add(time.Hour)})
+	got, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", Limit: 2, WorkerID: "w2", Now: now, LeaseUntil: now.Add(time.Hour)})
 	if err != nil || len(got) != 2 || !got[0].RunAt.Before(got[1].RunAt) {
 		t.Fatalf("claim after the vacuum: %v, %v", got, err)
 	}

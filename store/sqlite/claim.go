@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -77,12 +78,12 @@ RETURNING {claimed}`
 // Claim moves up to p.Limit due jobs of p.Queue to running for p.WorkerID
 // with claimSQL, in one write transaction, and returns them in claim order
 // (priority, run_at, id). A paused queue yields no jobs and a nil error.
-func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error) {
+func (s *Store) Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error) {
 	if p.Limit < 1 {
-		return nil, fmt.Errorf("sqlite: claim limit %d is below 1: %w", p.Limit, core.ErrInvalidArgument)
+		return nil, fmt.Errorf("sqlite: claim limit %d is below 1: %w", p.Limit, contract.ErrInvalidArgument)
 	}
 	d := dialect{}
-	out, err := inTx(ctx, s, func(c sqlq.Conn) ([]*core.Job, error) {
+	out, err := inTx(ctx, s, func(c sqlq.Conn) ([]*contract.Job, error) {
 		hint := s.LimitedHint(p.Queue)
 		if !hint {
 			out, err := sqlq.ScanClaimed(&p)(c.Query(ctx, s.sql.claim, p.WorkerID, d.Time(p.Now), d.Time(p.LeaseUntil),
@@ -111,7 +112,7 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 	if err != nil {
 		return nil, err
 	}
-	sqlq.SortClaimOrder(out)
+	storekit.SortClaimOrder(out)
 	return out, nil
 }
 
@@ -120,14 +121,14 @@ func (s *Store) Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, err
 // count of running jobs (sqlq.Store.LockClaimRoom), the candidate reads
 // (limitedCandidatesSQL) and the claim (limitedClaimSQL) see no other
 // claim in between.
-func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParams) ([]*core.Job, error) {
-	now := core.UTC(p.Now)
+func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p contract.ClaimParams) ([]*contract.Job, error) {
+	now := contract.UTC(p.Now)
 	room, err := s.LockClaimRoom(ctx, c, p.Queue, now)
 	if err != nil || room == nil {
 		return nil, err
 	}
 	d := dialect{}
-	read := func(f sqlq.CandidateFilter, n int) ([]sqlq.LimitCandidate, error) {
+	read := func(f storekit.CandidateFilter, n int) ([]storekit.LimitCandidate, error) {
 		lo, hi := f.PriorityRange()
 		args := []any{p.Queue, d.Time(now), sqlq.TagsArg(p.Tags), sqlq.TagsArg(f.FullKinds), sqlq.TagsArg(f.FullParts), lo, hi}
 		q := s.sql.limitedCands
@@ -136,7 +137,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 		}
 		return sqlq.ScanLimitCandidates(c.Query(ctx, q, append(args, n)...))
 	}
-	take := func(cands []sqlq.LimitCandidate) ([]*core.Job, error) {
+	take := func(cands []storekit.LimitCandidate) ([]*contract.Job, error) {
 		args := make([]any, 0, 3+len(cands))
 		args = append(args, p.WorkerID, d.Time(now), d.Time(p.LeaseUntil))
 		for _, lc := range cands {
@@ -147,7 +148,7 @@ func (s *Store) claimLimited(ctx context.Context, c sqlq.Conn, p core.ClaimParam
 	parts := func(after string, n int) ([]string, error) {
 		return s.FairPartitions(ctx, c, p.Queue, "partition_key", pendingSQL, after, n)
 	}
-	out, err := sqlq.ClaimLimited(p.Limit, room, sqlq.LimitedReads{Read: read, Take: take, Partitions: parts})
+	out, err := storekit.ClaimLimited(p.Limit, room, storekit.LimitedReads{Read: read, Take: take, Partitions: parts})
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest"
 )
 
@@ -16,8 +16,8 @@ func TestConformance(t *testing.T) {
 
 func conformance(t *testing.T, opts ...Option) {
 	storetest.Run(t, storetest.Factory{
-		Strategies: []core.ClaimStrategy{core.StrategySerialized},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{contract.StrategySerialized},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			s, err := Open(context.Background(), filepath.Join(t.TempDir(), "conformance.db"), append(opts, WithStrategy(strategy))...)
 			if err != nil {
 				t.Fatal(err)
@@ -25,14 +25,14 @@ func conformance(t *testing.T, opts ...Option) {
 			t.Cleanup(func() { s.Close() })
 			return s
 		},
-		BeginTx: func(t testing.TB, s core.Store) (any, func() error, func() error) {
+		BeginTx: func(t testing.TB, s contract.Store) (any, func() error, func() error) {
 			tx, err := s.(*Store).DB().BeginTx(context.Background(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return tx, tx.Commit, tx.Rollback
 		},
-		Reopen: func(t testing.TB, s core.Store) core.Store {
+		Reopen: func(t testing.TB, s contract.Store) contract.Store {
 			var path string
 			if err := s.(*Store).DB().QueryRow("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&path); err != nil {
 				t.Fatal(err)

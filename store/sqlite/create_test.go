@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestURLCreateFalse(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "jobs.db")
 	_, err := store.Open(context.Background(), "sqlite:"+path+"?create=false")
-	if !errors.Is(err, core.ErrNotFound) {
+	if !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("missing file: %v; want core.ErrNotFound", err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -61,16 +61,16 @@ const finishChunk = 500
 // order. An outcome whose fence fails (job not running under its worker id
 // and claim_seq) reports Applied=false and changes nothing. An unknown
 // outcome kind fails the whole call.
-func (s *Store) Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error) {
+func (s *Store) Finish(ctx context.Context, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
 	if len(outcomes) == 0 {
-		return []core.FinishResult{}, nil
+		return []contract.FinishResult{}, nil
 	}
-	return inTx(ctx, s, func(c sqlq.Conn) ([]core.FinishResult, error) { return s.FinishOn(ctx, c, outcomes) })
+	return inTx(ctx, s, func(c sqlq.Conn) ([]contract.FinishResult, error) { return s.FinishOn(ctx, c, outcomes) })
 }
 
 // FinishOn is Finish on a caller-supplied connection or transaction, with
 // no retries (CompleteTx uses it with the caller's transaction).
-func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []core.Outcome) ([]core.FinishResult, error) {
+func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []contract.Outcome) ([]contract.FinishResult, error) {
 	return sqlq.FinishRounds(ctx, c, "sqlite", outcomes, finishChunk, s.finishUpdate, s.finishDelete)
 }
 

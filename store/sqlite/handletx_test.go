@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/storetest"
 )
 
@@ -15,8 +15,8 @@ import (
 // failed attempt, a lost lease and a Continue.
 func TestHandleTx(t *testing.T) {
 	storetest.RunHandleTx(t, storetest.HandleTxProof{
-		Strategies: []core.ClaimStrategy{core.StrategySerialized},
-		New: func(t testing.TB, strategy core.ClaimStrategy) core.Store {
+		Strategies: []contract.ClaimStrategy{contract.StrategySerialized},
+		New: func(t testing.TB, strategy contract.ClaimStrategy) contract.Store {
 			s, err := Open(context.Background(), filepath.Join(t.TempDir(), "handletx.db"), WithStrategy(strategy))
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -35,17 +35,17 @@ const insertChunk = 1000
 // yields its holder with Duplicate=true, and a scoped key repeated inside
 // the batch yields one job, later inputs marked Duplicate. A key-less
 // batch runs insertSQL alone.
-func (s *Store) Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	if len(jobs) == 0 {
-		return []core.InsertResult{}, nil
+		return []contract.InsertResult{}, nil
 	}
-	return inTx(ctx, s, func(c sqlq.Conn) ([]core.InsertResult, error) { return s.InsertOn(ctx, c, now, jobs) })
+	return inTx(ctx, s, func(c sqlq.Conn) ([]contract.InsertResult, error) { return s.InsertOn(ctx, c, now, jobs) })
 }
 
 // InsertOn is Insert on a caller-supplied connection or transaction, with
 // no retries (InsertTx uses it with the caller's transaction).
-func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
-	res := make([]core.InsertResult, len(jobs))
+func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
+	res := make([]contract.InsertResult, len(jobs))
 	err := s.InsertKeyed(ctx, c, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, c, now, jobs, send, res)
 	})
@@ -56,7 +56,7 @@ func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs [
 }
 
 // insertRows inserts jobs[send] with insertSQL and fills res.
-func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []core.InsertParams, send []int, res []core.InsertResult) error {
+func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs []contract.InsertParams, send []int, res []contract.InsertResult) error {
 	for start := 0; start < len(send); start += insertChunk {
 		part := send[start:min(len(send), start+insertChunk)]
 		args := make([]any, 0, 13*len(part))
@@ -76,7 +76,7 @@ func (s *Store) insertRows(ctx context.Context, c sqlq.Conn, now time.Time, jobs
 		}
 		slices.Sort(got)
 		for k, i := range part {
-			res[i] = core.InsertResult{Job: sqlq.InsertedJob(got[k], &jobs[i], now)}
+			res[i] = contract.InsertResult{Job: sqlq.InsertedJob(got[k], &jobs[i], now)}
 		}
 	}
 	return nil

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -27,8 +27,8 @@ const leaseChunk = 500
 // ExtendLeases sets LeaseUntil=until on the named jobs still running under
 // workerID at their claim_seq and returns how many it touched: one
 // extendLeasesSQL per 500 leases, each in its own write transaction.
-func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error) {
-	return sqlq.Chunks(leases, leaseChunk, func(part []core.Lease) (int64, error) {
+func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error) {
+	return sqlq.Chunks(leases, leaseChunk, func(part []contract.Lease) (int64, error) {
 		q := fmt.Sprintf(s.sql.extendLeases, marks(len(part)), whens(len(part)))
 		args := sqlq.LeaseArgs(dialect{}.Time(until), workerID, part)
 		return inTx(ctx, s, func(c sqlq.Conn) (int64, error) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // TestListUsesAnIndex: every list order ListParams offers (id, run_at,
@@ -23,16 +23,16 @@ func TestListUsesAnIndex(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
-		p     core.ListParams
+		p     contract.ListParams
 		index string
 	}{
-		{core.ListParams{Limit: 1000}, ""},                           // the table itself, in rowid order
-		{core.ListParams{Desc: true, AfterID: 500, Limit: 1000}, ""}, // the table itself, in rowid order
-		{core.ListParams{Queue: "q", States: []core.State{core.StateScheduled}, Limit: 10}, ""},
-		{core.ListParams{ByRunAt: true, Limit: 1000}, "jobs_run_at"},
-		{core.ListParams{ByRunAt: true, Desc: true, Limit: 1000}, "jobs_run_at"},
-		{core.ListParams{ByRunAt: true, Desc: true, AfterID: 7, AfterRunAt: at, Limit: 1000}, "jobs_run_at"},
-		{core.ListParams{ByRunAt: true, AfterID: 7, AfterRunAt: at, Kind: "k", States: []core.State{core.StateScheduled, core.StateAvailable}, Limit: 1000}, "jobs_run_at"},
+		{contract.ListParams{Limit: 1000}, ""},                           // the table itself, in rowid order
+		{contract.ListParams{Desc: true, AfterID: 500, Limit: 1000}, ""}, // the table itself, in rowid order
+		{contract.ListParams{Queue: "q", States: []contract.State{contract.StateScheduled}, Limit: 10}, ""},
+		{contract.ListParams{ByRunAt: true, Limit: 1000}, "jobs_run_at"},
+		{contract.ListParams{ByRunAt: true, Desc: true, Limit: 1000}, "jobs_run_at"},
+		{contract.ListParams{ByRunAt: true, Desc: true, AfterID: 7, AfterRunAt: at, Limit: 1000}, "jobs_run_at"},
+		{contract.ListParams{ByRunAt: true, AfterID: 7, AfterRunAt: at, Kind: "k", States: []contract.State{contract.StateScheduled, contract.StateAvailable}, Limit: 1000}, "jobs_run_at"},
 	} {
 		q, args, err := s.ListQuery(c.p)
 		if err != nil {

@@ -19,7 +19,7 @@ func TestMigrateUpgradeFromVersion1(t *testing.T) {
 }
 
 // TestMigrateUpgradeFromVersion2 runs upgradetest.RunFromVersion2: the
-// settings table arrives without touching the jobs, and core.Settings
+// settings table arrives without touching the jobs, and contract.Settings
 // works after the upgrade.
 func TestMigrateUpgradeFromVersion2(t *testing.T) {
 	upgradetest.RunFromVersion2(t, upgradeBackend(t))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // DefaultNotifyInterval is how often Listen checks the database file for
@@ -17,7 +17,7 @@ const DefaultNotifyInterval = 20 * time.Millisecond
 // change, to tolerate clocks of different processes that disagree a little.
 const cancelWindow = 10 * time.Second
 
-// Listen implements core.Notifier for every connection and process sharing
+// Listen implements contract.Notifier for every connection and process sharing
 // the database file. SQLite has no LISTEN/NOTIFY, so a dedicated connection
 // polls PRAGMA data_version (a counter SQLite bumps when another connection
 // commits; reading it costs microseconds and takes no lock) every
@@ -30,12 +30,12 @@ const cancelWindow = 10 * time.Second
 // The channel closes when ctx ends or the connection fails. Stores opened on
 // ":memory:" or with WithNotifyInterval(0) return an error wrapping
 // core.ErrUnsupported (a private in-memory database has no other writers).
-func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
+func (s *Store) Listen(ctx context.Context) (<-chan contract.Notification, error) {
 	if s.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	if s.memory || s.notifyEvery <= 0 {
-		return nil, fmt.Errorf("sqlite: notifications: %w", core.ErrUnsupported)
+		return nil, fmt.Errorf("sqlite: notifications: %w", contract.ErrUnsupported)
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -46,7 +46,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.Notification, error) {
 		conn.Close()
 		return nil, fmt.Errorf("sqlite: listen: %w", err)
 	}
-	ch := make(chan core.Notification, 64)
+	ch := make(chan contract.Notification, 64)
 	go w.run(ctx, ch)
 	return ch, nil
 }
@@ -78,7 +78,7 @@ func (w *watcher) init(ctx context.Context) error {
 	return err
 }
 
-func (w *watcher) run(ctx context.Context, ch chan<- core.Notification) {
+func (w *watcher) run(ctx context.Context, ch chan<- contract.Notification) {
 	defer close(ch)
 	defer w.conn.Close()
 	t := time.NewTicker(w.s.notifyEvery)
@@ -114,9 +114,9 @@ func (w *watcher) run(ctx context.Context, ch chan<- core.Notification) {
 }
 
 // changes reads what other connections committed since the last check.
-func (w *watcher) changes(ctx context.Context) ([]core.Notification, error) {
+func (w *watcher) changes(ctx context.Context) ([]contract.Notification, error) {
 	t := w.s.prefix
-	var notes []core.Notification
+	var notes []contract.Notification
 	rows, err := w.conn.QueryContext(ctx, "SELECT queue, MAX(id) FROM "+t+"jobs WHERE id > ? GROUP BY queue", w.maxID)
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func (w *watcher) changes(ctx context.Context) ([]core.Notification, error) {
 			return nil, err
 		}
 		w.maxID = max(w.maxID, id)
-		notes = append(notes, core.Notification{Kind: core.NotifyInsert, Queue: q})
+		notes = append(notes, contract.Notification{Kind: contract.NotifyInsert, Queue: q})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -142,16 +142,16 @@ func (w *watcher) changes(ctx context.Context) ([]core.Notification, error) {
 	}
 	for q, p := range paused {
 		if p != w.paused[q] {
-			kind := core.NotifyResume
+			kind := contract.NotifyResume
 			if p {
-				kind = core.NotifyPause
+				kind = contract.NotifyPause
 			}
-			notes = append(notes, core.Notification{Kind: kind, Queue: q})
+			notes = append(notes, contract.Notification{Kind: kind, Queue: q})
 		}
 	}
 	for q, p := range w.paused {
 		if _, ok := paused[q]; !ok && p {
-			notes = append(notes, core.Notification{Kind: core.NotifyResume, Queue: q})
+			notes = append(notes, contract.Notification{Kind: contract.NotifyResume, Queue: q})
 		}
 	}
 	w.paused = paused
@@ -173,7 +173,7 @@ func (w *watcher) changes(ctx context.Context) ([]core.Notification, error) {
 			continue
 		}
 		w.seenCancel[id] = fin
-		notes = append(notes, core.Notification{Kind: core.NotifyCancel, Queue: q, JobID: id})
+		notes = append(notes, contract.Notification{Kind: contract.NotifyCancel, Queue: q, JobID: id})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

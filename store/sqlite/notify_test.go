@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/sqlite"
 )
 
@@ -32,7 +32,7 @@ func TestListenSeesOtherHandlesCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := func(kind core.NotificationKind, queue string) core.Notification {
+	want := func(kind contract.NotificationKind, queue string) contract.Notification {
 		t.Helper()
 		for {
 			select {
@@ -48,24 +48,24 @@ func TestListenSeesOtherHandlesCommits(t *testing.T) {
 			}
 		}
 	}
-	now := core.UTC(time.Now())
-	res, err := b.Insert(ctx, now, []core.InsertParams{{Queue: "mail", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3, RunAt: now}})
+	now := contract.UTC(time.Now())
+	res, err := b.Insert(ctx, now, []contract.InsertParams{{Queue: "mail", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 3, RunAt: now}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(core.NotifyInsert, "mail")
+	want(contract.NotifyInsert, "mail")
 	if err := b.PauseQueue(ctx, "mail", now); err != nil {
 		t.Fatal(err)
 	}
-	want(core.NotifyPause, "mail")
+	want(contract.NotifyPause, "mail")
 	if err := b.ResumeQueue(ctx, "mail", now); err != nil {
 		t.Fatal(err)
 	}
-	want(core.NotifyResume, "mail")
+	want(contract.NotifyResume, "mail")
 	if _, err := b.Cancel(ctx, res[0].Job.ID, now); err != nil {
 		t.Fatal(err)
 	}
-	if n := want(core.NotifyCancel, "mail"); n.JobID != res[0].Job.ID {
+	if n := want(contract.NotifyCancel, "mail"); n.JobID != res[0].Job.ID {
 		t.Fatalf("cancel notification for job %d, want %d", n.JobID, res[0].Job.ID)
 	}
 }
@@ -77,7 +77,7 @@ func TestListenUnsupportedWhenDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Listen(ctx); !errors.Is(err, core.ErrUnsupported) {
+	if _, err := s.Listen(ctx); !errors.Is(err, contract.ErrUnsupported) {
 		t.Fatalf("Listen with notifications off: %v, want ErrUnsupported", err)
 	}
 	m, err := sqlite.Open(ctx, ":memory:")
@@ -85,7 +85,7 @@ func TestListenUnsupportedWhenDisabled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.Listen(ctx); !errors.Is(err, core.ErrUnsupported) {
+	if _, err := m.Listen(ctx); !errors.Is(err, contract.ErrUnsupported) {
 		t.Fatalf("Listen on :memory:: %v, want ErrUnsupported", err)
 	}
 }

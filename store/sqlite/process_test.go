@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 )
 
@@ -37,7 +37,7 @@ func TestHelperProcess(t *testing.T) {
 	defer s.Close()
 	var claimed []string
 	for {
-		jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "mp", WorkerID: worker, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+		jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: "mp", WorkerID: worker, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "claim:", err)
 			os.Exit(2)
@@ -46,7 +46,7 @@ func TestHelperProcess(t *testing.T) {
 			// Done once the parent has finished inserting (it creates
 			// path+".done") and a claim after that found nothing.
 			if _, err := os.Stat(path + ".done"); err == nil {
-				jobs, err = s.Claim(ctx, core.ClaimParams{Queue: "mp", WorkerID: worker, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+				jobs, err = s.Claim(ctx, contract.ClaimParams{Queue: "mp", WorkerID: worker, Limit: 7, Now: t0, LeaseUntil: t0.Add(time.Hour)})
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "claim:", err)
 					os.Exit(2)
@@ -59,10 +59,10 @@ func TestHelperProcess(t *testing.T) {
 				continue
 			}
 		}
-		var outs []core.Outcome
+		var outs []contract.Outcome
 		for _, j := range jobs {
 			claimed = append(claimed, strconv.FormatInt(j.ID, 10))
-			outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0})
+			outs = append(outs, contract.Outcome{JobID: j.ID, WorkerID: worker, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: t0})
 		}
 		res, err := s.Finish(ctx, outs)
 		if err != nil {
@@ -113,7 +113,7 @@ func TestMultiProcessClaim(t *testing.T) {
 	}
 	defer s.Close()
 	for n := 0; n < total; n += 100 {
-		var ps []core.InsertParams
+		var ps []contract.InsertParams
 		for i := 0; i < 100; i++ {
 			ps = append(ps, job("mp", "k"))
 		}
@@ -160,7 +160,7 @@ func TestMultiProcessClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 1 || st[0].Counts[core.StateCompleted] != total || len(st[0].Counts) != 1 {
+	if len(st) != 1 || st[0].Counts[contract.StateCompleted] != total || len(st[0].Counts) != 1 {
 		t.Fatalf("queue not drained: %+v", st)
 	}
 }
@@ -199,7 +199,7 @@ func concurrentClaimers(t *testing.T, opts ...Option) {
 			defer wg.Done()
 			w := fmt.Sprint("g", g)
 			for {
-				jobs, err := s.Claim(ctx, core.ClaimParams{Queue: "c", WorkerID: w, Limit: 5, Now: t0, LeaseUntil: t0.Add(time.Hour)})
+				jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: "c", WorkerID: w, Limit: 5, Now: t0, LeaseUntil: t0.Add(time.Hour)})
 				if err != nil {
 					t.Error(err)
 					return
@@ -213,14 +213,14 @@ func concurrentClaimers(t *testing.T, opts ...Option) {
 						continue
 					}
 				}
-				var outs []core.Outcome
+				var outs []contract.Outcome
 				mu.Lock()
 				for _, j := range jobs {
 					if seen[j.ID] {
 						t.Errorf("job %d claimed twice", j.ID)
 					}
 					seen[j.ID] = true
-					outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: w, ClaimSeq: j.ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: t0, Delete: j.ID%2 == 0})
+					outs = append(outs, contract.Outcome{JobID: j.ID, WorkerID: w, ClaimSeq: j.ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: t0, Delete: j.ID%2 == 0})
 				}
 				mu.Unlock()
 				if _, err := s.Finish(ctx, outs); err != nil {
@@ -231,7 +231,7 @@ func concurrentClaimers(t *testing.T, opts ...Option) {
 		}()
 	}
 	for n := 0; n < total; n += 50 {
-		var ps []core.InsertParams
+		var ps []contract.InsertParams
 		for i := 0; i < 50; i++ {
 			ps = append(ps, job("c", "k"))
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // TestInsertAndClaimReturnWhatGetReads: Insert builds its jobs from what it
@@ -21,13 +21,13 @@ func TestInsertAndClaimReturnWhatGetReads(t *testing.T) {
 	s := openTest(t)
 	// Not on a microsecond: the store keeps microseconds.
 	now := t0.Add(789).In(time.FixedZone("x", 3600))
-	full := core.InsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{"a": [1, 2]}`), Priority: 3, MaxAttempts: 5,
+	full := contract.InsertParams{Queue: "q", Kind: "k", Args: json.RawMessage(`{"a": [1, 2]}`), Priority: 3, MaxAttempts: 5,
 		RunAt: t0, Deadline: t0.Add(time.Hour), UniqueKey: "u1", PartitionKey: "p1",
 		Tags: []string{"gpu", "<&>"}, Metadata: map[string]string{"trace": "x\u2028y"}}
-	bare := core.InsertParams{Queue: "q", Kind: "k2", Args: json.RawMessage(`null`), Priority: 1, MaxAttempts: 1, RunAt: t0,
+	bare := contract.InsertParams{Queue: "q", Kind: "k2", Args: json.RawMessage(`null`), Priority: 1, MaxAttempts: 1, RunAt: t0,
 		Tags: []string{}, Metadata: map[string]string{}}
-	later := core.InsertParams{Queue: "q", Kind: "k3", Args: json.RawMessage(`{}`), Priority: 1, MaxAttempts: 1, RunAt: now.Add(time.Hour)}
-	same := func(what string, got *core.Job) {
+	later := contract.InsertParams{Queue: "q", Kind: "k3", Args: json.RawMessage(`{}`), Priority: 1, MaxAttempts: 1, RunAt: now.Add(time.Hour)}
+	same := func(what string, got *contract.Job) {
 		t.Helper()
 		want, err := s.Get(ctx, got.ID)
 		if err != nil {
@@ -37,7 +37,7 @@ func TestInsertAndClaimReturnWhatGetReads(t *testing.T) {
 			t.Errorf("%s of job %d:\n got %#v\nread %#v", what, got.ID, got, want)
 		}
 	}
-	res, err := s.Insert(ctx, now, []core.InsertParams{full, bare, later})
+	res, err := s.Insert(ctx, now, []contract.InsertParams{full, bare, later})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestInsertAndClaimReturnWhatGetReads(t *testing.T) {
 	}
 
 	claimNow := now.Add(time.Minute)
-	p := core.ClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Now: claimNow, LeaseUntil: claimNow.Add(time.Minute + 999), Tags: []string{"gpu", "<&>"}}
+	p := contract.ClaimParams{Queue: "q", WorkerID: "w1", Limit: 10, Now: claimNow, LeaseUntil: claimNow.Add(time.Minute + 999), Tags: []string{"gpu", "<&>"}}
 	jobs, err := s.Claim(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -59,12 +59,12 @@ func TestInsertAndClaimReturnWhatGetReads(t *testing.T) {
 	}
 	// A failed attempt with a result kept: the next claim returns its
 	// errors history, result and attempt.
-	outs := []core.Outcome{{JobID: jobs[0].ID, WorkerID: "w1", ClaimSeq: jobs[0].ClaimSeq, Attempt: jobs[0].Attempt, Kind: core.OutcomeRetry,
-		At: claimNow, RunAt: claimNow, Error: &core.AttemptError{Attempt: 1, At: claimNow, Error: "boom", Cause: "handler"}}}
+	outs := []contract.Outcome{{JobID: jobs[0].ID, WorkerID: "w1", ClaimSeq: jobs[0].ClaimSeq, Attempt: jobs[0].Attempt, Kind: contract.OutcomeRetry,
+		At: claimNow, RunAt: claimNow, Error: &contract.AttemptError{Attempt: 1, At: claimNow, Error: "boom", Cause: "handler"}}}
 	if _, err := s.Finish(ctx, outs); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetQueueLimits(ctx, "q", core.QueueLimits{MaxRunning: 5}, claimNow); err != nil {
+	if err := s.SetQueueLimits(ctx, "q", contract.QueueLimits{MaxRunning: 5}, claimNow); err != nil {
 		t.Fatal(err)
 	}
 	p.WorkerID, p.Now, p.LeaseUntil = "w2", claimNow.Add(time.Second+1), claimNow.Add(2*time.Minute+1)

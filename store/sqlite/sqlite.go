@@ -1,6 +1,6 @@
 // Package sqlite is backlog's SQLite store, on modernc.org/sqlite (pure Go,
-// no cgo). It implements core.Store, core.Migrator, core.TxInserter and
-// core.TxCompleter (with *sql.Tx or *sqlx.Tx), and core.Notifier by
+// no cgo). It implements contract.Store, contract.Migrator, contract.TxInserter and
+// contract.TxCompleter (with *sql.Tx or *sqlx.Tx), and contract.Notifier by
 // watching the file for other connections' commits (PRAGMA data_version,
 // see Listen), so a job enqueued by another process starts within
 // milliseconds instead of at the next poll.
@@ -73,7 +73,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
@@ -88,7 +88,7 @@ const DefaultBusyTimeout = 5 * time.Second
 
 type config struct {
 	prefix      string
-	strategy    core.ClaimStrategy
+	strategy    contract.ClaimStrategy
 	busyTimeout time.Duration
 	migrate     bool
 	maxConns    int
@@ -103,10 +103,10 @@ type Option func(*config)
 func WithPrefix(prefix string) Option { return func(c *config) { c.prefix = prefix } }
 
 // WithStrategy selects the claim strategy. SQLite supports only
-// core.StrategySerialized (the default: SQLite runs one write transaction
+// contract.StrategySerialized (the default: SQLite runs one write transaction
 // at a time, and a claim reads and updates its jobs in one); any other
 // makes Open and New fail with an error wrapping core.ErrUnsupported.
-func WithStrategy(s core.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
+func WithStrategy(s contract.ClaimStrategy) Option { return func(c *config) { c.strategy = s } }
 
 // WithBusyTimeout sets SQLite's busy timeout (Open only; default 5s,
 // millisecond resolution).
@@ -143,27 +143,27 @@ type Store struct {
 }
 
 var (
-	_ core.Store           = (*Store)(nil)
-	_ core.Migrator        = (*Store)(nil)
-	_ core.TxInserter      = (*Store)(nil)
-	_ core.TxCompleter     = (*Store)(nil)
-	_ core.TxRunner        = (*Store)(nil)
-	_ core.Notifier        = (*Store)(nil)
-	_ core.Settings        = (*Store)(nil)
-	_ core.MutableSettings = (*Store)(nil)
-	_ core.QueueLimiter    = (*Store)(nil)
+	_ contract.Store           = (*Store)(nil)
+	_ contract.Migrator        = (*Store)(nil)
+	_ contract.TxInserter      = (*Store)(nil)
+	_ contract.TxCompleter     = (*Store)(nil)
+	_ contract.TxRunner        = (*Store)(nil)
+	_ contract.Notifier        = (*Store)(nil)
+	_ contract.Settings        = (*Store)(nil)
+	_ contract.MutableSettings = (*Store)(nil)
+	_ contract.QueueLimiter    = (*Store)(nil)
 	// The shared SQL of store/internal/sqlq, promoted from the embedded
 	// *sqlq.Store: the queue history (<prefix>queue_history and
 	// <prefix>queue_totals), re-sealing stored values after a key
 	// rotation (fenced by the version column), and listing and
 	// releasing unique-key holds.
-	_ core.QueueHistory   = (*Store)(nil)
-	_ core.SealedRewriter = (*Store)(nil)
-	_ core.UniqueHolder   = (*Store)(nil)
+	_ contract.QueueHistory   = (*Store)(nil)
+	_ contract.SealedRewriter = (*Store)(nil)
+	_ contract.UniqueHolder   = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
-	c := config{prefix: DefaultPrefix, strategy: core.StrategySerialized, busyTimeout: DefaultBusyTimeout, migrate: true, notifyEvery: DefaultNotifyInterval}
+	c := config{prefix: DefaultPrefix, strategy: contract.StrategySerialized, busyTimeout: DefaultBusyTimeout, migrate: true, notifyEvery: DefaultNotifyInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -171,10 +171,10 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("sqlite: %w", err)
 	}
 	switch c.strategy {
-	case core.StrategySerialized, "":
-		c.strategy = core.StrategySerialized
+	case contract.StrategySerialized, "":
+		c.strategy = contract.StrategySerialized
 	default:
-		return c, fmt.Errorf("sqlite: claim strategy %q: SQLite supports only %q (one writer at a time: a claim reads and updates its jobs in one write transaction): %w", c.strategy, core.StrategySerialized, core.ErrUnsupported)
+		return c, fmt.Errorf("sqlite: claim strategy %q: SQLite supports only %q (one writer at a time: a claim reads and updates its jobs in one write transaction): %w", c.strategy, contract.StrategySerialized, contract.ErrUnsupported)
 	}
 	if c.busyTimeout < 0 {
 		return c, errors.New("sqlite: negative busy timeout")
@@ -325,7 +325,7 @@ func (s *Store) Prefix() string { return s.prefix }
 // repeatedly and from several processes at once.
 func (s *Store) Migrate(ctx context.Context) error {
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	var err error
 	for i := 0; i < 20; i++ {
@@ -379,13 +379,13 @@ func txConn(tx any) (sqlq.Conn, error) { return sqlq.TxConn("sqlite", tx) }
 // *sqlx.Tx on this database); they become visible when it commits. Other
 // transaction types return an error wrapping core.ErrUnsupported.
 // Semantics otherwise match Insert.
-func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error) {
+func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	c, err := txConn(tx)
 	if err != nil {
 		return nil, err
 	}
 	if s.closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return s.InsertOn(ctx, c, now, jobs)
 }
@@ -393,20 +393,20 @@ func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []core
 // CompleteTx applies one fenced outcome inside the caller's transaction
 // (*sql.Tx or *sqlx.Tx). It returns an error wrapping core.ErrLeaseLost when
 // the fence fails, and core.ErrUnsupported for other transaction types.
-func (s *Store) CompleteTx(ctx context.Context, tx any, o core.Outcome) error {
+func (s *Store) CompleteTx(ctx context.Context, tx any, o contract.Outcome) error {
 	c, err := txConn(tx)
 	if err != nil {
 		return err
 	}
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
-	res, err := s.FinishOn(ctx, c, []core.Outcome{o})
+	res, err := s.FinishOn(ctx, c, []contract.Outcome{o})
 	if err != nil {
 		return err
 	}
 	if !res[0].Applied {
-		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, core.ErrLeaseLost)
+		return fmt.Errorf("job %d attempt %d worker %s: %w", o.JobID, o.Attempt, o.WorkerID, contract.ErrLeaseLost)
 	}
 	return nil
 }

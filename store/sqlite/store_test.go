@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -28,11 +29,11 @@ func openTest(t testing.TB, opts ...Option) *Store {
 	return s
 }
 
-func job(queue, kind string) core.InsertParams {
-	return core.InsertParams{Queue: queue, Kind: kind, Args: json.RawMessage(`{"n":1}`), Priority: 5, MaxAttempts: 3, RunAt: t0}
+func job(queue, kind string) contract.InsertParams {
+	return contract.InsertParams{Queue: queue, Kind: kind, Args: json.RawMessage(`{"n":1}`), Priority: 5, MaxAttempts: 3, RunAt: t0}
 }
 
-func insert(t testing.TB, s *Store, ps ...core.InsertParams) []core.InsertResult {
+func insert(t testing.TB, s *Store, ps ...contract.InsertParams) []contract.InsertResult {
 	t.Helper()
 	res, err := s.Insert(context.Background(), t0, ps)
 	if err != nil {
@@ -44,16 +45,16 @@ func insert(t testing.TB, s *Store, ps ...core.InsertParams) []core.InsertResult
 	return res
 }
 
-func claim(t testing.TB, s *Store, queue, worker string, limit int, now time.Time) []*core.Job {
+func claim(t testing.TB, s *Store, queue, worker string, limit int, now time.Time) []*contract.Job {
 	t.Helper()
-	jobs, err := s.Claim(context.Background(), core.ClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Now: now, LeaseUntil: now.Add(time.Minute)})
+	jobs, err := s.Claim(context.Background(), contract.ClaimParams{Queue: queue, WorkerID: worker, Limit: limit, Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return jobs
 }
 
-func ids(jobs []*core.Job) []int64 {
+func ids(jobs []*contract.Job) []int64 {
 	out := make([]int64, len(jobs))
 	for i, j := range jobs {
 		out[i] = j.ID
@@ -64,14 +65,14 @@ func ids(jobs []*core.Job) []int64 {
 func TestRoundTrip(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	p := core.InsertParams{
+	p := contract.InsertParams{
 		Queue: "q:1", Kind: "email.send", Args: json.RawMessage(`{"to":"ü@example.com","n":[1,2]}`),
 		Priority: 2, MaxAttempts: 7, RunAt: t0.Add(time.Hour), Deadline: time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC),
 		UniqueKey: "k-ü", Tags: []string{"a", "β"}, Metadata: map[string]string{"trace": "x", "": "empty"},
 	}
 	res := insert(t, s, p, job("q:1", "plain"))
 	j := res[0].Job
-	if res[0].Duplicate || j.ID == 0 || j.State != core.StateScheduled || j.Attempt != 0 || !j.CreatedAt.Equal(t0) {
+	if res[0].Duplicate || j.ID == 0 || j.State != contract.StateScheduled || j.Attempt != 0 || !j.CreatedAt.Equal(t0) {
 		t.Fatalf("inserted %+v", j)
 	}
 	got, err := s.Get(ctx, j.ID)
@@ -87,18 +88,18 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("round trip lost data: %+v", got)
 	}
 	plain := res[1].Job
-	if plain.State != core.StateAvailable || plain.Tags != nil || plain.Metadata != nil || plain.Errors != nil || plain.Result != nil ||
+	if plain.State != contract.StateAvailable || plain.Tags != nil || plain.Metadata != nil || plain.Errors != nil || plain.Result != nil ||
 		!plain.Deadline.IsZero() || !plain.AttemptedAt.IsZero() || plain.WorkerID != "" || plain.ID <= j.ID {
 		t.Fatalf("plain job %+v", plain)
 	}
-	if _, err := s.Get(ctx, 999999); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Get(ctx, 999999); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
 }
 
 func TestClaimOrderDueAndLimit(t *testing.T) {
 	s := openTest(t)
-	var ps []core.InsertParams
+	var ps []contract.InsertParams
 	for i, pr := range []int{5, 1, 5, 10, 1} {
 		p := job("q", fmt.Sprint("k", i))
 		p.Priority = pr
@@ -116,7 +117,7 @@ func TestClaimOrderDueAndLimit(t *testing.T) {
 		t.Fatalf("claimed %v, want %v", ids(got), want)
 	}
 	for _, j := range got {
-		if j.State != core.StateRunning || j.Attempt != 1 || j.WorkerID != "w1" || !j.AttemptedAt.Equal(t0) || !j.LeaseUntil.Equal(t0.Add(time.Minute)) {
+		if j.State != contract.StateRunning || j.Attempt != 1 || j.WorkerID != "w1" || !j.AttemptedAt.Equal(t0) || !j.LeaseUntil.Equal(t0.Add(time.Minute)) {
 			t.Fatalf("claimed job %+v", j)
 		}
 	}
@@ -148,7 +149,7 @@ func TestPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 1 || !st[0].Paused || st[0].Counts[core.StateAvailable] != 2 {
+	if len(st) != 1 || !st[0].Paused || st[0].Counts[contract.StateAvailable] != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 	if err := s.PauseQueue(ctx, "empty", t0); err != nil {
@@ -171,7 +172,7 @@ func TestPause(t *testing.T) {
 	}
 }
 
-func finish(t testing.TB, s *Store, os ...core.Outcome) []core.FinishResult {
+func finish(t testing.TB, s *Store, os ...contract.Outcome) []contract.FinishResult {
 	t.Helper()
 	res, err := s.Finish(context.Background(), os)
 	if err != nil {
@@ -183,7 +184,7 @@ func finish(t testing.TB, s *Store, os ...core.Outcome) []core.FinishResult {
 func TestFinishOutcomes(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	var ps []core.InsertParams
+	var ps []contract.InsertParams
 	for i := 0; i < 7; i++ {
 		ps = append(ps, job("q", fmt.Sprint("k", i)))
 	}
@@ -193,25 +194,25 @@ func TestFinishOutcomes(t *testing.T) {
 		t.Fatalf("claimed %d", len(js))
 	}
 	at := t0.Add(time.Second)
-	e := &core.AttemptError{Attempt: 1, At: at, Error: "boom", Trace: "stack"}
-	o := func(j *core.Job, k core.OutcomeKind) core.Outcome {
-		return core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: 1, Kind: k, At: at}
+	e := &contract.AttemptError{Attempt: 1, At: at, Error: "boom", Trace: "stack"}
+	o := func(j *contract.Job, k contract.OutcomeKind) contract.Outcome {
+		return contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: 1, Kind: k, At: at}
 	}
-	oc := o(js[0], core.OutcomeComplete)
+	oc := o(js[0], contract.OutcomeComplete)
 	oc.Result = []byte(`{"ok":true}`)
-	od := o(js[1], core.OutcomeComplete)
+	od := o(js[1], contract.OutcomeComplete)
 	od.Delete = true
-	or := o(js[2], core.OutcomeRetry)
+	or := o(js[2], contract.OutcomeRetry)
 	or.RunAt, or.Error = at.Add(time.Minute), e
-	os := o(js[3], core.OutcomeSnooze)
+	os := o(js[3], contract.OutcomeSnooze)
 	os.RunAt = at.Add(time.Hour)
-	on := o(js[4], core.OutcomeContinue)
+	on := o(js[4], contract.OutcomeContinue)
 	on.RunAt, on.NextKind, on.NextArgs = at, "step2", json.RawMessage(`{"s":2}`)
-	ox := o(js[5], core.OutcomeCancel)
+	ox := o(js[5], contract.OutcomeCancel)
 	ox.Error = e
-	ods := o(js[6], core.OutcomeDiscard)
+	ods := o(js[6], contract.OutcomeDiscard)
 	ods.Error = e
-	stale := o(js[0], core.OutcomeComplete)
+	stale := o(js[0], contract.OutcomeComplete)
 	stale.WorkerID = "other"
 	res := finish(t, s, oc, od, or, os, on, ox, ods, stale)
 	for i, r := range res[:7] {
@@ -222,33 +223,33 @@ func TestFinishOutcomes(t *testing.T) {
 	if res[7].Applied {
 		t.Fatal("stale finish applied")
 	}
-	get := func(id int64) *core.Job {
+	get := func(id int64) *contract.Job {
 		j, err := s.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return j
 	}
-	if j := get(js[0].ID); j.State != core.StateCompleted || !j.FinishedAt.Equal(at) || string(j.Result) != `{"ok":true}` || !j.LeaseUntil.IsZero() || j.WorkerID != "w" {
+	if j := get(js[0].ID); j.State != contract.StateCompleted || !j.FinishedAt.Equal(at) || string(j.Result) != `{"ok":true}` || !j.LeaseUntil.IsZero() || j.WorkerID != "w" {
 		t.Fatalf("complete: %+v", j)
 	}
-	if _, err := s.Get(ctx, js[1].ID); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Get(ctx, js[1].ID); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("complete+delete left the row: %v", err)
 	}
-	if j := get(js[2].ID); j.State != core.StateRetryable || !j.RunAt.Equal(at.Add(time.Minute)) || j.Attempt != 1 || len(j.Errors) != 1 ||
+	if j := get(js[2].ID); j.State != contract.StateRetryable || !j.RunAt.Equal(at.Add(time.Minute)) || j.Attempt != 1 || len(j.Errors) != 1 ||
 		j.Errors[0] != *e || !j.FinishedAt.IsZero() {
 		t.Fatalf("retry: %+v", j)
 	}
-	if j := get(js[3].ID); j.State != core.StateScheduled || j.Attempt != 0 || !j.RunAt.Equal(at.Add(time.Hour)) || j.Errors != nil {
+	if j := get(js[3].ID); j.State != contract.StateScheduled || j.Attempt != 0 || !j.RunAt.Equal(at.Add(time.Hour)) || j.Errors != nil {
 		t.Fatalf("snooze: %+v", j)
 	}
-	if j := get(js[4].ID); j.State != core.StateAvailable || j.Attempt != 0 || j.Kind != "step2" || string(j.Args) != `{"s":2}` {
+	if j := get(js[4].ID); j.State != contract.StateAvailable || j.Attempt != 0 || j.Kind != "step2" || string(j.Args) != `{"s":2}` {
 		t.Fatalf("continue: %+v", j)
 	}
-	if j := get(js[5].ID); j.State != core.StateCancelled || !j.FinishedAt.Equal(at) || len(j.Errors) != 1 {
+	if j := get(js[5].ID); j.State != contract.StateCancelled || !j.FinishedAt.Equal(at) || len(j.Errors) != 1 {
 		t.Fatalf("cancel: %+v", j)
 	}
-	if j := get(js[6].ID); j.State != core.StateDiscarded || !j.FinishedAt.Equal(at) || len(j.Errors) != 1 {
+	if j := get(js[6].ID); j.State != contract.StateDiscarded || !j.FinishedAt.Equal(at) || len(j.Errors) != 1 {
 		t.Fatalf("discard: %+v", j)
 	}
 	// Second retry appends to the history.
@@ -258,8 +259,8 @@ func TestFinishOutcomes(t *testing.T) {
 	}
 	for _, j := range js2 {
 		if j.ID == js[2].ID {
-			o := core.Outcome{JobID: j.ID, WorkerID: "w2", ClaimSeq: j.ClaimSeq, Attempt: 2, Kind: core.OutcomeRetry, At: at, RunAt: at,
-				Error: &core.AttemptError{Attempt: 2, At: at, Error: "again"}}
+			o := contract.Outcome{JobID: j.ID, WorkerID: "w2", ClaimSeq: j.ClaimSeq, Attempt: 2, Kind: contract.OutcomeRetry, At: at, RunAt: at,
+				Error: &contract.AttemptError{Attempt: 2, At: at, Error: "again"}}
 			if r := finish(t, s, o, o); !r[0].Applied || r[1].Applied {
 				t.Fatalf("duplicate outcome results %+v", r)
 			}
@@ -268,7 +269,7 @@ func TestFinishOutcomes(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.Finish(ctx, []core.Outcome{{JobID: 1, Kind: "bogus"}}); err == nil {
+	if _, err := s.Finish(ctx, []contract.Outcome{{JobID: 1, Kind: "bogus"}}); err == nil {
 		t.Fatal("unknown kind accepted")
 	}
 }
@@ -296,7 +297,7 @@ func TestUniqueKeys(t *testing.T) {
 		t.Fatalf("key not free after final state: %+v", res3[0])
 	}
 	// Retrying the cancelled one would make two live holders.
-	if _, err := s.Retry(ctx, res[0].Job.ID, t0); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := s.Retry(ctx, res[0].Job.ID, t0); !errors.Is(err, contract.ErrInvalidState) {
 		t.Fatalf("retry with key held: %v", err)
 	}
 	// Concurrent inserts of one key yield one job.
@@ -308,7 +309,7 @@ func TestUniqueKeys(t *testing.T) {
 			defer wg.Done()
 			p := job("q", "c")
 			p.UniqueKey = "concurrent"
-			r, err := s.Insert(ctx, t0, []core.InsertParams{p})
+			r, err := s.Insert(ctx, t0, []contract.InsertParams{p})
 			if err != nil {
 				t.Error(err)
 				return
@@ -336,9 +337,9 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 	if len(js) != 3 {
 		t.Fatal(len(js))
 	}
-	held := make([]core.Lease, len(js))
+	held := make([]contract.Lease, len(js))
 	for i, j := range js {
-		held[i] = core.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}
+		held[i] = contract.Lease{JobID: j.ID, ClaimSeq: j.ClaimSeq}
 	}
 	if n, err := s.ExtendLeases(ctx, "w", held, t0.Add(2*time.Minute)); err != nil || n != 3 {
 		t.Fatalf("extend: %d %v", n, err)
@@ -346,8 +347,8 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 	if n, _ := s.ExtendLeases(ctx, "nobody", held, t0.Add(time.Hour)); n != 0 {
 		t.Fatalf("extend other worker touched %d", n)
 	}
-	decide := func(now time.Time) core.RescueFunc {
-		return func(j *core.Job, seen time.Time) core.Outcome {
+	decide := func(now time.Time) contract.RescueFunc {
+		return func(j *contract.Job, seen time.Time) contract.Outcome {
 			return core.DecideRescue(j, core.CauseLeaseExpired, seen, now)
 		}
 	}
@@ -370,17 +371,17 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 		}
 		switch j.Kind {
 		case "a":
-			if j.State != core.StateRetryable || !j.RunAt.Equal(t0) || !j.FinishedAt.IsZero() {
+			if j.State != contract.StateRetryable || !j.RunAt.Equal(t0) || !j.FinishedAt.IsZero() {
 				t.Fatalf("rescued a: %+v", j)
 			}
 		default:
-			if j.State != core.StateDiscarded || !j.FinishedAt.Equal(now) {
+			if j.State != contract.StateDiscarded || !j.FinishedAt.Equal(now) {
 				t.Fatalf("rescued %s: %+v", j.Kind, j)
 			}
 		}
 	}
 	// Stale finish after the rescue fails its fence.
-	if res := finish(t, s, core.Outcome{JobID: r[0].ID, WorkerID: "w", ClaimSeq: 1, Attempt: 1, Kind: core.OutcomeComplete, At: now}); res[0].Applied {
+	if res := finish(t, s, contract.Outcome{JobID: r[0].ID, WorkerID: "w", ClaimSeq: 1, Attempt: 1, Kind: contract.OutcomeComplete, At: now}); res[0].Applied {
 		t.Fatal("finish after rescue applied")
 	}
 
@@ -397,7 +398,7 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 	if n, _ := s.DiscardExpired(ctx, t0.Add(2*time.Second), 10); n != 1 {
 		t.Fatalf("discard expired rest: %d", n)
 	}
-	list, _ := s.List(ctx, core.ListParams{Queue: "q2", States: []core.State{core.StateDiscarded}})
+	list, _ := s.List(ctx, contract.ListParams{Queue: "q2", States: []contract.State{contract.StateDiscarded}})
 	if len(list) != 2 || len(list[0].Errors) != 1 || list[0].Errors[0].Attempt != 0 {
 		t.Fatalf("discarded %+v", list)
 	}
@@ -406,37 +407,37 @@ func TestLeasesRescueDeadlines(t *testing.T) {
 func TestAdminAndPrune(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	var ps []core.InsertParams
+	var ps []contract.InsertParams
 	for i := 0; i < 10; i++ {
 		ps = append(ps, job(fmt.Sprint("q", i%2), fmt.Sprint("k", i%3)))
 	}
 	res := insert(t, s, ps...)
 	js := claim(t, s, "q0", "w", 1, t0)
 	running := js[0]
-	if err := s.Delete(ctx, running.ID); !errors.Is(err, core.ErrInvalidState) {
+	if err := s.Delete(ctx, running.ID); !errors.Is(err, contract.ErrInvalidState) {
 		t.Fatalf("delete running: %v", err)
 	}
-	if _, err := s.Retry(ctx, running.ID, t0); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := s.Retry(ctx, running.ID, t0); !errors.Is(err, contract.ErrInvalidState) {
 		t.Fatalf("retry running: %v", err)
 	}
 	c, err := s.Cancel(ctx, running.ID, t0.Add(time.Second))
-	if err != nil || c.State != core.StateCancelled || !c.FinishedAt.Equal(t0.Add(time.Second)) || !c.LeaseUntil.IsZero() {
+	if err != nil || c.State != contract.StateCancelled || !c.FinishedAt.Equal(t0.Add(time.Second)) || !c.LeaseUntil.IsZero() {
 		t.Fatalf("cancel running: %+v %v", c, err)
 	}
-	if _, err := s.Cancel(ctx, running.ID, t0); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := s.Cancel(ctx, running.ID, t0); !errors.Is(err, contract.ErrInvalidState) {
 		t.Fatalf("cancel final: %v", err)
 	}
-	if _, err := s.Cancel(ctx, 12345, t0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Cancel(ctx, 12345, t0); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("cancel missing: %v", err)
 	}
-	if _, err := s.Retry(ctx, 12345, t0); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Retry(ctx, 12345, t0); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("retry missing: %v", err)
 	}
-	if err := s.Delete(ctx, 12345); !errors.Is(err, core.ErrNotFound) {
+	if err := s.Delete(ctx, 12345); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("delete missing: %v", err)
 	}
 	r, err := s.Retry(ctx, running.ID, t0.Add(2*time.Second))
-	if err != nil || r.State != core.StateAvailable || !r.FinishedAt.IsZero() || !r.RunAt.Equal(t0.Add(2*time.Second)) || r.MaxAttempts != 3 {
+	if err != nil || r.State != contract.StateAvailable || !r.FinishedAt.IsZero() || !r.RunAt.Equal(t0.Add(2*time.Second)) || r.MaxAttempts != 3 {
 		t.Fatalf("retry: %+v %v", r, err)
 	}
 	if err := s.Delete(ctx, res[1].Job.ID); err != nil {
@@ -446,7 +447,7 @@ func TestAdminAndPrune(t *testing.T) {
 	var seen []int64
 	after := int64(0)
 	for {
-		page, err := s.List(ctx, core.ListParams{Limit: 3, AfterID: after})
+		page, err := s.List(ctx, contract.ListParams{Limit: 3, AfterID: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,13 +460,13 @@ func TestAdminAndPrune(t *testing.T) {
 	if len(seen) != 9 {
 		t.Fatalf("paged %v", seen)
 	}
-	desc, _ := s.List(ctx, core.ListParams{Desc: true, Limit: 2, AfterID: seen[5]})
+	desc, _ := s.List(ctx, contract.ListParams{Desc: true, Limit: 2, AfterID: seen[5]})
 	if !reflect.DeepEqual(ids(desc), []int64{seen[4], seen[3]}) {
 		t.Fatalf("desc page %v", ids(desc))
 	}
-	filtered, _ := s.List(ctx, core.ListParams{Queue: "q0", Kind: "k0", States: []core.State{core.StateAvailable}})
+	filtered, _ := s.List(ctx, contract.ListParams{Queue: "q0", Kind: "k0", States: []contract.State{contract.StateAvailable}})
 	for _, j := range filtered {
-		if j.Queue != "q0" || j.Kind != "k0" || j.State != core.StateAvailable {
+		if j.Queue != "q0" || j.Kind != "k0" || j.State != contract.StateAvailable {
 			t.Fatalf("filter returned %+v", j)
 		}
 	}
@@ -473,12 +474,12 @@ func TestAdminAndPrune(t *testing.T) {
 		t.Fatalf("filtered %d", len(filtered))
 	}
 	// Prune in batches.
-	all, _ := s.List(ctx, core.ListParams{})
-	var outs []core.Outcome
+	all, _ := s.List(ctx, contract.ListParams{})
+	var outs []contract.Outcome
 	cl := claim(t, s, "q0", "w", 100, t0.Add(time.Hour))
 	cl = append(cl, claim(t, s, "q1", "w", 100, t0.Add(time.Hour))...)
 	for _, j := range cl {
-		outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: t0.Add(time.Duration(j.ID) * time.Second)})
+		outs = append(outs, contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: t0.Add(time.Duration(j.ID) * time.Second)})
 	}
 	finish(t, s, outs...)
 	if len(cl) != len(all) {
@@ -486,7 +487,7 @@ func TestAdminAndPrune(t *testing.T) {
 	}
 	total := 0
 	for {
-		n, err := s.Prune(ctx, core.StateCompleted, t0.Add(time.Hour), 2)
+		n, err := s.Prune(ctx, contract.StateCompleted, t0.Add(time.Hour), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -498,7 +499,7 @@ func TestAdminAndPrune(t *testing.T) {
 	if total != len(all) {
 		t.Fatalf("pruned %d of %d", total, len(all))
 	}
-	if _, err := s.Prune(ctx, core.StateRunning, t0, 10); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := s.Prune(ctx, contract.StateRunning, t0, 10); !errors.Is(err, contract.ErrInvalidState) {
 		t.Fatalf("prune running: %v", err)
 	}
 }
@@ -506,7 +507,7 @@ func TestAdminAndPrune(t *testing.T) {
 func TestWorkers(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
-	w := core.WorkerInfo{ID: "b", Host: "h", PID: 7, Queues: []string{"q1", "q2"}, Tags: []string{"t"}, Metadata: map[string]string{"v": "1"}, StartedAt: t0, HeartbeatAt: t0}
+	w := contract.WorkerInfo{ID: "b", Host: "h", PID: 7, Queues: []string{"q1", "q2"}, Tags: []string{"t"}, Metadata: map[string]string{"v": "1"}, StartedAt: t0, HeartbeatAt: t0}
 	if err := s.RegisterWorker(ctx, w); err != nil {
 		t.Fatal(err)
 	}
@@ -515,7 +516,7 @@ func TestWorkers(t *testing.T) {
 	if err := s.RegisterWorker(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	a := core.WorkerInfo{ID: "a", Host: "h2", PID: 1, Queues: []string{}, StartedAt: t0, HeartbeatAt: t0}
+	a := contract.WorkerInfo{ID: "a", Host: "h2", PID: 1, Queues: []string{}, StartedAt: t0, HeartbeatAt: t0}
 	if err := s.RegisterWorker(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +524,7 @@ func TestWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(ws, []core.WorkerInfo{a, w}) {
+	if !reflect.DeepEqual(ws, []contract.WorkerInfo{a, w}) {
 		t.Fatalf("workers %+v", ws)
 	}
 	if n, err := s.RemoveDeadWorkers(ctx, t0.Add(time.Second)); err != nil || n != 1 {
@@ -547,21 +548,21 @@ func TestTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.InsertTx(ctx, tx, t0, []core.InsertParams{job("q", "tx")})
+	res, err := s.InsertTx(ctx, tx, t0, []contract.InsertParams{job("q", "tx")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, res[0].Job.ID); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Get(ctx, res[0].Job.ID); !errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("rolled-back insert visible: %v", err)
 	}
 	xtx, err := sqlx.NewDb(s.DB(), "sqlite").BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err = s.InsertTx(ctx, xtx, t0, []core.InsertParams{job("q", "tx")}); err != nil {
+	if _, err = s.InsertTx(ctx, xtx, t0, []contract.InsertParams{job("q", "tx")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := xtx.Commit(); err != nil {
@@ -571,19 +572,19 @@ func TestTransactions(t *testing.T) {
 	if len(js) != 1 {
 		t.Fatalf("committed insert: claimed %d", len(js))
 	}
-	o := core.Outcome{JobID: js[0].ID, WorkerID: "w", ClaimSeq: js[0].ClaimSeq, Attempt: 1, Kind: core.OutcomeComplete, At: t0}
+	o := contract.Outcome{JobID: js[0].ID, WorkerID: "w", ClaimSeq: js[0].ClaimSeq, Attempt: 1, Kind: contract.OutcomeComplete, At: t0}
 	tx, _ = s.DB().BeginTx(ctx, nil)
 	if err := s.CompleteTx(ctx, tx, o); err != nil {
 		t.Fatal(err)
 	}
 	tx.Rollback()
-	if j, _ := s.Get(ctx, js[0].ID); j.State != core.StateRunning {
+	if j, _ := s.Get(ctx, js[0].ID); j.State != contract.StateRunning {
 		t.Fatalf("rolled-back completion applied: %s", j.State)
 	}
 	tx, _ = s.DB().BeginTx(ctx, nil)
 	bad := o
 	bad.ClaimSeq = 2
-	if err := s.CompleteTx(ctx, tx, bad); !errors.Is(err, core.ErrLeaseLost) {
+	if err := s.CompleteTx(ctx, tx, bad); !errors.Is(err, contract.ErrLeaseLost) {
 		t.Fatalf("stale CompleteTx: %v", err)
 	}
 	if err := s.CompleteTx(ctx, tx, o); err != nil {
@@ -592,14 +593,14 @@ func TestTransactions(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if j, _ := s.Get(ctx, js[0].ID); j.State != core.StateCompleted {
+	if j, _ := s.Get(ctx, js[0].ID); j.State != contract.StateCompleted {
 		t.Fatalf("committed completion: %s", j.State)
 	}
 	for _, bogus := range []any{nil, "tx", (*sql.Tx)(nil), &sql.DB{}} {
-		if _, err := s.InsertTx(ctx, bogus, t0, nil); !errors.Is(err, core.ErrUnsupported) {
+		if _, err := s.InsertTx(ctx, bogus, t0, nil); !errors.Is(err, contract.ErrUnsupported) {
 			t.Fatalf("InsertTx(%T): %v", bogus, err)
 		}
-		if err := s.CompleteTx(ctx, bogus, o); !errors.Is(err, core.ErrUnsupported) {
+		if err := s.CompleteTx(ctx, bogus, o); !errors.Is(err, contract.ErrUnsupported) {
 			t.Fatalf("CompleteTx(%T): %v", bogus, err)
 		}
 	}
@@ -607,8 +608,8 @@ func TestTransactions(t *testing.T) {
 
 func TestOptionsAndClose(t *testing.T) {
 	ctx := context.Background()
-	for _, st := range []core.ClaimStrategy{core.StrategySkipLocked, core.StrategyOptimistic} {
-		if _, err := Open(ctx, ":memory:", WithStrategy(st)); !errors.Is(err, core.ErrUnsupported) {
+	for _, st := range []contract.ClaimStrategy{contract.StrategySkipLocked, contract.StrategyOptimistic} {
+		if _, err := Open(ctx, ":memory:", WithStrategy(st)); !errors.Is(err, contract.ErrUnsupported) {
 			t.Fatalf("%s: %v; want ErrUnsupported (SQLite claims serialized)", st, err)
 		}
 	}
@@ -635,10 +636,10 @@ func TestOptionsAndClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, 1); !errors.Is(err, core.ErrClosed) {
+	if _, err := s.Get(ctx, 1); !errors.Is(err, contract.ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
-	if _, err := s.Claim(ctx, core.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0}); !errors.Is(err, core.ErrClosed) {
+	if _, err := s.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0}); !errors.Is(err, contract.ErrClosed) {
 		t.Fatalf("claim after close: %v", err)
 	}
 	// Two prefixes side by side in one file, migrated without each other.

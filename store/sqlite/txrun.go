@@ -3,12 +3,12 @@ package sqlite
 import (
 	"context"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // RunTx runs fn in one transaction on the store's *sql.DB
-// (core.TxRunner): tx is an *sql.Tx (SERIALIZABLE, as every SQLite
+// (contract.TxRunner): tx is an *sql.Tx (SERIALIZABLE, as every SQLite
 // transaction; BEGIN IMMEDIATE with Open's DSN, so it holds the
 // database's write lock from the start), committed when fn returns nil and
 // rolled back otherwise (fn's error is returned unchanged; a panic rolls
@@ -24,7 +24,7 @@ import (
 // nothing is retried.
 func (s *Store) RunTx(ctx context.Context, fn func(tx any) error) error {
 	if s.closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	return sqlq.RunTx(ctx, s.db, nil, fn)
 }

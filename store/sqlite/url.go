@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store"
 )
 
@@ -22,14 +22,14 @@ func init() {
 // openURL opens a store from a "sqlite:" URL (see the package doc). With
 // create=false a missing database file is an error wrapping
 // core.ErrNotFound instead of a new, empty database.
-func openURL(ctx context.Context, u *url.URL) (core.Store, error) {
+func openURL(ctx context.Context, u *url.URL) (contract.Store, error) {
 	path, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
 	if create, _ := strconv.ParseBool(u.Query().Get("create")); u.Query().Has("create") && !create && path != ":memory:" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("sqlite: database file %s does not exist: %w", path, core.ErrNotFound)
+			return nil, fmt.Errorf("sqlite: database file %s does not exist: %w", path, contract.ErrNotFound)
 		}
 	}
 	return Open(ctx, path, opts...)
@@ -66,7 +66,7 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		case "prefix":
 			opts = append(opts, WithPrefix(v))
 		case "strategy":
-			opts = append(opts, WithStrategy(core.ClaimStrategy(v)))
+			opts = append(opts, WithStrategy(contract.ClaimStrategy(v)))
 		case "migrate":
 			b, err := strconv.ParseBool(v)
 			if err != nil {

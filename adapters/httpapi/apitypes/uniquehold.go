@@ -12,7 +12,7 @@ import (
 type UniqueHold struct {
 	// Key is the unique key as the job gave it; Scope is global, queue or
 	// kind; ScopedKey is the key within its scope (the hold's identity,
-	// core.ScopedUniqueKey).
+	// contract.ScopedUniqueKey).
 	Key       string `json:"key"`
 	Scope     string `json:"scope"`
 	ScopedKey string `json:"scoped_key"`

@@ -16,6 +16,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -116,7 +117,7 @@ func TestProblems(t *testing.T) {
 // TestRoundTrip exercises every endpoint once, on every backend.
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		s := startServer(t, st, core.Config{Retry: core.DelayList{time.Hour}}, false)
 		ctx := context.Background()
 
@@ -420,7 +421,7 @@ func TestOutcomeRetryLeaseLost(t *testing.T) {
 // submitted while it waits.
 func TestLongPollClaim(t *testing.T) {
 	t.Parallel()
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		s := startServer(t, st, core.Config{}, false)
 		ctx := context.Background()
 		if _, err := s.worker.RegisterWorker(ctx, "poller", client.RegisterRequest{Queues: []string{"q"}}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/backlogq/backlog/adapters/httpapi"
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -49,8 +50,8 @@ func (e *eventsByJob) get(id int64) (core.Event, bool) {
 // kind "exp", an exact ExponentialBackoff (the engine's per-kind policy
 // in process, declared on the server's engine).
 func TestSameDecisionInProcessAndRemote(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
-		continueAt := core.UTC(time.Now().Add(24 * time.Hour)).Truncate(time.Second)
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
+		continueAt := contract.UTC(time.Now().Add(24 * time.Hour)).Truncate(time.Second)
 		exp := core.ExponentialBackoff{Base: 30 * time.Second, Max: time.Hour, Jitter: -1}
 		// handle is the one handler both sides run, by kind.
 		handle := func(kind string) ([]byte, error) {

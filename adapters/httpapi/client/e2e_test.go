@@ -17,6 +17,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 )
@@ -140,7 +141,7 @@ echo "done $BACKLOG_JOB_ID"`
 // after its 2 attempts.
 func TestDrain(t *testing.T) {
 	t.Parallel()
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		s := startServer(t, st, core.Config{Retry: core.DelayList{10 * time.Millisecond}}, false)
 		ctx := context.Background()
 		const n = 1000
@@ -287,7 +288,7 @@ func TestDrain(t *testing.T) {
 // surviving worker completes them.
 func TestKilledWorker(t *testing.T) {
 	t.Parallel()
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		s := startServer(t, st, core.Config{
 			HeartbeatInterval: 500 * time.Millisecond, WorkerStaleAfter: time.Second, WorkerDeadAfter: 2 * time.Second,
 			LeaseDuration: time.Hour, MaintenanceInterval: 200 * time.Millisecond,

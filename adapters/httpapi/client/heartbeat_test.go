@@ -21,6 +21,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/syncbuf"
 	"github.com/backlogq/backlog/internal/teststores"
 )
@@ -224,7 +225,7 @@ func TestWorkerLostClaimHandedBack(t *testing.T) {
 	defer close(release)
 	waitFor(t, 20*time.Second, "the worker's job to run", func() bool { return len(w.Running()) == 1 })
 	now := clock.Now()
-	got, err := st.Claim(ctx, core.ClaimParams{Queue: "elsewhere", WorkerID: "w-lost", Limit: 1, Now: now, LeaseUntil: now.Add(30 * time.Second)})
+	got, err := st.Claim(ctx, contract.ClaimParams{Queue: "elsewhere", WorkerID: "w-lost", Limit: 1, Now: now, LeaseUntil: now.Add(30 * time.Second)})
 	if err != nil || len(got) != 1 || got[0].ID != lost.Job.ID {
 		t.Fatalf("claim for the worker: %v %+v", err, got)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/backlogq/backlog/adapters/httpapi"
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Tokens of the test servers.
@@ -36,7 +37,7 @@ func quiet() *slog.Logger {
 // store, with one API client per role.
 type testServer struct {
 	t        *testing.T
-	st       core.Store
+	st       contract.Store
 	core     *core.Client
 	api      *httpapi.Server
 	hs       *httptest.Server
@@ -49,7 +50,7 @@ type testServer struct {
 // startServer serves the API over st. With maintenance set the core client
 // is started (no queues: it only runs maintenance); otherwise maintenance
 // is off.
-func startServer(t *testing.T, st core.Store, ccfg core.Config, maintenance bool) *testServer {
+func startServer(t *testing.T, st contract.Store, ccfg core.Config, maintenance bool) *testServer {
 	t.Helper()
 	if !maintenance {
 		ccfg.MaintenanceInterval = -1

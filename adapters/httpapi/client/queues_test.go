@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -14,7 +15,7 @@ import (
 // by name.
 func TestQueuesReadsEveryPage(t *testing.T) {
 	st := teststores.Memory(t)
-	now := core.UTC(time.Now())
+	now := contract.UTC(time.Now())
 	var ps []core.InsertParams
 	for i := range 2345 {
 		ps = append(ps, core.InsertParams{Queue: fmt.Sprintf("q%05d", i), Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: now})

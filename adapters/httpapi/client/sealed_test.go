@@ -12,6 +12,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -22,7 +23,7 @@ import (
 // fails such a job's attempt with a decrypt error instead of handing the
 // handler ciphertext.
 func TestWorkerOpensAndSealsWithItsKeys(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		keys, err := core.NewKeyring("k1", map[string][]byte{"k1": bytes.Repeat([]byte{9}, core.KeySize)})
 		if err != nil {
 			t.Fatal(err)
@@ -68,10 +69,10 @@ func TestWorkerOpensAndSealsWithItsKeys(t *testing.T) {
 		}
 		a, _ := st.Get(ctx, ok.Job.ID)
 		b, _ := st.Get(ctx, bad.Job.ID)
-		if !core.IsSealed(a.Result) || strings.Contains(string(a.Result), "secret") {
+		if !contract.IsSealed(a.Result) || strings.Contains(string(a.Result), "secret") {
 			t.Fatalf("stored result %s; want sealed by the worker", a.Result)
 		}
-		if len(b.Errors) != 1 || !core.IsSealedText(b.Errors[0].Error) {
+		if len(b.Errors) != 1 || !contract.IsSealedText(b.Errors[0].Error) {
 			t.Fatalf("stored errors %+v; want the text sealed by the worker", b.Errors)
 		}
 		if opened, err := keys.OpenJob(b); err != nil || opened.Errors[0].Error != "secret failure" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -19,7 +20,7 @@ import (
 // answers with the job as it is when its wait passes; a missing job is
 // core.ErrNotFound and ctx's end is ctx's error.
 func TestWait(t *testing.T) {
-	teststores.Run(t, func(t *testing.T, st core.Store) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
 		s := startServer(t, st, core.Config{}, false)
 		ctx := context.Background()
 		ok, err := s.producer.Submit(ctx, client.SubmitRequest{Kind: "ok", Args: []byte(`{"n":1}`)})

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -200,7 +202,7 @@ func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
 		return nil, fmt.Errorf("backlog worker: concurrency %d is negative", cfg.Concurrency)
 	}
 	for _, q := range cfg.Queues {
-		if err := core.ValidateQueueName(q); err != nil {
+		if err := contract.ValidateQueueName(q); err != nil {
 			return nil, fmt.Errorf("backlog worker: %w", err)
 		}
 	}
@@ -610,7 +612,7 @@ func (w *Worker) runTask(t *task, release func()) {
 
 	cause := context.Cause(ctx)
 	unrenewed := errors.Is(cause, ErrLeaseUnrenewed)
-	if unrenewed && !(ran && core.Classify(ctx, err).Kind != core.OutcomeRetry) {
+	if unrenewed && !(ran && core.Classify(ctx, err).Kind != contract.OutcomeRetry) {
 		// Stopped before a lease the worker could not renew ran out: hand
 		// the job back without using an attempt, with an error entry
 		// saying why (as in process). If the server answers again before
@@ -619,7 +621,7 @@ func (w *Worker) runTask(t *task, release func()) {
 		// deliberate outcome all the same (a result, Continue, Snooze,
 		// Cancel, Permanent) did its work: that outcome is reported
 		// instead, so a finished job is never handed back to run again.
-		span.End(string(core.OutcomeSnooze), nil)
+		span.End(string(contract.OutcomeSnooze), nil)
 		w.report(job, outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: job.LeaseToken, HandBack: core.CauseLeaseUnrenewed}}, release)
 		return
 	}
@@ -645,7 +647,7 @@ func (w *Worker) runTask(t *task, release func()) {
 // opened by the worker's keys (core.Encryption.OpenForHandler); job itself
 // keeps the values as served.
 func (w *Worker) openForHandler(job *Job) (*Job, error) {
-	if !core.IsSealed(job.Args) && w.cfg.Encryption == nil {
+	if !contract.IsSealed(job.Args) && w.cfg.Encryption == nil {
 		return job, nil
 	}
 	opened, err := w.cfg.Encryption.OpenForHandler(job.CoreJob())
@@ -666,19 +668,19 @@ func (w *Worker) seal(kind string, o outcome) outcome {
 	}
 	switch o.kind {
 	case "complete":
-		co := core.Outcome{Kind: core.OutcomeComplete, Result: o.complete.Result}
+		co := contract.Outcome{Kind: contract.OutcomeComplete, Result: o.complete.Result}
 		enc.SealOutcome(&co, kind)
 		o.complete.Result = co.Result
 	case "fail":
 		ae := core.AttemptError{Error: o.fail.Error, Trace: o.fail.Trace}
-		co := core.Outcome{Kind: core.OutcomeRetry, Error: &ae}
+		co := contract.Outcome{Kind: contract.OutcomeRetry, Error: &ae}
 		enc.SealOutcome(&co, kind)
 		o.fail.Error, o.fail.Trace = co.Error.Error, co.Error.Trace
 	case "continue":
 		if !json.Valid(o.cont.Args) {
 			break // left as it is for the server to find invalid
 		}
-		co := core.Outcome{Kind: core.OutcomeContinue, NextKind: o.cont.Kind, NextArgs: o.cont.Args}
+		co := contract.Outcome{Kind: contract.OutcomeContinue, NextKind: o.cont.Kind, NextArgs: o.cont.Args}
 		enc.SealOutcome(&co, kind)
 		o.cont.Args = co.NextArgs
 	}
@@ -717,18 +719,18 @@ func (w *Worker) decide(ctx context.Context, job *Job, res json.RawMessage, err 
 	tok := job.LeaseToken
 	v := core.Classify(ctx, err)
 	switch v.Kind {
-	case core.OutcomeComplete:
+	case contract.OutcomeComplete:
 		if len(res) > 0 && !json.Valid(res) {
 			return failOutcome(job, FailRetry, errors.New("the handler's result is not valid JSON"), nil)
 		}
 		return outcome{kind: "complete", complete: CompleteRequest{LeaseToken: tok, Result: res}}
-	case core.OutcomeSnooze:
+	case contract.OutcomeSnooze:
 		return outcome{kind: "snooze", snooze: SnoozeRequest{LeaseToken: tok, Delay: v.Delay}}
-	case core.OutcomeContinue:
+	case contract.OutcomeContinue:
 		return outcome{kind: "continue", cont: ContinueRequest{LeaseToken: tok, Kind: v.Next.Kind, Args: v.Next.Args, RunAt: v.Next.RunAt}}
-	case core.OutcomeCancel:
+	case contract.OutcomeCancel:
 		return failOutcome(job, FailCancel, v.Err, nil)
-	case core.OutcomeDiscard:
+	case contract.OutcomeDiscard:
 		return failOutcome(job, FailDiscard, v.Err, nil)
 	}
 	return failOutcome(job, FailRetry, v.Err, v.RetryIn)

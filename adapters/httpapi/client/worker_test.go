@@ -16,6 +16,7 @@ import (
 
 	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -283,7 +284,7 @@ func TestWorkerServerDown(t *testing.T) {
 type jumpClock struct{ offset atomic.Int64 }
 
 func (c *jumpClock) Now() time.Time {
-	return core.UTC(time.Now().Add(time.Duration(c.offset.Load())))
+	return contract.UTC(time.Now().Add(time.Duration(c.offset.Load())))
 }
 
 // TestWorkerReregisters: a worker the server declared dead (its clock

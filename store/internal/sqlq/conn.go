@@ -7,9 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/backlogq/backlog/core/contract"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/jmoiron/sqlx"
 )
 
 // Rows is the cursor a Conn returns; *sql.Rows implements it, and a pgx.Rows
@@ -143,21 +143,21 @@ type GuardedDB struct {
 
 func (d *GuardedDB) Exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if d.Closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return d.StdDB.Exec(ctx, q, args...)
 }
 
 func (d *GuardedDB) Query(ctx context.Context, q string, args ...any) (Rows, error) {
 	if d.Closed.Load() {
-		return nil, core.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return d.StdDB.Query(ctx, q, args...)
 }
 
 func (d *GuardedDB) InTx(ctx context.Context, fn func(Conn) error) error {
 	if d.Closed.Load() {
-		return core.ErrClosed
+		return contract.ErrClosed
 	}
 	return d.StdDB.InTx(ctx, fn)
 }
@@ -176,5 +176,5 @@ func TxConn(name string, tx any) (Conn, error) {
 			return StdConn{X: t.Tx}, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: transaction of type %T (want *sql.Tx or *sqlx.Tx): %w", name, tx, core.ErrUnsupported)
+	return nil, fmt.Errorf("%s: transaction of type %T (want *sql.Tx or *sqlx.Tx): %w", name, tx, contract.ErrUnsupported)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Type names the kind of value a bind parameter carries, for dialects that
@@ -59,7 +59,7 @@ type Dialect interface {
 	// AppendJSON returns an expression evaluating to the JSON array column
 	// col (the errors history) with the JSON value expression val
 	// appended, after dropping the array's second element when it already
-	// holds core.MaxErrorEntries (SQLite: json_insert(…,'$[#]',json(val))
+	// holds contract.MaxErrorEntries (SQLite: json_insert(…,'$[#]',json(val))
 	// over json_remove(col,'$[1]'); Postgres: (col - 1) ||
 	// jsonb_build_array(val::jsonb); MySQL: JSON_ARRAY_APPEND over
 	// JSON_REMOVE(col,'$[1]')). val appears once in the expression (it may
@@ -120,7 +120,7 @@ type Dialect interface {
 	// reads: " FOR UPDATE", or " FOR UPDATE SKIP LOCKED" when skipLocked.
 	// It returns "" when the database has no row locks (SQLite, where every
 	// write transaction already holds the database lock); a dialect returning
-	// "" for skipLocked cannot run core.StrategySkipLocked.
+	// "" for skipLocked cannot run contract.StrategySkipLocked.
 	LockSuffix(skipLocked bool) string
 
 	// MaxParams is the most bind parameters one statement may carry.
@@ -138,13 +138,13 @@ type Dialect interface {
 	// ArgsContain returns a condition, for List's WHERE clause, that
 	// holds when the JSON column col contains the args search pattern
 	// (core.ListParams.ArgsContains: pattern as given, leaves as
-	// core.ParseArgsPattern returned them, at least one) and is not
+	// contract.ParseArgsPattern returned them, at least one) and is not
 	// sealed (no top-level "backlog_enc" key). arg binds a value and
 	// returns its placeholder, cast to t where the dialect casts. Standard
 	// uses SQLite's json_type and json_extract, one test per leaf;
 	// Postgres uses jsonb containment (col @> pattern), MySQL JSON_CONTAINS
 	// per leaf.
-	ArgsContain(col string, pattern []byte, leaves []core.ArgsLeaf, arg func(v any, t Type) string) string
+	ArgsContain(col string, pattern []byte, leaves []contract.ArgsLeaf, arg func(v any, t Type) string) string
 }
 
 // Standard implements every Dialect hook in the form SQLite and Postgres
@@ -173,9 +173,9 @@ func (Standard) Time(t time.Time) any {
 }
 
 // AppendJSON uses SQLite's json_insert, after json_remove of the second
-// element of a full history (core.MaxErrorEntries).
+// element of a full history (contract.MaxErrorEntries).
 func (Standard) AppendJSON(col, val string) string {
-	return "json_insert(CASE WHEN json_array_length(" + col + ") >= " + strconv.Itoa(core.MaxErrorEntries) +
+	return "json_insert(CASE WHEN json_array_length(" + col + ") >= " + strconv.Itoa(contract.MaxErrorEntries) +
 		" THEN json_remove(" + col + ",'$[1]') ELSE " + col + " END,'$[#]',json(" + val + "))"
 }
 
@@ -254,7 +254,7 @@ func (Standard) UniqueViolation(error) bool { return false }
 // 'text', 'integer' or 'real', 'true', 'false', 'null') and, for strings
 // and numbers, json_extract (its value): a missing path, an array or an
 // object where a scalar is wanted has another type or none.
-func (Standard) ArgsContain(col string, _ []byte, leaves []core.ArgsLeaf, arg func(v any, t Type) string) string {
+func (Standard) ArgsContain(col string, _ []byte, leaves []contract.ArgsLeaf, arg func(v any, t Type) string) string {
 	var b strings.Builder
 	b.WriteString("(json_type(" + col + ", '$.backlog_enc') IS NULL")
 	for _, l := range leaves {
@@ -281,7 +281,7 @@ type Tables struct {
 	Jobs    string // e.g. "backlog_jobs" or "backlog.jobs"
 	Queues  string // e.g. "backlog_queues"
 	Workers string // e.g. "backlog_workers"
-	// Settings is the core.Settings table, e.g. "backlog_settings"; ""
+	// Settings is the contract.Settings table, e.g. "backlog_settings"; ""
 	// means none (the settings methods return core.ErrUnsupported).
 	Settings string
 	// Holds is the unique-key holds table (see InsertKeyed), e.g.

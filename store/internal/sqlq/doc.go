@@ -68,6 +68,6 @@
 // # Time
 //
 // Nothing here reads a clock; every time comes from the caller (UTC,
-// microseconds), as core.Store requires. The one exception is the
+// microseconds), as contract.Store requires. The one exception is the
 // Retrier's backoff between retries of transient errors.
 package sqlq

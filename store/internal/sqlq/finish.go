@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Change is one job's new values: a finish outcome (OutcomeChange), a
@@ -16,7 +16,7 @@ type Change struct {
 	ClaimSeq int64  // a finish: the claim it must be held at
 	Version  int64  // a rescue or discard: the version the row must still have
 
-	State      core.State
+	State      contract.State
 	NewAttempt int
 	RunAt      time.Time // zero: keep
 	FinishedAt time.Time // zero: NULL
@@ -30,7 +30,7 @@ type Change struct {
 // OutcomeChange turns a finish outcome into a holder-fenced change: the
 // state, attempt, run_at, finished_at, error entry, result and next kind and
 // args the outcome's kind asks for. An unknown kind is an error.
-func OutcomeChange(o *core.Outcome) (Change, error) {
+func OutcomeChange(o *contract.Outcome) (Change, error) {
 	ch := Change{ID: o.JobID, Worker: o.WorkerID, ClaimSeq: o.ClaimSeq, NewAttempt: o.Attempt}
 	if o.Error != nil {
 		e, err := EncodeError(*o.Error)
@@ -39,38 +39,38 @@ func OutcomeChange(o *core.Outcome) (Change, error) {
 		}
 		ch.Err = e
 	}
-	at := core.UTC(o.At)
-	runAt := core.UTC(o.RunAt)
-	dueState := func() core.State {
+	at := contract.UTC(o.At)
+	runAt := contract.UTC(o.RunAt)
+	dueState := func() contract.State {
 		if runAt.After(at) {
-			return core.StateScheduled
+			return contract.StateScheduled
 		}
-		return core.StateAvailable
+		return contract.StateAvailable
 	}
 	switch o.Kind {
-	case core.OutcomeComplete:
-		ch.State, ch.FinishedAt = core.StateCompleted, at
+	case contract.OutcomeComplete:
+		ch.State, ch.FinishedAt = contract.StateCompleted, at
 		ch.Result, ch.SetResult = o.Result, true
-	case core.OutcomeRetry:
-		ch.State, ch.RunAt = core.StateRetryable, runAt
-	case core.OutcomeSnooze:
+	case contract.OutcomeRetry:
+		ch.State, ch.RunAt = contract.StateRetryable, runAt
+	case contract.OutcomeSnooze:
 		ch.State, ch.RunAt = dueState(), runAt
 		ch.NewAttempt = max(0, o.Attempt-1)
-	case core.OutcomeContinue:
+	case contract.OutcomeContinue:
 		ch.State, ch.RunAt = dueState(), runAt
 		ch.NewAttempt = 0
 		ch.Kind = o.NextKind
 		if o.NextArgs != nil {
 			ch.Args = o.NextArgs
 		}
-	case core.OutcomeCancel:
-		ch.State, ch.FinishedAt = core.StateCancelled, at
-	case core.OutcomeDiscard:
-		ch.State, ch.FinishedAt = core.StateDiscarded, at
+	case contract.OutcomeCancel:
+		ch.State, ch.FinishedAt = contract.StateCancelled, at
+	case contract.OutcomeDiscard:
+		ch.State, ch.FinishedAt = contract.StateDiscarded, at
 	default:
-		return ch, fmt.Errorf("job %d: unknown outcome kind %q: %w", o.JobID, o.Kind, core.ErrInvalidArgument)
+		return ch, fmt.Errorf("job %d: unknown outcome kind %q: %w", o.JobID, o.Kind, contract.ErrInvalidArgument)
 	}
-	if ch.RunAt.IsZero() && (o.Kind == core.OutcomeRetry || o.Kind == core.OutcomeSnooze || o.Kind == core.OutcomeContinue) {
+	if ch.RunAt.IsZero() && (o.Kind == contract.OutcomeRetry || o.Kind == contract.OutcomeSnooze || o.Kind == contract.OutcomeContinue) {
 		ch.RunAt = at // no RunAt given: due at once
 	}
 	return ch, nil
@@ -100,9 +100,9 @@ func (ch *Change) AppendRow(args []any, d Dialect) []any {
 // indexes of the ones to apply, and returns the ids whose fence held (the
 // job still running under the outcome's worker at its claim) and which it
 // therefore changed. Both run on c.
-func FinishRounds(ctx context.Context, c Conn, name string, outcomes []core.Outcome, chunk int,
-	update, del func(ctx context.Context, c Conn, chs []Change, part []int) (map[int64]bool, error)) ([]core.FinishResult, error) {
-	res := make([]core.FinishResult, len(outcomes))
+func FinishRounds(ctx context.Context, c Conn, name string, outcomes []contract.Outcome, chunk int,
+	update, del func(ctx context.Context, c Conn, chs []Change, part []int) (map[int64]bool, error)) ([]contract.FinishResult, error) {
+	res := make([]contract.FinishResult, len(outcomes))
 	chs := make([]Change, len(outcomes))
 	for i := range outcomes {
 		res[i].JobID = outcomes[i].JobID
@@ -128,7 +128,7 @@ func FinishRounds(ctx context.Context, c Conn, name string, outcomes []core.Outc
 	for _, round := range Rounds(len(outcomes), func(i int) int64 { return outcomes[i].JobID }) {
 		var upd, dels []int
 		for _, i := range round {
-			if o := &outcomes[i]; o.Kind == core.OutcomeComplete && o.Delete {
+			if o := &outcomes[i]; o.Kind == contract.OutcomeComplete && o.Delete {
 				dels = append(dels, i)
 			} else {
 				upd = append(upd, i)

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
 // DuplicateKeyUpserter is implemented by dialects whose upsert is INSERT
@@ -20,7 +21,7 @@ type DuplicateKeyUpserter interface {
 	DuplicateKeyUpdate() bool
 }
 
-// historyTables returns the core.QueueHistory tables, which sit beside
+// historyTables returns the contract.QueueHistory tables, which sit beside
 // the holds table (the same prefix or schema): <…>queue_history and
 // <…>queue_totals. ok is false when the Tables name no holds table of
 // that form.
@@ -32,7 +33,7 @@ func (s *Store) historyTables() (history, totals string, ok bool) {
 	return base + "queue_history", base + "queue_totals", true
 }
 
-var errNoHistoryTables = fmt.Errorf("sqlq: no queue history tables: %w", core.ErrUnsupported)
+var errNoHistoryTables = fmt.Errorf("sqlq: no queue history tables: %w", contract.ErrUnsupported)
 
 // upsertDuplicateKey reports whether the dialect upserts with ON
 // DUPLICATE KEY UPDATE.
@@ -41,20 +42,20 @@ func (s *Store) upsertDuplicateKey() bool {
 	return ok && u.DuplicateKeyUpdate()
 }
 
-// AddQueueHistory implements core.QueueHistory: in one transaction, one
+// AddQueueHistory implements contract.QueueHistory: in one transaction, one
 // additive upsert of the merged samples into the history table (counts
 // added to the stored ones, the gauge replaced only by one of a later or
 // equal gauge_at) and one into the totals, rows in (queue, minute)
 // order so that concurrent writers lock them in one order.
-func (s *Store) AddQueueHistory(ctx context.Context, samples []core.QueueSample) error {
-	if err := core.CheckQueueSamples(samples); err != nil {
+func (s *Store) AddQueueHistory(ctx context.Context, samples []contract.QueueSample) error {
+	if err := storekit.CheckQueueSamples(samples); err != nil {
 		return err
 	}
 	hist, tot, ok := s.historyTables()
 	if !ok {
 		return errNoHistoryTables
 	}
-	merged := core.MergeQueueSamples(samples)
+	merged := storekit.MergeQueueSamples(samples)
 	if len(merged) == 0 {
 		return nil
 	}
@@ -94,7 +95,7 @@ func (s *Store) AddQueueHistory(ctx context.Context, samples []core.QueueSample)
 				if x.Gauge {
 					gaugeAt = x.At
 				}
-				b.w("(", b.argT(x.Queue, TypeText), ", ", b.argT(s.d.Time(core.HistoryMinute(x.At)), TypeTime), ", ",
+				b.w("(", b.argT(x.Queue, TypeText), ", ", b.argT(s.d.Time(contract.HistoryMinute(x.At)), TypeTime), ", ",
 					b.argT(x.Completed, TypeInt), ", ", b.argT(x.Failed, TypeInt), ", ", b.argT(s.d.Time(gaugeAt), TypeTime), ", ",
 					b.argT(x.Depth, TypeInt), ", ", b.argT(x.OldestAge.Milliseconds(), TypeInt), ")")
 			}
@@ -143,15 +144,15 @@ func (s *Store) AddQueueHistory(ctx context.Context, samples []core.QueueSample)
 	})
 }
 
-// QueueHistory implements core.QueueHistory: the rows of queue (every
+// QueueHistory implements contract.QueueHistory: the rows of queue (every
 // queue when "") from since's minute on, through the (queue, minute)
 // unique index or the minute index.
-func (s *Store) QueueHistory(ctx context.Context, queue string, since time.Time) ([]core.QueueBucket, error) {
+func (s *Store) QueueHistory(ctx context.Context, queue string, since time.Time) ([]contract.QueueBucket, error) {
 	hist, _, ok := s.historyTables()
 	if !ok {
 		return nil, errNoHistoryTables
 	}
-	var out []core.QueueBucket
+	var out []contract.QueueBucket
 	err := s.retry(ctx, func() error {
 		out = nil
 		b := newBuilder(s.d, 2)
@@ -159,7 +160,7 @@ func (s *Store) QueueHistory(ctx context.Context, queue string, since time.Time)
 		if queue != "" {
 			b.w("queue = ", b.arg(queue), " AND ")
 		}
-		b.w("minute >= ", b.arg(s.d.Time(core.HistoryMinute(since))), " ORDER BY queue, minute")
+		b.w("minute >= ", b.arg(s.d.Time(contract.HistoryMinute(since))), " ORDER BY queue, minute")
 		rows, err := s.db.Query(ctx, b.String(), b.args...)
 		if err != nil {
 			return err
@@ -167,7 +168,7 @@ func (s *Store) QueueHistory(ctx context.Context, queue string, since time.Time)
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				q  core.QueueBucket
+				q  contract.QueueBucket
 				ms int64
 			)
 			if err := rows.Scan(&q.Queue, timeDest{&q.Minute}, &q.Completed, &q.Failed, timeDest{&q.GaugeAt}, &q.Depth, &ms); err != nil {
@@ -185,19 +186,19 @@ func (s *Store) QueueHistory(ctx context.Context, queue string, since time.Time)
 		return rows.Err()
 	})
 	// Byte order of queue names, whatever the database's collation.
-	slices.SortStableFunc(out, func(a, b core.QueueBucket) int {
+	slices.SortStableFunc(out, func(a, b contract.QueueBucket) int {
 		return cmp.Or(cmp.Compare(a.Queue, b.Queue), a.Minute.Compare(b.Minute))
 	})
 	return out, err
 }
 
-// QueueTotals implements core.QueueHistory.
-func (s *Store) QueueTotals(ctx context.Context) ([]core.QueueTotals, error) {
+// QueueTotals implements contract.QueueHistory.
+func (s *Store) QueueTotals(ctx context.Context) ([]contract.QueueTotals, error) {
 	_, tot, ok := s.historyTables()
 	if !ok {
 		return nil, errNoHistoryTables
 	}
-	var out []core.QueueTotals
+	var out []contract.QueueTotals
 	err := s.retry(ctx, func() error {
 		out = nil
 		rows, err := s.db.Query(ctx, "SELECT queue, completed, failed FROM "+tot)
@@ -206,7 +207,7 @@ func (s *Store) QueueTotals(ctx context.Context) ([]core.QueueTotals, error) {
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var t core.QueueTotals
+			var t contract.QueueTotals
 			if err := rows.Scan(&t.Queue, &t.Completed, &t.Failed); err != nil {
 				return err
 			}
@@ -214,14 +215,14 @@ func (s *Store) QueueTotals(ctx context.Context) ([]core.QueueTotals, error) {
 		}
 		return rows.Err()
 	})
-	slices.SortFunc(out, func(a, b core.QueueTotals) int { return cmp.Compare(a.Queue, b.Queue) })
+	slices.SortFunc(out, func(a, b contract.QueueTotals) int { return cmp.Compare(a.Queue, b.Queue) })
 	return out, err
 }
 
-// DueJobs implements core.QueueHistory with one grouped read of the
+// DueJobs implements contract.QueueHistory with one grouped read of the
 // pending jobs due at now (the states of the claim index).
-func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, error) {
-	var out []core.QueueDue
+func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]contract.QueueDue, error) {
+	var out []contract.QueueDue
 	err := s.retry(ctx, func() error {
 		out = nil
 		b := newBuilder(s.d, 1)
@@ -233,7 +234,7 @@ func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, er
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var d core.QueueDue
+			var d contract.QueueDue
 			if err := rows.Scan(&d.Queue, &d.Count, timeDest{&d.OldestRunAt}); err != nil {
 				return err
 			}
@@ -242,11 +243,11 @@ func (s *Store) DueJobs(ctx context.Context, now time.Time) ([]core.QueueDue, er
 		}
 		return rows.Err()
 	})
-	slices.SortFunc(out, func(a, b core.QueueDue) int { return cmp.Compare(a.Queue, b.Queue) })
+	slices.SortFunc(out, func(a, b contract.QueueDue) int { return cmp.Compare(a.Queue, b.Queue) })
 	return out, err
 }
 
-// PruneQueueHistory implements core.QueueHistory: one bounded DELETE of
+// PruneQueueHistory implements contract.QueueHistory: one bounded DELETE of
 // the oldest rows before `before`, by id.
 func (s *Store) PruneQueueHistory(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit < 1 {
@@ -271,4 +272,4 @@ func (s *Store) PruneQueueHistory(ctx context.Context, before time.Time, limit i
 	return n, err
 }
 
-var _ core.QueueHistory = (*Store)(nil)
+var _ contract.QueueHistory = (*Store)(nil)

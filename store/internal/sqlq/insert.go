@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // MatchInserted fills res[i] for each input index i in send from the rows
@@ -14,24 +14,24 @@ import (
 // is insert order (every row sent is inserted: the jobs table has no
 // unique index; unique keys are held in their own table, InsertKeyed).
 // name prefixes the error.
-func MatchInserted(name string, jobs []core.InsertParams, send []int, got []*core.Job, res []core.InsertResult) error {
+func MatchInserted(name string, jobs []contract.InsertParams, send []int, got []*contract.Job, res []contract.InsertResult) error {
 	if len(got) != len(send) {
 		return fmt.Errorf("%s: insert returned %d rows for the %d it inserted", name, len(got), len(send))
 	}
-	slices.SortFunc(got, func(a, b *core.Job) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(got, func(a, b *contract.Job) int { return cmp.Compare(a.ID, b.ID) })
 	for k, i := range send {
-		res[i] = core.InsertResult{Job: got[k]}
+		res[i] = contract.InsertResult{Job: got[k]}
 	}
 	return nil
 }
 
 // InsertState is the state a newly inserted job starts in: scheduled when
 // its RunAt is after now, else available.
-func InsertState(p *core.InsertParams, now time.Time) core.State {
+func InsertState(p *contract.InsertParams, now time.Time) contract.State {
 	if p.RunAt.After(now) {
-		return core.StateScheduled
+		return contract.StateScheduled
 	}
-	return core.StateAvailable
+	return contract.StateAvailable
 }
 
 // AppendInsertRow appends to args the values a store's insert statement
@@ -39,7 +39,7 @@ func InsertState(p *core.InsertParams, now time.Time) core.State {
 // priority, state (InsertState), max_attempts, run_at, deadline, unique_key
 // (NULL when empty), tags, metadata (JSON, NULL when nil), created_at
 // (now), partition_key (NULL when empty); d encodes the times.
-func AppendInsertRow(args []any, d Dialect, p *core.InsertParams, now time.Time) ([]any, error) {
+func AppendInsertRow(args []any, d Dialect, p *contract.InsertParams, now time.Time) ([]any, error) {
 	tags, err := EncodeTags(p.Tags)
 	if err != nil {
 		return nil, err

@@ -5,14 +5,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
-// Concurrency limits (core.QueueLimiter) live in the queues table, in the
+// Concurrency limits (contract.QueueLimiter) live in the queues table, in the
 // record PauseQueue writes, as the columns
 //
 //	limited                   true when any limit is set: the claims'
@@ -38,7 +38,7 @@ import (
 // so the limited claims of one queue run one at a time, counts the queue's
 // running jobs per kind and partition key (through the lease index, which
 // holds running jobs only), and takes due jobs in claim order within the room left
-// (ClaimLimited). It commits before it lets the record go, so the next
+// (storekit.ClaimLimited). It commits before it lets the record go, so the next
 // claim counts what it claimed.
 
 // limitCols are the queue record's limit columns, in the order
@@ -47,7 +47,7 @@ const limitCols = "limited, max_running, max_running_per_kind, max_running_per_p
 
 // scanLimits reads one row of limitCols (after the extra destinations
 // given, which come first in the row).
-func scanLimits(rows Rows, extra ...any) (l core.QueueLimits, limited, set bool, err error) {
+func scanLimits(rows Rows, extra ...any) (l contract.QueueLimits, limited, set bool, err error) {
 	var (
 		lim          any
 		maxRun, per  int64
@@ -90,23 +90,23 @@ type rateJSON struct {
 	PerNS  int64 `json:"per_ns"`
 }
 
-func toRateJSON(r core.RateLimit) *rateJSON {
+func toRateJSON(r contract.RateLimit) *rateJSON {
 	if r.IsZero() {
 		return nil
 	}
 	return &rateJSON{Starts: r.Starts, PerNS: int64(r.Per)}
 }
 
-func (r *rateJSON) limit() core.RateLimit {
+func (r *rateJSON) limit() contract.RateLimit {
 	if r == nil {
-		return core.RateLimit{}
+		return contract.RateLimit{}
 	}
-	return core.RateLimit{Starts: r.Starts, Per: time.Duration(r.PerNS)}
+	return contract.RateLimit{Starts: r.Starts, Per: time.Duration(r.PerNS)}
 }
 
 // newPolicyJSON returns the policy column of l, or nil when l has no
 // policy besides concurrency limits.
-func newPolicyJSON(l core.QueueLimits) *policyJSON {
+func newPolicyJSON(l contract.QueueLimits) *policyJSON {
 	pj := &policyJSON{Rate: toRateJSON(l.Rate), RatePerPartition: toRateJSON(l.RatePerPartition), Fair: l.Fair,
 		AgingEveryNS: int64(l.Aging.Every), AgingMaxSteps: l.Aging.MaxSteps}
 	for k, r := range l.RatePerKind {
@@ -124,12 +124,12 @@ func newPolicyJSON(l core.QueueLimits) *policyJSON {
 }
 
 // apply copies the policy into l.
-func (pj policyJSON) apply(l *core.QueueLimits) {
+func (pj policyJSON) apply(l *contract.QueueLimits) {
 	l.Rate, l.RatePerPartition, l.Fair = pj.Rate.limit(), pj.RatePerPartition.limit(), pj.Fair
-	l.Aging = core.PriorityAging{Every: time.Duration(pj.AgingEveryNS), MaxSteps: pj.AgingMaxSteps}
+	l.Aging = contract.PriorityAging{Every: time.Duration(pj.AgingEveryNS), MaxSteps: pj.AgingMaxSteps}
 	for k, r := range pj.RatePerKind {
 		if l.RatePerKind == nil {
-			l.RatePerKind = map[string]core.RateLimit{}
+			l.RatePerKind = map[string]contract.RateLimit{}
 		}
 		l.RatePerKind[k] = r.limit()
 	}
@@ -151,24 +151,24 @@ func truthy(v any) bool {
 	return false
 }
 
-// SetQueueLimits implements core.QueueLimiter.
-func (s *Store) SetQueueLimits(ctx context.Context, queue string, limits core.QueueLimits, now time.Time) error {
+// SetQueueLimits implements contract.QueueLimiter.
+func (s *Store) SetQueueLimits(ctx context.Context, queue string, limits contract.QueueLimits, now time.Time) error {
 	if err := limits.Validate(); err != nil {
 		return err
 	}
 	return s.tx(ctx, func(c Conn) error { return s.writeLimits(ctx, c, queue, limits.Normalized(), now) })
 }
 
-// InitQueueLimits implements core.QueueLimiter: the record is created if
+// InitQueueLimits implements contract.QueueLimiter: the record is created if
 // needed and locked, and the limits are written only when limits_at is
 // NULL.
-func (s *Store) InitQueueLimits(ctx context.Context, queue string, limits core.QueueLimits, now time.Time) (core.QueueLimits, bool, error) {
+func (s *Store) InitQueueLimits(ctx context.Context, queue string, limits contract.QueueLimits, now time.Time) (contract.QueueLimits, bool, error) {
 	if err := limits.Validate(); err != nil {
-		return core.QueueLimits{}, false, err
+		return contract.QueueLimits{}, false, err
 	}
 	limits = limits.Normalized()
 	var (
-		out     core.QueueLimits
+		out     contract.QueueLimits
 		created bool
 	)
 	err := s.tx(ctx, func(c Conn) error {
@@ -189,9 +189,9 @@ func (s *Store) InitQueueLimits(ctx context.Context, queue string, limits core.Q
 	return out, created, err
 }
 
-// QueueLimits implements core.QueueLimiter.
-func (s *Store) QueueLimits(ctx context.Context, queue string) (core.QueueLimits, error) {
-	var out core.QueueLimits
+// QueueLimits implements contract.QueueLimiter.
+func (s *Store) QueueLimits(ctx context.Context, queue string) (contract.QueueLimits, error) {
+	var out contract.QueueLimits
 	err := s.retry(ctx, func() (err error) {
 		out, _, _, _, err = s.readLimits(ctx, s.db, queue, false)
 		return err
@@ -211,7 +211,7 @@ func (s *Store) ensureQueue(ctx context.Context, c Conn, queue string, now time.
 
 // writeLimits creates the record of queue if needed and writes limits to
 // it, leaving its pause as it is.
-func (s *Store) writeLimits(ctx context.Context, c Conn, queue string, l core.QueueLimits, now time.Time) error {
+func (s *Store) writeLimits(ctx context.Context, c Conn, queue string, l contract.QueueLimits, now time.Time) error {
 	if err := s.ensureQueue(ctx, c, queue, now); err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (s *Store) writeLimits(ctx context.Context, c Conn, queue string, l core.Qu
 
 // readLimits reads the limits of queue (locking its record when lock and
 // the database has row locks). found is false when there is no record.
-func (s *Store) readLimits(ctx context.Context, c Conn, queue string, lock bool) (l core.QueueLimits, limited, set, found bool, err error) {
+func (s *Store) readLimits(ctx context.Context, c Conn, queue string, lock bool) (l contract.QueueLimits, limited, set, found bool, err error) {
 	b := newBuilder(s.d, 1)
 	b.w("SELECT ", limitCols, " FROM ", s.t.Queues, " WHERE name = ", b.arg(queue))
 	if lock {
@@ -302,7 +302,7 @@ func (s *Store) QueueLimited(ctx context.Context, c Conn, queue string) (bool, e
 // time (the rates only for a queue with a rate limit); a store that can
 // pipeline them sends them together and reads the answers with
 // ScanRoomRecord and RoomRecord.Room.
-func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string, now time.Time) (*core.ClaimRoom, error) {
+func (s *Store) LockClaimRoom(ctx context.Context, c Conn, queue string, now time.Time) (*storekit.ClaimRoom, error) {
 	qs := s.ClaimRoomQueries(queue, now)
 	lock, err := c.Query(ctx, qs[0].SQL, qs[0].Args...)
 	if err != nil {
@@ -366,7 +366,7 @@ func (s *Store) ClaimRoomQueries(queue string, now time.Time) [3]RoomQuery {
 // RoomRecord is what the lock of a queue's record read (the first of
 // ClaimRoomQueries): ScanRoomRecord returns it, Room completes the room.
 type RoomRecord struct {
-	lim    core.QueueLimits
+	lim    contract.QueueLimits
 	cursor string
 }
 
@@ -403,8 +403,8 @@ func ScanRoomRecord(queue string, rows Rows) (*RoomRecord, error) {
 // Room builds the claim room from the record and the rows of the
 // running count and then the rate instants (nil: none), reading them in
 // that order and closing them.
-func (rec *RoomRecord) Room(now time.Time, running, rates Rows) (*core.ClaimRoom, error) {
-	room := core.NewClaimRoom(rec.lim, now)
+func (rec *RoomRecord) Room(now time.Time, running, rates Rows) (*storekit.ClaimRoom, error) {
+	room := storekit.NewClaimRoom(rec.lim, now)
 	room.LoadFairCursor(rec.cursor)
 	err := func() error {
 		defer running.Close()
@@ -447,229 +447,6 @@ func (rec *RoomRecord) Room(now time.Time, running, rates Rows) (*core.ClaimRoom
 func (rec *RoomRecord) HasRates() bool {
 	l := rec.lim
 	return !l.Rate.IsZero() || !l.RatePerPartition.IsZero() || len(l.RatePerKind) > 0
-}
-
-// LimitCandidate is a due job a limited claim may take, and, when the
-// store read it whole, the job.
-type LimitCandidate struct {
-	core.ClaimCandidate
-	Job *core.Job
-}
-
-// CandidateFilter narrows a limited claim's candidate read: leave out the
-// kinds and partition keys given (they are full), and, when set, read one
-// priority level or one partition key only.
-type CandidateFilter struct {
-	FullKinds, FullParts []string
-	// Priority, when not 0, reads only jobs of this priority (an aging
-	// claim reads each level's oldest due jobs).
-	Priority int
-	// Partition, when not "", reads only jobs with this partition key (a
-	// fair claim reads partition by partition).
-	Partition string
-}
-
-// PriorityRange returns the priorities f reads, lowest and highest.
-func (f CandidateFilter) PriorityRange() (int, int) {
-	if f.Priority != 0 {
-		return f.Priority, f.Priority
-	}
-	return core.PriorityHighest, core.PriorityLowest
-}
-
-// limitRounds bounds the candidate reads of one limited claim. Each round
-// after the first runs only because candidates were left out (groups
-// that filled up, which it then leaves out, or partitions read short).
-const limitRounds = 8
-
-// LimitedReads is what a store gives ClaimLimited, all running in the
-// transaction that holds the queue's lock.
-type LimitedReads struct {
-	// Read returns up to n due candidates matching f in claim order
-	// (priority, run_at, id).
-	Read func(f CandidateFilter, n int) ([]LimitCandidate, error)
-	// Take claims the candidates given (all of them, unless some were
-	// taken by a writer outside the queue's lock, which it then skips)
-	// and returns them as they now are.
-	Take func([]LimitCandidate) ([]*core.Job, error)
-	// Partitions returns up to n partition keys, in order, after the one
-	// given ("" = from the first), that have pending jobs (FairPartitions).
-	Partitions func(after string, n int) ([]string, error)
-	// ReadMany, optional, runs several reads at once (one round trip)
-	// and returns their answers in the order of fs: an aging claim reads
-	// ten priority levels, a fair one up to core.FairPartitions+1 groups.
-	ReadMany func(fs []CandidateFilter, ns []int) ([][]LimitCandidate, error)
-	// Direct, optional, claims the first n due jobs in claim order in
-	// one statement: ClaimLimited uses it when the room is ample for n
-	// (core.ClaimRoom.Ample), so a queue whose limits are far from
-	// reached claims as cheaply as it can.
-	Direct func(n int) ([]*core.Job, error)
-}
-
-// ClaimLimited takes up to limit jobs within room, in the order of the
-// queue's policy (core.ClaimRoom.Pick): candidates in claim order; for
-// an aging queue each priority level's oldest; for a fair queue those of
-// up to core.FairPartitions partition keys from the room's cursor, plus
-// the head of the queue in claim order (where jobs without a key take
-// their turn).
-func ClaimLimited(limit int, room *core.ClaimRoom, r LimitedReads) ([]*core.Job, error) {
-	var (
-		out   []*core.Job
-		parts []string
-	)
-	if want := min(limit, room.Left()); r.Direct != nil && want > 0 && room.Ample(want) {
-		got, err := r.Direct(want)
-		if err != nil {
-			return nil, err
-		}
-		for _, j := range got {
-			room.Take(j.Kind, j.PartitionKey) // fits: the room was ample
-		}
-		SortClaimOrder(got)
-		return got, nil
-	}
-	if room.Fair() {
-		var err error
-		if parts, err = fairTurn(room, r.Partitions); err != nil {
-			return nil, err
-		}
-	}
-	for round := 0; round < limitRounds; round++ {
-		want := min(limit-len(out), room.Left())
-		if want <= 0 {
-			break
-		}
-		f := CandidateFilter{FullKinds: room.FullKinds(), FullParts: room.FullPartitions()}
-		var (
-			cands []LimitCandidate
-			short bool // a partition read returned all it was asked for: it may hold more
-		)
-		// The reads of this round: for a fair queue the queue's head and
-		// each partition key's due jobs, for an aging queue each of those
-		// per priority level; all at once where the store can.
-		var (
-			fs []CandidateFilter
-			ns []int
-		)
-		if room.Fair() {
-			per := (want + len(parts)) / (len(parts) + 1)
-			for _, p := range append([]string{""}, parts...) {
-				if p != "" && slices.Contains(f.FullParts, p) {
-					continue
-				}
-				g := f
-				g.Partition = p
-				fs, ns = appendAged(room, fs, ns, g, per)
-			}
-		} else {
-			fs, ns = appendAged(room, fs, ns, f, want)
-		}
-		res, err := readAll(r, fs, ns)
-		if err != nil {
-			return nil, err
-		}
-		seen := map[int64]bool{}
-		for i, got := range res {
-			if room.Fair() && len(got) == ns[i] {
-				short = true
-			}
-			for _, c := range got {
-				if !seen[c.ID] {
-					seen[c.ID] = true
-					cands = append(cands, c)
-				}
-			}
-		}
-		byID := make(map[int64]LimitCandidate, len(cands))
-		plain := make([]core.ClaimCandidate, len(cands))
-		for i, c := range cands {
-			byID[c.ID], plain[i] = c, c.ClaimCandidate
-		}
-		picked, skipped := room.Pick(plain, want)
-		if len(picked) > 0 {
-			pick := make([]LimitCandidate, len(picked))
-			for i, c := range picked {
-				pick[i] = byID[c.ID]
-			}
-			got, err := r.Take(pick)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, got...)
-		}
-		if len(picked) == 0 || (!skipped && !short) {
-			break // every candidate fitted and every read reached its end, or nothing fits
-		}
-	}
-	SortClaimOrder(out)
-	return out, nil
-}
-
-// appendAged adds the read of up to n candidates matching f to fs and
-// ns; for a queue with priority aging, one read per priority level (the
-// oldest of each, which aging lifts first) unless f names one.
-func appendAged(room *core.ClaimRoom, fs []CandidateFilter, ns []int, f CandidateFilter, n int) ([]CandidateFilter, []int) {
-	if room.Aging().IsZero() || f.Priority != 0 {
-		return append(fs, f), append(ns, n)
-	}
-	for p := core.PriorityHighest; p <= core.PriorityLowest; p++ {
-		g := f
-		g.Priority = p
-		fs, ns = append(fs, g), append(ns, n)
-	}
-	return fs, ns
-}
-
-// readAll runs the reads fs (up to ns[i] candidates each): in one go
-// through ReadMany when the store has it, else one by one.
-func readAll(r LimitedReads, fs []CandidateFilter, ns []int) ([][]LimitCandidate, error) {
-	if r.ReadMany != nil && len(fs) > 1 {
-		return r.ReadMany(fs, ns)
-	}
-	out := make([][]LimitCandidate, len(fs))
-	for i, f := range fs {
-		got, err := r.Read(f, ns[i])
-		if err != nil {
-			return nil, err
-		}
-		out[i] = got
-	}
-	return out, nil
-}
-
-// fairTurn returns the partition keys a fair claim reads this time: up
-// to core.FairPartitions after the room's cursor, going round to the
-// first ones when the end is reached, and moves the cursor past them.
-func fairTurn(room *core.ClaimRoom, partitions func(after string, n int) ([]string, error)) ([]string, error) {
-	n, cur := core.FairPartitions, room.FairCursor()
-	parts, err := partitions(cur, n)
-	if err != nil {
-		return nil, err
-	}
-	if len(parts) == n {
-		room.SetFairCursor(parts[n-1])
-		return parts, nil
-	}
-	if cur == "" {
-		room.SetFairCursor("")
-		return parts, nil
-	}
-	more, err := partitions("", n-len(parts))
-	if err != nil {
-		return nil, err
-	}
-	next := ""
-	for _, p := range more {
-		if p > cur {
-			break // read already, after the cursor
-		}
-		parts, next = append(parts, p), p
-	}
-	if len(parts) < n {
-		next = "" // every partition was read: start from the first next time
-	}
-	room.SetFairCursor(next)
-	return parts, nil
 }
 
 // FairPartitions returns up to n partition keys of queue, in order,
@@ -724,7 +501,7 @@ func (s *Store) FairPartitionQuery(queue, col, pending, after string) (string, [
 }
 
 // readRates returns the stored instants of queue's rate groups after now.
-func (s *Store) readRates(ctx context.Context, c Conn, queue string, now time.Time) ([]core.RateState, error) {
+func (s *Store) readRates(ctx context.Context, c Conn, queue string, now time.Time) ([]contract.RateState, error) {
 	q := s.ClaimRoomQueries(queue, now)[2]
 	rows, err := c.Query(ctx, q.SQL, q.Args...)
 	if err != nil {
@@ -734,11 +511,11 @@ func (s *Store) readRates(ctx context.Context, c Conn, queue string, now time.Ti
 }
 
 // scanRates reads and closes rows of (grp, tat).
-func ScanRates(rows Rows) ([]core.RateState, error) {
+func ScanRates(rows Rows) ([]contract.RateState, error) {
 	defer rows.Close()
-	var out []core.RateState
+	var out []contract.RateState
 	for rows.Next() {
-		var st core.RateState
+		var st contract.RateState
 		if err := rows.Scan(&st.Group, timeDest{&st.TAT}); err != nil {
 			return nil, err
 		}
@@ -750,9 +527,9 @@ func ScanRates(rows Rows) ([]core.RateState, error) {
 	return out, rows.Close()
 }
 
-// QueueRateStates implements core.QueueLimiter.
-func (s *Store) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]core.RateState, error) {
-	var out []core.RateState
+// QueueRateStates implements contract.QueueLimiter.
+func (s *Store) QueueRateStates(ctx context.Context, queue string, now time.Time) ([]contract.RateState, error) {
+	var out []contract.RateState
 	err := s.retry(ctx, func() (err error) {
 		out, err = s.readRates(ctx, s.db, queue, now)
 		return err
@@ -764,7 +541,7 @@ func (s *Store) QueueRateStates(ctx context.Context, queue string, now time.Time
 // transaction: it writes back the rate instants and the fair cursor the
 // claim moved, and drops the queue's instants that are before now (a
 // group without one starts with a full burst, which is what they mean).
-func (s *Store) SaveClaimRoom(ctx context.Context, c Conn, queue string, room *core.ClaimRoom, now time.Time) error {
+func (s *Store) SaveClaimRoom(ctx context.Context, c Conn, queue string, room *storekit.ClaimRoom, now time.Time) error {
 	if room == nil {
 		return nil
 	}
@@ -834,15 +611,15 @@ func (s *Store) SetLimitedHint(queue string, limited bool) {
 // ScanLimitCandidates reads the rows of a limited claim's candidate read
 // (id, kind, partition_key (NULL = none), priority, run_at) and closes
 // them; err is the query's.
-func ScanLimitCandidates(rows Rows, err error) ([]LimitCandidate, error) {
+func ScanLimitCandidates(rows Rows, err error) ([]storekit.LimitCandidate, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []LimitCandidate
+	var out []storekit.LimitCandidate
 	for rows.Next() {
 		var (
-			lc   LimitCandidate
+			lc   storekit.LimitCandidate
 			part sql.NullString
 			prio int64
 		)

@@ -3,19 +3,20 @@ package sqlq
 import (
 	"context"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
 // List returns jobs matching p ordered by id (descending when p.Desc), or
 // by (run_at, id) with p.ByRunAt, after p's keyset cursor; p.Limit 0
 // means 100.
-func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+func (s *Store) List(ctx context.Context, p contract.ListParams) ([]*contract.Job, error) {
 	return s.ListPage(ctx, p, 0)
 }
 
-// ListPage implements core.PageLister: a read in p's order, row by row,
+// ListPage implements contract.PageLister: a read in p's order, row by row,
 // until p.Limit jobs or until the jobs read weigh maxBytes
-// (core.JobWeight).
+// (storekit.JobWeight).
 //
 // Each statement is one range read of an index in p's order: the primary
 // key for id order, jobs_run_at (run_at, id) for run_at order (schema
@@ -32,7 +33,7 @@ func (s *Store) List(ctx context.Context, p core.ListParams) ([]*core.Job, error
 // listFirstChunk rows, each next one sized by the weight of the rows read
 // so far to what the budget still holds. Small jobs take two statements;
 // what is received beyond the budget is at most one statement's rows.
-func (s *Store) ListPage(ctx context.Context, p core.ListParams, maxBytes int) ([]*core.Job, error) {
+func (s *Store) ListPage(ctx context.Context, p contract.ListParams, maxBytes int) ([]*contract.Job, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -42,7 +43,7 @@ func (s *Store) ListPage(ctx context.Context, p core.ListParams, maxBytes int) (
 		q.Limit = limit
 		return s.listRead(ctx, q, maxBytes)
 	}
-	var out []*core.Job
+	var out []*contract.Job
 	used := 0
 	want := min(limit, listFirstChunk)
 	for {
@@ -57,7 +58,7 @@ func (s *Store) ListPage(ctx context.Context, p core.ListParams, maxBytes int) (
 			return nil, err
 		}
 		for _, j := range jobs {
-			used += core.JobWeight(j)
+			used += storekit.JobWeight(j)
 		}
 		out = append(out, jobs...)
 		if used >= maxBytes || len(jobs) < want || len(out) >= limit {
@@ -80,12 +81,12 @@ type RowsStopEarly interface {
 
 // listRead runs ListQuery(p) and scans its rows until they end or the
 // jobs scanned weigh maxBytes (no bound when maxBytes <= 0).
-func (s *Store) listRead(ctx context.Context, p core.ListParams, maxBytes int) ([]*core.Job, error) {
+func (s *Store) listRead(ctx context.Context, p contract.ListParams, maxBytes int) ([]*contract.Job, error) {
 	q, args, err := s.ListQuery(p)
 	if err != nil {
 		return nil, err
 	}
-	var out []*core.Job
+	var out []*contract.Job
 	err = s.retry(ctx, func() error {
 		out = nil
 		rows, err := s.db.Query(ctx, q, args...)
@@ -100,7 +101,7 @@ func (s *Store) listRead(ctx context.Context, p core.ListParams, maxBytes int) (
 				return err
 			}
 			out = append(out, j)
-			if size += core.JobWeight(j); maxBytes > 0 && size >= maxBytes {
+			if size += storekit.JobWeight(j); maxBytes > 0 && size >= maxBytes {
 				return nil // the rows' Close ends the read
 			}
 		}
@@ -119,12 +120,12 @@ func (s *Store) listRead(ctx context.Context, p core.ListParams, maxBytes int) (
 // run for p: the filters of p, its keyset cursor, its order and LIMIT
 // p.Limit (100 when zero). An invalid p.ArgsContains returns an error
 // wrapping core.ErrInvalidFilter.
-func (s *Store) ListQuery(p core.ListParams) (string, []any, error) {
+func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	leaves, err := core.ParseArgsPattern(p.ArgsContains)
+	leaves, err := contract.ParseArgsPattern(p.ArgsContains)
 	if err != nil {
 		return "", nil, err
 	}
@@ -158,7 +159,7 @@ func (s *Store) ListQuery(p core.ListParams) (string, []any, error) {
 	}
 	switch {
 	case p.ByRunAt && p.AfterID != 0:
-		at := s.d.Time(core.UTC(p.AfterRunAt))
+		at := s.d.Time(contract.UTC(p.AfterRunAt))
 		b.w(" AND run_at ", cmp, "= ", b.argT(at, TypeTime),
 			" AND (run_at ", cmp, " ", b.argT(at, TypeTime), " OR id ", cmp, " ", b.arg(p.AfterID), ")")
 	case p.AfterID != 0:

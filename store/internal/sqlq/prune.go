@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Prune deletes up to limit jobs in the final state state whose FinishedAt
 // is before before, and returns how many. A non-final state is an error
 // wrapping core.ErrInvalidArgument and core.ErrInvalidState.
-func (s *Store) Prune(ctx context.Context, state core.State, before time.Time, limit int) (int, error) {
+func (s *Store) Prune(ctx context.Context, state contract.State, before time.Time, limit int) (int, error) {
 	if !state.Final() {
-		return 0, fmt.Errorf("prune: state %q is not final: %w: %w", state, core.ErrInvalidArgument, core.ErrInvalidState)
+		return 0, fmt.Errorf("prune: state %q is not final: %w: %w", state, contract.ErrInvalidArgument, contract.ErrInvalidState)
 	}
 	if limit <= 0 {
 		return 0, nil

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Rescue hands up to limit running jobs whose lease ended before now,
 // oldest lease first, to decide and applies the outcomes it returns. It
 // returns the rescued jobs as they now are.
-func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
-	now = core.UTC(now)
+func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
+	now = contract.UTC(now)
 	return s.handBack(ctx, limit, decide, func(b *builder) {
 		b.w("SELECT id, version, lease_until FROM ", s.t.Jobs,
 			" WHERE state = 'running' AND lease_until < ", b.arg(s.d.Time(now)), " ORDER BY lease_until, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
@@ -23,8 +24,8 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide cor
 // RescueWorkers hands up to limit running jobs held by workers whose
 // record's heartbeat is before heartbeatBefore, in id order, to decide and
 // applies the outcomes it returns.
-func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide core.RescueFunc) ([]*core.Job, error) {
-	heartbeatBefore = core.UTC(heartbeatBefore)
+func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
+	heartbeatBefore = contract.UTC(heartbeatBefore)
 	return s.handBack(ctx, limit, decide, func(b *builder) {
 		b.w("SELECT j.id, j.version, w.heartbeat_at FROM ", s.t.Jobs, " j JOIN ", s.t.Workers,
 			" w ON w.id = j.worker_id WHERE j.state = 'running' AND w.heartbeat_at < ", b.arg(s.d.Time(heartbeatBefore)),
@@ -40,11 +41,11 @@ func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Tim
 // is applied under a version fence (nothing changed the row since it was
 // read) plus the extra condition fence writes. Outcomes other than retry
 // and discard are ignored.
-func (s *Store) handBack(ctx context.Context, limit int, decide core.RescueFunc, sel func(*builder), fence func(*builder)) ([]*core.Job, error) {
+func (s *Store) handBack(ctx context.Context, limit int, decide contract.RescueFunc, sel func(*builder), fence func(*builder)) ([]*contract.Job, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	var out []*core.Job
+	var out []*contract.Job
 	err := s.tx(ctx, func(c Conn) error {
 		out = nil
 		b := newBuilder(s.d, 2)
@@ -78,7 +79,7 @@ func (s *Store) handBack(ctx context.Context, limit int, decide core.RescueFunc,
 		var chs []Change
 		for _, j := range jobs {
 			o := decide(j, seen[j.ID])
-			if o.Kind != core.OutcomeRetry && o.Kind != core.OutcomeDiscard {
+			if o.Kind != contract.OutcomeRetry && o.Kind != contract.OutcomeDiscard {
 				continue
 			}
 			ch, err := OutcomeChange(&o)
@@ -111,7 +112,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 	if limit <= 0 {
 		return 0, nil
 	}
-	now = core.UTC(now)
+	now = contract.UTC(now)
 	var n int
 	err := s.tx(ctx, func(c Conn) error {
 		b := newBuilder(s.d, 2)
@@ -129,14 +130,14 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 				rows.Close()
 				return err
 			}
-			e, err := EncodeError(core.AttemptError{Attempt: int(attempt), At: now, Cause: core.CauseDeadline,
+			e, err := EncodeError(contract.AttemptError{Attempt: int(attempt), At: now, Cause: core.CauseDeadline,
 				Error: "deadline passed: the job was not finished by " + deadline.Format(time.RFC3339Nano)})
 			if err != nil {
 				rows.Close()
 				return err
 			}
 			chs = append(chs, Change{ID: id, Version: version, NewAttempt: int(attempt), Err: e,
-				State: core.StateDiscarded, FinishedAt: now})
+				State: contract.StateDiscarded, FinishedAt: now})
 		}
 		if err := rows.Err(); err != nil {
 			rows.Close()

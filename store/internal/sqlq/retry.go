@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Retrier is the one loop the SQL stores run around a call that may fail
@@ -44,7 +44,7 @@ func (r Retrier) Do(ctx context.Context, fn func() error) error {
 	}
 	for i := 0; ; i++ {
 		if r.Closed != nil && r.Closed.Load() {
-			return core.ErrClosed
+			return contract.ErrClosed
 		}
 		err := fn()
 		if err == nil || !r.Transient(err) || i >= limit {

@@ -7,18 +7,18 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // rewriteRead is one job of a RewriteSealed batch with the fence its write
 // must pass.
 type rewriteRead struct {
-	job      *core.Job // handed to fn, which may change it
+	job      *contract.Job // handed to fn, which may change it
 	id       int64
-	state    core.State
+	state    contract.State
 	claimSeq int64
 	version  int64
-	errors   []core.AttemptError // as stored; fn may change job
+	errors   []contract.AttemptError // as stored; fn may change job
 }
 
 // rewriteWrite is one row RewriteSealed writes.
@@ -29,7 +29,7 @@ type rewriteWrite struct {
 	errors string
 }
 
-// RewriteSealed implements core.SealedRewriter. It reads the batch with
+// RewriteSealed implements contract.SealedRewriter. It reads the batch with
 // its version column (no lock, no transaction), calls fn for each job, and
 // then, in one write transaction, updates each row fn changed with
 //
@@ -41,7 +41,7 @@ type rewriteWrite struct {
 // means an unchanged state, claim_seq, kind and args: the compare-and-set
 // the contract asks for, without sending the args back to be compared.
 // A row that fails it matches nothing and is skipped.
-func (s *Store) RewriteSealed(ctx context.Context, afterID int64, limit int, fn func(j *core.Job) (*core.Job, bool, error)) (int64, int, error) {
+func (s *Store) RewriteSealed(ctx context.Context, afterID int64, limit int, fn func(j *contract.Job) (*contract.Job, bool, error)) (int64, int, error) {
 	if limit < 1 {
 		return afterID, 0, fmt.Errorf("sqlq: RewriteSealed: limit %d must be at least 1", limit)
 	}
@@ -144,7 +144,7 @@ func (w withVersion) Scan(dest ...any) error {
 
 // rewriteValues checks what fn returned for the job read and encodes the
 // columns to write.
-func rewriteValues(r rewriteRead, next *core.Job) (rewriteWrite, error) {
+func rewriteValues(r rewriteRead, next *contract.Job) (rewriteWrite, error) {
 	id := r.id
 	switch {
 	case next == nil:

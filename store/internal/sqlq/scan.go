@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // JobColumns is the column list every job SELECT and RETURNING uses, in the
@@ -34,7 +34,7 @@ func (d timeDest) Scan(src any) error {
 	case int64:
 		*d.t = time.UnixMicro(v).UTC()
 	case time.Time:
-		*d.t = core.UTC(v)
+		*d.t = contract.UTC(v)
 	case []byte:
 		return d.parse(string(v))
 	case string:
@@ -52,7 +52,7 @@ func (d timeDest) parse(s string) error {
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999", "2006-01-02 15:04:05.999999999-07:00"} {
 		if t, err := time.Parse(layout, s); err == nil {
-			*d.t = core.UTC(t)
+			*d.t = contract.UTC(t)
 			return nil
 		}
 	}
@@ -81,9 +81,9 @@ func (d bytesDest) Scan(src any) error {
 }
 
 // ScanJob scans one row holding JobColumns into a Job.
-func ScanJob(s Scanner) (*core.Job, error) {
+func ScanJob(s Scanner) (*contract.Job, error) {
 	var (
-		j                          core.Job
+		j                          contract.Job
 		args, tags, meta, errs     []byte
 		result                     []byte
 		state                      string
@@ -99,7 +99,7 @@ func ScanJob(s Scanner) (*core.Job, error) {
 	}
 	j.Args = args
 	j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAtts)
-	j.State = core.State(state)
+	j.State = contract.State(state)
 	j.UniqueKey = uniqueKey.String
 	j.WorkerID = workerID.String
 	j.PartitionKey = part.String
@@ -113,7 +113,7 @@ func ScanJob(s Scanner) (*core.Job, error) {
 // decodeJSONColumns decodes the tags, metadata and errors columns (JSON
 // text; NULL tags or metadata, and the empty history "[]", leave the
 // field nil) into j.
-func decodeJSONColumns(j *core.Job, tags, meta, errs []byte) error {
+func decodeJSONColumns(j *contract.Job, tags, meta, errs []byte) error {
 	if tags != nil {
 		if err := json.Unmarshal(tags, &j.Tags); err != nil {
 			return fmt.Errorf("sqlq: job %d: decode tags: %w", j.ID, err)
@@ -147,20 +147,20 @@ const ClaimedColumns = "id, kind, args, priority, attempt, max_attempts, run_at,
 // ScanClaimed(&p)(c.Query(…))). The columns the claim set are filled from
 // p as a read of the row would return them: state running, the times in
 // microseconds (the resolution stored) and UTC, a zero time as zero.
-func ScanClaimed(p *core.ClaimParams) func(rows Rows, err error) ([]*core.Job, error) {
-	return func(rows Rows, err error) ([]*core.Job, error) { return scanClaimed(p, rows, err) }
+func ScanClaimed(p *contract.ClaimParams) func(rows Rows, err error) ([]*contract.Job, error) {
+	return func(rows Rows, err error) ([]*contract.Job, error) { return scanClaimed(p, rows, err) }
 }
 
-func scanClaimed(p *core.ClaimParams, rows Rows, err error) ([]*core.Job, error) {
+func scanClaimed(p *contract.ClaimParams, rows Rows, err error) ([]*contract.Job, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	attempted, lease := storedTime(p.Now), storedTime(p.LeaseUntil)
-	var out []*core.Job
+	var out []*contract.Job
 	for rows.Next() {
 		var (
-			j                          core.Job
+			j                          contract.Job
 			args, tags, meta, errs     []byte
 			result                     []byte
 			uniqueKey, part            sql.NullString
@@ -172,7 +172,7 @@ func scanClaimed(p *core.ClaimParams, rows Rows, err error) ([]*core.Job, error)
 		if err != nil {
 			return nil, err
 		}
-		j.Queue, j.State, j.WorkerID = p.Queue, core.StateRunning, p.WorkerID
+		j.Queue, j.State, j.WorkerID = p.Queue, contract.StateRunning, p.WorkerID
 		j.AttemptedAt, j.LeaseUntil = attempted, lease
 		j.Args, j.Result = args, result
 		j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAtts)
@@ -203,8 +203,8 @@ func storedTime(t time.Time) time.Time {
 // give, built without reading the row back. Args, tags and metadata are
 // copies; tags and metadata keep their nil-ness (NULL), and their JSON
 // round trip is the identity on the UTF-8 text the client admits.
-func InsertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
-	return &core.Job{
+func InsertedJob(id int64, p *contract.InsertParams, now time.Time) *contract.Job {
+	return &contract.Job{
 		ID:           id,
 		Queue:        p.Queue,
 		Kind:         p.Kind,
@@ -223,12 +223,12 @@ func InsertedJob(id int64, p *core.InsertParams, now time.Time) *core.Job {
 }
 
 // ScanJobs drains rows into jobs and closes them.
-func ScanJobs(rows Rows, err error) ([]*core.Job, error) {
+func ScanJobs(rows Rows, err error) ([]*contract.Job, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*core.Job
+	var out []*contract.Job
 	for rows.Next() {
 		j, err := ScanJob(rows)
 		if err != nil {
@@ -292,7 +292,7 @@ func TagsArg(tags []string) string {
 // jobs in an IN list and fences each one's claim_seq with a CASE id … END
 // (SQLite, MySQL/MariaDB): until (already encoded), the job ids, workerID,
 // then (id, claim_seq) per lease.
-func LeaseArgs(until any, workerID string, leases []core.Lease) []any {
+func LeaseArgs(until any, workerID string, leases []contract.Lease) []any {
 	args := make([]any, 0, 2+3*len(leases))
 	args = append(args, until)
 	for _, l := range leases {
@@ -309,8 +309,8 @@ func LeaseArgs(until any, workerID string, leases []core.Lease) []any {
 func EncodeMetadata(m map[string]string) (any, error) { return jsonOrNil(m, m == nil) }
 
 // EncodeError encodes one error-history entry as JSON text.
-func EncodeError(e core.AttemptError) (string, error) {
-	e.At = core.UTC(e.At)
+func EncodeError(e contract.AttemptError) (string, error) {
+	e.At = contract.UTC(e.At)
 	b, err := json.Marshal(e)
 	return string(b), err
 }

@@ -5,21 +5,22 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
 // errNoSettingsTable is returned by the settings methods of a Store whose
 // Tables name no settings table.
-var errNoSettingsTable = fmt.Errorf("sqlq: no settings table configured: %w", core.ErrUnsupported)
+var errNoSettingsTable = fmt.Errorf("sqlq: no settings table configured: %w", contract.ErrUnsupported)
 
-// GetOrCreateSetting implements core.Settings: an insert that does nothing
+// GetOrCreateSetting implements contract.Settings: an insert that does nothing
 // when the key exists (the primary key decides between racing callers,
 // in this process or another), then a read of whatever is stored. A value
 // is never updated or deleted by the store, so the read after the insert
 // always sees the winner's value (keys of MutableSettings are kept apart
 // by their callers).
 func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
-	if err := core.CheckSetting(key, value); err != nil {
+	if err := storekit.CheckSetting(key, value); err != nil {
 		return nil, false, err
 	}
 	if s.t.Settings == "" {
@@ -38,7 +39,7 @@ func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte
 		return nil, false, err
 	}
 	v, err := s.Setting(ctx, key)
-	if errors.Is(err, core.ErrNotFound) {
+	if errors.Is(err, contract.ErrNotFound) {
 		// Get-or-create keys are never deleted (MutableSettings keys are
 		// kept apart by their callers); a missing row is a broken table.
 		return nil, false, fmt.Errorf("sqlq: setting %q vanished after its insert: %w", key, err)
@@ -46,7 +47,7 @@ func (s *Store) GetOrCreateSetting(ctx context.Context, key string, value []byte
 	return v, created, err
 }
 
-// Setting implements core.Settings: the value stored under key, or an
+// Setting implements contract.Settings: the value stored under key, or an
 // error wrapping core.ErrNotFound.
 func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 	if s.t.Settings == "" {
@@ -77,7 +78,7 @@ func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 	case err != nil:
 		return nil, err
 	case !found:
-		return nil, fmt.Errorf("setting %q: %w", key, core.ErrNotFound)
+		return nil, fmt.Errorf("setting %q: %w", key, contract.ErrNotFound)
 	}
 	if v == nil {
 		v = []byte{}
@@ -85,13 +86,13 @@ func (s *Store) Setting(ctx context.Context, key string) ([]byte, error) {
 	return v, nil
 }
 
-// PutSetting implements core.MutableSettings: an update, and when no row
+// PutSetting implements contract.MutableSettings: an update, and when no row
 // was there an insert that does nothing on conflict, then the update
 // again (a concurrent caller inserted first). MySQL counts only changed
 // rows in an update, so a zero count may mean "same value": the insert
 // then does nothing and the second update is harmless.
 func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error {
-	if err := core.CheckSetting(key, value); err != nil {
+	if err := storekit.CheckSetting(key, value); err != nil {
 		return err
 	}
 	if s.t.Settings == "" {
@@ -122,7 +123,7 @@ func (s *Store) PutSetting(ctx context.Context, key string, value []byte) error 
 	})
 }
 
-// DeleteSetting implements core.MutableSettings.
+// DeleteSetting implements contract.MutableSettings.
 func (s *Store) DeleteSetting(ctx context.Context, key string) error {
 	if s.t.Settings == "" {
 		return errNoSettingsTable

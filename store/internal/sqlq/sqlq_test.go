@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+
 	_ "modernc.org/sqlite"
 )
 
@@ -64,8 +65,8 @@ func TestNewRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	_, err = New(Config{Dialect: Standard{}, DB: &StdDB{DB: db}, Tables: PrefixTables("x_"), Strategy: core.StrategySkipLocked})
-	if !errors.Is(err, core.ErrUnsupported) {
+	_, err = New(Config{Dialect: Standard{}, DB: &StdDB{DB: db}, Tables: PrefixTables("x_"), Strategy: contract.StrategySkipLocked})
+	if !errors.Is(err, contract.ErrUnsupported) {
 		t.Fatalf("skip-locked without row locks: %v", err)
 	}
 	if _, err := New(Config{Dialect: Standard{}, DB: &StdDB{DB: db}}); err == nil {

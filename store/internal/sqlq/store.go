@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Config assembles a Store.
@@ -16,15 +16,15 @@ type Config struct {
 	DB      DB      // required
 	Tables  Tables  // required
 
-	// Strategy is the claim strategy; "" means core.StrategyOptimistic.
-	// core.StrategySerialized is the store's own claim in one write
+	// Strategy is the claim strategy; "" means contract.StrategyOptimistic.
+	// contract.StrategySerialized is the store's own claim in one write
 	// transaction (SQLite); sqlq runs no claim of its own for it.
-	// core.StrategySkipLocked needs a dialect whose LockSuffix(true) is
+	// contract.StrategySkipLocked needs a dialect whose LockSuffix(true) is
 	// non-empty.
-	Strategy core.ClaimStrategy
+	Strategy contract.ClaimStrategy
 }
 
-// Store implements the core.Store methods the SQL stores share: all but
+// Store implements the contract.Store methods the SQL stores share: all but
 // Claim, Insert, Finish and ExtendLeases, which each store owns, and Close.
 // A store embeds it, adds those, and overrides what else it runs itself.
 // It is safe for concurrent use.
@@ -32,7 +32,7 @@ type Store struct {
 	d        Dialect
 	db       DB
 	t        Tables
-	strategy core.ClaimStrategy
+	strategy contract.ClaimStrategy
 	retrier  Retrier // classifies errors with the dialect's Transient
 
 	// limitedSeen holds the queues this process last found limited
@@ -57,22 +57,22 @@ func New(cfg Config) (*Store, error) {
 		retrier: Retrier{Transient: cfg.Dialect.Transient},
 	}
 	if s.strategy == "" {
-		s.strategy = core.StrategyOptimistic
+		s.strategy = contract.StrategyOptimistic
 	}
 	switch s.strategy {
-	case core.StrategyOptimistic, core.StrategySerialized:
-	case core.StrategySkipLocked:
+	case contract.StrategyOptimistic, contract.StrategySerialized:
+	case contract.StrategySkipLocked:
 		if s.d.LockSuffix(true) == "" {
-			return nil, fmt.Errorf("sqlq: %s has no SKIP LOCKED: claim strategy %q: %w", s.d.Name(), s.strategy, core.ErrUnsupported)
+			return nil, fmt.Errorf("sqlq: %s has no SKIP LOCKED: claim strategy %q: %w", s.d.Name(), s.strategy, contract.ErrUnsupported)
 		}
 	default:
-		return nil, fmt.Errorf("sqlq: unknown claim strategy %q: %w", s.strategy, core.ErrUnsupported)
+		return nil, fmt.Errorf("sqlq: unknown claim strategy %q: %w", s.strategy, contract.ErrUnsupported)
 	}
 	return s, nil
 }
 
 // Strategy returns the claim strategy in use.
-func (s *Store) Strategy() core.ClaimStrategy { return s.strategy }
+func (s *Store) Strategy() contract.ClaimStrategy { return s.strategy }
 
 // retry runs fn with the store's Retrier.
 func (s *Store) retry(ctx context.Context, fn func() error) error {
@@ -87,8 +87,8 @@ func (s *Store) tx(ctx context.Context, fn func(Conn) error) error {
 // ---- single jobs ----
 
 // Get returns one job, or an error wrapping core.ErrNotFound.
-func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
-	var j *core.Job
+func (s *Store) Get(ctx context.Context, id int64) (*contract.Job, error) {
+	var j *contract.Job
 	err := s.retry(ctx, func() (err error) {
 		j, err = s.getOn(ctx, s.db, id)
 		return err
@@ -96,7 +96,7 @@ func (s *Store) Get(ctx context.Context, id int64) (*core.Job, error) {
 	return j, err
 }
 
-func (s *Store) getOn(ctx context.Context, c Conn, id int64) (*core.Job, error) {
+func (s *Store) getOn(ctx context.Context, c Conn, id int64) (*contract.Job, error) {
 	b := newBuilder(s.d, 1)
 	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id = ", b.arg(id))
 	jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
@@ -104,18 +104,18 @@ func (s *Store) getOn(ctx context.Context, c Conn, id int64) (*core.Job, error) 
 		return nil, err
 	}
 	if len(jobs) == 0 {
-		return nil, fmt.Errorf("job %d: %w", id, core.ErrNotFound)
+		return nil, fmt.Errorf("job %d: %w", id, contract.ErrNotFound)
 	}
 	return jobs[0], nil
 }
 
 // getManyOn returns the jobs with the given ids, in the order of ids
 // (missing ids are skipped).
-func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*core.Job, error) {
+func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*contract.Job, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	byID := make(map[int64]*core.Job, len(ids))
+	byID := make(map[int64]*contract.Job, len(ids))
 	chunk := max(1, min(1000, s.d.MaxParams()-1))
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(len(ids), start+chunk)]
@@ -136,7 +136,7 @@ func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*core.Job
 			byID[j.ID] = j
 		}
 	}
-	out := make([]*core.Job, 0, len(ids))
+	out := make([]*contract.Job, 0, len(ids))
 	for _, id := range ids {
 		if j, ok := byID[id]; ok {
 			out = append(out, j)
@@ -147,7 +147,7 @@ func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*core.Job
 
 // updateOne runs an UPDATE (built by fn, without RETURNING) of one job and
 // returns the job as it now is, or nil when no row matched.
-func (s *Store) updateOne(ctx context.Context, c Conn, id int64, b *builder) (*core.Job, error) {
+func (s *Store) updateOne(ctx context.Context, c Conn, id int64, b *builder) (*contract.Job, error) {
 	if s.d.Returning(StmtUpdate) {
 		b.w(" RETURNING ", JobColumns)
 		jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
@@ -169,8 +169,8 @@ func (s *Store) updateOne(ctx context.Context, c Conn, id int64, b *builder) (*c
 // Cancel moves a job not in a final state to cancelled (FinishedAt=now,
 // lease cleared) and returns it; ErrInvalidState for a final job,
 // ErrNotFound for a missing one.
-func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
-	var out *core.Job
+func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
+	var out *contract.Job
 	err := s.tx(ctx, func(c Conn) error {
 		b := newBuilder(s.d, 2)
 		b.w("UPDATE ", s.t.Jobs, " SET state = 'cancelled', finished_at = ", b.arg(s.d.Time(now)),
@@ -184,7 +184,7 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("cancel job %d in state %s: %w", id, cur.State, core.ErrInvalidState)
+			return fmt.Errorf("cancel job %d in state %s: %w", id, cur.State, contract.ErrInvalidState)
 		}
 		out = j
 		return nil
@@ -198,8 +198,8 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*core.Job,
 // ErrInvalidState, as does a job with a unique key whose hold has passed
 // to another job. The job's hold is locked first, so no insert takes it
 // over while the job becomes live again.
-func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error) {
-	var out *core.Job
+func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
+	var out *contract.Job
 	err := s.tx(ctx, func(c Conn) error {
 		owned, err := s.holdOwned(ctx, c, id)
 		if err != nil {
@@ -210,8 +210,8 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, 
 			if err != nil {
 				return err
 			}
-			if cur.UniqueKey != "" && cur.State != core.StateRunning {
-				return fmt.Errorf("retry job %d: its unique key %q has passed to another job: %w", id, cur.UniqueKey, core.ErrInvalidState)
+			if cur.UniqueKey != "" && cur.State != contract.StateRunning {
+				return fmt.Errorf("retry job %d: its unique key %q has passed to another job: %w", id, cur.UniqueKey, contract.ErrInvalidState)
 			}
 		}
 		b := newBuilder(s.d, 2)
@@ -227,7 +227,7 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*core.Job, 
 			if err != nil {
 				return err
 			}
-			return fmt.Errorf("retry job %d in state %s: %w", id, cur.State, core.ErrInvalidState)
+			return fmt.Errorf("retry job %d in state %s: %w", id, cur.State, contract.ErrInvalidState)
 		}
 		out = j
 		return nil
@@ -252,11 +252,11 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 			return err
 		}
 		if len(jobs) == 0 {
-			return fmt.Errorf("job %d: %w", id, core.ErrNotFound)
+			return fmt.Errorf("job %d: %w", id, contract.ErrNotFound)
 		}
 		j := jobs[0]
-		if j.State == core.StateRunning {
-			return fmt.Errorf("delete job %d: it is running (cancel it first): %w", id, core.ErrInvalidState)
+		if j.State == contract.StateRunning {
+			return fmt.Errorf("delete job %d: it is running (cancel it first): %w", id, contract.ErrInvalidState)
 		}
 		b = newBuilder(s.d, 1)
 		b.w("DELETE FROM ", s.t.Jobs, " WHERE id = ", b.arg(id))
@@ -280,15 +280,15 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 
 // Stats returns per-queue counts by state and pause flags for every queue
 // with jobs or a persisted pause, ordered by queue name.
-func (s *Store) Stats(ctx context.Context) ([]core.QueueStats, error) {
-	var out []core.QueueStats
+func (s *Store) Stats(ctx context.Context) ([]contract.QueueStats, error) {
+	var out []contract.QueueStats
 	err := s.retry(ctx, func() error {
 		out = nil
-		byName := map[string]*core.QueueStats{}
-		get := func(q string) *core.QueueStats {
+		byName := map[string]*contract.QueueStats{}
+		get := func(q string) *contract.QueueStats {
 			st, ok := byName[q]
 			if !ok {
-				st = &core.QueueStats{Queue: q, Counts: map[core.State]int{}}
+				st = &contract.QueueStats{Queue: q, Counts: map[contract.State]int{}}
 				byName[q] = st
 			}
 			return st
@@ -304,7 +304,7 @@ func (s *Store) Stats(ctx context.Context) ([]core.QueueStats, error) {
 				rows.Close()
 				return err
 			}
-			get(q).Counts[core.State(state)] = int(n)
+			get(q).Counts[contract.State(state)] = int(n)
 		}
 		if err := rows.Err(); err != nil {
 			rows.Close()

@@ -6,7 +6,7 @@ import (
 )
 
 // RunTx runs fn in one transaction begun on db with opts (nil for the
-// driver's default), for the stores' core.TxRunner on database/sql: fn
+// driver's default), for the stores' contract.TxRunner on database/sql: fn
 // gets the *sql.Tx; it is committed when fn returns nil and rolled back
 // otherwise (fn's error is returned unchanged; a panic rolls back and
 // panics again). Begin's and Commit's errors are returned as they are;

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Unique keys are held in their own table (Tables.Holds), one row per
-// scoped key (core.ScopedUniqueKey), so that a hold outlives the job row it
+// scoped key (contract.ScopedUniqueKey), so that a hold outlives the job row it
 // was taken for:
 //
 //	ukey        the scoped key; the primary key
@@ -73,16 +73,16 @@ type holdRow struct {
 // inserter waits for the first one's transaction and then sees its job.
 // Later inputs repeating a scoped key of the batch get a copy of the first
 // one's result, marked Duplicate.
-func (s *Store) InsertKeyed(ctx context.Context, c Conn, now time.Time, jobs []core.InsertParams, res []core.InsertResult,
+func (s *Store) InsertKeyed(ctx context.Context, c Conn, now time.Time, jobs []contract.InsertParams, res []contract.InsertResult,
 	insert func(send []int) error) error {
-	now = core.UTC(now)
+	now = contract.UTC(now)
 	keys := make([]string, len(jobs))
 	first := make(map[string]int)
 	var chunks [][]int
 	var cur []int
 	curKeys := 0
 	for i := range jobs {
-		k := core.ScopedUniqueKey(&jobs[i])
+		k := contract.ScopedUniqueKey(&jobs[i])
 		keys[i] = k
 		if k != "" {
 			if _, dup := first[k]; dup {
@@ -115,7 +115,7 @@ func (s *Store) InsertKeyed(ctx context.Context, c Conn, now time.Time, jobs []c
 			if !res[f].Duplicate {
 				fp = jobs[f].UniqueFingerprint
 			}
-			res[i] = core.InsertResult{Job: &cp, Duplicate: true, Fingerprint: fp}
+			res[i] = contract.InsertResult{Job: &cp, Duplicate: true, Fingerprint: fp}
 		}
 	}
 	return nil
@@ -123,8 +123,8 @@ func (s *Store) InsertKeyed(ctx context.Context, c Conn, now time.Time, jobs []c
 
 // insertKeyedChunk runs steps 1 to 5 of InsertKeyed for the inputs chunk
 // (each scoped key at most once).
-func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, jobs []core.InsertParams, keys []string, chunk []int,
-	res []core.InsertResult, insert func(send []int) error) error {
+func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, jobs []contract.InsertParams, keys []string, chunk []int,
+	res []contract.InsertResult, insert func(send []int) error) error {
 	var keyed []int
 	for _, i := range chunk {
 		if keys[i] != "" {
@@ -153,7 +153,7 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 			holderIDs = append(holderIDs, h.jobID)
 		}
 	}
-	holders := make(map[int64]*core.Job, len(holderIDs))
+	holders := make(map[int64]*contract.Job, len(holderIDs))
 	if len(holderIDs) > 0 {
 		b := newBuilder(s.d, len(holderIDs))
 		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id IN (")
@@ -172,7 +172,7 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 			holders[j.ID] = j
 		}
 	}
-	dup := make(map[string]core.InsertResult)
+	dup := make(map[string]contract.InsertResult)
 	for _, h := range holds {
 		if h.jobID == 0 {
 			continue
@@ -180,9 +180,9 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 		j := holders[h.jobID]
 		if HoldHeld(j, h.uniqueFor, h.heldUntil, now) {
 			if j == nil {
-				j = &core.Job{ID: h.jobID, Queue: h.queue, Kind: h.kind, UniqueKey: h.key}
+				j = &contract.Job{ID: h.jobID, Queue: h.queue, Kind: h.kind, UniqueKey: h.key}
 			}
-			dup[h.ukey] = core.InsertResult{Job: j, Duplicate: true, Fingerprint: h.fingerprint}
+			dup[h.ukey] = contract.InsertResult{Job: j, Duplicate: true, Fingerprint: h.fingerprint}
 		}
 	}
 	if len(holds) != len(keyed) {
@@ -230,7 +230,7 @@ func (s *Store) insertKeyedChunk(ctx context.Context, c Conn, now time.Time, job
 // lockHolds runs steps 1 and 2 of InsertKeyed for the inputs keyed (in
 // scoped-key order): placeholder holds for keys without one, then every
 // hold of those keys, locked.
-func (s *Store) lockHolds(ctx context.Context, c Conn, jobs []core.InsertParams, keys []string, keyed []int) ([]holdRow, error) {
+func (s *Store) lockHolds(ctx context.Context, c Conn, jobs []contract.InsertParams, keys []string, keyed []int) ([]holdRow, error) {
 	// 1. Placeholder holds.
 	H := s.t.Holds
 	verb, suffix := s.d.InsertOrLock("ukey")
@@ -266,7 +266,7 @@ func (s *Store) lockHolds(ctx context.Context, c Conn, jobs []core.InsertParams,
 // holder j (nil when the row is gone) is not final, or final with now
 // before FinishedAt+uniqueFor; or, with the row gone, now is before
 // heldUntil.
-func HoldHeld(j *core.Job, uniqueFor time.Duration, heldUntil, now time.Time) bool {
+func HoldHeld(j *contract.Job, uniqueFor time.Duration, heldUntil, now time.Time) bool {
 	if j != nil {
 		return !j.State.Final() || now.Before(j.FinishedAt.Add(uniqueFor))
 	}

@@ -5,24 +5,25 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 )
 
-// UniqueHolds implements core.UniqueHolder: it reads the holds table in
+// UniqueHolds implements contract.UniqueHolder: it reads the holds table in
 // scoped-key order after p.After, p.Limit+1 rows at a time (at most
-// core.UniqueHoldsScan in all), reads the holders' state and finished_at,
+// contract.UniqueHoldsScan in all), reads the holders' state and finished_at,
 // and keeps the holds held at p.Now (HoldHeld). Each page is two
 // statements: the holds by primary key, their jobs by id.
-func (s *Store) UniqueHolds(ctx context.Context, p core.UniqueHoldsParams) ([]core.UniqueHold, string, error) {
-	if err := core.CheckUniqueHoldsParams(&p); err != nil {
+func (s *Store) UniqueHolds(ctx context.Context, p contract.UniqueHoldsParams) ([]contract.UniqueHold, string, error) {
+	if err := storekit.CheckUniqueHoldsParams(&p); err != nil {
 		return nil, "", err
 	}
-	var out []core.UniqueHold
+	var out []contract.UniqueHold
 	after, scanned := p.After, 0
-	for len(out) < p.Limit && scanned < core.UniqueHoldsScan {
-		n := min(p.Limit+1, core.UniqueHoldsScan-scanned)
+	for len(out) < p.Limit && scanned < contract.UniqueHoldsScan {
+		n := min(p.Limit+1, contract.UniqueHoldsScan-scanned)
 		var holds []holdRow
-		var jobs map[int64]*core.Job
+		var jobs map[int64]*contract.Job
 		err := s.retry(ctx, func() (err error) {
 			holds, jobs, err = s.readHolds(ctx, s.db, after, n)
 			return err
@@ -50,7 +51,7 @@ func (s *Store) UniqueHolds(ctx context.Context, p core.UniqueHoldsParams) ([]co
 
 // readHolds reads, on c, up to n holds with a scoped key after `after`, in
 // key order, and the state and finished_at of their jobs that still exist.
-func (s *Store) readHolds(ctx context.Context, c Conn, after string, n int) ([]holdRow, map[int64]*core.Job, error) {
+func (s *Store) readHolds(ctx context.Context, c Conn, after string, n int) ([]holdRow, map[int64]*contract.Job, error) {
 	b := newBuilder(s.d, 2)
 	b.w("SELECT ", holdColumns, " FROM ", s.t.Holds, " WHERE ukey > ", b.argT(after, TypeText), " ORDER BY ukey LIMIT ", b.arg(n))
 	holds, err := scanHolds(c.Query(ctx, b.String(), b.args...))
@@ -63,7 +64,7 @@ func (s *Store) readHolds(ctx context.Context, c Conn, after string, n int) ([]h
 
 // holders reads, on c, the id, state and finished_at of the jobs of holds
 // that still exist, by id; suffix ends the statement (a lock clause or "").
-func (s *Store) holders(ctx context.Context, c Conn, holds []holdRow, suffix string) (map[int64]*core.Job, error) {
+func (s *Store) holders(ctx context.Context, c Conn, holds []holdRow, suffix string) (map[int64]*contract.Job, error) {
 	b := newBuilder(s.d, len(holds))
 	b.w("SELECT id, state, finished_at FROM ", s.t.Jobs, " WHERE id IN (")
 	for n, h := range holds {
@@ -78,14 +79,14 @@ func (s *Store) holders(ctx context.Context, c Conn, holds []holdRow, suffix str
 		return nil, err
 	}
 	defer rows.Close()
-	jobs := make(map[int64]*core.Job, len(holds))
+	jobs := make(map[int64]*contract.Job, len(holds))
 	for rows.Next() {
-		j := &core.Job{}
+		j := &contract.Job{}
 		var state string
 		if err := rows.Scan(&j.ID, &state, TimeDest(&j.FinishedAt)); err != nil {
 			return nil, err
 		}
-		j.State = core.State(state)
+		j.State = contract.State(state)
 		jobs[j.ID] = j
 	}
 	if err := rows.Err(); err != nil {
@@ -95,12 +96,12 @@ func (s *Store) holders(ctx context.Context, c Conn, holds []holdRow, suffix str
 }
 
 // uniqueHold describes hold h whose holder is j (nil when its row is gone).
-func uniqueHold(h holdRow, j *core.Job) core.UniqueHold {
-	scope, _ := core.ScopeOfScopedKey(h.ukey)
-	u := core.UniqueHold{
+func uniqueHold(h holdRow, j *contract.Job) contract.UniqueHold {
+	scope, _ := storekit.ScopeOfScopedKey(h.ukey)
+	u := contract.UniqueHold{
 		ScopedKey: h.ukey, Key: h.key, Scope: scope, Queue: h.queue, Kind: h.kind, JobID: h.jobID,
 		UniqueFor: h.uniqueFor, Fingerprint: h.fingerprint, JobGone: j == nil,
-		Until: core.UniqueHoldUntil(j, h.uniqueFor, h.heldUntil),
+		Until: storekit.UniqueHoldUntil(j, h.uniqueFor, h.heldUntil),
 	}
 	if j != nil {
 		u.State = j.State
@@ -108,13 +109,13 @@ func uniqueHold(h holdRow, j *core.Job) core.UniqueHold {
 	return u
 }
 
-// ReleaseUniqueHold implements core.UniqueHolder. In one transaction it
+// ReleaseUniqueHold implements contract.UniqueHolder. In one transaction it
 // locks the hold on scopedKey, then its holder's row (the order Delete
 // takes them in), and deletes the hold when it is held at now and its
 // holder is final or gone.
-func (s *Store) ReleaseUniqueHold(ctx context.Context, scopedKey string, now time.Time) (core.UniqueHold, error) {
-	now = core.UTC(now)
-	var u core.UniqueHold
+func (s *Store) ReleaseUniqueHold(ctx context.Context, scopedKey string, now time.Time) (contract.UniqueHold, error) {
+	now = contract.UTC(now)
+	var u contract.UniqueHold
 	err := s.tx(ctx, func(c Conn) error {
 		b := newBuilder(s.d, 1)
 		b.w("SELECT ", holdColumns, " FROM ", s.t.Holds, " WHERE ukey = ", b.argT(scopedKey, TypeText), s.d.LockSuffix(false))
@@ -123,7 +124,7 @@ func (s *Store) ReleaseUniqueHold(ctx context.Context, scopedKey string, now tim
 			return err
 		}
 		if len(holds) == 0 {
-			return fmt.Errorf("release unique hold %q: no hold is held: %w", scopedKey, core.ErrNotFound)
+			return fmt.Errorf("release unique hold %q: no hold is held: %w", scopedKey, contract.ErrNotFound)
 		}
 		h := holds[0]
 		jobs, err := s.holders(ctx, c, holds, s.d.LockSuffix(false))
@@ -132,10 +133,10 @@ func (s *Store) ReleaseUniqueHold(ctx context.Context, scopedKey string, now tim
 		}
 		j := jobs[h.jobID]
 		if h.jobID == 0 || !HoldHeld(j, h.uniqueFor, h.heldUntil, now) {
-			return fmt.Errorf("release unique hold %q: no hold is held: %w", scopedKey, core.ErrNotFound)
+			return fmt.Errorf("release unique hold %q: no hold is held: %w", scopedKey, contract.ErrNotFound)
 		}
 		if j != nil && !j.State.Final() {
-			return fmt.Errorf("release unique hold %q: job %d holding it is %s (cancel it first): %w", scopedKey, j.ID, j.State, core.ErrInvalidState)
+			return fmt.Errorf("release unique hold %q: job %d holding it is %s (cancel it first): %w", scopedKey, j.ID, j.State, contract.ErrInvalidState)
 		}
 		b = newBuilder(s.d, 2)
 		b.w("DELETE FROM ", s.t.Holds, " WHERE ukey = ", b.argT(scopedKey, TypeText), " AND job_id = ", b.argT(h.jobID, TypeInt))
@@ -146,7 +147,7 @@ func (s *Store) ReleaseUniqueHold(ctx context.Context, scopedKey string, now tim
 		return nil
 	})
 	if err != nil {
-		return core.UniqueHold{}, fmt.Errorf("%s: %w", s.d.Name(), err)
+		return contract.UniqueHold{}, fmt.Errorf("%s: %w", s.d.Name(), err)
 	}
 	return u, nil
 }

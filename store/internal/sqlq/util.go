@@ -4,22 +4,9 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
-func sortStats(s []core.QueueStats) {
-	slices.SortFunc(s, func(a, b core.QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
-}
-
-// SortClaimOrder sorts jobs by priority, run_at, id: claim order.
-func SortClaimOrder(jobs []*core.Job) {
-	slices.SortFunc(jobs, func(a, b *core.Job) int {
-		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
-			return c
-		}
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+func sortStats(s []contract.QueueStats) {
+	slices.SortFunc(s, func(a, b contract.QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
 }

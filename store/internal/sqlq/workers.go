@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 const workerCols = "id, host, pid, queues, tags, metadata, started_at, heartbeat_at"
 
 // RegisterWorker inserts or updates (heartbeat) the record of w.ID.
-func (s *Store) RegisterWorker(ctx context.Context, w core.WorkerInfo) error {
+func (s *Store) RegisterWorker(ctx context.Context, w contract.WorkerInfo) error {
 	queues, err := json.Marshal(w.Queues)
 	if err != nil {
 		return err
@@ -59,8 +59,8 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 }
 
 // Workers lists the worker records ordered by id.
-func (s *Store) Workers(ctx context.Context) ([]core.WorkerInfo, error) {
-	var out []core.WorkerInfo
+func (s *Store) Workers(ctx context.Context) ([]contract.WorkerInfo, error) {
+	var out []contract.WorkerInfo
 	err := s.retry(ctx, func() (err error) {
 		out, err = scanWorkers(s.db.Query(ctx, "SELECT "+workerCols+" FROM "+s.t.Workers+" ORDER BY id"))
 		return err
@@ -70,8 +70,8 @@ func (s *Store) Workers(ctx context.Context) ([]core.WorkerInfo, error) {
 
 // Worker returns the record of worker id (a primary-key lookup), or an
 // error wrapping core.ErrNotFound.
-func (s *Store) Worker(ctx context.Context, id string) (core.WorkerInfo, error) {
-	var out []core.WorkerInfo
+func (s *Store) Worker(ctx context.Context, id string) (contract.WorkerInfo, error) {
+	var out []contract.WorkerInfo
 	err := s.retry(ctx, func() (err error) {
 		b := newBuilder(s.d, 1)
 		b.w("SELECT ", workerCols, " FROM ", s.t.Workers, " WHERE id = ", b.arg(id))
@@ -80,22 +80,22 @@ func (s *Store) Worker(ctx context.Context, id string) (core.WorkerInfo, error) 
 	})
 	switch {
 	case err != nil:
-		return core.WorkerInfo{}, err
+		return contract.WorkerInfo{}, err
 	case len(out) == 0:
-		return core.WorkerInfo{}, fmt.Errorf("worker %q: %w", id, core.ErrNotFound)
+		return contract.WorkerInfo{}, fmt.Errorf("worker %q: %w", id, contract.ErrNotFound)
 	}
 	return out[0], nil
 }
 
 // scanWorkers reads rows of workerCols and closes them.
-func scanWorkers(rows Rows, err error) ([]core.WorkerInfo, error) {
+func scanWorkers(rows Rows, err error) ([]contract.WorkerInfo, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []core.WorkerInfo
+	var out []contract.WorkerInfo
 	for rows.Next() {
-		var w core.WorkerInfo
+		var w contract.WorkerInfo
 		var pid int64
 		var queues, tags, meta []byte
 		if err := rows.Scan(&w.ID, &w.Host, &pid, bytesDest{&queues}, bytesDest{&tags}, bytesDest{&meta},

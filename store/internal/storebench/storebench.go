@@ -10,20 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // Queue is the queue the benchmarks fill and drain.
 const Queue = "bench"
 
 // Job returns a key-less job of Queue due at runAt, with the given args.
-func Job(runAt time.Time, args string) core.InsertParams {
-	return core.InsertParams{Queue: Queue, Kind: "k", Args: []byte(args), Priority: 5, MaxAttempts: 3, RunAt: runAt}
+func Job(runAt time.Time, args string) contract.InsertParams {
+	return contract.InsertParams{Queue: Queue, Kind: "k", Args: []byte(args), Priority: 5, MaxAttempts: 3, RunAt: runAt}
 }
 
 // Jobs returns n jobs of Queue due at runAt with args {}.
-func Jobs(n int, runAt time.Time) []core.InsertParams {
-	ps := make([]core.InsertParams, n)
+func Jobs(n int, runAt time.Time) []contract.InsertParams {
+	ps := make([]contract.InsertParams, n)
 	for i := range ps {
 		ps[i] = Job(runAt, `{}`)
 	}
@@ -31,11 +31,11 @@ func Jobs(n int, runAt time.Time) []core.InsertParams {
 }
 
 // Insert inserts n copies of p at now, 1000 per call.
-func Insert(b testing.TB, s core.Store, now time.Time, n int, p core.InsertParams) {
+func Insert(b testing.TB, s contract.Store, now time.Time, n int, p contract.InsertParams) {
 	b.Helper()
 	ctx := context.Background()
 	for done := 0; done < n; done += 1000 {
-		ps := make([]core.InsertParams, min(1000, n-done))
+		ps := make([]contract.InsertParams, min(1000, n-done))
 		for i := range ps {
 			ps[i] = p
 		}
@@ -49,15 +49,15 @@ func Insert(b testing.TB, s core.Store, now time.Time, n int, p core.InsertParam
 // worker claims batches of 100 jobs of Queue at now and completes them
 // (rows kept), until b.N jobs are done; the queue must hold them. It reports
 // allocations and jobs/s.
-func ClaimFinish(b *testing.B, s core.Store, now time.Time) {
+func ClaimFinish(b *testing.B, s contract.Store, now time.Time) {
 	ctx := context.Background()
 	const batch = 100
-	outs := make([]core.Outcome, 0, batch)
+	outs := make([]contract.Outcome, 0, batch)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	for done := 0; done < b.N; {
-		jobs, err := s.Claim(ctx, core.ClaimParams{Queue: Queue, WorkerID: "w", Limit: batch, Now: now, LeaseUntil: now.Add(time.Minute)})
+		jobs, err := s.Claim(ctx, contract.ClaimParams{Queue: Queue, WorkerID: "w", Limit: batch, Now: now, LeaseUntil: now.Add(time.Minute)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func ClaimFinish(b *testing.B, s core.Store, now time.Time) {
 		}
 		outs = outs[:0]
 		for _, j := range jobs {
-			outs = append(outs, core.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: core.OutcomeComplete, At: now})
+			outs = append(outs, contract.Outcome{JobID: j.ID, WorkerID: "w", ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now})
 		}
 		res, err := s.Finish(ctx, outs)
 		if err != nil {
@@ -85,7 +85,7 @@ func ClaimFinish(b *testing.B, s core.Store, now time.Time) {
 
 // InsertLoop is the timed part of the stores' BenchmarkInsert: batches of
 // 1000 key-less jobs until b.N are inserted; it reports jobs/s.
-func InsertLoop(b *testing.B, s core.Store, now time.Time) {
+func InsertLoop(b *testing.B, s contract.Store, now time.Time) {
 	ctx := context.Background()
 	ps := Jobs(1000, now)
 	b.ResetTimer()
@@ -112,7 +112,7 @@ func EnvInt(name string, def int) int {
 // Queue: wide enough that every claim of 100 gets 100 jobs, so the
 // benchmark measures the limited claim path (lock the queue's record,
 // count the running jobs, walk the candidates) rather than waiting.
-var BenchLimits = core.QueueLimits{MaxRunning: 1000, MaxRunningPerKind: map[string]int{"k": 1000}, MaxRunningPerPartition: 100}
+var BenchLimits = contract.QueueLimits{MaxRunning: 1000, MaxRunningPerKind: map[string]int{"k": 1000}, MaxRunningPerPartition: 100}
 
 // BenchPolicies are the policies BenchmarkClaimLimits compares, by name:
 // none (the claim path of unlimited queues), the concurrency limits of
@@ -120,20 +120,20 @@ var BenchLimits = core.QueueLimits{MaxRunning: 1000, MaxRunningPerKind: map[stri
 // alone, all wide enough that every claim of 100 gets 100 jobs.
 var BenchPolicies = []struct {
 	Name   string
-	Limits core.QueueLimits
+	Limits contract.QueueLimits
 }{
-	{"none", core.QueueLimits{}},
+	{"none", contract.QueueLimits{}},
 	{"limits", BenchLimits},
-	{"rate", core.QueueLimits{Rate: core.RateLimit{Starts: 1000000, Per: time.Second}, RatePerPartition: core.RateLimit{Starts: 100000, Per: time.Second}}},
-	{"fair", core.QueueLimits{Fair: true}},
-	{"aging", core.QueueLimits{Aging: core.PriorityAging{Every: time.Hour}}},
+	{"rate", contract.QueueLimits{Rate: contract.RateLimit{Starts: 1000000, Per: time.Second}, RatePerPartition: contract.RateLimit{Starts: 100000, Per: time.Second}}},
+	{"fair", contract.QueueLimits{Fair: true}},
+	{"aging", contract.QueueLimits{Aging: contract.PriorityAging{Every: time.Hour}}},
 }
 
 // ClaimLimits is the timed part of the stores' BenchmarkClaimLimits:
 // b.N jobs of Queue spread over 50 partition keys are inserted, the
 // queue gets limits l (zero: none), and ClaimFinish drains them.
 // Compare the jobs/s of each policy with none.
-func ClaimLimits(b *testing.B, s core.Store, now time.Time, l core.QueueLimits) {
+func ClaimLimits(b *testing.B, s contract.Store, now time.Time, l contract.QueueLimits) {
 	b.Helper()
 	ctx := context.Background()
 	for done := 0; done < b.N; done += 1000 {
@@ -146,9 +146,9 @@ func ClaimLimits(b *testing.B, s core.Store, now time.Time, l core.QueueLimits) 
 		}
 	}
 	if !l.IsZero() {
-		ql, ok := s.(core.QueueLimiter)
+		ql, ok := s.(contract.QueueLimiter)
 		if !ok {
-			b.Fatalf("%T is no core.QueueLimiter", s)
+			b.Fatalf("%T is no contract.QueueLimiter", s)
 		}
 		if err := ql.SetQueueLimits(ctx, Queue, l, now); err != nil {
 			b.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -17,7 +17,7 @@ import (
 // with raw SQL a pending job with a unique key and its hold, as the
 // previous schema kept them, runs Migrate, and checks that the rows read
 // back unchanged, that the key is still held by that job (a duplicate
-// with an empty fingerprint), that core.UniqueHolder lists the hold, that
+// with an empty fingerprint), that contract.UniqueHolder lists the hold, that
 // a hold taken after the upgrade returns its fingerprint to its
 // duplicates, and that Migrate is then a no-op.
 func RunUniqueFingerprint(t *testing.T, b Backend, version int64) {
@@ -26,9 +26,9 @@ func RunUniqueFingerprint(t *testing.T, b Backend, version int64) {
 	if !ok {
 		t.Fatalf("%T has no Insert or Retry", b.Store)
 	}
-	uh, ok := b.Store.(core.UniqueHolder)
+	uh, ok := b.Store.(contract.UniqueHolder)
 	if !ok {
-		t.Fatalf("%T is no core.UniqueHolder", b.Store)
+		t.Fatalf("%T is no contract.UniqueHolder", b.Store)
 	}
 	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
 	if err != nil {
@@ -61,9 +61,9 @@ func RunUniqueFingerprint(t *testing.T, b Backend, version int64) {
 	checkGet(t, b.Store, pending)
 
 	now := pending.RunAt.Add(time.Minute)
-	insert := func(key, fp string) core.InsertResult {
+	insert := func(key, fp string) contract.InsertResult {
 		t.Helper()
-		res, err := us.Insert(ctx, now, []core.InsertParams{{Queue: "q", Kind: "probe", Args: json.RawMessage(`{}`), Priority: 5,
+		res, err := us.Insert(ctx, now, []contract.InsertParams{{Queue: "q", Kind: "probe", Args: json.RawMessage(`{}`), Priority: 5,
 			MaxAttempts: 1, RunAt: now, UniqueKey: key, UniqueFingerprint: fp}})
 		if err != nil {
 			t.Fatalf("insert of key %q after the upgrade: %v", key, err)
@@ -74,7 +74,7 @@ func RunUniqueFingerprint(t *testing.T, b Backend, version int64) {
 		t.Fatalf("insert of key order-42 after the upgrade: job %d, duplicate %v, fingerprint %q; want job %d, a duplicate, fingerprint \"\" (a hold from before the upgrade has none)",
 			r.Job.ID, r.Duplicate, r.Fingerprint, pending.ID)
 	}
-	got, next, err := uh.UniqueHolds(ctx, core.UniqueHoldsParams{Now: now})
+	got, next, err := uh.UniqueHolds(ctx, contract.UniqueHoldsParams{Now: now})
 	if err != nil || next != "" || len(got) != 1 || got[0].ScopedKey != "g:order-42" || got[0].JobID != pending.ID || got[0].State != pending.State || !got[0].Until.IsZero() {
 		t.Fatalf("UniqueHolds after the upgrade: %+v, next %q, %v; want the hold of live job %d on g:order-42", got, next, err, pending.ID)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -18,7 +18,7 @@ func RunFrom(t *testing.T, b Backend, version int64, check func(t *testing.T)) {
 	ctx := context.Background()
 	pending, _, _ := upgradeBelow(t, b, version)
 	now := pending.RunAt.Add(time.Minute)
-	got, err := b.Store.Claim(ctx, core.ClaimParams{Queue: pending.Queue, Tags: pending.Tags, Limit: 10, WorkerID: "upgrade-w", Now: now, LeaseUntil: now.Add(time.Minute)})
+	got, err := b.Store.Claim(ctx, contract.ClaimParams{Queue: pending.Queue, Tags: pending.Tags, Limit: 10, WorkerID: "upgrade-w", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || len(got) != 1 || got[0].ID != pending.ID {
 		t.Fatalf("claim after the upgrade: %d jobs, %v; want the pending job %d", len(got), err, pending.ID)
 	}
@@ -30,7 +30,7 @@ func RunFrom(t *testing.T, b Backend, version int64, check func(t *testing.T)) {
 // pending, running and completed jobs of Jobs, runs Migrate, and checks
 // that the schema reached the newest version and that the rows read back
 // unchanged. It returns the three jobs, their ids set.
-func upgradeBelow(t *testing.T, b Backend, version int64) (pending, running, completed *core.Job) {
+func upgradeBelow(t *testing.T, b Backend, version int64) (pending, running, completed *contract.Job) {
 	t.Helper()
 	ctx := context.Background()
 	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
@@ -55,7 +55,7 @@ func upgradeBelow(t *testing.T, b Backend, version int64) (pending, running, com
 		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
 	}
 	sameRows(t, "the migration", before, snapshotN(t, b, 3))
-	for _, want := range []*core.Job{pending, running, completed} {
+	for _, want := range []*contract.Job{pending, running, completed} {
 		checkGet(t, b.Store, want)
 	}
 	return pending, running, completed

@@ -7,6 +7,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/pressly/goose/v3"
 
 	"github.com/backlogq/backlog/core"
@@ -21,9 +23,9 @@ import (
 // read back as buckets and totals, and that Migrate is then a no-op.
 func RunQueueHistory(t *testing.T, b Backend, version int64) {
 	ctx := context.Background()
-	qh, ok := b.Store.(core.QueueHistory)
+	qh, ok := b.Store.(contract.QueueHistory)
 	if !ok {
-		t.Fatalf("%T is no core.QueueHistory", b.Store)
+		t.Fatalf("%T is no contract.QueueHistory", b.Store)
 	}
 	pending, _, _ := upgradeBelow(t, b, version)
 
@@ -35,7 +37,7 @@ func RunQueueHistory(t *testing.T, b Backend, version int64) {
 	if err != nil || len(due) != 1 || due[0].Queue != pending.Queue || due[0].Count != 1 || !due[0].OldestRunAt.Equal(pending.RunAt) {
 		t.Fatalf("DueJobs after the upgrade: %+v, %v; want the pending job of queue %q written before it, due since %s", due, err, pending.Queue, pending.RunAt)
 	}
-	if err := qh.AddQueueHistory(ctx, []core.QueueSample{
+	if err := qh.AddQueueHistory(ctx, []contract.QueueSample{
 		{Queue: pending.Queue, At: now, Completed: 2, Failed: 1, Gauge: true, Depth: due[0].Count, OldestAge: now.Sub(due[0].OldestRunAt)},
 		{Queue: pending.Queue, At: now.Add(time.Second), Completed: 1},
 	}); err != nil {
@@ -46,7 +48,7 @@ func RunQueueHistory(t *testing.T, b Backend, version int64) {
 		t.Fatalf("QueueHistory after adding samples: %+v, %v; want one bucket of 3 completed, 1 failed, 1 due job a minute old", got, err)
 	}
 	totals, err := qh.QueueTotals(ctx)
-	if err != nil || len(totals) != 1 || totals[0] != (core.QueueTotals{Queue: pending.Queue, Completed: 3, Failed: 1}) {
+	if err != nil || len(totals) != 1 || totals[0] != (contract.QueueTotals{Queue: pending.Queue, Completed: 3, Failed: 1}) {
 		t.Fatalf("QueueTotals after adding samples: %+v, %v", totals, err)
 	}
 

@@ -5,15 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // limitsStore is what RunQueueLimits needs of the store besides Store.
 type limitsStore interface {
-	core.QueueLimiter
+	contract.QueueLimiter
 	PauseQueue(ctx context.Context, queue string, now time.Time) error
-	Stats(ctx context.Context) ([]core.QueueStats, error)
+	Stats(ctx context.Context) ([]contract.QueueStats, error)
 }
 
 // RunQueueLimits migrates b's store to the version before version (the
@@ -28,18 +28,18 @@ type limitsStore interface {
 func RunQueueLimits(t *testing.T, b Backend, version int64) {
 	ctx := context.Background()
 	ls, pending, now := upgradeWithJobs(t, b, version, "queue limits")
-	if _, created, err := ls.InitQueueLimits(ctx, "paused-before", core.QueueLimits{MaxRunning: 3}, now); err != nil || !created {
+	if _, created, err := ls.InitQueueLimits(ctx, "paused-before", contract.QueueLimits{MaxRunning: 3}, now); err != nil || !created {
 		t.Fatalf("InitQueueLimits of a queue from before the upgrade: created %v, %v; want its limits stored", created, err)
 	}
 
-	claim := func() []*core.Job { t.Helper(); return claimAfterUpgrade(t, b, pending, now) }
-	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 1}, now); err != nil {
+	claim := func() []*contract.Job { t.Helper(); return claimAfterUpgrade(t, b, pending, now) }
+	if err := ls.SetQueueLimits(ctx, pending.Queue, contract.QueueLimits{MaxRunning: 1}, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := claim(); len(got) != 0 {
 		t.Fatalf("claim under MaxRunning 1 returned %d jobs; the job running across the upgrade holds the one slot", len(got))
 	}
-	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{MaxRunning: 2}, now); err != nil {
+	if err := ls.SetQueueLimits(ctx, pending.Queue, contract.QueueLimits{MaxRunning: 2}, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := claim(); len(got) != 1 || got[0].ID != pending.ID {
@@ -56,12 +56,12 @@ func RunQueueLimits(t *testing.T, b Backend, version int64) {
 // returns the store as a limitsStore, the pending job and a time just
 // after it was due; no queue has limits. what names the migration for
 // messages.
-func upgradeWithJobs(t *testing.T, b Backend, version int64, what string) (limitsStore, *core.Job, time.Time) {
+func upgradeWithJobs(t *testing.T, b Backend, version int64, what string) (limitsStore, *contract.Job, time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	ls, ok := b.Store.(limitsStore)
 	if !ok {
-		t.Fatalf("%T is no core.QueueLimiter with PauseQueue and Stats", b.Store)
+		t.Fatalf("%T is no contract.QueueLimiter with PauseQueue and Stats", b.Store)
 	}
 	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
 	if err != nil {
@@ -90,7 +90,7 @@ func upgradeWithJobs(t *testing.T, b Backend, version int64, what string) (limit
 		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
 	}
 	sameRows(t, "the migration", before, snapshotN(t, b, 3))
-	for _, want := range []*core.Job{pending, running, completed} {
+	for _, want := range []*contract.Job{pending, running, completed} {
 		checkGet(t, b.Store, want)
 	}
 	st, err := ls.Stats(ctx)
@@ -112,9 +112,9 @@ func upgradeWithJobs(t *testing.T, b Backend, version int64, what string) (limit
 
 // claimAfterUpgrade claims up to 10 jobs of pending's queue at now for a
 // new worker, failing t on error.
-func claimAfterUpgrade(t *testing.T, b Backend, pending *core.Job, now time.Time) []*core.Job {
+func claimAfterUpgrade(t *testing.T, b Backend, pending *contract.Job, now time.Time) []*contract.Job {
 	t.Helper()
-	got, err := b.Store.Claim(context.Background(), core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
+	got, err := b.Store.Claim(context.Background(), contract.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
 	if err != nil {
 		t.Fatalf("claim after the upgrade: %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // RunListOrder migrates b's store to every migration numbered below
@@ -20,8 +20,8 @@ import (
 func RunListOrder(t *testing.T, b Backend, version int64) {
 	ctx := context.Background()
 	type lister interface {
-		core.PageLister
-		List(ctx context.Context, p core.ListParams) ([]*core.Job, error)
+		contract.PageLister
+		List(ctx context.Context, p contract.ListParams) ([]*contract.Job, error)
 	}
 	ls, ok := b.Store.(lister)
 	if !ok {
@@ -37,10 +37,10 @@ func RunListOrder(t *testing.T, b Backend, version int64) {
 		}
 		for _, bounded := range []bool{false, true} {
 			var got []int64
-			p := core.ListParams{Queue: "upgrade", ByRunAt: true, Desc: desc, Limit: 1}
+			p := contract.ListParams{Queue: "upgrade", ByRunAt: true, Desc: desc, Limit: 1}
 			for range 5 {
 				var (
-					jobs []*core.Job
+					jobs []*contract.Job
 					err  error
 				)
 				if bounded {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 )
 
 // RunClaimPolicy migrates b's store to the version before version (the
@@ -20,8 +20,8 @@ func RunClaimPolicy(t *testing.T, b Backend, version int64) {
 	ctx := context.Background()
 	ls, pending, now := upgradeWithJobs(t, b, version, "claim policies")
 
-	claim := func() []*core.Job { t.Helper(); return claimAfterUpgrade(t, b, pending, now) }
-	if err := ls.SetQueueLimits(ctx, pending.Queue, core.QueueLimits{Rate: core.RateLimit{Starts: 1, Per: time.Hour}, Fair: true}, now); err != nil {
+	claim := func() []*contract.Job { t.Helper(); return claimAfterUpgrade(t, b, pending, now) }
+	if err := ls.SetQueueLimits(ctx, pending.Queue, contract.QueueLimits{Rate: contract.RateLimit{Starts: 1, Per: time.Hour}, Fair: true}, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := claim(); len(got) != 1 || got[0].ID != pending.ID {

@@ -9,24 +9,25 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/pressly/goose/v3"
 
-	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // RunFromVersion2 migrates b's store to schema version 2 only (before the
 // settings table), writes a pending, a running and a completed job there
 // with raw SQL, runs Migrate, and checks that the jobs stay as stored,
-// that core.Settings works after the upgrade (and not before: there is no
+// that contract.Settings works after the upgrade (and not before: there is no
 // table yet), that its values survive a second Migrate, and that Migrate
 // and goose then find nothing to do. b.Store must implement
-// core.Settings.
+// contract.Settings.
 func RunFromVersion2(t *testing.T, b Backend) {
 	ctx := context.Background()
-	st, ok := b.Store.(core.Settings)
+	st, ok := b.Store.(contract.Settings)
 	if !ok {
-		t.Fatalf("%T does not implement core.Settings", b.Store)
+		t.Fatalf("%T does not implement contract.Settings", b.Store)
 	}
 	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
 	if err != nil {
@@ -41,7 +42,7 @@ func RunFromVersion2(t *testing.T, b Backend) {
 	if v := schemaVersion(t, b); v != 2 {
 		t.Fatalf("schema at version %d; want 2", v)
 	}
-	if _, err := st.Setting(ctx, "probe"); err == nil || errors.Is(err, core.ErrNotFound) {
+	if _, err := st.Setting(ctx, "probe"); err == nil || errors.Is(err, contract.ErrNotFound) {
 		t.Fatalf("Setting on a version-2 schema returned %v; want an error (no settings table yet)", err)
 	}
 
@@ -58,7 +59,7 @@ func RunFromVersion2(t *testing.T, b Backend) {
 		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
 	}
 	sameRows(t, "the migration", before, snapshot(t, b))
-	for _, want := range []*core.Job{pending, running, completed} {
+	for _, want := range []*contract.Job{pending, running, completed} {
 		checkGet(t, b.Store, want)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -17,7 +18,7 @@ const RepairVersion = 4
 // inserter is what RunTimeRepair needs of the store besides Store: its
 // Insert, which (unlike the client) does not validate times.
 type inserter interface {
-	Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error)
+	Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error)
 }
 
 // RunTimeRepair migrates b's store to the version before RepairVersion,
@@ -54,7 +55,7 @@ func RunTimeRepair(t *testing.T, b Backend, zeroDates bool) {
 	past := time.Date(1969, 6, 1, 0, 0, 0, 0, time.UTC)
 	fine := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
 	now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	params := []core.InsertParams{
+	params := []contract.InsertParams{
 		{Queue: "repair", Kind: "far", Args: json.RawMessage(`{"n":1}`), Priority: 5, MaxAttempts: 3, RunAt: y10k, Deadline: y10k, Tags: []string{"t"}},
 		{Queue: "repair", Kind: "past", Args: json.RawMessage(`{"n":2}`), Priority: 5, MaxAttempts: 3, RunAt: past, Deadline: past.Add(24 * time.Hour)},
 		{Queue: "repair", Kind: "fine", Args: json.RawMessage(`{"n":3}`), Priority: 5, MaxAttempts: 3, RunAt: fine, Deadline: fine.Add(time.Hour)},
@@ -70,7 +71,7 @@ func RunTimeRepair(t *testing.T, b Backend, zeroDates bool) {
 	if err != nil {
 		t.Fatalf("insert at version %d: %v", RepairVersion-1, err)
 	}
-	before := make([]*core.Job, len(res))
+	before := make([]*contract.Job, len(res))
 	for i, r := range res {
 		if before[i], err = b.Store.Get(ctx, r.Job.ID); err != nil {
 			t.Fatal(err)
@@ -101,7 +102,7 @@ func RunTimeRepair(t *testing.T, b Backend, zeroDates bool) {
 		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
 	}
 
-	want := make([]core.Job, len(before))
+	want := make([]contract.Job, len(before))
 	for i, j := range before {
 		want[i] = *j
 	}

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
 // uniqueStore is what RunUniqueKeys needs of the store besides Store.
 type uniqueStore interface {
-	Insert(ctx context.Context, now time.Time, jobs []core.InsertParams) ([]core.InsertResult, error)
-	Retry(ctx context.Context, id int64, now time.Time) (*core.Job, error)
+	Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error)
+	Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error)
 }
 
 // RunUniqueKeys migrates b's store to the version before version (the
@@ -61,36 +61,36 @@ func RunUniqueKeys(t *testing.T, b Backend, version int64) {
 		t.Fatalf("schema at version %d after Migrate; want %d", v, newest)
 	}
 	sameRows(t, "the migration", before, snapshotN(t, b, 4))
-	for _, want := range []*core.Job{pending, running, completed, &lone} {
+	for _, want := range []*contract.Job{pending, running, completed, &lone} {
 		checkGet(t, b.Store, want)
 	}
 
 	now := pending.RunAt.Add(time.Minute)
-	insert := func(key, queue string, scope core.UniqueScope) core.InsertResult {
+	insert := func(key, queue string, scope contract.UniqueScope) contract.InsertResult {
 		t.Helper()
-		res, err := us.Insert(ctx, now, []core.InsertParams{{Queue: queue, Kind: "probe", Args: json.RawMessage(`{}`), Priority: 5,
+		res, err := us.Insert(ctx, now, []contract.InsertParams{{Queue: queue, Kind: "probe", Args: json.RawMessage(`{}`), Priority: 5,
 			MaxAttempts: 1, RunAt: now, UniqueKey: key, UniqueScope: scope}})
 		if err != nil {
 			t.Fatalf("insert of key %q after the upgrade: %v", key, err)
 		}
 		return res[0]
 	}
-	for _, held := range []*core.Job{pending, running} {
-		if r := insert(held.UniqueKey, "elsewhere", core.UniqueGlobal); !r.Duplicate || r.Job.ID != held.ID {
+	for _, held := range []*contract.Job{pending, running} {
+		if r := insert(held.UniqueKey, "elsewhere", contract.UniqueGlobal); !r.Duplicate || r.Job.ID != held.ID {
 			t.Fatalf("insert of key %q after the upgrade returned job %d, duplicate %v; want live job %d (its key is still held)", held.UniqueKey, r.Job.ID, r.Duplicate, held.ID)
 		}
 	}
 	// The same key in another scope is another key.
-	if r := insert(pending.UniqueKey, pending.Queue, core.UniqueQueue); r.Duplicate {
+	if r := insert(pending.UniqueKey, pending.Queue, contract.UniqueQueue); r.Duplicate {
 		t.Fatalf("a queue-scoped insert of key %q returned job %d as a duplicate; the migrated holds are global", pending.UniqueKey, r.Job.ID)
 	}
 	if _, err := us.Retry(ctx, lone.ID, now); err != nil {
 		t.Fatalf("retry of completed job %d, the last job with its key: %v", lone.ID, err)
 	}
-	if r := insert(lone.UniqueKey, "elsewhere", core.UniqueGlobal); !r.Duplicate || r.Job.ID != lone.ID {
+	if r := insert(lone.UniqueKey, "elsewhere", contract.UniqueGlobal); !r.Duplicate || r.Job.ID != lone.ID {
 		t.Fatalf("insert of key %q after its job was retried returned job %d, duplicate %v; want job %d", lone.UniqueKey, r.Job.ID, r.Duplicate, lone.ID)
 	}
-	if _, err := us.Retry(ctx, completed.ID, now); !errors.Is(err, core.ErrInvalidState) {
+	if _, err := us.Retry(ctx, completed.ID, now); !errors.Is(err, contract.ErrInvalidState) {
 		t.Fatalf("retry of completed job %d, whose key live job %d holds: %v; want ErrInvalidState", completed.ID, pending.ID, err)
 	}
 	checkGet(t, b.Store, completed)

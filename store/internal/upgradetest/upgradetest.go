@@ -20,6 +20,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/backlogq/backlog/core/contract"
+
 	"github.com/pressly/goose/v3"
 
 	"github.com/backlogq/backlog/core"
@@ -35,10 +37,10 @@ const V1Columns = "id, " + V1InsertColumns
 
 // Store is what Run uses of the store under test.
 type Store interface {
-	Get(ctx context.Context, id int64) (*core.Job, error)
-	Claim(ctx context.Context, p core.ClaimParams) ([]*core.Job, error)
-	Finish(ctx context.Context, outcomes []core.Outcome) ([]core.FinishResult, error)
-	ExtendLeases(ctx context.Context, workerID string, leases []core.Lease, until time.Time) (int, error)
+	Get(ctx context.Context, id int64) (*contract.Job, error)
+	Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.Job, error)
+	Finish(ctx context.Context, outcomes []contract.Outcome) ([]contract.FinishResult, error)
+	ExtendLeases(ctx context.Context, workerID string, leases []contract.Lease, until time.Time) (int, error)
 	Migrate(ctx context.Context) error
 }
 
@@ -73,7 +75,7 @@ type Backend struct {
 	// InsertV1 writes j into the jobs table with V1InsertColumns only,
 	// version as its version column, encoded as the store at schema
 	// version 1 encoded them, and sets j.ID.
-	InsertV1 func(t testing.TB, j *core.Job, version int64)
+	InsertV1 func(t testing.TB, j *contract.Job, version int64)
 
 	// Rows runs query and returns every row's values as the driver reads
 	// them, in a form reflect.DeepEqual compares faithfully.
@@ -124,7 +126,7 @@ func Run(t *testing.T, b Backend) {
 		t.Fatal("no jobs.claim_seq after Migrate")
 	}
 	sameRows(t, "the migration", before, snapshot(t, b))
-	for _, want := range []*core.Job{pending, running, completed} {
+	for _, want := range []*contract.Job{pending, running, completed} {
 		checkGet(t, s, want)
 	}
 
@@ -144,31 +146,31 @@ func Run(t *testing.T, b Backend) {
 
 	// The first claim after the upgrade is claim 1.
 	now := pending.RunAt.Add(time.Minute)
-	got, err := s.Claim(ctx, core.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
+	got, err := s.Claim(ctx, contract.ClaimParams{Queue: pending.Queue, WorkerID: "w-new", Limit: 10, Now: now, LeaseUntil: now.Add(time.Minute), Tags: pending.Tags})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].ID != pending.ID {
 		t.Fatalf("claimed %d jobs (%v); want only the pending job %d", len(got), got, pending.ID)
 	}
-	if c := got[0]; c.ClaimSeq != 1 || c.Attempt != pending.Attempt+1 || c.State != core.StateRunning || c.WorkerID != "w-new" {
+	if c := got[0]; c.ClaimSeq != 1 || c.Attempt != pending.Attempt+1 || c.State != contract.StateRunning || c.WorkerID != "w-new" {
 		t.Fatalf("claimed %+v; want claim_seq 1, attempt %d, running under w-new", c, pending.Attempt+1)
 	}
-	stale := core.Outcome{JobID: pending.ID, WorkerID: "w-new", ClaimSeq: 0, Attempt: pending.Attempt + 1, Kind: core.OutcomeComplete, At: now}
+	stale := contract.Outcome{JobID: pending.ID, WorkerID: "w-new", ClaimSeq: 0, Attempt: pending.Attempt + 1, Kind: contract.OutcomeComplete, At: now}
 	if res := finish(t, s, stale); res.Applied {
 		t.Fatal("an outcome at claim_seq 0 applied to the claim made after the upgrade")
 	}
 
 	// The execution that was running across the upgrade is claim 0.
-	if n, err := s.ExtendLeases(ctx, running.WorkerID, []core.Lease{{JobID: running.ID, ClaimSeq: 0}}, now.Add(10*time.Minute)); err != nil || n != 1 {
+	if n, err := s.ExtendLeases(ctx, running.WorkerID, []contract.Lease{{JobID: running.ID, ClaimSeq: 0}}, now.Add(10*time.Minute)); err != nil || n != 1 {
 		t.Fatalf("extend the lease of the job running across the upgrade: %d, %v; want 1", n, err)
 	}
-	done := core.Outcome{JobID: running.ID, WorkerID: running.WorkerID, ClaimSeq: 0, Attempt: running.Attempt, Kind: core.OutcomeComplete, At: now, Result: []byte(`{"rows":3}`)}
+	done := contract.Outcome{JobID: running.ID, WorkerID: running.WorkerID, ClaimSeq: 0, Attempt: running.Attempt, Kind: contract.OutcomeComplete, At: now, Result: []byte(`{"rows":3}`)}
 	if res := finish(t, s, done); !res.Applied {
 		t.Fatal("the job running across the upgrade could not be finished at claim_seq 0")
 	}
 	want := *running
-	want.State, want.FinishedAt, want.LeaseUntil, want.Result = core.StateCompleted, now, time.Time{}, done.Result
+	want.State, want.FinishedAt, want.LeaseUntil, want.Result = contract.StateCompleted, now, time.Time{}, done.Result
 	checkGet(t, s, &want)
 	if res := finish(t, s, done); res.Applied {
 		t.Fatal("a second finish with the same fence applied")
@@ -179,30 +181,30 @@ func Run(t *testing.T, b Backend) {
 
 // Jobs returns a pending (retryable, due) job, a running one and a
 // completed one as the store at schema version 1 would have left them.
-func Jobs() (pending, running, completed *core.Job) {
+func Jobs() (pending, running, completed *contract.Job) {
 	base := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	pending = &core.Job{
+	pending = &contract.Job{
 		Queue: "upgrade", Kind: "email.send", Args: json.RawMessage(`{"to":"ü@example.com","n":[1,2.5,null],"nested":{"q":"\"quoted\"\n","e":{}}}`),
-		Priority: 2, State: core.StateRetryable, Attempt: 1, MaxAttempts: 5,
+		Priority: 2, State: contract.StateRetryable, Attempt: 1, MaxAttempts: 5,
 		RunAt: base.Add(-time.Minute), Deadline: base.Add(24 * time.Hour), UniqueKey: "key-ü-1",
 		Tags: []string{"gpu", "β"}, Metadata: map[string]string{"trace": "abc-123", "": "empty key", "ü": "line\nbreak"},
-		Errors: []core.AttemptError{{Attempt: 1, At: base.Add(-2 * time.Minute), Error: `dial tcp 10.0.0.1:25: i/o timeout ("smtp")`,
+		Errors: []contract.AttemptError{{Attempt: 1, At: base.Add(-2 * time.Minute), Error: `dial tcp 10.0.0.1:25: i/o timeout ("smtp")`,
 			Trace: "goroutine 7 [running]:\nmain.send()\n\t/src/send.go:42 +0x1d"}},
 		CreatedAt: base.Add(-time.Hour), AttemptedAt: base.Add(-3 * time.Minute), WorkerID: "w-old-0",
 	}
-	running = &core.Job{
+	running = &contract.Job{
 		Queue: "upgrade", Kind: "report.build", Args: json.RawMessage(`{"id":42,"range":["2030-01-01","2030-01-02"]}`),
-		Priority: 5, State: core.StateRunning, Attempt: 1, MaxAttempts: 3, RunAt: base.Add(-10 * time.Minute),
+		Priority: 5, State: contract.StateRunning, Attempt: 1, MaxAttempts: 3, RunAt: base.Add(-10 * time.Minute),
 		Tags: []string{"reports"}, Metadata: map[string]string{"tenant": "t-1"},
-		Errors:    []core.AttemptError{{Attempt: 1, At: base.Add(-time.Minute), Error: "handed back: shutting down"}},
+		Errors:    []contract.AttemptError{{Attempt: 1, At: base.Add(-time.Minute), Error: "handed back: shutting down"}},
 		CreatedAt: base.Add(-10 * time.Minute), AttemptedAt: base.Add(-30 * time.Second),
 		WorkerID: "w-old-1", LeaseUntil: base.Add(5 * time.Minute),
 	}
-	completed = &core.Job{
+	completed = &contract.Job{
 		Queue: "upgrade", Kind: "email.send", Args: json.RawMessage(`[{"x":"ü"},true,-0.5]`),
-		Priority: 10, State: core.StateCompleted, Attempt: 2, MaxAttempts: 2, RunAt: base.Add(-20 * time.Minute),
+		Priority: 10, State: contract.StateCompleted, Attempt: 2, MaxAttempts: 2, RunAt: base.Add(-20 * time.Minute),
 		UniqueKey: "key-ü-1", Metadata: map[string]string{"k": `va"lue`},
-		Errors: []core.AttemptError{
+		Errors: []contract.AttemptError{
 			{Attempt: 1, At: base.Add(-19 * time.Minute), Error: "lease expired", Cause: core.CauseLeaseExpired},
 			{Attempt: 2, At: base.Add(-18 * time.Minute), Error: "boom ✗", Trace: "exit status 2\nstderr: ✗"},
 		},
@@ -235,7 +237,7 @@ func Prefixed(s Store, db *sql.DB, prefix string, migrations fs.FS, dialect goos
 // version as its version column: tags, metadata and errors as JSON text
 // (noErrors where j has no error history), unset unique key, worker id
 // and result as nil (NULL), and times as tm encodes them.
-func V1Values(t testing.TB, j *core.Job, version int64, tm func(time.Time) any, noErrors any) []any {
+func V1Values(t testing.TB, j *contract.Job, version int64, tm func(time.Time) any, noErrors any) []any {
 	t.Helper()
 	tags, err := sqlq.EncodeTags(j.Tags)
 	if err != nil {
@@ -271,8 +273,8 @@ func V1Values(t testing.TB, j *core.Job, version int64, tm func(time.Time) any, 
 // SQLInsertV1 returns a Backend.InsertV1 for a database with ?
 // placeholders and LastInsertId: it inserts V1Values(t, j, version, tm,
 // noErrors) into jobs through db.
-func SQLInsertV1(db *sql.DB, jobs string, tm func(time.Time) any, noErrors any) func(t testing.TB, j *core.Job, version int64) {
-	return func(t testing.TB, j *core.Job, version int64) {
+func SQLInsertV1(db *sql.DB, jobs string, tm func(time.Time) any, noErrors any) func(t testing.TB, j *contract.Job, version int64) {
+	return func(t testing.TB, j *contract.Job, version int64) {
 		t.Helper()
 		vals := V1Values(t, j, version, tm, noErrors)
 		res, err := db.Exec("INSERT INTO "+jobs+" ("+V1InsertColumns+") VALUES (?"+strings.Repeat(", ?", len(vals)-1)+")", vals...)
@@ -418,7 +420,7 @@ func sameRows(t *testing.T, what string, before, after [][]any) {
 
 // checkGet reads want.ID through the store and compares it with want,
 // args by meaning.
-func checkGet(t *testing.T, s Store, want *core.Job) {
+func checkGet(t *testing.T, s Store, want *contract.Job) {
 	t.Helper()
 	got, err := s.Get(context.Background(), want.ID)
 	if err != nil {
@@ -430,7 +432,7 @@ func checkGet(t *testing.T, s Store, want *core.Job) {
 }
 
 // canon is j as JSON with its args re-encoded canonically.
-func canon(t *testing.T, j *core.Job) string {
+func canon(t *testing.T, j *contract.Job) string {
 	t.Helper()
 	c := *j
 	var args any
@@ -450,9 +452,9 @@ func canon(t *testing.T, j *core.Job) string {
 }
 
 // finish applies the single outcome o and returns its result.
-func finish(t *testing.T, s Store, o core.Outcome) core.FinishResult {
+func finish(t *testing.T, s Store, o contract.Outcome) contract.FinishResult {
 	t.Helper()
-	res, err := s.Finish(context.Background(), []core.Outcome{o})
+	res, err := s.Finish(context.Background(), []contract.Outcome{o})
 	if err != nil {
 		t.Fatalf("finish job %d: %v", o.JobID, err)
 	}
