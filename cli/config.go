@@ -35,6 +35,8 @@ type fileConfig struct {
 	// workConfig.kindRetry).
 	RetryByKind     map[string]*retryPolicy `json:"retry_by_kind"`
 	CompletedTTL    *duration               `json:"completed_ttl"`
+	CancelledTTL    *duration               `json:"cancelled_ttl"`
+	DiscardedTTL    *duration               `json:"discarded_ttl"`
 	Lease           *duration               `json:"lease"`
 	PollInterval    *duration               `json:"poll_interval"`
 	ShutdownTimeout *duration               `json:"shutdown_timeout"`
@@ -337,6 +339,8 @@ type workConfig struct {
 	// their own (core.WithMaxAttempts).
 	attemptsByKind  map[string]int
 	completedTTL    time.Duration
+	cancelledTTL    time.Duration
+	discardedTTL    time.Duration
 	lease           time.Duration
 	pollInterval    time.Duration
 	shutdownTimeout time.Duration
@@ -376,6 +380,8 @@ type workFlags struct {
 	workerID        string
 	timeout         time.Duration
 	completedTTL    time.Duration
+	cancelledTTL    time.Duration
+	discardedTTL    time.Duration
 	lease           time.Duration
 	pollInterval    time.Duration
 	shutdownTimeout time.Duration
@@ -409,6 +415,8 @@ func (f *workFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.workerID, "worker-id", "", "worker id (default host-pid-random)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "time limit of one attempt of every kind without its own (0 = none)")
 	fl.DurationVar(&f.completedTTL, "completed-ttl", defaultCompletedTTL, "keep completed jobs this long (0 = delete at once, negative = forever)")
+	fl.DurationVar(&f.cancelledTTL, "cancelled-ttl", core.DefaultRetention.Cancelled, "keep cancelled jobs this long (0 = delete at once, negative = forever)")
+	fl.DurationVar(&f.discardedTTL, "discarded-ttl", core.DefaultRetention.Discarded, "keep discarded (dead-lettered) jobs this long (0 = delete at once, negative = forever)")
 	fl.DurationVar(&f.lease, "lease", defaultLease, "lease of a claimed job, renewed by heartbeats every third of it")
 	fl.DurationVar(&f.pollInterval, "poll-interval", defaultPoll, "how often an idle queue checks for due jobs")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdown, "after the first SIGINT/SIGTERM, wait this long for running jobs before a hard stop")
@@ -426,6 +434,8 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		queues:          map[string]int{},
 		handlers:        map[string]*handlerConfig{},
 		completedTTL:    defaultCompletedTTL,
+		cancelledTTL:    core.DefaultRetention.Cancelled,
+		discardedTTL:    core.DefaultRetention.Discarded,
 		lease:           defaultLease,
 		pollInterval:    defaultPoll,
 		shutdownTimeout: defaultShutdown,
@@ -489,6 +499,8 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		}
 		set(&wc.timeout, fc.Timeout)
 		set(&wc.completedTTL, fc.CompletedTTL)
+		set(&wc.cancelledTTL, fc.CancelledTTL)
+		set(&wc.discardedTTL, fc.DiscardedTTL)
 		set(&wc.lease, fc.Lease)
 		set(&wc.pollInterval, fc.PollInterval)
 		set(&wc.shutdownTimeout, fc.ShutdownTimeout)
@@ -567,6 +579,12 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	}
 	if fl.Changed("completed-ttl") {
 		wc.completedTTL = f.completedTTL
+	}
+	if fl.Changed("cancelled-ttl") {
+		wc.cancelledTTL = f.cancelledTTL
+	}
+	if fl.Changed("discarded-ttl") {
+		wc.discardedTTL = f.discardedTTL
 	}
 	if fl.Changed("lease") {
 		wc.lease = f.lease

@@ -301,8 +301,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 			queues[q] = core.QueueConfig{MaxWorkers: n, ClaimAhead: wc.claimAhead[q], Limits: wc.limits[q]}
 		}
 	}
-	ret := core.DefaultRetention
-	ret.Completed = wc.completedTTL
+	ret := core.Retention{Completed: wc.completedTTL, Cancelled: wc.cancelledTTL, Discarded: wc.discardedTTL}
 	cfg := core.Config{
 		Queues:            queues,
 		Handlers:          handlers,

@@ -244,7 +244,7 @@ func TestWorkConfigResolve(t *testing.T) {
 	    "x": {"command": "echo x", "timeout": "2s", "retry": ["10s", "20s", "30s"], "snooze": "1m", "env": {"K": "V"}},
 	    "y": {"command": ["/bin/echo", "y"]}
 	  },
-	  "timeout": "1m", "retry": ["5s"], "completed_ttl": "0s", "lease": "20s", "poll_interval": "2s", "shutdown_timeout": "5s"
+	  "timeout": "1m", "retry": ["5s"], "completed_ttl": "0s", "cancelled_ttl": "48h", "lease": "20s", "poll_interval": "2s", "shutdown_timeout": "5s"
 	}`)
 	resolve := func(args ...string) (*workConfig, error) {
 		f := &workFlags{}
@@ -264,26 +264,28 @@ func TestWorkConfigResolve(t *testing.T) {
 		strings.Join(x.argv, " ") != "sh -c echo x" || x.timeout != 2*time.Second || fmt.Sprint(x.retry) != "[10s 20s 30s]" ||
 		x.snooze != time.Minute || x.env["K"] != "V" || strings.Join(wc.handlers["y"].argv, " ") != "/bin/echo y" ||
 		wc.timeout != time.Minute || fmt.Sprint(wc.retry) != "[5s]" || wc.completedTTL != 0 || wc.lease != 20*time.Second ||
-		wc.pollInterval != 2*time.Second || wc.shutdownTimeout != 5*time.Second {
+		wc.pollInterval != 2*time.Second || wc.shutdownTimeout != 5*time.Second ||
+		wc.cancelledTTL != 48*time.Hour || wc.discardedTTL != 7*24*time.Hour {
 		t.Fatalf("from file: %+v %+v", wc, x)
 	}
 
 	// Flags override the file; --handler replaces a kind's command but keeps its settings.
 	wc, err = resolve("--config", cfg, "--queue", "c=7", "--handler", "x=echo flag", "--handler", "z=true",
-		"--timeout", "3s", "--completed-ttl", "1h", "--lease", "9s", "--poll-interval", "50ms", "--shutdown-timeout", "1s", "--worker-id", "w2")
+		"--timeout", "3s", "--completed-ttl", "1h", "--discarded-ttl", "720h", "--lease", "9s", "--poll-interval", "50ms", "--shutdown-timeout", "1s", "--worker-id", "w2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(wc.queues) != 1 || wc.queues["c"] != 7 || len(wc.claimAhead) != 0 || strings.Join(wc.handlers["x"].argv, " ") != "sh -c echo flag" ||
 		wc.handlers["x"].timeout != 2*time.Second || wc.handlers["z"] == nil || wc.timeout != 3*time.Second ||
 		wc.completedTTL != time.Hour || wc.lease != 9*time.Second || wc.pollInterval != 50*time.Millisecond ||
-		wc.shutdownTimeout != time.Second || wc.workerID != "w2" {
+		wc.shutdownTimeout != time.Second || wc.workerID != "w2" || wc.discardedTTL != 720*time.Hour || wc.cancelledTTL != 48*time.Hour {
 		t.Fatalf("flags over file: %+v", wc)
 	}
 
 	// Defaults without a file.
 	wc, err = resolve("--handler", "k=true")
-	if err != nil || wc.queues["default"] != 10 || len(wc.queues) != 1 || wc.completedTTL != 24*time.Hour || wc.db != defaultDB {
+	if err != nil || wc.queues["default"] != 10 || len(wc.queues) != 1 || wc.completedTTL != 24*time.Hour || wc.db != defaultDB ||
+		wc.cancelledTTL != 7*24*time.Hour || wc.discardedTTL != 7*24*time.Hour {
 		t.Fatalf("defaults: %+v %v", wc, err)
 	}
 
