@@ -18,6 +18,12 @@
 // while the faults happen: every job whose enqueue returned must be in
 // the store, final, and run (docs/scaling.md has the figures).
 //
+// Transactional tasks have one too: Go workers of a core.HandleTx handler
+// SIGKILLed again and again inside their transactions, and the database
+// server restarted under them, on SQLite, PostgreSQL and MariaDB; the
+// application table must hold exactly one row per job
+// (TestHandleTxKillAndRestart, docs/transactions.md).
+//
 // Run it (opt-in; it takes a few minutes on two cores; -v prints each
 // scenario's summary):
 //
