@@ -40,8 +40,9 @@
 // # URLs
 //
 // The package registers the schemes "postgres" and "postgresql" with the
-// store registry. The backlog parameters are removed from the URL before it
-// reaches pgx:
+// store registry, and Open reads the same URLs the same way (options
+// passed to Open win over the URL's parameters). The backlog parameters
+// are removed from the URL before it reaches pgx:
 //
 //	schema=backlog        schema holding the tables (lower-case identifier)
 //	strategy=skip-locked  claim strategy: skip-locked (default) or optimistic
@@ -273,10 +274,20 @@ func validSchema(s string) error {
 }
 
 // Open connects to the database named by connString (a pgx connection
-// string: URL or key=value; backlog's URL parameters are not accepted here,
-// use options), migrates unless WithMigrate(false), and returns a store that
-// owns its pool.
+// string: URL or key=value), migrates unless WithMigrate(false), and
+// returns a store that owns its pool. A "postgres://" or "postgresql://"
+// URL means what it means to store.Open and the CLI's --db: backlog's own
+// parameters in it (schema, strategy, notify, migrate, vacuum, pooler,
+// listen_host; see ParseURL) become options and are removed before pgx
+// sees the URL, and opts passed here win over them. A key=value string is
+// pgx's alone. Errors: a malformed URL or parameter (see ParseURL), an
+// invalid option, and pgx's and the migration's errors, all prefixed
+// "postgres:".
 func Open(ctx context.Context, connString string, opts ...Option) (*Store, error) {
+	connString, opts, err := withURLOptions(connString, opts)
+	if err != nil {
+		return nil, err
+	}
 	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -350,6 +361,28 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*S
 		}
 	}
 	return s, nil
+}
+
+// withURLOptions returns connString without backlog's parameters and
+// opts led by the options those parameters name, when connString is a
+// "postgres://" or "postgresql://" URL (so that opts, applied later,
+// win); connString and opts as they are otherwise.
+func withURLOptions(connString string, opts []Option) (string, []Option, error) {
+	if !isURL(connString) {
+		return connString, opts, nil
+	}
+	clean, urlOpts, err := ParseURL(connString)
+	if err != nil {
+		return "", nil, err
+	}
+	return clean, append(urlOpts, opts...), nil
+}
+
+// isURL reports whether connString is a PostgreSQL URL rather than a
+// key=value string (pgx's own test).
+func isURL(connString string) bool {
+	s := strings.ToLower(connString)
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
 // setsExecMode reports whether a pgx connection string names
