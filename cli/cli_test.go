@@ -305,13 +305,16 @@ func TestJobsCommands(t *testing.T) {
 	if js := list("--desc", "--limit", "2"); len(js) != 2 || js[0].ID != 5 || js[1].ID != 4 {
 		t.Fatalf("--desc --limit: %+v", js)
 	}
-	if js := list("--after", "3"); len(js) != 2 || js[0].ID != 4 {
-		t.Fatalf("--after: %+v", js)
+	if js := list("--order", "asc", "--after", "3"); len(js) != 2 || js[0].ID != 4 {
+		t.Fatalf("--order asc --after: %+v", js)
+	}
+	if js := list("--state", "failed"); len(js) != 1 || js[0].ID != failedID {
+		t.Fatalf("--state failed (retryable and discarded): %+v", js)
 	}
 	if js := list("--state", "cancelled"); len(js) != 0 {
 		t.Fatalf("want an empty array: %+v", js)
 	}
-	if r := mustCLI(t, db, "jobs", "list", "--limit", "2"); !strings.Contains(r.stderr, "--after 2") {
+	if r := mustCLI(t, db, "jobs", "list", "--limit", "2"); !strings.Contains(r.stderr, "--after 4") {
 		t.Fatalf("paging hint: %s", r)
 	}
 

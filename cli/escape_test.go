@@ -104,7 +104,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	noEscapes(t, "queues pause", r.stdout+r.stderr)
 
 	// JSON stays JSON: the same strings, escaped by JSON only.
-	views := decodeJSON[[]*apitypes.Job](t, mustCLI(t, db, "jobs", "list", "-o", "json").stdout)
+	views := decodeJSON[[]*apitypes.Job](t, mustCLI(t, db, "jobs", "list", "--order", "asc", "-o", "json").stdout)
 	if len(views) != 2 || views[0].Kind != hostileKind || views[0].Queue != hostileQueue || views[0].Errors[0].Error != hostileError {
 		t.Fatalf("jobs list -o json changed the fields: %+v", views)
 	}

@@ -54,7 +54,7 @@ func TestJobJSONIsTheAPIShape(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &page); err != nil {
 		t.Fatal(err)
 	}
-	got := mustCLI(t, db, "-o", "json", "jobs", "list").stdout
+	got := mustCLI(t, db, "-o", "json", "jobs", "list", "--order", "asc").stdout
 	if g, w := canonicalJSON(t, got), canonicalJSON(t, string(page.Jobs)); g != w {
 		t.Errorf("jobs list -o json:\n%s\nthe API's jobs:\n%s", g, w)
 	}

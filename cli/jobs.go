@@ -35,18 +35,23 @@ func (a *app) newJobsListCmd() *cobra.Command {
 		p          core.ListParams
 		states     []string
 		sort       string
+		order      string
+		desc       bool
 		afterRunAt string
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List jobs, oldest first (or newest with --desc)",
-		Long: `list prints jobs ordered by id. Page through them with --after: pass the last
-id of one page to get the next (with --desc, ids below it). With --sort run_at
-they come by run time (scheduled jobs soonest first), and the next page needs
---after ID --after-run-at TIME of the last job shown. The table shows the
-newest error message, truncated; "jobs get ID" shows everything.`,
-		Example: `  backlog jobs list --state discarded,retryable
-  backlog jobs list --queue emails --kind send --limit 20 --desc
+		Short: "List jobs, newest first (oldest first with --order asc)",
+		Long: `list prints jobs ordered by id, newest first. Page through them with --after:
+pass the last id of one page to get the next (ids below it; with --order asc,
+ids above it). With --sort run_at they come by run time, scheduled jobs
+soonest first (latest first with --order desc), and the next page needs
+--after ID --after-run-at TIME of the last job shown. --state failed stands
+for the states of the dashboard's "failed" filter: ` + failedNames() + `.
+The table shows the newest error message, truncated; "jobs get ID" shows
+everything.`,
+		Example: `  backlog jobs list --state failed
+  backlog jobs list --queue emails --kind send --limit 20 --order asc
   backlog jobs list --state scheduled --sort run_at
   backlog jobs list --after 500 -o json`,
 		Args: noArgs,
@@ -57,12 +62,33 @@ newest error message, truncated; "jobs get ID" shows everything.`,
 					if part == "" {
 						continue
 					}
+					if part == stateFailed {
+						p.States = append(p.States, failedStates...)
+						continue
+					}
 					st := core.State(part)
 					if !st.Valid() {
-						return usagef("unknown state %q (states: %s)", part, stateNames())
+						return usagef("unknown state %q (states: %s, or %s for %s)", part, stateNames(), stateFailed, failedNames())
 					}
 					p.States = append(p.States, st)
 				}
+			}
+			switch order {
+			case "":
+				// Newest first by id; soonest first by run time.
+				p.Desc = sort != "run_at"
+			case "desc":
+				p.Desc = true
+			case "asc":
+				p.Desc = false
+			default:
+				return usagef("--order must be asc or desc, not %q", order)
+			}
+			if desc {
+				if order == "asc" {
+					return usagef("--desc and --order asc contradict each other")
+				}
+				p.Desc = true
 			}
 			if p.Limit < 1 {
 				return usagef("--limit must be at least 1")
@@ -115,14 +141,31 @@ newest error message, truncated; "jobs get ID" shows everything.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&p.Queue, "queue", "", "only this queue")
-	fl.StringSliceVar(&states, "state", nil, "only these states (repeatable or comma-separated): "+stateNames())
+	fl.StringSliceVar(&states, "state", nil, "only these states (repeatable or comma-separated): "+stateNames()+", or "+stateFailed+" for "+failedNames())
 	fl.StringVar(&p.Kind, "kind", "", "only this kind")
 	fl.Int64Var(&p.AfterID, "after", 0, "start after this id (keyset paging)")
 	fl.IntVar(&p.Limit, "limit", 100, "at most this many jobs")
-	fl.BoolVar(&p.Desc, "desc", false, "newest first (with --sort run_at: latest run time first)")
-	fl.StringVar(&sort, "sort", "id", "order: id, or run_at (scheduled jobs soonest first)")
+	fl.StringVar(&order, "order", "", "asc or desc (default: desc, newest first, by id; asc, soonest first, with --sort run_at)")
+	fl.BoolVar(&desc, "desc", false, "same as --order desc")
+	fl.StringVar(&sort, "sort", "id", "order by id, or by run_at (run time)")
 	fl.StringVar(&afterRunAt, "after-run-at", "", "with --sort run_at and --after: the run time of the last job shown (RFC 3339)")
 	return cmd
+}
+
+// stateFailed is the --state alias of jobs list for failedStates.
+const stateFailed = "failed"
+
+// failedStates are the states of the dashboard's "failed" filter (jobs.js):
+// jobs whose last attempt failed, to be retried or dead-lettered.
+var failedStates = []core.State{core.StateRetryable, core.StateDiscarded}
+
+// failedNames lists failedStates, comma-separated.
+func failedNames() string {
+	names := make([]string, len(failedStates))
+	for i, s := range failedStates {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }
 
 func stateNames() string {

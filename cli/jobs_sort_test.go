@@ -47,3 +47,46 @@ func listedIDs(out string) []string {
 	}
 	return ids
 }
+
+// jobs list shows the newest jobs first unless --order asc says otherwise,
+// and --state failed lists the states of the dashboard's "failed" filter.
+func TestJobsListNewestFirstAndFailed(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	mustCLI(t, db, "migrate")
+	for range 3 {
+		mustCLI(t, db, "enqueue", "k", `{}`)
+	}
+	for args, want := range map[string]string{
+		"jobs list":                          "3,2,1",
+		"jobs list --limit 2":                "3,2",
+		"jobs list --after 3":                "2,1",
+		"jobs list --order desc":             "3,2,1",
+		"jobs list --desc":                   "3,2,1",
+		"jobs list --order asc":              "1,2,3",
+		"jobs list --order asc --after 1":    "2,3",
+		"jobs list --state failed":           "",
+		"jobs list --state failed,available": "3,2,1",
+	} {
+		r := mustCLI(t, db, strings.Fields(args)...)
+		if ids := strings.Join(listedIDs(r.stdout), ","); ids != want {
+			t.Errorf("%s: ids %q, want %q\n%s", args, ids, want, r.stdout)
+		}
+	}
+	if r := mustCLI(t, db, "jobs", "list", "--limit", "2"); !strings.Contains(r.stderr, "--after 2") {
+		t.Errorf("paging hint of a newest-first page: %s", r.stderr)
+	}
+	for args, want := range map[string]string{
+		"jobs list --order newest":     "--order must be asc or desc",
+		"jobs list --desc --order asc": "contradict",
+		"jobs list --state failing":    `unknown state "failing"`,
+	} {
+		if r := cli(t, db, strings.Fields(args)...); r.code != exitUsage || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: %s", args, r)
+		}
+	}
+	help := mustCLI(t, db, "jobs", "list", "--help").stdout
+	if !strings.Contains(help, "failed for retryable, discarded") || !strings.Contains(help, "newest first") {
+		t.Errorf("help lacks --state failed or the order:\n%s", help)
+	}
+}

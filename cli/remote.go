@@ -66,6 +66,9 @@ func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error
 	if token == "" && a.env.getenv != nil {
 		token = a.env.getenv("BACKLOG_TOKEN")
 	}
+	if err := checkServerURL(rf.server, "--server"); err != nil {
+		return err
+	}
 	c, err := client.New(rf.server, client.WithToken(token), client.WithLogger(a.log), client.WithUserAgent("backlog-cli/1"))
 	if err != nil {
 		return usageError{err}

@@ -502,7 +502,11 @@ func (a *app) resolveTarget(cmd *cobra.Command) error {
 	}
 	switch targetOf(cmd) {
 	case targetEither:
-		return nil
+		from := "--server"
+		if !serverFlag {
+			from = "BACKLOG_SERVER"
+		}
+		return checkServerURL(a.server, from)
 	case targetDB:
 		from := "--server"
 		if !serverFlag {

@@ -131,6 +131,8 @@ func TestServerReadsMatchDB(t *testing.T) {
 		{"jobs", "list", "--queue", "work", "--kind", "json"},
 		{"jobs", "list", "--limit", "2"},
 		{"jobs", "list", "--after", "2", "--limit", "2"},
+		{"jobs", "list", "--order", "asc", "--after", "2", "--limit", "2"},
+		{"jobs", "list", "--state", "failed"},
 		{"jobs", "list", "--sort", "run_at"},
 		{"jobs", "list", "--sort", "run_at", "--desc", "--limit", "2"},
 		{"-o", "json", "jobs", "list", "--sort", "run_at", "--state", "scheduled,available"},
@@ -365,6 +367,10 @@ func TestServerUsageErrors(t *testing.T) {
 		{map[string]string{"BACKLOG_SERVER": url}, []string{"work", "--handler", "k=true"}, "BACKLOG_SERVER is set, but backlog work runs on the database"},
 		{nil, []string{"--server", "ftp://x", "jobs", "list"}, "--server: backlog client: base URL"},
 		{nil, []string{"--server", "", "jobs", "list"}, "--server is empty"},
+		{nil, []string{"--server", "127.0.0.1:8080", "jobs", "list"}, `--server "127.0.0.1:8080" has no scheme: did you mean http://127.0.0.1:8080?`},
+		{nil, []string{"--server", "localhost:8080", "queues"}, "did you mean http://localhost:8080?"},
+		{map[string]string{"BACKLOG_SERVER": "10.0.0.5:8080"}, []string{"jobs", "list"}, `BACKLOG_SERVER "10.0.0.5:8080" has no scheme: did you mean http://10.0.0.5:8080?`},
+		{nil, []string{"work", "--server", "127.0.0.1:8080", "--handler", "k=true"}, "did you mean http://127.0.0.1:8080?"},
 		{nil, []string{"--server", url, "enqueue", "k", "--keys-file", "x"}, "--keys-file does not apply with --server"},
 		{nil, []string{"--server", url, "enqueue", "k", "--migrate=false"}, "--migrate does not apply with --server"},
 		{nil, []string{"--server", url, "enqueue", "--from", "-", "--batch-size", "1001"}, "--batch-size is at most 1000 with --server"},
@@ -402,8 +408,8 @@ func TestServerListPages(t *testing.T) {
 	}
 	cliIn(t, db, b.String(), "enqueue", "k", "--from", "-")
 	url := serveDB(t, db, "", httpapi.Tokens{})
-	want := mustCLI(t, db, "jobs", "list", "--limit", "1203", "--after", "1")
-	got := cliServer(t, url, "", "jobs", "list", "--limit", "1203", "--after", "1")
+	want := mustCLI(t, db, "jobs", "list", "--order", "asc", "--limit", "1203", "--after", "1")
+	got := cliServer(t, url, "", "jobs", "list", "--order", "asc", "--limit", "1203", "--after", "1")
 	if got.String() != want.String() {
 		t.Fatalf("--db:\n%.500s\n--server:\n%.500s", want, got)
 	}

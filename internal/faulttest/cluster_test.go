@@ -480,7 +480,7 @@ func (c *cluster) jobs(ctx context.Context) ([]jobInfo, error) {
 	var all []jobInfo
 	var after int64
 	for {
-		out, err := c.cli(ctx, "-o", "json", "jobs", "list", "--queue", "fault", "--limit", "1000", "--after", strconv.FormatInt(after, 10))
+		out, err := c.cli(ctx, "-o", "json", "jobs", "list", "--order", "asc", "--queue", "fault", "--limit", "1000", "--after", strconv.FormatInt(after, 10))
 		if err != nil {
 			return nil, err
 		}
