@@ -164,10 +164,11 @@ type httpService struct {
 	stats   *core.StatsCache            // one per process: the API's queue list and the metrics' gauges
 	client  atomic.Pointer[core.Client] // set by Start; read by the running-jobs gauge
 
-	api *httpapi.Server
-	srv *http.Server
-	ln  *limitListener
-	url string // base URL, known once listening
+	api   *httpapi.Server
+	srv   *http.Server
+	bound net.Listener // bound by bind before the workers start; nil until then
+	ln    *limitListener
+	url   string // base URL, known once listening
 }
 
 // newHTTPService builds the service; its metrics must be added to the
@@ -194,7 +195,23 @@ func (h *httpService) Name() string { return "http" }
 // observers are the core observers the service needs on the client.
 func (h *httpService) observers() []core.Observer { return []core.Observer{h.metrics} }
 
-// Start listens, then serves in the background.
+// bind binds the listen address (--listen) without serving yet, so that a
+// taken port fails the start-up before any worker runs. The error wraps
+// the net.Listen error (syscall.EADDRINUSE for a port in use).
+func (h *httpService) bind() error {
+	if h.bound != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", h.flags.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", h.flags.listen, err)
+	}
+	h.bound = ln
+	return nil
+}
+
+// Start binds the listener unless bind did already, then serves in the
+// background.
 func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 	acfg := httpapi.Config{
 		Tokens: h.flags.tokens(), MaxBodyBytes: h.flags.maxBody, Logger: h.log, StatsCache: h.stats,
@@ -234,11 +251,11 @@ func (h *httpService) Start(ctx context.Context, c *core.Client) error {
 	}
 	mux.Handle("/", api) // unknown paths get the API's problem+json 404
 
-	ln, err := net.Listen("tcp", h.flags.listen)
-	if err != nil {
+	if err := h.bind(); err != nil {
 		_ = api.Close()
-		return fmt.Errorf("listen on %s: %w", h.flags.listen, err)
+		return err
 	}
+	ln := h.bound
 	h.url = "http://" + displayAddr(ln.Addr(), h.flags.listen)
 	h.ln = newLimitListener(ln, h.flags.maxConnections)
 	h.srv = &http.Server{
@@ -270,6 +287,9 @@ func (h *httpService) Stop(ctx context.Context) error {
 		_ = h.api.Close()
 	}
 	if h.srv == nil {
+		if h.bound != nil { // bound, never served
+			return h.bound.Close()
+		}
 		return nil
 	}
 	return h.srv.Shutdown(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -184,3 +185,28 @@ func TestServeTokens(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestServePortTaken: serve on a port another listener holds exits at
+// once with "address already in use", before any worker starts: no soft
+// stop and no notification listener to fail.
+func TestServePortTaken(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	db := tempDB(t)
+	start := time.Now()
+	r := cli(t, db, "--log-level", "debug", "serve", "--listen", held.Addr().String(), "--handler", "k=true")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("serve took %s to fail", took)
+	}
+	if r.code == 0 || !strings.Contains(r.stderr, "address already in use") {
+		t.Fatalf("serve on a taken port: %s", r)
+	}
+	for _, bad := range []string{"client started", "soft stop timed out", "listening for notifications failed", "serving"} {
+		if strings.Contains(r.stderr+r.stdout, bad) {
+			t.Errorf("output holds %q: %s", bad, r)
+		}
+	}
+}

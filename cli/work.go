@@ -146,20 +146,33 @@ func (s *server) run(ctx context.Context) error {
 	defer st.Close()
 
 	if s.serve != nil {
-		s.services = append(s.services, newHTTPService(s.serve, st, out, a.log))
+		h := newHTTPService(s.serve, st, out, a.log)
+		// Bound before the workers start: a taken port fails at once,
+		// with nothing to stop.
+		if err := h.bind(); err != nil {
+			return fmt.Errorf("start %s: %w", h.Name(), err)
+		}
+		s.services = append(s.services, h)
+	}
+	closeBound := func() {
+		for _, svc := range s.services {
+			_ = svc.Stop(context.WithoutCancel(ctx))
+		}
 	}
 	tr := &tracker{running: map[int64]runningJob{}}
 	client, err := core.NewClient(st, s.clientConfig(tr))
 	if err != nil {
+		closeBound()
 		return err
 	}
 
 	if err := client.Start(ctx); err != nil {
+		closeBound()
 		return err
 	}
 	for i, svc := range s.services {
 		if err := svc.Start(ctx, client); err != nil {
-			for _, started := range slices.Backward(s.services[:i]) {
+			for _, started := range slices.Backward(s.services[:i+1]) { // the failed one too: it may hold its bound listener
 				_ = started.Stop(context.WithoutCancel(ctx))
 			}
 			_ = client.StopAndCancel(context.WithoutCancel(ctx))
