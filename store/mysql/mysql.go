@@ -29,8 +29,10 @@
 //
 //	mysql://user:password@host:3306/dbname?prefix=backlog_&strategy=skip-locked
 //
-// Backlog's parameters (prefix, strategy, migrate, max_conns,
-// notify_interval) are removed;
+// Open takes the same URLs
+// (and a DSN with backlog's parameters), with the same meaning; options
+// passed to Open win over the URL's parameters. Backlog's parameters
+// (prefix, strategy, migrate, max_conns, notify_interval) are removed;
 // every other parameter is passed to the driver (tls, timeout, …). A
 // missing port means 3306; "mysql://user@unix(/run/mysqld/mysqld.sock)/db"
 // is not a URL, use Open with a DSN for sockets. Several hosts,
@@ -231,12 +233,23 @@ func DriverConfig(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// Open connects to the database named by dsn (a go-sql-driver DSN such as
-// "user:pass@tcp(host:3306)/db"), checks the server, migrates unless
-// WithMigrate(false), and returns a store that owns its pool. With
-// WithHosts it connects to the first of several servers that answers
-// instead of the DSN's address (see WithHosts).
+// Open connects to the database named by dsn, checks the server, migrates
+// unless WithMigrate(false), and returns a store that owns its pool. dsn
+// is a go-sql-driver DSN such as "user:pass@tcp(host:3306)/db", or a
+// "mysql://user:pass@host:3306/db" URL, which means what it means to
+// store.Open and the CLI's --db (see ParseURL). Backlog's parameters
+// (prefix, strategy, migrate, max_conns, notify_interval) are read from
+// either form and removed before the driver sees it; options passed to
+// Open win over them. With WithHosts, or several hosts in the URL, it
+// connects to the first of several servers that answers instead of the
+// DSN's address (see WithHosts). Errors: a malformed DSN, URL or
+// parameter, an invalid option, the server's and the migration's errors,
+// all prefixed "mysql:".
 func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	dsn, opts, err := withConnOptions(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
 	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err

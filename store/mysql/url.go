@@ -124,7 +124,7 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	q, err := store.Query(u, "prefix", "strategy", "migrate", "max_conns", "notify_interval")
+	q, err := store.Query(u, params...)
 	if err != nil {
 		return "", nil, fmt.Errorf("mysql: %w", err)
 	}
@@ -134,33 +134,13 @@ func parseURL(u *url.URL) (string, []Option, error) {
 	}
 	rest := url.Values{}
 	for k, vs := range q {
-		v := vs[0]
-		switch k {
-		case "prefix":
-			opts = append(opts, WithPrefix(v))
-		case "strategy":
-			opts = append(opts, WithStrategy(contract.ClaimStrategy(v)))
-		case "migrate":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return "", nil, fmt.Errorf("mysql: migrate=%q: want true or false", v)
-			}
-			opts = append(opts, WithMigrate(b))
-		case "max_conns":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return "", nil, fmt.Errorf("mysql: max_conns=%q: want a positive integer", v)
-			}
-			opts = append(opts, WithMaxOpenConns(n))
-		case "notify_interval":
-			d := time.Duration(0)
-			if v != "off" {
-				if d, err = time.ParseDuration(v); err != nil || d < 0 {
-					return "", nil, fmt.Errorf("mysql: notify_interval=%q: want a non-negative Go duration such as 10ms, or off", v)
-				}
-			}
-			opts = append(opts, WithNotifyInterval(d))
-		default:
+		o, ours, err := paramOption(k, vs[0])
+		if err != nil {
+			return "", nil, err
+		}
+		if ours {
+			opts = append(opts, o)
+		} else {
 			rest[k] = vs
 		}
 	}
@@ -175,6 +155,78 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		dsn = full
 	}
 	return dsn, opts, nil
+}
+
+// params are backlog's own parameters of a URL or DSN (paramOption).
+var params = []string{"prefix", "strategy", "migrate", "max_conns", "notify_interval"}
+
+// paramOption returns the option that backlog's parameter k=v names, and
+// whether k is one of backlog's parameters; an error for a bad value.
+func paramOption(k, v string) (Option, bool, error) {
+	switch k {
+	case "prefix":
+		return WithPrefix(v), true, nil
+	case "strategy":
+		return WithStrategy(contract.ClaimStrategy(v)), true, nil
+	case "migrate":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, true, fmt.Errorf("mysql: migrate=%q: want true or false", v)
+		}
+		return WithMigrate(b), true, nil
+	case "max_conns":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, true, fmt.Errorf("mysql: max_conns=%q: want a positive integer", v)
+		}
+		return WithMaxOpenConns(n), true, nil
+	case "notify_interval":
+		d := time.Duration(0)
+		if v != "off" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil || d < 0 {
+				return nil, true, fmt.Errorf("mysql: notify_interval=%q: want a non-negative Go duration such as 10ms, or off", v)
+			}
+		}
+		return WithNotifyInterval(d), true, nil
+	}
+	return nil, false, nil
+}
+
+// withConnOptions returns the go-sql-driver DSN that conn names and opts
+// led by the options of backlog's parameters in it (so that opts,
+// applied later, win): a "mysql://" URL as ParseURL reads it, and a DSN
+// with its parameters prefix, strategy, migrate, max_conns and
+// notify_interval taken out (they are no server variables).
+func withConnOptions(conn string, opts []Option) (string, []Option, error) {
+	if len(conn) >= len("mysql://") && strings.EqualFold(conn[:len("mysql://")], "mysql://") {
+		dsn, urlOpts, err := ParseURL(conn)
+		if err != nil {
+			return "", nil, err
+		}
+		return dsn, append(urlOpts, opts...), nil
+	}
+	cfg, err := mysql.ParseDSN(conn)
+	if err != nil {
+		return "", nil, fmt.Errorf("mysql: malformed DSN (want user:password@tcp(host:3306)/dbname or mysql://user:password@host:3306/dbname): %w", err)
+	}
+	var dsnOpts []Option
+	for _, k := range params {
+		v, ok := cfg.Params[k]
+		if !ok {
+			continue
+		}
+		o, _, err := paramOption(k, v)
+		if err != nil {
+			return "", nil, err
+		}
+		dsnOpts = append(dsnOpts, o)
+		delete(cfg.Params, k)
+	}
+	if dsnOpts == nil {
+		return conn, opts, nil
+	}
+	return cfg.FormatDSN(), append(dsnOpts, opts...), nil
 }
 
 func trimSlash(p string) string {
