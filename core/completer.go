@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
@@ -163,12 +164,18 @@ func (q *completer) write(batch []pendingOutcome) (applied []bool) {
 		}
 		c.jobFinished(&p.o, p.job)
 		if p.err != nil {
+			// A retry is routine; a discard dead-letters the job and
+			// wants a look.
+			lvl := slog.LevelInfo
+			if p.o.Kind == contract.OutcomeDiscard {
+				lvl = slog.LevelWarn
+			}
+			var errAttr any = p.err
 			if enc := c.cfg.Encryption; enc != nil && enc.Errors {
 				// Error text is sealed at rest: keep it out of the logs too.
-				c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", "(sealed)")
-			} else {
-				c.log.Info("backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", p.err)
+				errAttr = "(sealed)"
 			}
+			c.log.Log(context.Background(), lvl, "backlog: job attempt failed", "job_id", p.o.JobID, "kind", p.job.Kind, "attempt", p.o.Attempt, "outcome", p.o.Kind, "err", errAttr)
 		}
 		cause := p.cause
 		if cause == "" && p.o.Error != nil {
