@@ -30,11 +30,12 @@ const defaultDB = "sqlite:backlog.db"
 type app struct {
 	env *env
 
-	dbURL    string
-	server   string // job server URL (--server, BACKLOG_SERVER); "" = the store of --db
-	token    string // bearer token for server (--token, BACKLOG_TOKEN)
-	logLevel string
-	output   string
+	dbURL     string
+	server    string // job server URL (--server, BACKLOG_SERVER); "" = the store of --db
+	token     string // bearer token for server (--token, BACKLOG_TOKEN)
+	logLevel  string
+	logFormat string // text or json (--log-format, BACKLOG_LOG_FORMAT)
+	output    string
 
 	log *slog.Logger
 	// waitingForDB is set while start-up retries an unreachable database:
@@ -50,6 +51,12 @@ func newRootCmd(e *env) *cobra.Command {
 	if e.getenv != nil {
 		if v := e.getenv("BACKLOG_DB"); v != "" {
 			dbDefault = v
+		}
+	}
+	logFormatDefault := "text"
+	if e.getenv != nil {
+		if v := e.getenv("BACKLOG_LOG_FORMAT"); v != "" {
+			logFormatDefault = v
 		}
 	}
 	root := &cobra.Command{
@@ -86,6 +93,7 @@ the same output.`,
 	pf.StringVar(&a.server, "server", "", "job server URL (env BACKLOG_SERVER), e.g. http://127.0.0.1:8080: enqueue, jobs, queues, workers and cron go through its HTTP API instead of --db")
 	pf.StringVar(&a.token, "token", "", "bearer token for --server (env BACKLOG_TOKEN): producer role to enqueue and read, admin role for the rest")
 	pf.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn or error (logs go to stderr)")
+	pf.StringVar(&a.logFormat, "log-format", logFormatDefault, "log format (env BACKLOG_LOG_FORMAT): text (key=value lines) or json (one JSON object a line)")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json")
 
 	root.AddCommand(
@@ -127,7 +135,15 @@ func (a *app) setup() error {
 	default:
 		return usagef("--log-level must be debug, info, warn or error, not %q", a.logLevel)
 	}
-	a.log = slog.New(slog.NewTextHandler(a.env.stderr, &slog.HandlerOptions{Level: lvl}))
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(a.logFormat) {
+	case "text", "":
+		a.log = slog.New(slog.NewTextHandler(a.env.stderr, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.env.stderr, opts))
+	default:
+		return usagef("--log-format must be text or json, not %q", a.logFormat)
+	}
 	if a.env.setDriverLogger != nil {
 		a.env.setDriverLogger(a.driverLog)
 	}
