@@ -30,7 +30,9 @@
 // # URLs
 //
 // The package registers the scheme "sqlite" with the store registry, so
-// store.Open accepts:
+// store.Open (and the CLI's --db) accepts these URLs; Open takes them too,
+// with the same meaning, options passed to it winning over the URL's
+// parameters:
 //
 //	sqlite:path/to/file.db          relative path
 //	sqlite:///abs/path/file.db      absolute path (also sqlite:/abs/path/file.db)
@@ -69,11 +71,13 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/store"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
@@ -206,8 +210,25 @@ func DSN(path string, busyTimeout time.Duration) string {
 
 // Open opens (creating if needed) the SQLite database at path (":memory:"
 // for a private in-memory one), migrates it unless WithMigrate(false), and
-// returns the store, which owns the database handle.
+// returns the store, which owns the database handle. path may also be a
+// "sqlite:" URL ("sqlite:data/jobs.db?prefix=app_", see the package doc),
+// which means what it means to store.Open and the CLI's --db; options
+// passed to Open win over its parameters. A plain path holding '?' is
+// refused: parameters belong in a "sqlite:" URL. Errors: a malformed URL
+// or parameter, an invalid option, a file that cannot be opened, and the
+// migration's errors, all prefixed "sqlite:".
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	if isURL(path) {
+		u, err := store.ParseURL(path)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
+		if path, opts, err = fromURL(u, opts); err != nil {
+			return nil, err
+		}
+	} else if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite: database path %q holds '?': give parameters in a URL, as in sqlite:%s", path, path)
+	}
 	c, err := newConfig(opts)
 	if err != nil {
 		return nil, err

@@ -23,16 +23,35 @@ func init() {
 // create=false a missing database file is an error wrapping
 // core.ErrNotFound instead of a new, empty database.
 func openURL(ctx context.Context, u *url.URL) (contract.Store, error) {
-	path, opts, err := parseURL(u)
+	path, opts, err := fromURL(u, nil)
 	if err != nil {
 		return nil, err
 	}
+	return Open(ctx, path, opts...)
+}
+
+// urlPrefix starts a "sqlite:" URL (compared case-insensitively).
+const urlPrefix = "sqlite:"
+
+// isURL reports whether Open's path is a "sqlite:" URL.
+func isURL(path string) bool {
+	return len(path) >= len(urlPrefix) && strings.EqualFold(path[:len(urlPrefix)], urlPrefix)
+}
+
+// fromURL returns the file path of a "sqlite:" URL and opts led by the
+// options its parameters name (so that opts, applied later, win). With
+// create=false a missing file is an error wrapping core.ErrNotFound.
+func fromURL(u *url.URL, opts []Option) (string, []Option, error) {
+	path, urlOpts, err := parseURL(u)
+	if err != nil {
+		return "", nil, err
+	}
 	if create, _ := strconv.ParseBool(u.Query().Get("create")); u.Query().Has("create") && !create && path != ":memory:" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("sqlite: database file %s does not exist: %w", path, contract.ErrNotFound)
+			return "", nil, fmt.Errorf("sqlite: database file %s does not exist: %w", path, contract.ErrNotFound)
 		}
 	}
-	return Open(ctx, path, opts...)
+	return path, append(urlOpts, opts...), nil
 }
 
 // urlParams are the query parameters of a "sqlite:" URL.
