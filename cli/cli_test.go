@@ -372,7 +372,10 @@ func TestQueuesAndWorkers(t *testing.T) {
 	}
 	mustCLI(t, db, "enqueue", "k", "--queue", "beta", "--in", "1h")
 	mustCLI(t, db, "queues", "pause", "alpha")
-	mustCLI(t, db, "queues", "pause", "gamma") // no jobs: the pause is still recorded
+	if r := cli(t, db, "queues", "pause", "gama"); r.code != exitRuntime || !strings.Contains(r.stderr, "queue gama: no such queue") || !strings.Contains(r.stderr, "--create") {
+		t.Fatalf("pause of a queue the store does not hold: %s", r) // a likely typo
+	}
+	mustCLI(t, db, "queues", "pause", "gamma", "--create") // no jobs: the pause is still recorded
 
 	r := mustCLI(t, db, "queues")
 	want := []string{

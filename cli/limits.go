@@ -28,6 +28,7 @@ func (a *app) newQueueLimitsCmd() *cobra.Command {
 		aging                    time.Duration
 		agingMaxSteps            int
 		workersPerNode           int
+		create                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "limits NAME",
@@ -37,7 +38,8 @@ running jobs across every node, per queue, per kind and per partition key;
 at most so many starts per period (rates, written N/PERIOD: 10/s, 100/1m);
 fair claims across partition keys; priority aging. With flags it sets them
 (flags not given keep their value); --clear lifts them all. Every node's
-claims obey the stored policy at once. See docs/scheduling.md.`,
+claims obey the stored policy at once. Setting limits of a queue the store
+does not hold (no jobs, pause or limits) needs --create. See docs/scheduling.md.`,
 		Example: `  backlog queues limits emails
   backlog queues limits emails --max-running 20 --per-kind bulk=2 --per-partition 3
   backlog queues limits emails --per-kind bulk=0   # lift the limit of one kind
@@ -61,6 +63,13 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
 				l, err := o.QueueLimits(ctx, q)
 				if err != nil {
 					return fmt.Errorf("queue %s: limits: %w", q, err)
+				}
+				if set && l.IsZero() && !clear {
+					// A queue with limits is known; one without must
+					// have jobs or a pause, or --create.
+					if err := checkQueueKnown(ctx, o, q, create); err != nil {
+						return err
+					}
 				}
 				if set {
 					if clear {
@@ -113,6 +122,7 @@ claims obey the stored policy at once. See docs/scheduling.md.`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.BoolVar(&create, "create", false, "set limits of a queue the store does not hold yet (no jobs, pause or limits); without it such a name is refused as a likely typo")
 	fl.IntVar(&maxRunning, "max-running", 0, "running jobs of the queue at most, across every node (0 = no limit)")
 	fl.StringArrayVar(&perKind, "per-kind", nil, "KIND=N: running jobs of that kind at most (repeatable; N 0 lifts it)")
 	fl.IntVar(&perPartition, "per-partition", 0, "running jobs per partition key at most (0 = no limit)")

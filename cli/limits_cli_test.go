@@ -16,7 +16,10 @@ func TestQueueLimitsCommand(t *testing.T) {
 	if r := mustCLI(t, db, "queues", "limits", "reports"); !strings.Contains(r.stdout, "queue reports: no limits") {
 		t.Fatalf("before: %s", r)
 	}
-	r := mustCLI(t, db, "queues", "limits", "reports", "--max-running", "20", "--per-kind", "pdf=4", "--per-partition", "1")
+	if r := cli(t, db, "queues", "limits", "reports", "--max-running", "20"); r.code != exitRuntime || !strings.Contains(r.stderr, "no such queue") {
+		t.Fatalf("limits of a queue the store does not hold, without --create: %s", r)
+	}
+	r := mustCLI(t, db, "queues", "limits", "reports", "--create", "--max-running", "20", "--per-kind", "pdf=4", "--per-partition", "1")
 	if !strings.Contains(r.stdout, "max running 20; per kind pdf=4; per partition 1") {
 		t.Fatalf("set: %s", r)
 	}
@@ -74,7 +77,7 @@ func TestQueuePolicyCommand(t *testing.T) {
 	t.Parallel()
 	db := tempDB(t)
 	mustCLI(t, db, "migrate")
-	r := mustCLI(t, db, "queues", "limits", "mail", "--rate", "100/1m", "--rate-per-kind", "bulk=1/s", "--rate-per-partition", "10/h", "--fair", "--aging", "5m", "--aging-max-steps", "4")
+	r := mustCLI(t, db, "queues", "limits", "mail", "--create", "--rate", "100/1m", "--rate-per-kind", "bulk=1/s", "--rate-per-partition", "10/h", "--fair", "--aging", "5m", "--aging-max-steps", "4")
 	want := "queue mail: rate 100/1m0s; rate per kind bulk=1/1s; rate per partition 10/1h0m0s; fair across partition keys; aging one step per 5m0s, at most 4"
 	if !strings.Contains(r.stdout, want) {
 		t.Fatalf("set: %s\nwant %s", r, want)
@@ -97,7 +100,7 @@ func TestQueuePolicyCommand(t *testing.T) {
 		}
 	}
 	// A burst used up shows its wait.
-	mustCLI(t, db, "queues", "limits", "burst", "--rate", "1/h")
+	mustCLI(t, db, "queues", "limits", "burst", "--create", "--rate", "1/h")
 	for range 2 {
 		mustCLI(t, db, "enqueue", "k", "--queue", "burst")
 	}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -79,10 +81,15 @@ func (a *app) newQueuePauseCmd(pause bool) *cobra.Command {
 	if pause {
 		name, short, done = "pause", "Stop every worker from claiming jobs of a queue (running jobs finish)", "paused"
 	}
-	return &cobra.Command{
-		Use:     name + " NAME",
-		Short:   short,
-		Example: fmt.Sprintf("  backlog queues %s emails", name),
+	var create bool
+	cmd := &cobra.Command{
+		Use:   name + " NAME",
+		Short: short,
+		Long: short + `. The queue must be one the store holds (it has jobs, a
+pause or limits: the queues "backlog queues" lists); a name it does not hold
+is refused as a likely typo unless --create is given, which ` + name + `s a
+queue before its first job arrives.`,
+		Example: fmt.Sprintf("  backlog queues %s emails\n  backlog queues %s reports --create   # no job yet", name, name),
 		Args:    argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := args[0]
@@ -91,6 +98,9 @@ func (a *app) newQueuePauseCmd(pause bool) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			return a.withOps(ctx, opsOpts{write: true}, func(o ops) error {
+				if err := checkQueueKnown(ctx, o, q, create); err != nil {
+					return err
+				}
 				var err error
 				if pause {
 					err = o.PauseQueue(ctx, q)
@@ -108,6 +118,74 @@ func (a *app) newQueuePauseCmd(pause bool) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&create, "create", false, "accept a queue the store does not hold yet (no jobs, pause or limits)")
+	return cmd
+}
+
+// errUnknownQueue is the error of a queue command naming a queue the
+// store does not hold, without --create.
+var errUnknownQueue = errors.New("no such queue")
+
+// checkQueueKnown returns nil when the store holds queue q (QueueStats
+// lists it: it has jobs, a pause or limits) or create is set, and
+// otherwise an error wrapping errUnknownQueue that names the known queues
+// closest to q and --create.
+func checkQueueKnown(ctx context.Context, o ops, q string, create bool) error {
+	if create {
+		return nil
+	}
+	stats, err := o.QueueStats(ctx)
+	if err != nil {
+		return fmt.Errorf("queue %s: list queues: %w", q, err)
+	}
+	names := make([]string, 0, len(stats))
+	for _, st := range stats {
+		if st.Queue == q {
+			return nil
+		}
+		names = append(names, st.Queue)
+	}
+	hint := ""
+	if close := closestNames(q, names, 3); len(close) > 0 {
+		hint = fmt.Sprintf(" (did you mean %s?)", strings.Join(close, ", "))
+	}
+	return fmt.Errorf("queue %s: %w: it has no jobs, pause or limits%s; give --create to act on a new queue", oneLine(q), errUnknownQueue, hint)
+}
+
+// closestNames returns up to n of names within two edits of word, or
+// starting with it, in the order given.
+func closestNames(word string, names []string, n int) []string {
+	var out []string
+	for _, c := range names {
+		if len(out) == n {
+			break
+		}
+		if strings.HasPrefix(c, word) || editDistance(word, c) <= 2 {
+			out = append(out, oneLine(c))
+		}
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance between a and b in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // workerView is a worker record in JSON output, with the seconds since its

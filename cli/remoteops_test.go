@@ -296,6 +296,7 @@ func TestServerTokenErrors(t *testing.T) {
 	db := tempDB(t)
 	mustCLI(t, db, "migrate")
 	mustCLI(t, db, "enqueue", "k")
+	mustCLI(t, db, "enqueue", "k", "--queue", "mail") // a queue the store holds
 	url := serveDB(t, db, "", remoteTokens)
 	for _, c := range []struct {
 		token string
@@ -415,5 +416,29 @@ func TestServerListPages(t *testing.T) {
 	}
 	if n := strings.Count(got.stdout, "\n"); n != 1204 {
 		t.Fatalf("%d lines", n)
+	}
+}
+
+// Pausing or resuming a queue the store does not hold is refused through
+// the job server as on the store, unless --create is given.
+func TestServerQueuePauseUnknown(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	mustCLI(t, db, "migrate")
+	mustCLI(t, db, "enqueue", "k", "--queue", "mail")
+	url := serveDB(t, db, "", remoteTokens)
+	for _, verb := range []string{"pause", "resume"} {
+		if r := cliServer(t, url, "atok", "queues", verb, "mial"); r.code != exitRuntime || !strings.Contains(r.stderr, "queue mial: no such queue") || !strings.Contains(r.stderr, "did you mean mail?") {
+			t.Errorf("%s of an unknown queue: %s", verb, r)
+		}
+	}
+	if r := cliServer(t, url, "atok", "queues"); strings.Contains(r.stdout, "mial") {
+		t.Fatalf("a refused pause created the queue: %s", r)
+	}
+	if r := cliServer(t, url, "atok", "queues", "pause", "reports", "--create"); r.code != 0 || r.stdout != "queue reports paused\n" {
+		t.Fatalf("pause --create: %s", r)
+	}
+	if r := cliServer(t, url, "atok", "queues", "resume", "reports"); r.code != 0 {
+		t.Fatalf("resume of a paused queue: %s", r)
 	}
 }
