@@ -400,13 +400,13 @@ func (a *app) enqueueBulk(cmd *cobra.Command, f *enqueueFlags, args []string) er
 	}
 	ctx := cmd.Context()
 	return a.withOps(ctx, oo, func(o ops) error {
-		var bar *progressbar.ProgressBar
+		var bar *bulkProgress
 		if f.progress || (a.env.isTerminal != nil && a.env.isTerminal(a.env.stderr)) {
-			bar = newBar(a.env.stderr, size)
+			bar = newBulkProgress(a.env.stderr, size, time.Now())
 		}
 		stats, err := bulkInsert(ctx, o, in, name, kind, defaults, f.batchSize, bar)
 		if bar != nil {
-			_ = bar.Finish()
+			bar.finish(err == nil, time.Now())
 			fmt.Fprintln(a.env.stderr)
 		}
 		if err != nil {
@@ -420,21 +420,72 @@ func (a *app) enqueueBulk(cmd *cobra.Command, f *enqueueFlags, args []string) er
 	})
 }
 
-func newBar(w io.Writer, size int64) *progressbar.ProgressBar {
-	return progressbar.NewOptions64(size,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("enqueue"),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetPredictTime(true),
-	)
+// bulkProgress is the progress bar of enqueue --from: the share of the
+// input read (bytes of a regular file; a spinner for a pipe) with the jobs
+// inserted and their rate in jobs per second.
+type bulkProgress struct {
+	bar   *progressbar.ProgressBar
+	size  int64     // input bytes; -1 when unknown
+	read  int64     // input bytes of the inserted batches
+	jobs  int       // jobs inserted, duplicates included
+	start time.Time // when reading began
+}
+
+// newBulkProgress draws a bar on w for an input of size bytes (-1 or 0:
+// unknown), starting at start.
+func newBulkProgress(w io.Writer, size int64, start time.Time) *bulkProgress {
+	if size <= 0 {
+		size = -1
+	}
+	return &bulkProgress{
+		size:  size,
+		start: start,
+		bar: progressbar.NewOptions64(size,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("enqueue"),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetPredictTime(size > 0),
+		),
+	}
+}
+
+// describe is the bar's text: jobs inserted and jobs per second since start.
+func (p *bulkProgress) describe(now time.Time) string {
+	rate := 0.0
+	if el := now.Sub(p.start).Seconds(); el > 0 {
+		rate = float64(p.jobs) / el
+	}
+	return fmt.Sprintf("enqueue: %d jobs, %.0f jobs/s", p.jobs, rate)
+}
+
+// add counts a batch of jobs inserted from bytes of input. The bar stays
+// below 100 % until finish: the byte count is of lines as read, which can
+// differ from the file's size by a line ending.
+func (p *bulkProgress) add(jobs, bytes int, now time.Time) {
+	p.jobs += jobs
+	p.read += int64(bytes)
+	p.bar.Describe(p.describe(now))
+	if p.size > 0 {
+		_ = p.bar.Set64(min(p.read, p.size-1))
+	} else {
+		_ = p.bar.Add(bytes)
+	}
+}
+
+// finish draws the bar a last time: at 100 % when the whole input was
+// inserted (ok), where it stopped otherwise.
+func (p *bulkProgress) finish(ok bool, now time.Time) {
+	p.bar.Describe(p.describe(now))
+	if ok {
+		_ = p.bar.Finish()
+	}
 }
 
 // bulkInsert reads in line by line and inserts the jobs in batches of
 // batchSize. A bad line or a failed insert stops it; the error says which
 // line and how many jobs earlier batches inserted.
-func bulkInsert(ctx context.Context, o ops, in io.Reader, name, kind string, defaults *core.Options, batchSize int, bar *progressbar.ProgressBar) (bulkStats, error) {
+func bulkInsert(ctx context.Context, o ops, in io.Reader, name, kind string, defaults *core.Options, batchSize int, bar *bulkProgress) (bulkStats, error) {
 	var (
 		st         bulkStats
 		batch      = make([]core.InsertParams, 0, batchSize)
@@ -471,11 +522,10 @@ func bulkInsert(ctx context.Context, o ops, in io.Reader, name, kind string, def
 				st.Inserted++
 			}
 		}
-		batch = batch[:0]
 		if bar != nil {
-			bar.Describe(fmt.Sprintf("enqueue (%d jobs)", st.Inserted+st.Duplicates))
-			_ = bar.Add(batchBytes)
+			bar.add(len(batch), batchBytes, time.Now())
 		}
+		batch = batch[:0]
 		batchBytes = 0
 		return nil
 	}
