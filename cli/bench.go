@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -68,7 +69,8 @@ func (a *app) newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure throughput and wake-up latency on a store (use a scratch database)",
 		Long: `bench measures the whole engine (claims, handler executions, batched
-finishes) with no-op jobs on the store named by --db:
+finishes) with no-op jobs on the store named by --db (or $BACKLOG_DB); with
+neither, on a temporary SQLite file that is removed afterwards:
 
   burndown  insert --jobs jobs, then time how fast the workers drain them
   steady    producers and workers together for --duration
@@ -470,6 +472,18 @@ func (a *app) withBenchStore(ctx context.Context, ppg privatePG, fn func(st cont
 	}
 	if len(ppg.settings) > 0 || ppg.params != "" {
 		return usagef("--pg-set and --pg-params apply to --private-postgres only")
+	}
+	if !a.dbGiven {
+		// No --db and no BACKLOG_DB: a scratch SQLite file, not
+		// backlog.db in the current directory.
+		dir, err := os.MkdirTemp("", "backlog-bench-")
+		if err != nil {
+			return fmt.Errorf("bench: temporary database: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		u := "sqlite:" + filepath.Join(dir, "bench.db")
+		fmt.Fprintf(a.env.stderr, "bench: no --db or BACKLOG_DB given: running on a temporary SQLite database, removed afterwards (%s)\n", u)
+		return open(u)
 	}
 	return open(a.dbURL)
 }

@@ -479,6 +479,7 @@ func (a *app) resolveTarget(cmd *cobra.Command) error {
 		a.server = ""
 	}
 	envServer, envDB := getenv("BACKLOG_SERVER"), getenv("BACKLOG_DB")
+	a.dbGiven = dbFlag || envDB != ""
 	if a.token == "" {
 		a.token = getenv("BACKLOG_TOKEN")
 	}

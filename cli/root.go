@@ -31,6 +31,7 @@ type app struct {
 	env *env
 
 	dbURL     string
+	dbGiven   bool   // --db or BACKLOG_DB was set, not the default
 	server    string // job server URL (--server, BACKLOG_SERVER); "" = the store of --db
 	token     string // bearer token for server (--token, BACKLOG_TOKEN)
 	logLevel  string
