@@ -180,10 +180,10 @@ func (s *server) run(ctx context.Context) error {
 		}
 	}
 	if len(wc.handlers) == 0 {
-		fmt.Fprintf(out, "backlog %s: serving %s: no local handlers; remote workers run the jobs\n", s.mode, redactURL(wc.db))
+		fmt.Fprintf(out, "backlog %s: serving %s: no local handlers; remote workers run the jobs%s\n", s.mode, redactURL(wc.db), periodicSuffix(wc.periodic))
 	} else {
-		fmt.Fprintf(out, "backlog %s: serving %s: queues %s; kinds %s; worker %s\n",
-			s.mode, redactURL(wc.db), s.describeQueues(), strings.Join(slices.Sorted(maps.Keys(wc.handlers)), ", "), client.WorkerID())
+		fmt.Fprintf(out, "backlog %s: serving %s: queues %s; kinds %s; worker %s%s\n",
+			s.mode, redactURL(wc.db), s.describeQueues(), strings.Join(slices.Sorted(maps.Keys(wc.handlers)), ", "), client.WorkerID(), periodicSuffix(wc.periodic))
 	}
 
 	var why string
