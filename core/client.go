@@ -157,14 +157,24 @@ func (c *Client) Emit(e Event) { c.emit(e) }
 // (zero RunAt); pass the client's clock time or time.Now(). Errors wrap
 // ErrInvalidJob.
 func NewInsert(args Args, opts *Options, now time.Time) (InsertParams, error) {
+	b, err := encodeArgs(args)
+	if err != nil {
+		return InsertParams{}, err
+	}
+	return buildInsert(args.Kind(), b, opts, contract.UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
+}
+
+// encodeArgs returns the JSON encoding of typed args; errors wrap
+// ErrInvalidJob.
+func encodeArgs(args Args) ([]byte, error) {
 	if args == nil {
-		return InsertParams{}, invalid("args are nil")
+		return nil, invalid("args are nil")
 	}
 	b, err := json.Marshal(args)
 	if err != nil {
-		return InsertParams{}, invalid("kind %q: encode args: %v", args.Kind(), err)
+		return nil, invalid("kind %q: encode args: %v", args.Kind(), err)
 	}
-	return buildInsert(args.Kind(), b, opts, contract.UTC(now), limits{maxArgs: DefaultMaxArgsBytes})
+	return b, nil
 }
 
 // NewInsertRaw builds validated InsertParams from a kind and JSON args (nil
@@ -179,12 +189,9 @@ func NewInsertRaw(kind string, args []byte, opts *Options, now time.Time) (Inser
 // any live registered worker handles is refused with an error wrapping
 // ErrUnknownKind (see CheckKinds), unless Config.AllowUnknownKinds is set.
 func (c *Client) Enqueue(ctx context.Context, args Args, opts *Options) (InsertResult, error) {
-	if args == nil {
-		return InsertResult{}, invalid("args are nil")
-	}
-	b, err := json.Marshal(args)
+	b, err := encodeArgs(args)
 	if err != nil {
-		return InsertResult{}, invalid("kind %q: encode args: %v", args.Kind(), err)
+		return InsertResult{}, err
 	}
 	return c.EnqueueRaw(ctx, args.Kind(), b, opts)
 }
@@ -253,6 +260,31 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, jobs []InsertParams) ([]
 	}
 	c.afterInsert(res)
 	return res, nil
+}
+
+// EnqueueArgsTx inserts one typed job inside tx, the caller's open
+// transaction: the single form of EnqueueTx, as Enqueue is of
+// EnqueueMany. The kind is args.Kind() and the args their JSON encoding;
+// opts are Enqueue's (nil: the defaults). The job becomes visible when
+// the caller commits and vanishes on rollback. A unique-key duplicate
+// returns the live job with Duplicate set, and no error. Errors: invalid
+// input wraps ErrInvalidJob, an unknown kind ErrUnknownKind (see
+// Enqueue), a store without transactional inserts ErrUnsupported, and a
+// transaction of a type the store does not take the store's error.
+func (c *Client) EnqueueArgsTx(ctx context.Context, tx any, args Args, opts *Options) (InsertResult, error) {
+	b, err := encodeArgs(args)
+	if err != nil {
+		return InsertResult{}, err
+	}
+	p, err := buildInsert(args.Kind(), b, opts, c.clock.Now(), c.limits())
+	if err != nil {
+		return InsertResult{}, err
+	}
+	res, err := c.EnqueueTx(ctx, tx, []InsertParams{p})
+	if err != nil {
+		return InsertResult{}, err
+	}
+	return res[0], nil
 }
 
 func (c *Client) limits() limits { return limits{maxArgs: c.cfg.MaxArgsBytes, kinds: c.cfg.Handlers} }

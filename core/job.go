@@ -1,7 +1,11 @@
 package core
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -18,8 +22,16 @@ type Options struct {
 	Delay       time.Duration // used when RunAt is zero
 	MaxAttempts int           // 0 = DefaultMaxAttempts
 	UniqueKey   string        // duplicate while a job holds it returns that job
-	UniqueScope UniqueScope   // where UniqueKey is unique: global (zero), per queue or per kind
-	UniqueFor   time.Duration // key held this long after the job is final (0 = freed then; ≤ MaxUniqueFor)
+	// UniqueByArgs makes the unique key ArgsUniqueKey(kind, args): a job
+	// is a duplicate while another of the same kind with the same args
+	// (in canonical JSON: see CanonicalJSON) holds it, within UniqueScope
+	// and for UniqueFor as with any key. The key is computed from the
+	// args as given, before Config.Encryption seals them, so sealed args
+	// still compare by their plaintext, and it holds only a hash of them.
+	// Setting UniqueKey too is an error wrapping ErrInvalidJob.
+	UniqueByArgs bool
+	UniqueScope  UniqueScope   // where UniqueKey is unique: global (zero), per queue or per kind
+	UniqueFor    time.Duration // key held this long after the job is final (0 = freed then; ≤ MaxUniqueFor)
 	// PartitionKey puts the job in a partition of its queue, such as a
 	// tenant or customer id, which QueueLimits.MaxRunningPerPartition
 	// bounds ("" = none; ≤ MaxPartitionKeyLen bytes of UTF-8).
@@ -75,6 +87,16 @@ func buildInsert(kind string, args []byte, opts *Options, now time.Time, lim lim
 	}
 	if len(p.Args) == 0 {
 		p.Args = json.RawMessage("{}")
+	}
+	if o.UniqueByArgs {
+		if o.UniqueKey != "" {
+			return p, invalid("kind %q: UniqueByArgs and UniqueKey are both set: the key comes from the args, or is given, not both", kind)
+		}
+		key, err := ArgsUniqueKey(kind, p.Args)
+		if err != nil {
+			return p, err
+		}
+		p.UniqueKey = key
 	}
 	if p.RunAt.IsZero() {
 		p.RunAt = now.Add(o.Delay)
@@ -164,4 +186,51 @@ func validateInsert(p *InsertParams, lim limits) error {
 		return invalid("kind %q: deadline %s is before run_at %s", p.Kind, p.Deadline.Format(time.RFC3339), p.RunAt.Format(time.RFC3339))
 	}
 	return nil
+}
+
+// argsKeyPrefix starts every key ArgsUniqueKey returns, so that such keys
+// never meet keys an application chose by chance, and a later change of
+// what is hashed never matches an older hash.
+const argsKeyPrefix = "args:v1:"
+
+// ArgsUniqueKey returns the unique key Options.UniqueByArgs gives a job of
+// kind with args (JSON; empty means {}): "args:v1:" and the lower-case hex
+// SHA-256 of the kind's length in decimal, ':', the kind, and the args in
+// canonical JSON (CanonicalJSON), 72 bytes in all. Two jobs get one key
+// when their kinds are equal and their args the same JSON value written
+// alike (keys in any order, any insignificant space; numbers as written,
+// so 1 and 1.0 differ). Args that are not valid JSON return an error
+// wrapping ErrInvalidJob.
+func ArgsUniqueKey(kind string, args []byte) (string, error) {
+	canon, err := CanonicalJSON(args)
+	if err != nil {
+		return "", invalid("kind %q: unique by args: args are %v", kind, err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:", len(kind))
+	h.Write([]byte(kind))
+	h.Write(canon)
+	return argsKeyPrefix + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// CanonicalJSON returns the canonical form of the JSON value b (empty b
+// means {}): object keys sorted by their UTF-8 bytes, no insignificant
+// space, strings re-encoded as encoding/json writes them (<, > and & as
+// \u003c, \u003e and \u0026), numbers kept exactly as written. Two
+// encodings of one value that differ only in key order and spacing give
+// the same bytes. b that is not one valid JSON value returns an error.
+func CanonicalJSON(b []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return []byte("{}"), nil
+	}
+	if !json.Valid(b) {
+		return nil, errors.New("not valid JSON")
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
+	return json.Marshal(v)
 }

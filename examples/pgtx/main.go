@@ -88,11 +88,7 @@ func run(dsn string) error {
 		if err := tx.QueryRow(ctx, "INSERT INTO pgtx_orders (item) VALUES ($1) RETURNING id", item).Scan(&id); err != nil {
 			return 0, err
 		}
-		p, err := core.NewInsert(ShipArgs{OrderID: id}, nil, time.Now())
-		if err != nil {
-			return 0, err
-		}
-		if _, err := client.EnqueueTx(ctx, tx, []core.InsertParams{p}); err != nil {
+		if _, err := client.EnqueueArgsTx(ctx, tx, ShipArgs{OrderID: id}, nil); err != nil {
 			return 0, err
 		}
 		if !commit {
