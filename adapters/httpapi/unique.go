@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -184,20 +182,10 @@ func submissionFingerprint(p *core.InsertParams) string {
 	return fingerprintVersion + hex.EncodeToString(h.Sum(nil))
 }
 
-// canonicalJSON re-encodes a JSON value with object keys sorted and no
-// insignificant space, numbers kept as written; b as it is when it does
-// not decode (it was validated before, so this does not happen).
+// canonicalJSON is core.CanonicalJSON, b as it is when it does not
+// decode (it was validated before, so this does not happen).
 func canonicalJSON(b []byte) []byte {
-	if len(b) == 0 {
-		return []byte("{}")
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return b
-	}
-	out, err := json.Marshal(v)
+	out, err := core.CanonicalJSON(b)
 	if err != nil {
 		return b
 	}
