@@ -48,6 +48,13 @@
 // # Guarantees
 //
 // At-least-once: a job whose insert committed is never lost; it runs again
-// only if its worker lost the lease, and fencing (worker id + attempt on
-// every write) keeps the stale worker's outcome from applying.
+// only if its worker lost the lease, and fencing (worker id and claim
+// sequence on every write) keeps the stale worker's outcome from applying.
+// HandleTx makes a handler's own writes in the store's database commit
+// with the job's outcome, or not at all (docs/transactions.md).
+//
+// # Testing
+//
+// Package backlogtest runs one job's handler synchronously and asserts
+// what was enqueued, on the memory store or SQLite.
 package core
