@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -251,7 +253,11 @@ func (a *app) newJobsActionCmd(name, short, done string) *cobra.Command {
 	var (
 		f      jobFilter
 		dryRun bool
+		yes    bool
 	)
+	// Cancel and delete by filter stop or remove every matching job at
+	// once: they want --yes, or a yes at a terminal's prompt.
+	guarded := name == "cancel" || name == "delete"
 	cmd := &cobra.Command{
 		Use:   name + " ID... | " + name + " --queue Q --state S --kind K [--dry-run]",
 		Short: short,
@@ -260,7 +266,7 @@ at least one, combined with AND; at most ` + strconv.Itoa(maxBulkJobs) + ` jobs,
 filter is read in id order, 500 jobs at a time, and the action applied to
 each job that still matches when it is read again (one that changed
 meanwhile is skipped and reported, not counted as failed); --dry-run only
-counts what it would touch and lists the first 100 ids.`,
+counts what it would touch and lists the first 100 ids.` + guardNote(guarded, name),
 		Example: fmt.Sprintf("  backlog jobs %s 42 43 44\n  backlog jobs %s --queue mail --state discarded --kind email --dry-run", name, name),
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -273,6 +279,7 @@ counts what it would touch and lists the first 100 ids.`,
 			case dryRun && !filtered:
 				return usagef("--dry-run goes with a filter")
 			}
+
 			var ids []int64
 			if len(args) > 0 {
 				var err error
@@ -283,6 +290,10 @@ counts what it would touch and lists the first 100 ids.`,
 			p, err := f.params()
 			if err != nil {
 				return err
+			}
+			confirm := guarded && filtered && !dryRun && !yes
+			if confirm && !a.interactive() {
+				return usagef("jobs %s with a filter %s every matching job at once: give --yes to confirm, or --dry-run to count them first", name, map[string]string{"cancel": "cancels", "delete": "deletes"}[name])
 			}
 			ctx := cmd.Context()
 			return a.withOps(ctx, opsOpts{write: true}, func(o ops) error {
@@ -323,6 +334,12 @@ counts what it would touch and lists the first 100 ids.`,
 						}
 					}
 					results = append(results, r)
+				}
+				if confirm {
+					ok, err := a.confirmBulk(ctx, o, name, p)
+					if err != nil || !ok {
+						return err
+					}
 				}
 				if filtered {
 					// core applies the filter in bounded batches, reading
@@ -377,7 +394,56 @@ counts what it would touch and lists the first 100 ids.`,
 	fl.StringVar(&f.kind, "kind", "", "filter: jobs of this kind")
 	fl.IntVar(&f.limit, "limit", maxBulkJobs, "filter: at most this many jobs")
 	fl.BoolVar(&dryRun, "dry-run", false, "count and list the matching jobs, change nothing")
+	if guarded {
+		fl.BoolVarP(&yes, "yes", "y", false, "with a filter: "+name+" the matching jobs without asking (needed where stdin is not a terminal)")
+	}
 	return cmd
+}
+
+// guardNote is the help text on --yes of a guarded bulk action.
+func guardNote(guarded bool, name string) string {
+	if !guarded {
+		return ""
+	}
+	return `
+
+With a filter, ` + name + ` asks "` + name + ` N jobs? [y/N]" on a terminal (N counted
+as --dry-run does), and elsewhere refuses unless --yes is given (exit 2,
+nothing changed).`
+}
+
+// interactive reports whether a prompt can be answered: stdin and stderr
+// are both terminals.
+func (a *app) interactive() bool {
+	in, ok := a.env.stdin.(io.Writer) // an *os.File is both
+	return ok && a.env.isTerminal != nil && a.env.isTerminal(in) && a.env.isTerminal(a.env.stderr)
+}
+
+// confirmBulk counts the jobs matching p (a dry run of the action), asks
+// "NAME N jobs? [y/N]" on stderr and reads the answer from stdin. It
+// reports whether the answer was y or yes; no match, or any other answer,
+// prints that nothing changed and returns false. A failed count or read is
+// an error.
+func (a *app) confirmBulk(ctx context.Context, o ops, name string, p core.ListParams) (bool, error) {
+	res, err := o.ApplyToMatching(ctx, core.BulkAction(name), p, core.BulkOptions{Limit: p.Limit, DryRun: true})
+	if err != nil {
+		return false, fmt.Errorf("%s jobs: count: %w", name, err)
+	}
+	if res.Matched == 0 {
+		fmt.Fprintln(a.env.stdout, "no job matches")
+		return false, nil
+	}
+	fmt.Fprintf(a.env.stderr, "%s %d jobs? [y/N] ", name, res.Matched)
+	line, err := bufio.NewReader(a.env.stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("%s jobs: read the answer: %w", name, err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	fmt.Fprintln(a.env.stderr, "not confirmed: nothing changed")
+	return false, nil
 }
 
 // jobFilter is the filter of a bulk action.

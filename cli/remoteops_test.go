@@ -260,7 +260,8 @@ func TestServerJobActionsMatchDB(t *testing.T) {
 		{"jobs", "cancel", "x"},
 		{"jobs", "retry", "--state", "discarded", "--dry-run"},
 		{"-o", "json", "jobs", "delete", "--queue", "default", "--dry-run"},
-		{"jobs", "cancel", "--queue", "nope"},
+		{"jobs", "cancel", "--queue", "nope", "--yes"},
+		{"jobs", "delete", "--queue", "default"}, // refused without --yes
 	} {
 		want := cli(t, dbA, args...)
 		got := cliServer(t, url, "atok", args...)
@@ -280,11 +281,11 @@ func TestServerBulkAction(t *testing.T) {
 	if r.code != 0 || r.stdout != "3 jobs matched: 3 retried, 0 skipped (changed meanwhile, or in a state retry does not apply to)\nretried: 1 2 3\n" {
 		t.Fatalf("retry by filter: %s", r)
 	}
-	r = cliServer(t, url, "atok", "-o", "json", "jobs", "cancel", "--queue", "work")
+	r = cliServer(t, url, "atok", "-o", "json", "jobs", "cancel", "--queue", "work", "--yes")
 	if r.code != 0 || !strings.Contains(r.stdout, `"matched": 3`) || !strings.Contains(r.stdout, `"applied": 3`) {
 		t.Fatalf("cancel by filter: %s", r)
 	}
-	if r := cliServer(t, url, "ptok", "jobs", "delete", "--queue", "work"); r.code != exitRuntime || !strings.Contains(r.stderr, "needs a token of the admin role") {
+	if r := cliServer(t, url, "ptok", "jobs", "delete", "--queue", "work", "--yes"); r.code != exitRuntime || !strings.Contains(r.stderr, "needs a token of the admin role") {
 		t.Fatalf("producer token: %s", r)
 	}
 }
