@@ -91,8 +91,29 @@ func TestOpenURLErrorsNameWhatWasPassed(t *testing.T) {
 			t.Errorf("%s: %v; want it to say %s", params, err, want)
 		}
 	}
-	// A key=value string is pgx's alone: backlog's names are not read there.
-	if _, _, err := withURLOptions("host=h dbname=d", []Option{WithSchema("x")}); err != nil {
-		t.Errorf("key=value string: %v", err)
+	// A key=value string is pgx's alone: backlog's names are not read
+	// there. So is a URL that names none of them, as written: pgx takes
+	// forms Go's URL parser refuses.
+	for _, conn := range []string{
+		"host=h dbname=d schema=x",
+		"postgres://u@h1:5432,h2/db?sslmode=disable",
+		"postgres://u@h/db?application_name=a;b",
+		"postgres://u@h/db",
+	} {
+		got, opts, err := withURLOptions(conn, []Option{WithSchema("x")})
+		if err != nil || got != conn || len(opts) != 1 {
+			t.Errorf("withURLOptions(%s) = %q, %d options, %v; want it as it is", conn, got, len(opts), err)
+		}
+	}
+	for conn, want := range map[string]bool{
+		"postgres://u@h/db?sslmode=disable&schema=x": true,
+		"postgres://u@h/db?listen%5Fhost=h2":         true,
+		"postgres://u@h/db?x=1;migrate=false":        true,
+		"postgres://u@h/db?schemas=x":                false,
+		"postgres://u@h/db?sslmode=schema":           false,
+	} {
+		if got := namesParam(conn); got != want {
+			t.Errorf("namesParam(%s) = %v; want %v", conn, got, want)
+		}
 	}
 }

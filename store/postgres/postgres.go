@@ -365,10 +365,12 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*S
 
 // withURLOptions returns connString without backlog's parameters and
 // opts led by the options those parameters name, when connString is a
-// "postgres://" or "postgresql://" URL (so that opts, applied later,
-// win); connString and opts as they are otherwise.
+// "postgres://" or "postgresql://" URL that names any (so that opts,
+// applied later, win); connString and opts as they are otherwise, for
+// pgx to read as it does (it takes URL forms Go's URL parser refuses,
+// such as a host list whose last host has no port).
 func withURLOptions(connString string, opts []Option) (string, []Option, error) {
-	if !isURL(connString) {
+	if !isURL(connString) || !namesParam(connString) {
 		return connString, opts, nil
 	}
 	clean, urlOpts, err := ParseURL(connString)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/backlogq/backlog/core/contract"
 
@@ -27,6 +29,29 @@ func openURL(ctx context.Context, u *url.URL) (contract.Store, error) {
 	return Open(ctx, connString, opts...)
 }
 
+// urlParams are backlog's own query parameters of a PostgreSQL URL.
+var urlParams = []string{"schema", "strategy", "notify", "migrate", "vacuum", "pooler", "listen_host"}
+
+// namesParam reports whether the query of the connection string raw (what
+// follows its first '?') names one of backlog's parameters, however the
+// rest of it is written.
+func namesParam(raw string) bool {
+	_, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return false
+	}
+	for _, part := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		key, _, _ := strings.Cut(part, "=")
+		if k, err := url.QueryUnescape(key); err == nil {
+			key = k
+		}
+		if slices.Contains(urlParams, key) {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseURL splits a store URL into the connection string for pgx and the
 // options named by backlog's own query parameters (schema, strategy,
 // notify, migrate, vacuum, pooler, listen_host), which it removes.
@@ -42,7 +67,7 @@ func ParseURL(raw string) (string, []Option, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres: %w", err)
 	}
-	q, err := store.Query(u, "schema", "strategy", "notify", "migrate", "vacuum", "pooler", "listen_host")
+	q, err := store.Query(u, urlParams...)
 	if err != nil {
 		return "", nil, fmt.Errorf("postgres: %w", err)
 	}
