@@ -21,8 +21,9 @@
 //	res, err := client.Enqueue(ctx, EmailArgs{To: "a@example.com"}, &core.Options{Queue: "mail"})
 //
 // EnqueueMany writes many jobs in one store round trip, EnqueueTx inside the
-// caller's transaction. A job with a UniqueKey held by a live job is not
-// inserted: the existing job comes back with Duplicate set.
+// caller's transaction, and EnqueueArgsTx one typed job there. A job with a
+// UniqueKey (or UniqueByArgs, a key from its kind and args) held by a live
+// job is not inserted: the existing job comes back with Duplicate set.
 //
 // # Running
 //
