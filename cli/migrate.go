@@ -3,8 +3,6 @@ package cli
 import (
 	"fmt"
 
-	"github.com/backlogq/backlog/core/contract"
-
 	"github.com/spf13/cobra"
 )
 
@@ -18,25 +16,15 @@ run repeatedly and from several processes at once. Stores without a schema
 		Example: "  backlog migrate --db sqlite:jobs.db",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withStore(cmd.Context(), func(st contract.Store) error {
-				has, err := migrate(cmd.Context(), st)
-				if err != nil {
-					return err
-				}
-				status := "migrated"
-				if !has {
-					status = "no schema"
-				}
-				if a.jsonOutput() {
-					return writeJSON(a.env.stdout, map[string]any{"db": redactURL(a.dbURL), "status": status})
-				}
-				if has {
-					fmt.Fprintf(a.env.stdout, "%s: schema is up to date\n", redactURL(a.dbURL))
-				} else {
-					fmt.Fprintf(a.env.stdout, "%s: this store has no schema to migrate\n", redactURL(a.dbURL))
-				}
-				return nil
-			})
+			rep, err := a.migrateAndReport(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return writeJSON(a.env.stdout, rep)
+			}
+			fmt.Fprintln(a.env.stdout, rep)
+			return nil
 		},
 	}
 }

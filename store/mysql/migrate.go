@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"embed"
-	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -68,8 +67,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// schemaVersion returns the newest applied migration; an error when the
-// version table does not exist yet.
+// schemaVersion returns the newest applied migration; 0 when the version
+// table does not exist yet or holds no applied migration.
 func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
@@ -78,14 +77,11 @@ func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	if n == 0 {
-		return 0, errors.New("no version table")
+		return 0, nil
 	}
 	var v sql.NullInt64
 	if err := s.db.QueryRowContext(ctx, "SELECT MAX(version_id) FROM "+s.prefix+"goose_db_version WHERE is_applied").Scan(&v); err != nil {
 		return 0, err
-	}
-	if !v.Valid {
-		return 0, errors.New("no migrations applied")
 	}
 	return v.Int64, nil
 }
@@ -159,4 +155,22 @@ func (s *Store) causalWait(ctx context.Context) error {
 		return fmt.Errorf("causal wait: %w", err)
 	}
 	return nil
+}
+
+// SchemaVersion returns the newest migration applied to the store's schema
+// (0 when none is: a new schema or prefix) and the newest migration this
+// build has. Migrate brings applied up to newest.
+func (s *Store) SchemaVersion(ctx context.Context) (applied, newest int64, err error) {
+	if s.closed.Load() {
+		return 0, 0, contract.ErrClosed
+	}
+	_, newest, err = sqlq.RenderMigrations(migrationFiles, struct{ P string }{s.prefix})
+	if err != nil {
+		return 0, 0, fmt.Errorf("mysql: render migrations: %w", err)
+	}
+	v, err := s.schemaVersion(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mysql: schema version: %w", err)
+	}
+	return v, newest, nil
 }

@@ -60,15 +60,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// schemaVersion returns the newest applied migration of the schema; an
-// error when the version table does not exist yet.
+// schemaVersion returns the newest applied migration of the schema; 0
+// when the version table does not exist yet or holds no applied migration.
 func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", s.schema+".goose_db_version").Scan(&exists); err != nil {
 		return 0, err
 	}
 	if !exists {
-		return 0, errors.New("no version table")
+		return 0, nil
 	}
 	var v *int64
 	err := s.pool.QueryRow(ctx, "SELECT max(version_id) FROM "+s.schema+".goose_db_version WHERE is_applied").Scan(&v)
@@ -76,7 +76,7 @@ func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	if v == nil {
-		return 0, errors.New("no migrations applied")
+		return 0, nil
 	}
 	return *v, nil
 }
@@ -166,4 +166,22 @@ func poolerHint(err error) error {
 		return fmt.Errorf("%w (a transaction pooler such as PgBouncer with pool_mode=transaction in front of PostgreSQL? add pooler=transaction to the store URL: docs/postgres.md)", err)
 	}
 	return err
+}
+
+// SchemaVersion returns the newest migration applied to the store's schema
+// (0 when none is: a new schema or prefix) and the newest migration this
+// build has. Migrate brings applied up to newest.
+func (s *Store) SchemaVersion(ctx context.Context) (applied, newest int64, err error) {
+	if s.closed.Load() {
+		return 0, 0, contract.ErrClosed
+	}
+	_, newest, err = sqlq.RenderMigrations(migrationFiles, struct{ S string }{s.schema})
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: render migrations: %w", err)
+	}
+	v, err := s.schemaVersion(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: schema version: %w", err)
+	}
+	return v, newest, nil
 }

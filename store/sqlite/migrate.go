@@ -12,6 +12,7 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 )
 
@@ -89,4 +90,29 @@ func (l *migrationLocker) Unlock(ctx context.Context, db *sql.DB) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return err
+}
+
+// SchemaVersion returns the newest migration applied to the store's tables
+// (0 when none is: a new database or prefix) and the newest migration this
+// build has. Migrate brings applied up to newest.
+func (s *Store) SchemaVersion(ctx context.Context) (applied, newest int64, err error) {
+	if s.closed.Load() {
+		return 0, 0, contract.ErrClosed
+	}
+	_, newest, err = sqlq.RenderMigrations(migrationFiles, struct{ P string }{s.prefix})
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: render migrations: %w", err)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", s.prefix+"goose_db_version").Scan(&n); err != nil {
+		return 0, 0, fmt.Errorf("sqlite: schema version: %w", err)
+	}
+	if n == 0 {
+		return 0, newest, nil
+	}
+	var v sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, "SELECT MAX(version_id) FROM "+s.prefix+"goose_db_version WHERE is_applied").Scan(&v); err != nil {
+		return 0, 0, fmt.Errorf("sqlite: schema version: %w", err)
+	}
+	return v.Int64, newest, nil
 }
