@@ -53,6 +53,8 @@
 //	                      same user, database and parameters
 //	                      (WithListenConnString)
 //	migrate=false         do not migrate on open
+//	vacuum=false          leave the jobs table to autovacuum alone
+//	                      (WithVacuumThreshold(-1, 0))
 //
 // for example
 // "postgres://root@127.0.0.1:5432/test?sslmode=disable&schema=app_jobs&notify=false",
