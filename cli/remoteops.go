@@ -346,13 +346,15 @@ func (s serverOps) QueueStats(ctx context.Context) ([]core.QueueStats, error) {
 	return out, nil
 }
 
+// PauseQueue and ResumeQueue send create=true: the queue commands refuse
+// unknown queues themselves, before calling (checkQueueKnown).
 func (s serverOps) PauseQueue(ctx context.Context, q string) error {
-	_, err := s.c.PauseQueue(ctx, q)
+	_, err := s.c.PauseQueue(ctx, q, client.CreateQueue())
 	return s.check(err, roleAdmin)
 }
 
 func (s serverOps) ResumeQueue(ctx context.Context, q string) error {
-	_, err := s.c.ResumeQueue(ctx, q)
+	_, err := s.c.ResumeQueue(ctx, q, client.CreateQueue())
 	return s.check(err, roleAdmin)
 }
 

@@ -36,7 +36,7 @@ func TestAuthRoles(t *testing.T) {
 			{"GET", "/v1/queues", "", roleProducer},
 			{"POST", "/v1/jobs/" + id + "/retry", "", 0},
 			{"POST", "/v1/jobs/" + id + "/cancel", "", 0},
-			{"POST", "/v1/queues/paused/pause", "", 0},
+			{"POST", "/v1/queues/paused/pause?create=true", "", 0},
 			{"POST", "/v1/queues/paused/resume", "", 0},
 			{"GET", "/v1/queues/limited/limits", "", roleProducer},
 			{"PUT", "/v1/queues/limited/limits", `{"max_running":3}`, 0},

@@ -713,6 +713,9 @@ func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkQueueKnown(r, name); err != nil {
+		return err
+	}
 	if err := s.c.PauseQueue(r.Context(), name); err != nil {
 		return err
 	}
@@ -722,6 +725,9 @@ func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) error {
 	name, err := queueName(r)
 	if err != nil {
+		return err
+	}
+	if err := s.checkQueueKnown(r, name); err != nil {
 		return err
 	}
 	if err := s.c.ResumeQueue(r.Context(), name); err != nil {

@@ -270,10 +270,26 @@ func TestQueuesPauseResume(t *testing.T) {
 		if jobs := h.claim("w", map[string]any{"limit": 10}); len(jobs) != 3 {
 			t.Fatalf("claimed %d jobs after resume, want 3", len(jobs))
 		}
-		// A queue with no jobs and no record resumes to an empty entry.
-		h.must(http.StatusOK, "POST", "/v1/queues/empty/resume", nil, &one)
+		// A queue with no jobs and no record is refused as a likely typo,
+		// and nothing is stored; with create=true it is paused and resumed.
+		for _, action := range []string{"pause", "resume"} {
+			wantProblem(t, h.do("POST", "/v1/queues/empty/"+action, nil), SlugNotFound)
+		}
+		var all QueuesResponse
+		h.must(http.StatusOK, "GET", "/v1/queues", nil, &all)
+		for _, q := range all.Queues {
+			if q.Queue == "empty" {
+				t.Fatalf("a refused pause stored the queue: %+v", all.Queues)
+			}
+		}
+		wantProblem(t, h.do("POST", "/v1/queues/empty/pause?create=maybe", nil), SlugInvalidRequest)
+		h.must(http.StatusOK, "POST", "/v1/queues/empty/pause?create=true", nil, &one)
+		if one.Queue.Queue != "empty" || !one.Queue.Paused {
+			t.Fatalf("pause with create=true: %+v", one.Queue)
+		}
+		h.must(http.StatusOK, "POST", "/v1/queues/empty/resume", nil, &one) // known now: it has a pause
 		if one.Queue.Queue != "empty" || one.Queue.Paused {
-			t.Fatalf("resume unknown: %+v", one.Queue)
+			t.Fatalf("resume: %+v", one.Queue)
 		}
 		wantProblem(t, h.do("POST", "/v1/queues/bad%20name/pause", nil), SlugInvalidRequest)
 	})

@@ -66,3 +66,36 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// checkQueueKnown refuses a pause or resume of a queue the store does not
+// hold (Store.Stats lists it: it has jobs or a pause) with 404 not-found,
+// as a likely typo, unless the request says create=true. A create other
+// than true or false is 400 invalid-request. The cached queue list is read
+// first, the store only when the name is not in it.
+func (s *Server) checkQueueKnown(r *http.Request, name string) error {
+	switch v := r.URL.Query().Get("create"); v {
+	case "true":
+		return nil
+	case "", "false":
+	default:
+		return newProblem(SlugInvalidRequest, fmt.Sprintf("create must be true or false, not %q", clip(v)))
+	}
+	stats, err := s.stats.Stats(r.Context(), s.cfg.StatsCacheTTL)
+	if err != nil {
+		return err
+	}
+	for pass := 0; ; pass++ {
+		for _, q := range stats {
+			if q.Queue == name {
+				return nil
+			}
+		}
+		if pass == 1 {
+			break
+		}
+		if stats, err = s.stats.FreshStats(r.Context()); err != nil {
+			return err
+		}
+	}
+	return newProblem(SlugNotFound, fmt.Sprintf("queue %q has no jobs and no pause: send create=true to act on a new queue", clip(name)))
+}

@@ -488,7 +488,9 @@ export function mountQueue(ctx) {
       if (!ok || !ctx.alive()) return;
     }
     try {
-      await api.post(`/queues/${seg(name)}/${pausing ? 'pause' : 'resume'}`);
+      // The page may show a queue that has no jobs yet (configured, or with
+      // limits only): pausing it here is deliberate, so create=true.
+      await api.post(`/queues/${seg(name)}/${pausing ? 'pause' : 'resume'}?create=true`);
       if (ctx.alive()) notify(`Queue ${name} ${pausing ? 'paused' : 'resumed'}.`, false);
     } catch (e) {
       if (!ctx.alive()) return;

@@ -579,24 +579,43 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	}
 }
 
+// QueueOption changes a PauseQueue or ResumeQueue call.
+type QueueOption func(*queueOptions)
+
+type queueOptions struct{ create bool }
+
+// CreateQueue lets PauseQueue and ResumeQueue act on a queue the server's
+// store does not hold yet (no jobs, no pause); without it the server
+// answers 404 not-found for such a name, as a likely typo.
+func CreateQueue() QueueOption { return func(o *queueOptions) { o.create = true } }
+
 // PauseQueue stops every worker from claiming jobs of queue until
 // ResumeQueue (POST /v1/queues/{name}/pause; admin role) and returns the
-// queue's entry. Idempotent.
-func (c *Client) PauseQueue(ctx context.Context, queue string) (*QueueInfo, error) {
-	return c.queueAction(ctx, queue, "pause")
+// queue's entry. Idempotent. A queue the store does not hold is refused
+// (404 not-found) unless opts hold CreateQueue.
+func (c *Client) PauseQueue(ctx context.Context, queue string, opts ...QueueOption) (*QueueInfo, error) {
+	return c.queueAction(ctx, queue, "pause", opts)
 }
 
 // ResumeQueue lifts a pause (POST /v1/queues/{name}/resume; admin role)
-// and returns the queue's entry. Idempotent.
-func (c *Client) ResumeQueue(ctx context.Context, queue string) (*QueueInfo, error) {
-	return c.queueAction(ctx, queue, "resume")
+// and returns the queue's entry. Idempotent. A queue the store does not
+// hold is refused (404 not-found) unless opts hold CreateQueue.
+func (c *Client) ResumeQueue(ctx context.Context, queue string, opts ...QueueOption) (*QueueInfo, error) {
+	return c.queueAction(ctx, queue, "resume", opts)
 }
 
-func (c *Client) queueAction(ctx context.Context, queue, action string) (*QueueInfo, error) {
+func (c *Client) queueAction(ctx context.Context, queue, action string, opts []QueueOption) (*QueueInfo, error) {
+	var o queueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var out struct {
 		Queue *QueueInfo `json:"queue"`
 	}
 	path := "/queues/" + url.PathEscape(queue) + "/" + action
+	if o.create {
+		path += "?create=true"
+	}
 	if _, err := c.do(ctx, call{method: http.MethodPost, path: path, body: struct{}{}, out: &out, mode: retryIdempotent}); err != nil {
 		return nil, err
 	}
