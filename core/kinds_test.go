@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -190,7 +189,7 @@ func TestDeclaredKind(t *testing.T) {
 func TestKindsAnnouncedByWorkers(t *testing.T) {
 	ctx := context.Background()
 	worker, st := workerClient(t, nil)
-	clock := &stepClock{now: time.Now()}
+	clock := core.NewManualClock(time.Now())
 	producer, err := core.NewClient(st, core.Config{Logger: quietLogger(), MaintenanceInterval: -1, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -219,27 +218,9 @@ func TestKindsAnnouncedByWorkers(t *testing.T) {
 	}
 	// Past the dead-worker timeout the announcement no longer counts:
 	// nothing is left to check against, so every kind goes in again.
-	clock.advance(3 * time.Minute)
+	clock.Add(3 * time.Minute)
 	producer.ForgetWorkerKinds()
 	if _, err := producer.EnqueueRaw(ctx, "typo", nil, nil); err != nil {
 		t.Fatalf("after the worker was declared dead: %v", err)
 	}
-}
-
-// stepClock is a clock tests move by hand.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
