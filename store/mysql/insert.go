@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -154,28 +153,7 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 	}
 	slices.Sort(got)
 	for k, i := range part {
-		res[i] = contract.InsertResult{Job: insertedJob(got[k], &jobs[i], now)}
+		res[i] = contract.InsertResult{Job: sqlq.InsertedJob(got[k], &jobs[i], now)}
 	}
 	return nil
-}
-
-// insertedJob is the job a fresh insert of p with id stored, as Get would
-// return it.
-func insertedJob(id int64, p *contract.InsertParams, now time.Time) *contract.Job {
-	return &contract.Job{
-		ID:           id,
-		Queue:        p.Queue,
-		Kind:         p.Kind,
-		Args:         slices.Clone(p.Args),
-		Priority:     p.Priority,
-		State:        sqlq.InsertState(p, now),
-		MaxAttempts:  p.MaxAttempts,
-		RunAt:        contract.UTC(p.RunAt),
-		Deadline:     contract.UTC(p.Deadline),
-		UniqueKey:    p.UniqueKey,
-		PartitionKey: p.PartitionKey,
-		Tags:         slices.Clone(p.Tags),
-		Metadata:     maps.Clone(p.Metadata),
-		CreatedAt:    now,
-	}
 }
