@@ -143,6 +143,11 @@ func runTx(ctx context.Context, fn func(ctx context.Context, tx any) error) erro
 		if herr != nil && errors.Is(err, herr) {
 			return herr
 		}
+		// The heartbeat cancels ctx when it finds the lease lost: a
+		// statement that failed on that cancellation names its cause.
+		if cause := context.Cause(ctx); ctx.Err() != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
+			return fmt.Errorf("%w (%w)", err, cause)
+		}
 		return err
 	}
 	st.mu.Lock()

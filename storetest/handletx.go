@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,7 +250,16 @@ func (p HandleTxProof) leaseLost(t *testing.T, strategy contract.ClaimStrategy) 
 			return
 		}
 	}
-	var firstErr atomic.Value
+	// The first attempt's end is recorded once it returns: with the
+	// rescue before the transaction (single writer), the second attempt
+	// may complete the job while the first still waits for its
+	// transaction, so the test waits for both.
+	var firstErr error
+	firstEnded := make(chan struct{})
+	var firstOnce sync.Once
+	firstDone := func(err error) {
+		firstOnce.Do(func() { firstErr = err; close(firstEnded) })
+	}
 	h := core.NewHandlers()
 	core.HandleTx(h, func(ctx context.Context, tx any, job *core.TypedJob[TxEffectArgs]) error {
 		if err := e.insertEffect(ctx, tx, job); err != nil {
@@ -268,8 +278,8 @@ func (p HandleTxProof) leaseLost(t *testing.T, strategy contract.ClaimStrategy) 
 					rescue(job.ID) // claimed, transaction not begun
 				}
 				err := next(ctx, job)
-				if job.Attempt == 1 && err != nil {
-					firstErr.Store(err)
+				if job.Attempt == 1 {
+					firstDone(err)
 				}
 				return err
 			}
@@ -278,8 +288,8 @@ func (p HandleTxProof) leaseLost(t *testing.T, strategy contract.ClaimStrategy) 
 		mw = append(mw, func(next core.HandlerFunc) core.HandlerFunc {
 			return func(ctx context.Context, job *contract.Job) error {
 				err := next(ctx, job)
-				if job.Attempt == 1 && err != nil {
-					firstErr.Store(err)
+				if job.Attempt == 1 {
+					firstDone(err)
 				}
 				return err
 			}
@@ -291,8 +301,13 @@ func (p HandleTxProof) leaseLost(t *testing.T, strategy contract.ClaimStrategy) 
 	if got.Attempt != 2 {
 		t.Fatalf("job %d completed at attempt %d; want 2 (the rescued attempt 1 must not complete it)", j.ID, got.Attempt)
 	}
-	if err, _ := firstErr.Load().(error); !errors.Is(err, contract.ErrLeaseLost) {
-		t.Fatalf("the rescued attempt ended with %v; want an error wrapping core.ErrLeaseLost", err)
+	select {
+	case <-firstEnded:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("job %d completed, but its rescued first attempt has not returned after 30 s", j.ID)
+	}
+	if !errors.Is(firstErr, contract.ErrLeaseLost) {
+		t.Fatalf("the rescued attempt ended with %v; want an error wrapping core.ErrLeaseLost", firstErr)
 	}
 	e.expectRows(j.ID, 1, 2, "a handler whose lease was lost inside its transaction, then a second execution")
 }
