@@ -190,7 +190,7 @@ func (c *Client) listenLoop(ctx context.Context, n contract.Notifier) {
 			p.wake()
 		}
 	}
-	err := FollowNotifications(ctx, n, c.log, "backlog: ", c.cfg.PollInterval, func(note contract.Notification) {
+	err := FollowNotifications(ctx, n, c.log, "backlog: ", c.cfg.PollInterval, nil, func(note contract.Notification) {
 		switch note.Kind {
 		case contract.NotifyInsert, contract.NotifyResume:
 			if p := c.producers[note.Queue]; p != nil {

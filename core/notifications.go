@@ -9,10 +9,11 @@ import (
 	"github.com/backlogq/backlog/core/contract"
 )
 
-// FollowNotifications listens to n until ctx ends: it calls onNote for
-// every notification, and onGap each time the store closes the channel
-// (a lost connection: notifications may have been missed), before
-// listening again. A failed Listen is retried after a backoff that starts
+// FollowNotifications listens to n until ctx ends: it calls onListen
+// (when not nil) each time a Listen succeeds, before the first of its
+// notifications, onNote for every notification, and onGap each time the
+// store closes the channel (a lost connection: notifications may have
+// been missed), before listening again. A failed Listen is retried after a backoff that starts
 // at 100 ms and grows to maxDelay (at least 1 s). An outage
 // of the listener is logged once, at Warn, when it starts (later failures
 // of it at Debug), and once, at Info, when listening works again, with
@@ -24,7 +25,7 @@ import (
 // The engine's nodes and the HTTP API's long-polls both follow a store's
 // notifications this way.
 func FollowNotifications(ctx context.Context, n contract.Notifier, log *slog.Logger, prefix string, maxDelay time.Duration,
-	onNote func(contract.Notification), onGap func()) error {
+	onListen func(), onNote func(contract.Notification), onGap func()) error {
 	failures := 0
 	var failedSince time.Time
 	for ctx.Err() == nil {
@@ -51,6 +52,9 @@ func FollowNotifications(ctx context.Context, n contract.Notifier, log *slog.Log
 		if failures > 0 {
 			log.Info(prefix+"listening for notifications again", "failed_for", time.Since(failedSince).Round(time.Millisecond).String())
 			failures = 0
+		}
+		if onListen != nil {
+			onListen()
 		}
 		for note := range ch {
 			onNote(note)

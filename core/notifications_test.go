@@ -45,7 +45,7 @@ func TestListenerOutageLoggedOnce(t *testing.T) {
 	notes := make(chan contract.Notification, 16)
 	done := make(chan error, 1)
 	go func() {
-		done <- core.FollowNotifications(ctx, n, log, "test: ", time.Second, func(note contract.Notification) { notes <- note }, func() {})
+		done <- core.FollowNotifications(ctx, n, log, "test: ", time.Second, nil, func(note contract.Notification) { notes <- note }, func() {})
 	}()
 	for n.tries.Load() < 5 {
 		time.Sleep(10 * time.Millisecond)

@@ -23,6 +23,13 @@ const (
 	// cancelled anywhere on a store that notifies cancels, are seen at
 	// once.
 	WaitPollInterval = 500 * time.Millisecond
+	// WaitNotifiedPollInterval replaces WaitPollInterval while the loop
+	// listens to a store that notifies finishes
+	// (contract.FinishNotifier): the notified jobs are read at once, and
+	// the full rounds at this interval only catch what the notifications
+	// do not cover (jobs discarded by rescue or by their deadline, a lost
+	// notification).
+	WaitNotifiedPollInterval = 5 * time.Second
 	// WaitReadSpan is how close waited ids must be to be read together:
 	// ids within WaitReadSpan of the first of a run cost one List of at
 	// most WaitReadSpan jobs (one read, however many waiters wait on
@@ -60,9 +67,12 @@ const (
 // remain or the Client stops: this Client's completions (its engine's,
 // and remote workers' reports through RemoteWorkers.Report) wake their
 // waiters at once, cancels notified by the store (Notifier) too, and
-// everything else is read every WaitPollInterval in batches (see
-// WaitReadSpan and WaitReadGap), so many waiters do not cost one query
-// each. A waiter whose ctx ends leaves at once.
+// and so are jobs the store notifies as finished (a
+// contract.FinishNotifier such as PostgreSQL's: finished by any process);
+// everything else is read every WaitPollInterval (every
+// WaitNotifiedPollInterval while finish notifications are heard) in
+// batches (see WaitReadSpan and WaitReadGap), so many waiters do not cost
+// one query each. A waiter whose ctx ends leaves at once.
 func (c *Client) Wait(ctx context.Context, id int64) (*Job, error) {
 	if id < 1 {
 		return nil, fmt.Errorf("backlog: wait for job %d: %w", id, ErrNotFound)
@@ -165,6 +175,9 @@ type waitHub struct {
 	waiters map[int64][]*waiter // by job id
 	urgent  map[int64]*Job      // ids to read at once; a non-nil job is a deleted completion's
 	full    bool                // a round over every waited id is due at once (a notification gap)
+	// notified is set while the loop hears the store's finish
+	// notifications (see WaitNotifiedPollInterval).
+	notified bool
 	kick    chan struct{}       // wakes the loop; capacity 1
 	running bool                // a loop goroutine runs
 	closed  bool                // the Client stopped
@@ -174,10 +187,13 @@ type waitHub struct {
 	interval time.Duration
 }
 
-// pollInterval is the loop's interval between full rounds.
+// pollInterval is the loop's interval between full rounds; h.mu is held.
 func (h *waitHub) pollInterval() time.Duration {
-	if h.interval > 0 {
+	switch {
+	case h.interval > 0:
 		return h.interval
+	case h.notified:
+		return WaitNotifiedPollInterval
 	}
 	return WaitPollInterval
 }
@@ -287,30 +303,49 @@ func (h *waitHub) close() {
 }
 
 // loop reads the waited jobs until no waiter remains or the hub closes:
-// the ids woken (wake, a notified cancel) at once, every waited id each
-// round. It follows the store's notifications, when it has them, for
-// cancels, which are final.
+// the ids woken (wake, a notified cancel or finish) at once, every waited
+// id each round. It follows the store's notifications, when it has them,
+// for cancels and finishes, which are final.
 func (h *waitHub) loop(ctx context.Context, c *Client) {
 	ctx, cancel := context.WithCancel(ctx)
 	var listener sync.WaitGroup
 	defer func() { cancel(); listener.Wait() }()
 	if n, ok := c.store.(contract.Notifier); ok {
+		fn, _ := c.store.(contract.FinishNotifier)
+		finishes := fn != nil && fn.NotifiesFinish()
+		// setNotified records whether finishes are heard, and asks for
+		// a full round: a listener just started (or lost) may have
+		// missed what finished before it.
+		setNotified := func(on bool) {
+			h.mu.Lock()
+			h.notified = on
+			h.full = true
+			h.poke()
+			h.mu.Unlock()
+		}
 		listener.Add(1)
 		go func() {
 			defer listener.Done()
-			_ = FollowNotifications(ctx, n, c.log, "backlog: wait: ", time.Second, func(note contract.Notification) {
-				if note.Kind == contract.NotifyCancel {
+			defer func() {
+				h.mu.Lock()
+				h.notified = false
+				h.mu.Unlock()
+			}()
+			_ = FollowNotifications(ctx, n, c.log, "backlog: wait: ", time.Second, func() {
+				if finishes {
+					setNotified(true)
+				}
+			}, func(note contract.Notification) {
+				switch note.Kind {
+				case contract.NotifyCancel, contract.NotifyFinish:
 					h.wake(note.JobID, nil)
 				}
-			}, func() {
-				h.mu.Lock()
-				h.full = true
-				h.poke()
-				h.mu.Unlock()
-			})
+			}, func() { setNotified(false) })
 		}()
 	}
+	h.mu.Lock()
 	interval := h.pollInterval()
+	h.mu.Unlock()
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	nextFull := time.Now().Add(interval)
@@ -324,6 +359,7 @@ func (h *waitHub) loop(ctx context.Context, c *Client) {
 		now := time.Now()
 		full := h.full || !now.Before(nextFull)
 		h.full = false
+		interval = h.pollInterval()
 		var ids []int64
 		if full {
 			ids = slices.Collect(maps.Keys(h.waiters))

@@ -547,3 +547,53 @@ func TestWaitWakesOnRemoteReport(t *testing.T) {
 		t.Fatalf("Wait returned %+v, %v", got.job, got.err)
 	}
 }
+
+// On a store that notifies finishes (contract.FinishNotifier), a waiter
+// whose loop would poll only once an hour still sees another client's
+// completion and an admin's delete at once: the notification wakes it.
+func TestWaitWakesOnNotifiedFinish(t *testing.T) {
+	teststores.Run(t, func(t *testing.T, st contract.Store) {
+		if fn, ok := st.(contract.FinishNotifier); !ok || !fn.NotifiesFinish() {
+			t.Skip("the store does not notify finishes")
+		}
+		h := core.NewHandlers()
+		h.HandleRaw("ok", func(ctx context.Context, j *core.Job) error { return nil })
+		waiter := newWaitClient(t, st)
+		core.SetWaitPollInterval(waiter, time.Hour)
+		ctx := context.Background()
+		done, err := waiter.EnqueueRaw(ctx, "ok", nil, &core.Options{Queue: "work"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone, err := waiter.EnqueueRaw(ctx, "ok", nil, &core.Options{Queue: "idle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		doneCh, goneCh := goWait(ctx, waiter, done.Job.ID), goWait(ctx, waiter, gone.Job.ID)
+		waitUntil(t, "both waiters wait", func() bool { return core.Waiting(waiter) == 2 })
+		// The waiter loop's first full round (when its listener starts)
+		// has found neither job final; everything after that comes from
+		// notifications.
+		time.Sleep(300 * time.Millisecond)
+		other, err := core.NewClient(st, core.Config{
+			Queues:   map[string]core.QueueConfig{"work": {MaxWorkers: 1}},
+			Handlers: h, Logger: quietLogger(), PollInterval: 20 * time.Millisecond, MaintenanceInterval: -1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = other.Stop(context.Background()) })
+		if got := recv(t, doneCh); got.err != nil || got.job.State != core.StateCompleted {
+			t.Fatalf("job completed by another client: %+v, %v", got.job, got.err)
+		}
+		if err := other.DeleteJob(ctx, gone.Job.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := recv(t, goneCh); !errors.Is(got.err, core.ErrNotFound) {
+			t.Fatalf("job deleted by another client: %+v, %v", got.job, got.err)
+		}
+	})
+}

@@ -92,6 +92,7 @@ func allTests() []test {
 		historyTests,
 		deadWorkerTests,
 		notifyTests,
+		notifyFinishTests,
 		semanticsTests,
 		closeTests,
 	)

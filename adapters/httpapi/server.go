@@ -584,7 +584,7 @@ func (b *broadcaster) broadcast() {
 // listen turns store notifications into wake-ups until Close, listening
 // again after the store drops the channel (core.FollowNotifications).
 func (s *Server) listen(n contract.Notifier) {
-	err := core.FollowNotifications(s.ctx, n, s.log, "backlog http: ", 5*time.Second, func(note contract.Notification) {
+	err := core.FollowNotifications(s.ctx, n, s.log, "backlog http: ", 5*time.Second, nil, func(note contract.Notification) {
 		switch note.Kind {
 		case contract.NotifyInsert, contract.NotifyResume:
 			s.wake.broadcast()

@@ -620,7 +620,7 @@ type TxRunner interface {
 type Notification struct {
 	Kind  NotificationKind
 	Queue string
-	JobID int64 // for NotifyCancel
+	JobID int64 // for NotifyCancel and NotifyFinish
 }
 
 // NotificationKind says what a Notification is about.
@@ -632,6 +632,11 @@ const (
 	NotifyPause  NotificationKind = "pause"  // Queue was paused
 	NotifyResume NotificationKind = "resume" // Queue was resumed
 	NotifyCancel NotificationKind = "cancel" // JobID was cancelled while maybe running
+	// NotifyFinish says that JobID reached a final state through Finish
+	// or CompleteTx (completed, its row maybe deleted; cancelled;
+	// discarded), or was deleted by Delete; see FinishNotifier. Queue
+	// may be empty.
+	NotifyFinish NotificationKind = "finish"
 )
 
 // Notifier is the wake-up capability (LISTEN/NOTIFY and the like). Listen
@@ -671,6 +676,27 @@ const (
 // ErrUnsupported from Listen, and the engine polls.
 type Notifier interface {
 	Listen(ctx context.Context) (<-chan Notification, error)
+}
+
+// FinishNotifier is declared by a Notifier whose Listen delivers a
+// NotifyFinish for every job that a Finish or a committed CompleteTx
+// made final (an outcome of kind complete, with or without Delete,
+// cancel or discard, applied), and for every job Delete removed: once
+// the change is committed, never for one rolled back or not applied
+// (storetest rules notify/finish-notifies-final-jobs,
+// notify/finish-tx-notifies-on-commit-only, notify/delete-notifies-finish).
+// It may send NotifyFinish for other jobs too; jobs made final by
+// Rescue, RescueWorkers or DiscardExpired need none.
+//
+// NotifiesFinish reports whether it does so in the store's current
+// configuration (false in a poll-only mode, say). Client.Wait relies on
+// it: while it listens to such a store it reads the waited jobs when
+// they are notified, and otherwise only every WaitNotifiedPollInterval
+// (for what the notifications do not cover), instead of every
+// WaitPollInterval. Best effort like every notification: a lost one
+// delays a waiter by at most that interval.
+type FinishNotifier interface {
+	NotifiesFinish() bool
 }
 
 // Settings is the key-value capability: small values shared by every

@@ -135,8 +135,12 @@ func (s *Store) finishOn(ctx context.Context, q sqlq.Conn, outcomes []contract.O
 	}
 	for _, r := range rounds {
 		applied := make(map[int64]bool, len(r.idx))
-		rows, err := q.Query(ctx, s.q.finish, s.planEachCall(r.args.params()...)...)
-		err = scanInts(rows, err, 1, func(v []int64) { applied[v[0]] = true })
+		stmt, params, cols := s.q.finish, r.args.params(), 1
+		if s.notify {
+			stmt, params, cols = s.q.finishNotify, append(params, s.channel), 2
+		}
+		rows, err := q.Query(ctx, stmt, s.planEachCall(params...)...)
+		err = scanInts(rows, err, cols, func(v []int64) { applied[v[0]] = true })
 		if err != nil {
 			return nil, err
 		}

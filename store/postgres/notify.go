@@ -15,9 +15,9 @@ import (
 )
 
 // Notifications travel on the channel "backlog_<schema>" with payloads
-// "insert <queue>", "pause <queue>", "resume <queue>" and "cancel <job id>";
-// "probe <hex>" is a Listen's check of its own connection, which every
-// listener ignores.
+// "insert <queue>", "pause <queue>", "resume <queue>", "cancel <job id>"
+// and "finish <job id>,<job id>,…" (at most 300 ids); "probe <hex>" is a
+// Listen's check of its own connection, which every listener ignores.
 
 // listenProbeWait bounds how long Listen waits for its own probe
 // notification before it concludes that LISTEN does not hold on its
@@ -96,14 +96,12 @@ func (s *Store) Listen(ctx context.Context) (<-chan contract.Notification, error
 			if err != nil {
 				return // ctx ended or the connection dropped
 			}
-			note, ok := parseNotification(n.Payload)
-			if !ok {
-				continue
-			}
-			select {
-			case ch <- note:
-			case <-lctx.Done():
-				return
+			for _, note := range parseNotification(n.Payload) {
+				select {
+				case ch <- note:
+				case <-lctx.Done():
+					return
+				}
 			}
 		}
 	}()
@@ -138,29 +136,50 @@ func (s *Store) probeListen(ctx context.Context, conn *pgx.Conn) ([]contract.Not
 		if n.Payload == payload {
 			return early, nil
 		}
-		if note, ok := parseNotification(n.Payload); ok {
-			early = append(early, note)
-		}
+		early = append(early, parseNotification(n.Payload)...)
 	}
 }
 
-// parseNotification decodes a payload sent by a store.
-func parseNotification(payload string) (contract.Notification, bool) {
+// parseNotification decodes a payload sent by a store: nothing for one it
+// does not know, one notification per job id of a finish.
+func parseNotification(payload string) []contract.Notification {
 	kind, arg, ok := strings.Cut(payload, " ")
 	if !ok || arg == "" {
-		return contract.Notification{}, false
+		return nil
 	}
 	switch k := contract.NotificationKind(kind); k {
 	case contract.NotifyInsert, contract.NotifyPause, contract.NotifyResume:
-		return contract.Notification{Kind: k, Queue: arg}, true
-	case contract.NotifyCancel:
-		id, err := strconv.ParseInt(arg, 10, 64)
-		if err != nil {
-			return contract.Notification{}, false
+		return []contract.Notification{{Kind: k, Queue: arg}}
+	case contract.NotifyCancel, contract.NotifyFinish:
+		var notes []contract.Notification
+		for f := range strings.SplitSeq(arg, ",") {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return nil
+			}
+			notes = append(notes, contract.Notification{Kind: k, JobID: id})
 		}
-		return contract.Notification{Kind: k, JobID: id}, true
+		return notes
 	}
-	return contract.Notification{}, false
+	return nil
+}
+
+// NotifiesFinish implements contract.FinishNotifier: every Finish and
+// committed CompleteTx that makes jobs final sends a NotifyFinish with
+// their ids (in the finishing statement itself, so only once committed),
+// and Delete one for the deleted job; false in poll-only mode
+// (WithNotify(false)).
+func (s *Store) NotifiesFinish() bool { return s.notify }
+
+// Delete removes a job that is not running (see the Store contract) and
+// notifies listeners with a NotifyFinish for it, so that its waiters
+// learn at once that it is gone.
+func (s *Store) Delete(ctx context.Context, id int64) error {
+	if err := s.Store.Delete(ctx, id); err != nil {
+		return err
+	}
+	s.send(ctx, contract.NotifyFinish, strconv.FormatInt(id, 10))
+	return nil
 }
 
 // send notifies listeners after a change committed. It is best effort: the

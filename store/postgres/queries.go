@@ -24,6 +24,7 @@ type queries struct {
 	limitedClaimDirect string
 	limitedClaim       string
 	finish             string
+	finishNotify       string
 	insert             string
 	insertNotify       string
 	notify             string
@@ -113,12 +114,21 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" lease_until = NULL, version = j.version + 1," +
 		" errors = CASE WHEN v.er IS NULL THEN j.errors ELSE " + dialect{}.AppendJSON("j.errors", "v.er") + " END," +
 		" result = CASE WHEN v.sr THEN v.rs ELSE j.result END, kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag::jsonb, j.args)" +
-		" FROM v WHERE NOT v.del AND " + fence + " RETURNING j.id)," +
+		" FROM v WHERE NOT v.del AND " + fence + " RETURNING j.id, j.state)," +
 		" d AS (DELETE FROM " + t.Jobs + " j USING v WHERE v.del AND " + fence + " RETURNING j.id, j.unique_key AS uk, v.fi)," +
 		" hu AS (UPDATE " + t.Holds + " h SET held_until = d.fi + h.unique_for * interval '1 microsecond'" +
 		" FROM d WHERE d.uk IS NOT NULL AND h.job_id = d.id AND h.unique_for > 0)," +
 		" hd AS (DELETE FROM " + t.Holds + " h USING d WHERE d.uk IS NOT NULL AND h.job_id = d.id AND h.unique_for = 0)" +
 		" SELECT id FROM u UNION ALL SELECT id FROM d"
+	// The finish with its notifications ($15 the channel): one
+	// "finish <id>,<id>,…" per 300 jobs made final (a payload stays far
+	// below PostgreSQL's 8,000 bytes), queued in the finish's own
+	// transaction like the insert's.
+	q.finishNotify = strings.TrimSuffix(q.finish, " SELECT id FROM u UNION ALL SELECT id FROM d") + "," +
+		" f AS (SELECT id, state FROM u UNION ALL SELECT id, 'completed' FROM d)," +
+		" n AS (SELECT count(pg_notify($15, 'finish ' || c)) AS n FROM (SELECT string_agg(id::text, ',') AS c" +
+		" FROM (SELECT id, (row_number() OVER () - 1) / 300 AS g FROM f WHERE state IN ('completed', 'cancelled', 'discarded')) x GROUP BY g) y)" +
+		" SELECT id, (SELECT n FROM n) FROM f"
 
 	// Insert: $1..$11 arrays, $12 created_at, $13 partition keys
 	// (array), $14 notify channel.
