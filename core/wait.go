@@ -178,11 +178,11 @@ type waitHub struct {
 	// notified is set while the loop hears the store's finish
 	// notifications (see WaitNotifiedPollInterval).
 	notified bool
-	kick    chan struct{}       // wakes the loop; capacity 1
-	running bool                // a loop goroutine runs
-	closed  bool                // the Client stopped
-	stop    context.CancelFunc  // ends the running loop's reads
-	loops   sync.WaitGroup
+	kick     chan struct{}      // wakes the loop; capacity 1
+	running  bool               // a loop goroutine runs
+	closed   bool               // the Client stopped
+	stop     context.CancelFunc // ends the running loop's reads
+	loops    sync.WaitGroup
 	// interval replaces WaitPollInterval when set (tests of the wake-ups).
 	interval time.Duration
 }
