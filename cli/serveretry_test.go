@@ -148,4 +148,25 @@ func TestServeKindMaxAttempts(t *testing.T) {
 			t.Errorf("submit %s: max_attempts %d (%v), want %d", c.body, sub.Job.MaxAttempts, err, c.want)
 		}
 	}
+	// backlog kinds shows the same defaults, read from the server.
+	r := cliServer(t, base, "", "kinds")
+	for _, want := range []string{
+		"capped       no         4             exponential 1s..24h0m0s ±25%",
+		"exact        no         3             delays 1s, 2s (last repeats)",
+		"(any other)  -          20            exponential 1s..24h0m0s ±25%",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("kinds lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cliServer(t, base, "", "-o", "json", "kinds")
+	var list struct {
+		Kinds []core.KindPolicy `json:"kinds"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Kinds) != 2 || list.Kinds[1].Kind != "exact" || list.Kinds[1].MaxAttempts != 3 {
+		t.Errorf("kinds -o json: %v %s", err, r.stdout)
+	}
+	if r := cliIn(t, "", "", "--db", db, "kinds"); r.code != 2 || !strings.Contains(r.stderr, "--server") {
+		t.Errorf("kinds without --server: exit %d, stderr %q; want 2 and a hint to give --server", r.code, r.stderr)
+	}
 }

@@ -211,6 +211,8 @@ var routes = []route{
 	{"PUT", "/v1/queues/{name}/limits", roleAdmin, (*Server).setQueueLimits},
 	{"GET", "/v1/queues/{name}/history", roleProducer, (*Server).queueHistory},
 
+	{"GET", "/v1/kinds", roleProducer, (*Server).listKinds},
+
 	{"GET", "/v1/periodic", roleProducer, (*Server).listPeriodic},
 	{"POST", "/v1/periodic/{name}/pause", roleAdmin, (*Server).pausePeriodic},
 	{"POST", "/v1/periodic/{name}/resume", roleAdmin, (*Server).resumePeriodic},

@@ -622,6 +622,21 @@ func (c *Client) queueAction(ctx context.Context, queue, action string, opts []Q
 	return out.Queue, nil
 }
 
+// KindPolicies returns the policy of every kind the server's
+// configuration knows, by kind (attempts of a job enqueued without its
+// own, retry schedule, attempt timeout), and the policy of any other kind
+// (GET /v1/kinds; producer role).
+func (c *Client) KindPolicies(ctx context.Context) (kinds []core.KindPolicy, unknown core.KindPolicy, err error) {
+	var out struct {
+		Kinds   []core.KindPolicy `json:"kinds"`
+		Unknown core.KindPolicy   `json:"unknown"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/kinds", out: &out, mode: retryIdempotent}); err != nil {
+		return nil, core.KindPolicy{}, err
+	}
+	return out.Kinds, out.Unknown, nil
+}
+
 // PeriodicJobs lists the periodic jobs the server's configuration holds,
 // by name, with their pause flag, last and next run (GET /v1/periodic;
 // producer role).
