@@ -17,6 +17,11 @@ type dialect struct{ sqlq.Standard }
 
 func (dialect) Name() string { return "postgres" }
 
+// RunAtIndexSkipsRunning tells sqlq's lists that jobs_run_at_idle (schema
+// version 14) holds no running job: a list in run_at order reads running
+// jobs apart (sqlq.Store.ListQuery).
+func (dialect) RunAtIndexSkipsRunning() bool { return true }
+
 func (dialect) Placeholder(n int) string { return sqlq.Dollar(n) }
 
 func (dialect) Cast(ph string, t sqlq.Type) string {

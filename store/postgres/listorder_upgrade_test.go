@@ -12,3 +12,11 @@ import (
 func TestMigrateUpgradeListOrder(t *testing.T) {
 	upgradetest.RunListOrder(t, upgradeBackend(t), 11)
 }
+
+// TestMigrateUpgradeRunAtIdle runs upgradetest.RunListOrder from the
+// schema below version 14 (jobs_run_at_idle replaces jobs_run_at, built
+// and dropped concurrently): the running job written before the upgrade,
+// which the new index leaves out, is still listed in its run_at place.
+func TestMigrateUpgradeRunAtIdle(t *testing.T) {
+	upgradetest.RunListOrder(t, upgradeBackend(t), 14)
+}

@@ -10,9 +10,10 @@ import (
 // TestListUsesAnIndex: on 60,000 jobs whose run_at is out of id order, a
 // page of 50 in every order ListParams offers (id, run_at, each ascending
 // and descending, with and without a cursor and filters) reads a few
-// dozen pages: a range of the primary key or of jobs_run_at (schema
-// version 11) in the page's order, stopping after its rows, never a scan
-// and sort of the table (hundreds of pages).
+// dozen pages: a range of the primary key or of jobs_run_at_idle (schema
+// version 14; running jobs, which it leaves out, read apart through
+// jobs_running) in the page's order, stopping after its rows, never a
+// scan and sort of the table (hundreds of pages).
 func TestListUsesAnIndex(t *testing.T) {
 	s := newTestStore(t)
 	ctx := t.Context()
@@ -34,6 +35,8 @@ func TestListUsesAnIndex(t *testing.T) {
 		{ByRunAt: true, Desc: true, Limit: 50},
 		{ByRunAt: true, Desc: true, AfterID: 7, AfterRunAt: at, Limit: 50},
 		{ByRunAt: true, AfterID: 7, AfterRunAt: at, Queue: "q", States: []contract.State{contract.StateScheduled, contract.StateAvailable}, Limit: 50},
+		{ByRunAt: true, AfterID: 7, AfterRunAt: at, States: []contract.State{contract.StateScheduled, contract.StateRunning}, Limit: 50},
+		{ByRunAt: true, Desc: true, States: []contract.State{contract.StateRunning}, Limit: 50},
 	} {
 		q, args, err := s.ListQuery(p)
 		if err != nil {

@@ -2,6 +2,7 @@ package sqlq
 
 import (
 	"context"
+	"slices"
 
 	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/core/storekit"
@@ -20,7 +21,8 @@ func (s *Store) List(ctx context.Context, p contract.ListParams) ([]*contract.Jo
 //
 // Each statement is one range read of an index in p's order: the primary
 // key for id order, jobs_run_at (run_at, id) for run_at order (schema
-// version 10 on SQLite, 11 on PostgreSQL and MySQL). The cursor is
+// version 10 on SQLite, 11 on MySQL; on PostgreSQL jobs_run_at_idle,
+// schema version 14, which leaves running jobs out: see ListQuery). The cursor is
 // written as run_at <= t AND (run_at < t OR id < after) (mirrored for
 // ascending order) so that the first conjunct bounds the index range on
 // every database.
@@ -120,6 +122,13 @@ func (s *Store) listRead(ctx context.Context, p contract.ListParams, maxBytes in
 // run for p: the filters of p, its keyset cursor, its order and LIMIT
 // p.Limit (100 when zero). An invalid p.ArgsContains returns an error
 // wrapping core.ErrInvalidFilter.
+//
+// Where the dialect's run_at index leaves running jobs out
+// (RunAtIndexSkipsRunning: PostgreSQL's jobs_run_at_idle, schema version
+// 14, so that a claim writes no entry in it), a page in run_at order
+// that may hold running jobs is the merge of two reads of at most
+// p.Limit rows each: that index's range for the other states and the
+// running jobs (few: one per busy worker) sorted.
 func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -129,47 +138,71 @@ func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	b := newBuilder(s.d, 5+len(p.States)+3*len(leaves))
-	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE 1=1")
-	if p.Queue != "" {
-		b.w(" AND queue = ", b.arg(p.Queue))
-	}
-	if p.Kind != "" {
-		b.w(" AND kind = ", b.arg(p.Kind))
-	}
-	if p.WorkerID != "" {
-		b.w(" AND worker_id = ", b.arg(p.WorkerID))
-	}
-	if len(p.States) > 0 {
-		b.w(" AND state IN (")
-		for i, st := range p.States {
-			if i > 0 {
-				b.w(",")
-			}
-			b.w(b.arg(string(st)))
-		}
-		b.w(")")
-	}
-	if len(leaves) > 0 {
-		b.w(" AND ", s.d.ArgsContain("args", p.ArgsContains, leaves, b.argT))
-	}
+	b := newBuilder(s.d, 2*(5+len(p.States)+3*len(leaves))+3)
 	cmp, dir := ">", ""
 	if p.Desc {
 		cmp, dir = "<", " DESC"
 	}
-	switch {
-	case p.ByRunAt && p.AfterID != 0:
-		at := s.d.Time(contract.UTC(p.AfterRunAt))
-		b.w(" AND run_at ", cmp, "= ", b.argT(at, TypeTime),
-			" AND (run_at ", cmp, " ", b.argT(at, TypeTime), " OR id ", cmp, " ", b.arg(p.AfterID), ")")
-	case p.AfterID != 0:
-		b.w(" AND id ", cmp, " ", b.arg(p.AfterID))
+	// read writes one SELECT of p's filters and cursor, with extra
+	// appended to its WHERE.
+	read := func(extra string) {
+		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE 1=1", extra)
+		if p.Queue != "" {
+			b.w(" AND queue = ", b.arg(p.Queue))
+		}
+		if p.Kind != "" {
+			b.w(" AND kind = ", b.arg(p.Kind))
+		}
+		if p.WorkerID != "" {
+			b.w(" AND worker_id = ", b.arg(p.WorkerID))
+		}
+		if len(p.States) > 0 {
+			b.w(" AND state IN (")
+			for i, st := range p.States {
+				if i > 0 {
+					b.w(",")
+				}
+				b.w(b.arg(string(st)))
+			}
+			b.w(")")
+		}
+		if len(leaves) > 0 {
+			b.w(" AND ", s.d.ArgsContain("args", p.ArgsContains, leaves, b.argT))
+		}
+		switch {
+		case p.ByRunAt && p.AfterID != 0:
+			at := s.d.Time(contract.UTC(p.AfterRunAt))
+			b.w(" AND run_at ", cmp, "= ", b.argT(at, TypeTime),
+				" AND (run_at ", cmp, " ", b.argT(at, TypeTime), " OR id ", cmp, " ", b.arg(p.AfterID), ")")
+		case p.AfterID != 0:
+			b.w(" AND id ", cmp, " ", b.arg(p.AfterID))
+		}
 	}
+	order := " ORDER BY id" + dir
 	if p.ByRunAt {
-		b.w(" ORDER BY run_at", dir, ", id", dir)
-	} else {
-		b.w(" ORDER BY id", dir)
+		order = " ORDER BY run_at" + dir + ", id" + dir
 	}
-	b.w(" LIMIT ", b.arg(limit))
+	running, others := true, true
+	if len(p.States) > 0 {
+		running = slices.Contains(p.States, contract.StateRunning)
+		others = slices.ContainsFunc(p.States, func(st contract.State) bool { return st != contract.StateRunning })
+	}
+	sk, _ := s.d.(interface{ RunAtIndexSkipsRunning() bool })
+	split := p.ByRunAt && sk != nil && sk.RunAtIndexSkipsRunning() && others
+	const notRunning, isRunning = " AND state <> '" + string(contract.StateRunning) + "'", " AND state = '" + string(contract.StateRunning) + "'"
+	switch {
+	case split && running:
+		b.w("SELECT * FROM ((")
+		read(notRunning)
+		b.w(order, " LIMIT ", b.arg(limit), ") UNION ALL (")
+		read(isRunning)
+		b.w(order, " LIMIT ", b.arg(limit), ")) u", order, " LIMIT ", b.arg(limit))
+	case split:
+		read(notRunning)
+		b.w(order, " LIMIT ", b.arg(limit))
+	default:
+		read("")
+		b.w(order, " LIMIT ", b.arg(limit))
+	}
 	return b.String(), b.args, nil
 }
