@@ -60,8 +60,9 @@ type PeriodicJob struct {
 	// last two) and the next round tries it again, as an occurrence not
 	// yet enqueued (see MissedPolicy). ArgsFunc may run on every node,
 	// for each occurrence, also one that another node has enqueued
-	// already: it must build the same args for the same instant, and
-	// have no side effects.
+	// already, and RunPeriodicNow may call it while the periodic loop
+	// does: it must build the same args for the same instant, be safe
+	// for concurrent use, and have no side effects.
 	ArgsFunc func(at time.Time) (Args, error)
 	// Options of every occurrence's job. RunAt, Delay, UniqueKey,
 	// UniqueScope and UniqueFor must be zero: the occurrence sets them.
