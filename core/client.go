@@ -98,7 +98,7 @@ func NewClient(store contract.Store, cfg Config) (*Client, error) {
 		sortStrings(queues)
 		cl.history = newHistory(qh, queues)
 	}
-	if cl.periodic, err = validatePeriodic(c.Periodic, cl.limits()); err != nil {
+	if cl.periodic, err = validatePeriodic(c.Periodic, cl.limits(), cl.clock.Now()); err != nil {
 		return nil, err
 	}
 	for _, e := range cl.periodic {

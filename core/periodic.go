@@ -40,9 +40,30 @@ type PeriodicJob struct {
 	// for daylight saving time.
 	Schedule string
 	// Kind and Args are those of every occurrence's job; Args nil
-	// means {}.
+	// means {}. With ArgsFunc, Kind may be "" (it is then the Kind() of
+	// the args ArgsFunc builds) and Args must be nil.
 	Kind string
 	Args json.RawMessage
+	// ArgsFunc, when set, builds the typed args of each occurrence's
+	// job, as Enqueue takes them: the job's kind is their Kind() and its
+	// args their JSON encoding. It is called with the occurrence's
+	// instant (UTC, whole seconds), or the current time for
+	// RunPeriodicNow, so the args may name the period they cover. The
+	// schedule's kind is fixed when the client is made: NewClient calls
+	// ArgsFunc once, with the schedule's next occurrence, takes the
+	// kind of what it returns (which must equal Kind when Kind is set),
+	// checks the job it makes as it checks a Kind given (a kind with no
+	// handler is refused: ErrUnknownKind), and returns ArgsFunc's error
+	// if it fails. Later, an occurrence whose ArgsFunc returns an error,
+	// nil args or args of another kind is not enqueued:
+	// EnqueuePeriodic's error names it (wrapping ErrInvalidJob for the
+	// last two) and the next round tries it again, as an occurrence not
+	// yet enqueued (see MissedPolicy). ArgsFunc may run on every node,
+	// for each occurrence, also one that another node has enqueued
+	// already, and RunPeriodicNow may call it while the periodic loop
+	// does: it must build the same args for the same instant, be safe
+	// for concurrent use, and have no side effects.
+	ArgsFunc func(at time.Time) (Args, error)
 	// Options of every occurrence's job. RunAt, Delay, UniqueKey,
 	// UniqueScope and UniqueFor must be zero: the occurrence sets them.
 	Options Options
@@ -242,8 +263,9 @@ type periodicEntry struct {
 
 // validatePeriodic checks the configured periodic jobs: names unique and
 // valid, schedules parse, options leave the occurrence's fields alone and
-// the job they make is valid.
-func validatePeriodic(jobs []PeriodicJob, lim limits) ([]*periodicEntry, error) {
+// the job they make at now (the client's clock) is valid.
+func validatePeriodic(jobs []PeriodicJob, lim limits, now time.Time) ([]*periodicEntry, error) {
+	now = contract.UTC(now)
 	out := make([]*periodicEntry, 0, len(jobs))
 	seen := map[string]bool{}
 	for _, pj := range jobs {
@@ -267,9 +289,29 @@ func validatePeriodic(jobs []PeriodicJob, lim limits) ([]*periodicEntry, error) 
 		default:
 			return nil, fmt.Errorf("backlog: periodic job %q: missed policy %q is not skip, once or each", pj.Name, pj.Missed)
 		}
+		args := []byte(pj.Args)
+		if pj.ArgsFunc != nil {
+			if len(pj.Args) > 0 {
+				return nil, fmt.Errorf("backlog: periodic job %q: Args and ArgsFunc are both set: the args are given, or built at each occurrence, not both", pj.Name)
+			}
+			at := sch.next(now)
+			if at.IsZero() {
+				at = now
+			}
+			a, err := callArgsFunc(pj.ArgsFunc, at)
+			if err != nil {
+				return nil, fmt.Errorf("backlog: periodic job %q: %w", pj.Name, err)
+			}
+			if pj.Kind != "" && a.Kind() != pj.Kind {
+				return nil, fmt.Errorf("backlog: periodic job %q: %w", pj.Name, invalid("kind %q: ArgsFunc built args of kind %q", pj.Kind, a.Kind()))
+			}
+			pj.Kind = a.Kind()
+			if args, err = encodeArgs(a); err != nil {
+				return nil, fmt.Errorf("backlog: periodic job %q: %w", pj.Name, err)
+			}
+		}
 		e := &periodicEntry{job: pj, sched: sch}
-		now := contract.UTC(time.Now())
-		if _, err := e.params(now, now, lim); err != nil {
+		if _, err := e.build(args, now, now, lim); err != nil {
 			return nil, fmt.Errorf("backlog: periodic job %q: %w", pj.Name, err)
 		}
 		out = append(out, e)
@@ -291,8 +333,46 @@ func ValidatePeriodicName(name string) error {
 	return nil
 }
 
-// params builds the job of the occurrence at (zero for a run now).
+// callArgsFunc calls fn for the occurrence at and refuses nil args; its
+// errors name the instant.
+func callArgsFunc(fn func(time.Time) (Args, error), at time.Time) (Args, error) {
+	a, err := fn(at)
+	if err != nil {
+		return nil, fmt.Errorf("ArgsFunc for %s: %w", at.Format(time.RFC3339), err)
+	}
+	if a == nil {
+		return nil, invalid("ArgsFunc for %s returned nil args", at.Format(time.RFC3339))
+	}
+	return a, nil
+}
+
+// params builds the job of the occurrence at (zero for a run now): its
+// args are the configured ones, or those ArgsFunc builds for at (for now
+// on a run now).
 func (e *periodicEntry) params(at, now time.Time, lim limits) (InsertParams, error) {
+	args := []byte(e.job.Args)
+	if e.job.ArgsFunc != nil {
+		when := at
+		if when.IsZero() {
+			when = now
+		}
+		a, err := callArgsFunc(e.job.ArgsFunc, when)
+		if err != nil {
+			return InsertParams{}, err
+		}
+		if a.Kind() != e.job.Kind {
+			return InsertParams{}, invalid("kind %q: ArgsFunc for %s built args of kind %q", e.job.Kind, when.Format(time.RFC3339), a.Kind())
+		}
+		if args, err = encodeArgs(a); err != nil {
+			return InsertParams{}, err
+		}
+	}
+	return e.build(args, at, now, lim)
+}
+
+// build makes the job of the occurrence at (zero for a run now) with the
+// given JSON args.
+func (e *periodicEntry) build(args []byte, at, now time.Time, lim limits) (InsertParams, error) {
 	o := e.job.Options
 	o.Metadata = make(map[string]string, len(e.job.Options.Metadata)+2)
 	for k, v := range e.job.Options.Metadata {
@@ -305,7 +385,7 @@ func (e *periodicEntry) params(at, now time.Time, lim limits) (InsertParams, err
 		o.UniqueFor = PeriodicHold(e.sched.period(now))
 		o.Metadata[PeriodicMetadataAt] = at.UTC().Format(time.RFC3339)
 	}
-	return buildInsert(e.job.Kind, e.job.Args, &o, now, lim)
+	return buildInsert(e.job.Kind, args, &o, now, lim)
 }
 
 // periodicKey is the unique key of the occurrence of name at at.
