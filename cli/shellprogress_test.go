@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/adapters/httpapi/apitypes"
+	"github.com/backlogq/backlog/adapters/httpapi/client"
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/core/contract"
 )
@@ -129,5 +130,31 @@ func TestJobsGetShowsProgress(t *testing.T) {
 	}
 	if g.Progress == nil || g.Progress.Percent != 42.5 || cp.String() != `{"row":425}` {
 		t.Fatalf("get json: %+v %s", g.Progress, g.Checkpoint)
+	}
+}
+
+// TestWorkRemoteProgress: under work --server a shell handler's progress
+// and checkpoint lines go to the server; a snoozed attempt's checkpoint
+// reaches the next attempt in $BACKLOG_JOB_CHECKPOINT.
+func TestWorkRemoteProgress(t *testing.T) {
+	t.Parallel()
+	url, admin := apiServer(t)
+	id := submit(t, admin, client.SubmitRequest{Kind: "resume"})
+	script := `if [ -n "$BACKLOG_JOB_CHECKPOINT" ]; then
+  echo '{"percent": 100, "message": "done"}' >> "$BACKLOG_PROGRESS_FILE"
+  printf '%s' "$BACKLOG_JOB_CHECKPOINT"
+  exit 0
+fi
+echo '{"percent": 50, "message": "half", "checkpoint": {"row": 5}}' >> "$BACKLOG_PROGRESS_FILE"
+echo snooze=0s
+exit 75`
+	w := startRemote(t, nil, url, "--token", "wtok", "--worker-id", "remote-1", "--handler", "resume="+script)
+	waitFor(t, 30*time.Second, "the job to complete", func() bool { return getJob(t, admin, id).State == core.StateCompleted })
+	if code := w.stop(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, w.stderr)
+	}
+	j := getJob(t, admin, id)
+	if string(j.Result) != `{"row":5}` || j.Progress == nil || j.Progress.Percent != 100 || j.Progress.Message != "done" || string(j.Checkpoint) != `{"row":5}` {
+		t.Fatalf("job: result %s, progress %+v, checkpoint %s", j.Result, j.Progress, j.Checkpoint)
 	}
 }
