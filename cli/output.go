@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -220,6 +221,16 @@ func printJob(w io.Writer, j *core.Job) error {
 	}
 	if !j.LeaseUntil.IsZero() {
 		kv("lease_until", fmtTime(j.LeaseUntil))
+	}
+	if p := j.Progress; p != nil {
+		text := strconv.FormatFloat(p.Percent, 'f', -1, 64) + "%"
+		if p.Message != "" {
+			text += " " + p.Message
+		}
+		kv("progress", text+" (at "+fmtTime(p.At)+")")
+	}
+	if j.Checkpoint != nil {
+		kv("checkpoint", string(j.Checkpoint))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -97,6 +97,11 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", err)}
 	}
 	defer os.Remove(contFile)
+	progFile, err := newProgressFile()
+	if err != nil {
+		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", err)}
+	}
+	defer os.Remove(progFile)
 	stdout := &tailBuffer{max: h.maxResult}
 	stderr := &tailBuffer{max: stderrTailBytes}
 	cmd := exec.CommandContext(ctx, h.argv[0], h.argv[1:]...)
@@ -121,7 +126,11 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 		"BACKLOG_JOB_MAX_ATTEMPTS="+strconv.Itoa(job.MaxAttempts),
 		"BACKLOG_JOB_PRIORITY="+strconv.Itoa(job.Priority),
 		continueFileEnv+"="+contFile,
+		progressFileEnv+"="+progFile,
 	)
+	if job.Checkpoint != nil {
+		cmd.Env = append(cmd.Env, checkpointEnv+"="+string(job.Checkpoint))
+	}
 	// The execution's span (tracing on): the command continues its trace.
 	cmd.Env = append(cmd.Env, core.TraceEnv(ctx)...)
 	// The command runs in a process group of its own, so a cancellation
@@ -156,7 +165,16 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	// started still holds stdout/stderr open, stop waiting after this long.
 	cmd.WaitDelay = grace + 500*time.Millisecond
 
+	// The command's progress lines are applied while it runs, and the
+	// last ones after it exited, before its outcome.
+	progress := &progressReader{path: progFile, kind: h.kind, jobID: job.ID, log: h.log}
+	stopProgress := make(chan struct{})
+	var progressDone sync.WaitGroup
+	progressDone.Add(1)
+	go progress.watch(ctx, stopProgress, &progressDone)
 	runErr := runLocked(cmd)
+	close(stopProgress)
+	progressDone.Wait()
 	killMu.Lock()
 	if killTimer != nil {
 		killTimer.Stop()

@@ -94,6 +94,7 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 		}
 	}
 	ctx = context.WithValue(ctx, execKey{}, st)
+	ctx, flushProgress := WithProgressSink(ctx, c.clock, storeProgressSink(c.store, job, c.cfg.WorkerID))
 	// The attempt's span (tracing on), a child of the job's creation
 	// context: the handler's context carries it.
 	ctx, span := c.tracing.StartProcess(ctx, job)
@@ -137,6 +138,9 @@ func (c *Client) attempt(exec *execution, observeRun func(ns int64)) (po pending
 		}
 		ran = true
 		err = CallSafely(func() error { return fn(runCtx, hjob) })
+		if ferr := flushProgress(ctx); ferr != nil && !errors.Is(ferr, ErrLeaseLost) && !errors.Is(ferr, ErrUnsupported) {
+			c.log.Warn("backlog: the last progress report was not written", "job_id", job.ID, "kind", job.Kind, "error", ferr)
+		}
 		if err != nil && runCtx.Err() != nil {
 			if cause := context.Cause(runCtx); errors.Is(cause, errTimeout) {
 				err = &TimeoutError{After: timeout, Err: err}

@@ -102,6 +102,20 @@ func (r *RemoteWorkers) Extend(ctx context.Context, workerID string, leases []co
 	return r.c.store.ExtendLeases(ctx, workerID, leases, until)
 }
 
+// RecordProgress writes u (the progress and checkpoint of the execution
+// its JobID, WorkerID and ClaimSeq name) with the store's
+// contract.ProgressRecorder, fenced like an outcome: an error wrapping
+// ErrLeaseLost when that execution no longer holds the job,
+// ErrInvalidArgument for values out of their bounds, ErrUnsupported when
+// the store cannot record progress.
+func (r *RemoteWorkers) RecordProgress(ctx context.Context, u contract.ProgressUpdate) error {
+	rec, ok := r.c.store.(contract.ProgressRecorder)
+	if !ok {
+		return fmt.Errorf("backlog: record progress: %w", ErrUnsupported)
+	}
+	return rec.RecordProgress(ctx, u)
+}
+
 // Report is one attempt's end as a remote worker reported it.
 type Report struct {
 	// Job is the job as the transport knows it: at least ID, WorkerID,

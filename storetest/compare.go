@@ -69,7 +69,35 @@ func diffJob(got, want *contract.Job) []string {
 		add("WorkerID", fmt.Sprintf("%q", got.WorkerID), fmt.Sprintf("%q", want.WorkerID))
 	}
 	d = append(d, diffTime("LeaseUntil", got.LeaseUntil, want.LeaseUntil)...)
+	d = append(d, diffProgress(got.Progress, want.Progress)...)
+	switch {
+	case got.Checkpoint == nil && want.Checkpoint == nil:
+	case got.Checkpoint == nil || want.Checkpoint == nil:
+		add("Checkpoint", fmt.Sprintf("%q", got.Checkpoint), fmt.Sprintf("%q", want.Checkpoint))
+	default:
+		if msg := diffJSON(got.Checkpoint, want.Checkpoint); msg != "" {
+			d = append(d, "Checkpoint: "+msg)
+		}
+	}
 	return d
+}
+
+// diffProgress compares two progress records (nil: none).
+func diffProgress(got, want *contract.Progress) []string {
+	switch {
+	case got == nil && want == nil:
+		return nil
+	case got == nil || want == nil:
+		return []string{fmt.Sprintf("Progress: got %+v, want %+v", got, want)}
+	}
+	var d []string
+	if got.Percent != want.Percent {
+		d = append(d, fmt.Sprintf("Progress.Percent: got %v, want %v", got.Percent, want.Percent))
+	}
+	if got.Message != want.Message {
+		d = append(d, fmt.Sprintf("Progress.Message: got %q, want %q", got.Message, want.Message))
+	}
+	return append(d, diffTime("Progress.At", got.At, want.At)...)
 }
 
 // diffErrors compares two error histories entry by entry.

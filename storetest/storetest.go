@@ -76,6 +76,7 @@ func allTests() []test {
 		deadlineTests,
 		uniqueTests,
 		uniqueHoldTests,
+		progressTests,
 		txTests,
 		txRunTests,
 		queueTests,

@@ -203,6 +203,7 @@ var routes = []route{
 	{"POST", "/v1/jobs/{id}/snooze", roleWorker, (*Server).snooze},
 	{"POST", "/v1/jobs/{id}/continue", roleWorker, (*Server).continueJob},
 	{"POST", "/v1/jobs/{id}/lease", roleWorker, (*Server).extendLease},
+	{"POST", "/v1/jobs/{id}/progress", roleWorker, (*Server).recordProgress},
 
 	{"GET", "/v1/queues", roleProducer, (*Server).listQueues},
 	{"POST", "/v1/queues/{name}/pause", roleAdmin, (*Server).pauseQueue},

@@ -183,6 +183,13 @@ type Job struct {
 	FinishedAt   time.Time         `json:"finished_at,omitzero"`  // when it reached a final state
 	WorkerID     string            `json:"worker_id,omitempty"`   // holder while running (kept after, for inspection)
 	LeaseUntil   time.Time         `json:"lease_until,omitzero"`  // lease deadline while running
+	// Progress is what the latest attempt recorded of how far it got
+	// (ProgressRecorder); nil when it recorded none. Every claim clears it.
+	Progress *Progress `json:"progress,omitempty"`
+	// Checkpoint is the JSON a running attempt saved for the attempts
+	// after it (at most MaxCheckpointBytes; ProgressRecorder): the next
+	// attempt of the same step receives it; a continuation clears it.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }
 
 // InsertParams is one job to insert. The client validates and fills defaults

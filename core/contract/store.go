@@ -16,7 +16,7 @@ import (
 // optional capability interfaces discovered by type assertion (TxInserter,
 // TxCompleter, TxRunner, Notifier, Settings, MutableSettings,
 // SealedRewriter, Vacuumer, QueueHistory, Migrator, QueueLimiter,
-// UniqueHolder, PageLister), and sentinel errors compared with
+// UniqueHolder, PageLister, ProgressRecorder), and sentinel errors compared with
 // errors.Is (ErrNotFound, ErrLeaseLost, ErrQueuePaused, ErrUnsupported,
 // ErrInvalidState, ErrInvalidArgument, ErrClosed).
 //

@@ -111,13 +111,14 @@ type Store struct {
 
 // Compile-time checks of the interfaces Store implements.
 var (
-	_ contract.Store           = (*Store)(nil)
-	_ contract.Notifier        = (*Store)(nil)
-	_ contract.Settings        = (*Store)(nil)
-	_ contract.MutableSettings = (*Store)(nil)
-	_ contract.SealedRewriter  = (*Store)(nil)
-	_ contract.QueueLimiter    = (*Store)(nil)
-	_ contract.UniqueHolder    = (*Store)(nil)
+	_ contract.Store            = (*Store)(nil)
+	_ contract.Notifier         = (*Store)(nil)
+	_ contract.Settings         = (*Store)(nil)
+	_ contract.MutableSettings  = (*Store)(nil)
+	_ contract.SealedRewriter   = (*Store)(nil)
+	_ contract.QueueLimiter     = (*Store)(nil)
+	_ contract.UniqueHolder     = (*Store)(nil)
+	_ contract.ProgressRecorder = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -281,6 +282,7 @@ func (s *Store) Claim(ctx context.Context, p contract.ClaimParams) ([]*contract.
 		j.AttemptedAt = now
 		j.WorkerID = p.WorkerID
 		j.LeaseUntil = leaseUntil
+		j.Progress = nil // progress belongs to one attempt
 		s.reindex(j, old)
 		claimed = append(claimed, clone(j))
 	}
@@ -353,6 +355,7 @@ func (s *Store) finish(o contract.Outcome) bool {
 		j.Attempt = 0
 		j.Kind = o.NextKind
 		j.Args = slices.Clone(o.NextArgs)
+		j.Checkpoint = nil // the next step starts afresh
 	case contract.OutcomeCancel:
 		j.State = contract.StateCancelled
 		j.FinishedAt = at
@@ -391,6 +394,37 @@ func (s *Store) ExtendLeases(ctx context.Context, workerID string, leases []cont
 		}
 	}
 	return n, nil
+}
+
+// RecordProgress implements contract.ProgressRecorder: u's progress and
+// checkpoint are written on its job when it is still running under
+// u.WorkerID at u.ClaimSeq; otherwise the error wraps ErrLeaseLost.
+func (s *Store) RecordProgress(ctx context.Context, u contract.ProgressUpdate) error {
+	if err := u.Validate(); err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+
+	j, ok := s.jobs[u.JobID]
+	if !ok || j.State != contract.StateRunning || j.WorkerID != u.WorkerID || j.ClaimSeq != u.ClaimSeq {
+		return fmt.Errorf("memory: record progress of job %d: %w", u.JobID, contract.ErrLeaseLost)
+	}
+	if u.Progress != nil {
+		p := *u.Progress
+		p.At = contract.UTC(p.At)
+		j.Progress = &p
+	}
+	switch {
+	case u.Checkpoint == nil:
+	case contract.IsNullJSON(u.Checkpoint):
+		j.Checkpoint = nil
+	default:
+		j.Checkpoint = slices.Clone(u.Checkpoint)
+	}
+	return nil
 }
 
 // Rescue implements contract.Store. Running jobs whose lease ended before now
@@ -1172,6 +1206,11 @@ func clone(j *contract.Job) *contract.Job {
 	c.Metadata = maps.Clone(j.Metadata)
 	c.Errors = slices.Clone(j.Errors)
 	c.Result = slices.Clone(j.Result)
+	c.Checkpoint = slices.Clone(j.Checkpoint)
+	if j.Progress != nil {
+		p := *j.Progress
+		c.Progress = &p
+	}
 	return &c
 }
 

@@ -48,7 +48,7 @@ FOR UPDATE SKIP LOCKED`
 const limitedClaimSQL = `
 UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = ?,
-    worker_id = ?, attempted_at = ?, lease_until = ?
+    worker_id = ?, attempted_at = ?, lease_until = ?, progress = NULL
 WHERE id IN (%s) AND pending = 1`
 
 // claimLockedSQL moves the jobs claimSkipLockedSQL locked to running, by
@@ -58,7 +58,7 @@ WHERE id IN (%s) AND pending = 1`
 const claimLockedSQL = `
 UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
-    worker_id = ?, attempted_at = ?, lease_until = ?
+    worker_id = ?, attempted_at = ?, lease_until = ?, progress = NULL
 WHERE id IN (%s)`
 
 // claimCandidatesSQL reads the optimistic claim's candidates, with their
@@ -79,7 +79,7 @@ SELECT {columns}, version
 const claimCASSQL = `
 UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = ?,
-    worker_id = ?, attempted_at = ?, lease_until = ?
+    worker_id = ?, attempted_at = ?, lease_until = ?, progress = NULL
 WHERE id IN (%[1]s)
   AND version = CASE id %[2]s END
   AND pending = 1 AND run_at <= ?`
@@ -396,6 +396,7 @@ func claimed(j *contract.Job, p contract.ClaimParams) {
 	j.WorkerID = p.WorkerID
 	j.AttemptedAt = contract.UTC(p.Now)
 	j.LeaseUntil = contract.UTC(p.LeaseUntil)
+	j.Progress = nil
 }
 
 // candidate is a job read by the optimistic claim with its version.

@@ -22,7 +22,8 @@ import (
 // (fc), new state (st), new attempt (na), new run_at or NULL to keep it
 // (ra), finished_at or NULL (fi), an error entry to append or NULL (er),
 // the result (rs) and whether to set it (sr), the next kind (kd) and args
-// (ag) or NULL to keep them. Arguments: the rows' values, then the token.
+// (ag) or NULL to keep them; a continuation (kd set) clears the
+// checkpoint of the step before. Arguments: the rows' values, then the token.
 var finishUpdateSQL = `
 UPDATE {jobs} AS j
 JOIN (%s) AS v ON j.id = v.id
@@ -31,7 +32,8 @@ SET j.state = v.st, j.attempt = v.na, j.run_at = COALESCE(v.ra, j.run_at), j.fin
     j.errors = CASE WHEN v.er IS NULL THEN j.errors
                     ELSE ` + dialect{}.AppendJSON("j.errors", "v.er") + ` END,
     j.result = CASE WHEN v.sr = 1 THEN v.rs ELSE j.result END,
-    j.kind = COALESCE(v.kd, j.kind), j.args = COALESCE(v.ag, j.args)
+    j.kind = COALESCE(v.kd, j.kind), j.args = COALESCE(v.ag, j.args),
+    j.checkpoint = CASE WHEN v.kd IS NULL THEN j.checkpoint ELSE NULL END
 WHERE j.state = 'running' AND j.worker_id = v.fw AND j.claim_seq = v.fc`
 
 // finishFirstRowSQL and finishNextRowSQL are the rows of finishUpdateSQL's

@@ -178,9 +178,10 @@ var (
 	// <prefix>queue_totals), re-sealing stored values after a key
 	// rotation (fenced by the version column), and listing and
 	// releasing unique-key holds.
-	_ contract.QueueHistory   = (*Store)(nil)
-	_ contract.SealedRewriter = (*Store)(nil)
-	_ contract.UniqueHolder   = (*Store)(nil)
+	_ contract.QueueHistory     = (*Store)(nil)
+	_ contract.SealedRewriter   = (*Store)(nil)
+	_ contract.UniqueHolder     = (*Store)(nil)
+	_ contract.ProgressRecorder = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {

@@ -71,7 +71,7 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 	q.claimCAS = "WITH c AS (SELECT t.id FROM unnest($4::bigint[], $5::bigint[]) AS c(id, v)" +
 		" CROSS JOIN LATERAL (SELECT t.id FROM " + t.Jobs + " t WHERE t.id = c.id AND t.version = c.v FOR UPDATE SKIP LOCKED) t)" +
 		" UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
-		" worker_id = $2, attempted_at = $1, lease_until = $3 FROM c WHERE j.id = c.id RETURNING " + jcols
+		" worker_id = $2, attempted_at = $1, lease_until = $3, progress = NULL FROM c WHERE j.id = c.id RETURNING " + jcols
 
 	// The limited claim (claim.go, claimLimited), under the queue's lock:
 	// due candidates in claim order without the full kinds ($4) and
@@ -89,11 +89,11 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 	// due jobs in claim order, in one statement (the claim's transaction
 	// turned sorts and bitmap scans off, as the claim functions do).
 	q.limitedClaimDirect = "UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
-		" worker_id = $4, attempted_at = $2, lease_until = $5 WHERE j.id = ANY(ARRAY(SELECT p.id FROM " + t.Jobs + " p WHERE p.queue = $1 AND p.state IN " + pendingIn +
+		" worker_id = $4, attempted_at = $2, lease_until = $5, progress = NULL WHERE j.id = ANY(ARRAY(SELECT p.id FROM " + t.Jobs + " p WHERE p.queue = $1 AND p.state IN " + pendingIn +
 		" AND p.run_at <= $2 AND (p.tags IS NULL OR p.tags <@ $6::jsonb) ORDER BY p.priority, p.run_at, p.id LIMIT $3 FOR UPDATE SKIP LOCKED))" +
 		" AND j.state IN " + pendingIn + " RETURNING " + jcols
 	q.limitedClaim = "UPDATE " + t.Jobs + " j SET state = 'running', attempt = j.attempt + 1, claim_seq = j.claim_seq + 1, version = j.version + 1," +
-		" worker_id = $2, attempted_at = $1, lease_until = $3 WHERE j.id = ANY($4::bigint[]) AND j.state IN " + pendingIn + " RETURNING " + jcols
+		" worker_id = $2, attempted_at = $1, lease_until = $3, progress = NULL WHERE j.id = ANY($4::bigint[]) AND j.state IN " + pendingIn + " RETURNING " + jcols
 
 	// Finish: one row per outcome in parallel arrays; del rows are deleted
 	// instead of updated. Both are fenced by worker id and claim_seq. The
@@ -113,7 +113,8 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 		" u AS (UPDATE " + t.Jobs + " j SET state = v.st, attempt = v.na, run_at = COALESCE(v.ra, j.run_at), finished_at = v.fi," +
 		" lease_until = NULL, version = j.version + 1," +
 		" errors = CASE WHEN v.er IS NULL THEN j.errors ELSE " + dialect{}.AppendJSON("j.errors", "v.er") + " END," +
-		" result = CASE WHEN v.sr THEN v.rs ELSE j.result END, kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag::jsonb, j.args)" +
+		" result = CASE WHEN v.sr THEN v.rs ELSE j.result END, kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag::jsonb, j.args)," +
+		" checkpoint = CASE WHEN v.kd IS NULL THEN j.checkpoint ELSE NULL END" +
 		" FROM v WHERE NOT v.del AND " + fence + " RETURNING j.id, j.state)," +
 		" d AS (DELETE FROM " + t.Jobs + " j USING v WHERE v.del AND " + fence + " RETURNING j.id, j.unique_key AS uk, v.fi)," +
 		" hu AS (UPDATE " + t.Holds + " h SET held_until = d.fi + h.unique_for * interval '1 microsecond'" +

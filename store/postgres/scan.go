@@ -29,9 +29,11 @@ func scanJobPgx(r pgx.Rows, extra int) (*contract.Job, error) {
 		attempt, maxAtt                      int32
 		deadline, attempted, finished, lease *time.Time
 		uniqueKey, workerID, part            *string
+		progress, checkpoint                 []byte
 	)
 	dest := []any{&j.ID, &j.Queue, &j.Kind, &args, &priority, &state, &attempt, &maxAtt,
-		&j.RunAt, &deadline, &uniqueKey, &tags, &meta, &errs, &j.Result, &j.CreatedAt, &attempted, &finished, &workerID, &lease, &j.ClaimSeq, &part}
+		&j.RunAt, &deadline, &uniqueKey, &tags, &meta, &errs, &j.Result, &j.CreatedAt, &attempted, &finished, &workerID, &lease, &j.ClaimSeq, &part,
+		&progress, &checkpoint}
 	var sink any
 	for range extra {
 		dest = append(dest, &sink)
@@ -44,6 +46,9 @@ func scanJobPgx(r pgx.Rows, extra int) (*contract.Job, error) {
 	j.State = contract.State(state)
 	j.RunAt, j.CreatedAt = contract.UTC(j.RunAt), contract.UTC(j.CreatedAt)
 	j.Deadline, j.AttemptedAt, j.FinishedAt, j.LeaseUntil = utcPtr(deadline), utcPtr(attempted), utcPtr(finished), utcPtr(lease)
+	if err := sqlq.DecodeProgress(&j, progress, checkpoint); err != nil {
+		return nil, err
+	}
 	if uniqueKey != nil {
 		j.UniqueKey = *uniqueKey
 	}

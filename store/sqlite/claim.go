@@ -24,7 +24,7 @@ import (
 const claimSQL = `
 UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
-    worker_id = ?, attempted_at = ?, lease_until = ?
+    worker_id = ?, attempted_at = ?, lease_until = ?, progress = NULL
 WHERE id IN (
     SELECT id FROM {jobs}
     WHERE queue = ? AND ` + pendingSQL + ` AND run_at <= ?
@@ -71,7 +71,7 @@ WHERE queue = ? AND ` + pendingSQL + ` AND run_at <= ?
 const limitedClaimSQL = `
 UPDATE {jobs}
 SET state = 'running', attempt = attempt + 1, claim_seq = claim_seq + 1, version = version + 1,
-    worker_id = ?, attempted_at = ?, lease_until = ?
+    worker_id = ?, attempted_at = ?, lease_until = ?, progress = NULL
 WHERE id IN (%s) AND ` + pendingSQL + `
 RETURNING {claimed}`
 

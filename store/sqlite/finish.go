@@ -19,7 +19,7 @@ import (
 // (st), new attempt (na), new run_at or NULL to keep it (ra), finished_at
 // or NULL (fi), an error entry to append or NULL (er), the result (rs) and
 // whether to set it (sr), the next kind (kd) and args (ag) or NULL to keep
-// them.
+// them. A continuation (kd set) clears the checkpoint of the step before.
 var finishUpdateSQL = `
 WITH v(id, fw, fc, st, na, ra, fi, er, rs, sr, kd, ag) AS (VALUES %s)
 UPDATE {jobs} AS j
@@ -27,7 +27,8 @@ SET state = v.st, attempt = v.na, run_at = COALESCE(v.ra, j.run_at), finished_at
     lease_until = NULL, version = j.version + 1,
     errors = CASE WHEN v.er IS NULL THEN j.errors ELSE ` + sqlq.Standard{}.AppendJSON("j.errors", "v.er") + ` END,
     result = CASE WHEN v.sr = 1 THEN v.rs ELSE j.result END,
-    kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag, j.args)
+    kind = COALESCE(v.kd, j.kind), args = COALESCE(v.ag, j.args),
+    checkpoint = CASE WHEN v.kd IS NULL THEN j.checkpoint ELSE NULL END
 FROM v
 WHERE j.id = v.id AND j.state = 'running' AND j.worker_id = v.fw AND j.claim_seq = v.fc
 RETURNING id`

@@ -7,6 +7,7 @@
 import { ApiError } from './api.js';
 import { h, setText, setData, fill, badge, setBadge, fmtAgo, prettyJSON } from './dom.js';
 import { fmtZoned, timeTitle } from './jobs.js';
+import { progressBar, setProgress } from './progress.js';
 
 const FINAL = ['completed', 'cancelled', 'discarded'];
 
@@ -35,6 +36,9 @@ export function mountJob(ctx) {
   const title = h('h1', {}, `Job ${id}`);
   const state = badge('', 'job-detail-state');
   const kind = h('span', { class: 'kind', testid: 'job-detail-kind' });
+  const progress = progressBar('job-detail-progress');
+  const checkpoint = h('pre', { class: 'json', testid: 'job-checkpoint' });
+  const checkpointSection = h('section', { hidden: true }, h('h2', { text: 'Checkpoint' }), checkpoint);
   const msg = h('p', { class: 'action-msg', testid: 'action-result', hidden: true });
   const err = h('p', { class: 'action-err', testid: 'action-error', hidden: true });
   const missing = h('p', { class: 'empty', testid: 'job-missing', hidden: true });
@@ -60,6 +64,7 @@ export function mountJob(ctx) {
         h('table', { class: 'timeline' }, timeline))),
     h('section', {}, h('h2', { text: 'Args' }), args),
     h('section', {}, h('h2', { text: 'Result' }), result),
+    checkpointSection,
     h('div', { class: 'grid' },
       h('section', {}, h('h2', { text: 'Metadata' }), h('table', { class: 'kv' }, metadata)),
       h('section', {}, h('h2', { text: 'Tags' }), tags)),
@@ -67,7 +72,7 @@ export function mountJob(ctx) {
 
   root.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/jobs', testid: 'back-to-jobs', text: '← Jobs' })),
-    h('div', { class: 'title' }, title, state, kind),
+    h('div', { class: 'title' }, title, state, kind, progress),
     missing, body);
 
   let job = null;
@@ -152,6 +157,11 @@ export function mountJob(ctx) {
     fill(timeline, times.map(([k, t]) => h('tr', { testid: `timeline-${k.replace(/ /g, '-')}` },
       h('th', { text: k }), h('td', { text: fmtZoned(t), title: timeTitle(t) }), h('td', { class: 'ago', text: fmtAgo(t) }))));
 
+    setProgress(progress, j);
+    if (changed('checkpoint', j.checkpoint)) {
+      checkpointSection.hidden = j.checkpoint === undefined;
+      setText(checkpoint, j.checkpoint === undefined ? '' : prettyJSON(j.checkpoint));
+    }
     if (changed('args', j.args)) setText(args, prettyJSON(j.args === undefined ? {} : j.args));
     if (changed('result', j.result)) {
       setText(result, j.result === undefined ? '(none)' : prettyJSON(j.result));

@@ -11,6 +11,7 @@
 
 import { query } from './api.js';
 import { h, setText, setData, reconcile, badge, setBadge, fmtAgo, fmtTime, fmtDuration, serverNow, preview, jobHref } from './dom.js';
+import { progressBar, setProgress } from './progress.js';
 import { STATES } from './overview.js';
 
 const PAGE = 50;
@@ -307,7 +308,7 @@ export function mountJobs(ctx) {
     const tr = h('tr', { testid: 'job-row' },
       h('td', { class: 'select' }, box),
       h('td', { class: 'num' }, link),
-      h('td', {}, badge('', 'job-state')),
+      h('td', {}, badge('', 'job-state'), progressBar('job-progress')),
       h('td', { testid: 'job-queue' }),
       h('td', { testid: 'job-kind' }),
       h('td', { class: 'num', testid: 'job-attempt' }),
@@ -331,6 +332,7 @@ export function mountJobs(ctx) {
     if (link.getAttribute('href') !== href) link.setAttribute('href', href);
     setText(link, j.id);
     setBadge(tr.querySelector('[data-testid="job-state"]'), j.state);
+    setProgress(tr.querySelector('[data-testid="job-progress"]'), j);
     setText(tr.querySelector('[data-testid="job-queue"]'), j.queue);
     setText(tr.querySelector('[data-testid="job-kind"]'), j.kind);
     setText(tr.querySelector('[data-testid="job-attempt"]'), `${j.attempt}/${j.max_attempts}`);

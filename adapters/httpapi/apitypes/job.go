@@ -64,6 +64,13 @@ type Job struct {
 	FinishedAt   time.Time `json:"finished_at,omitzero"`
 	WorkerID     string    `json:"worker_id,omitempty"`
 	LeaseUntil   time.Time `json:"lease_until,omitzero"`
+	// Progress is what the job's latest attempt reported of how far it
+	// got (percent 0..100, message, at); absent when it reported none.
+	// Every claim clears it.
+	Progress *core.Progress `json:"progress,omitempty"`
+	// Checkpoint is the JSON an attempt saved for the attempts after it
+	// (at most core.MaxCheckpointBytes); absent when there is none.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// LeaseToken is set only on jobs returned by a claim: it names that
 	// one claim of the job (a later claim of the same job, even at the
 	// same attempt after a snooze, gets another token). A remote worker
@@ -89,7 +96,15 @@ func FromCore(j *core.Job) *Job {
 		Attempt: j.Attempt, ClaimSeq: j.ClaimSeq, MaxAttempts: j.MaxAttempts, RunAt: utc(j.RunAt), Deadline: utc(j.Deadline),
 		UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata,
 		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
-		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil),
+		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil), Checkpoint: j.Checkpoint,
+	}
+	if j.Progress != nil {
+		p := *j.Progress
+		p.At = utc(p.At)
+		out.Progress = &p
+	}
+	if len(j.Checkpoint) > 0 && !validJSON(j.Checkpoint) {
+		out.Checkpoint, _ = json.Marshal(string(j.Checkpoint))
 	}
 	switch {
 	case len(j.Args) == 0:
@@ -143,7 +158,7 @@ func (j *Job) CoreJob() *core.Job {
 		Deadline: j.Deadline, UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata,
 		Errors: j.Errors, Result: result, CreatedAt: j.CreatedAt,
 		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
-		LeaseUntil: j.LeaseUntil,
+		LeaseUntil: j.LeaseUntil, Progress: j.Progress, Checkpoint: j.Checkpoint,
 	}
 }
 

@@ -873,6 +873,18 @@ func (c *Client) Outcomes(ctx context.Context, workerID string, items []OutcomeR
 	return out.Results, nil
 }
 
+// RecordProgress records the progress and checkpoint of one claimed job
+// (POST /v1/jobs/{id}/progress; worker role), fenced by its lease token:
+// core.ErrLeaseLost means the token's claim no longer holds the job
+// (nothing changed); values out of bounds are a *Problem of type
+// invalid-request. It is retried after transient failures (writing the
+// same report twice is harmless). Handlers of a Worker call
+// core.ReportProgress and core.SaveCheckpoint instead.
+func (c *Client) RecordProgress(ctx context.Context, id int64, req ProgressRequest) error {
+	_, err := c.do(ctx, call{method: http.MethodPost, path: jobPath(id, "/progress"), body: req, mode: retryIdempotent})
+	return err
+}
+
 // ExtendLease extends the lease of one claimed job (POST
 // /v1/jobs/{id}/lease; worker role), and only that job's, and returns the
 // new lease deadline (UTC, by the server's clock). core.ErrLeaseLost means

@@ -267,6 +267,18 @@ func (r ContinueRequest) MarshalJSON() ([]byte, error) {
 // store a time other than the one sent).
 func wireTime(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
 
+// ProgressRequest reports, for the execution LeaseToken names, its
+// progress and checkpoint (POST /v1/jobs/{id}/progress). Set Percent
+// (0..100, with Message of at most core.MaxProgressMessageLen bytes),
+// Checkpoint (any JSON value of at most core.MaxCheckpointBytes; the JSON
+// null clears it), or both.
+type ProgressRequest struct {
+	LeaseToken string          `json:"lease_token"`
+	Percent    *float64        `json:"percent,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+}
+
 // ExtendLeaseRequest extends the lease of one claimed job. Extend 0 means
 // the server's lease duration; at most 1 h.
 type ExtendLeaseRequest struct {

@@ -595,6 +595,15 @@ func (w *Worker) runTask(t *task, release func()) {
 		runCtx, stop = context.WithDeadlineCause(ctx, job.Deadline, errJobDeadline)
 		defer stop()
 	}
+	// The handler reports progress and saves checkpoints with
+	// core.ReportProgress and core.SaveCheckpoint, as in process.
+	runCtx, flushProgress := core.WithProgressSink(runCtx, nil, func(ctx context.Context, p *core.Progress, checkpoint json.RawMessage) error {
+		req := ProgressRequest{LeaseToken: job.LeaseToken, Checkpoint: checkpoint}
+		if p != nil {
+			req.Percent, req.Message = &p.Percent, p.Message
+		}
+		return w.c.RecordProgress(ctx, job.ID, req)
+	})
 	var res json.RawMessage
 	hjob, err := w.openForHandler(job)
 	ran := err == nil // the handler is called
@@ -604,6 +613,9 @@ func (w *Worker) runTask(t *task, release func()) {
 			res, herr = w.cfg.Handler(runCtx, hjob)
 			return herr
 		})
+		if ferr := flushProgress(ctx); ferr != nil && !errors.Is(ferr, core.ErrLeaseLost) {
+			w.log.Warn("backlog worker: the last progress report was not written", "job_id", job.ID, "kind", job.Kind, "error", ferr)
+		}
 	}
 	if err != nil && errors.Is(context.Cause(runCtx), errJobDeadline) {
 		err = fmt.Errorf("%w: %w", errJobDeadline, err)

@@ -98,6 +98,9 @@ func (s *Store) changeSet(b *builder, ref func(col changeCol) string, version st
 	b.w(s.d.AppendJSON(T+"errors", ref(colError)))
 	b.w(" END, result = CASE WHEN ", ref(colSetResult), " = 1 THEN ", ref(colResult), " ELSE ", T, "result END, kind = COALESCE(", ref(colKind), ", ", T,
 		"kind), args = COALESCE(", ref(colArgs), ", ", T, "args)")
+	// A continuation (the only change with a kind) starts the next step
+	// without the checkpoint of the one before.
+	b.w(", checkpoint = CASE WHEN ", ref(colKind), " IS NULL THEN ", T, "checkpoint ELSE NULL END")
 }
 
 // applyChanges applies changes (distinct ids) to the rows whose version is

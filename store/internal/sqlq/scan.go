@@ -15,7 +15,7 @@ import (
 
 // JobColumns is the column list every job SELECT and RETURNING uses, in the
 // order ScanJob expects.
-const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq, partition_key"
+const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq, partition_key, progress, checkpoint"
 
 // Scanner is one row of a result: *sql.Rows, *sql.Row and pgx.Rows all
 // implement it.
@@ -89,12 +89,16 @@ func ScanJob(s Scanner) (*contract.Job, error) {
 		state                      string
 		uniqueKey, workerID, part  sql.NullString
 		priority, attempt, maxAtts int64
+		progress, checkpoint       []byte
 	)
 	err := s.Scan(&j.ID, &j.Queue, &j.Kind, bytesDest{&args}, &priority, &state, &attempt, &maxAtts,
 		timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
 		bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.AttemptedAt}, timeDest{&j.FinishedAt}, &workerID,
-		timeDest{&j.LeaseUntil}, &j.ClaimSeq, &part)
+		timeDest{&j.LeaseUntil}, &j.ClaimSeq, &part, bytesDest{&progress}, bytesDest{&checkpoint})
 	if err != nil {
+		return nil, err
+	}
+	if err := DecodeProgress(&j, progress, checkpoint); err != nil {
 		return nil, err
 	}
 	j.Args = args
@@ -135,11 +139,29 @@ func decodeJSONColumns(j *contract.Job, tags, meta, errs []byte) error {
 	return nil
 }
 
+// DecodeProgress sets j's Progress and Checkpoint from the progress and
+// checkpoint columns (JSON text; NULL leaves them nil).
+func DecodeProgress(j *contract.Job, progress, checkpoint []byte) error {
+	if progress != nil {
+		var p contract.Progress
+		if err := json.Unmarshal(progress, &p); err != nil {
+			return fmt.Errorf("sqlq: job %d: decode progress: %w", j.ID, err)
+		}
+		p.At = contract.UTC(p.At)
+		j.Progress = &p
+	}
+	if checkpoint != nil {
+		j.Checkpoint = checkpoint
+	}
+	return nil
+}
+
 // ClaimedColumns is the column list a claim's RETURNING needs when the
 // claim itself sets the rest (ScanClaimed): JobColumns without queue,
-// state, attempted_at, worker_id and lease_until. Every column it leaves
-// out costs the single writer of SQLite a conversion per claimed job.
-const ClaimedColumns = "id, kind, args, priority, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, finished_at, claim_seq, partition_key"
+// state, attempted_at, worker_id, lease_until and progress (which a
+// claim clears). Every column it leaves out costs the single writer of
+// SQLite a conversion per claimed job.
+const ClaimedColumns = "id, kind, args, priority, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, finished_at, claim_seq, partition_key, checkpoint"
 
 // ScanClaimed returns a function that drains rows holding
 // ClaimedColumns, the jobs a claim of p.Queue for p.WorkerID at p.Now
@@ -165,12 +187,16 @@ func scanClaimed(p *contract.ClaimParams, rows Rows, err error) ([]*contract.Job
 			result                     []byte
 			uniqueKey, part            sql.NullString
 			priority, attempt, maxAtts int64
+			checkpoint                 []byte
 		)
 		err := rows.Scan(&j.ID, &j.Kind, bytesDest{&args}, &priority, &attempt, &maxAtts,
 			timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
-			bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.FinishedAt}, &j.ClaimSeq, &part)
+			bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.FinishedAt}, &j.ClaimSeq, &part, bytesDest{&checkpoint})
 		if err != nil {
 			return nil, err
+		}
+		if checkpoint != nil {
+			j.Checkpoint = checkpoint
 		}
 		j.Queue, j.State, j.WorkerID = p.Queue, contract.StateRunning, p.WorkerID
 		j.AttemptedAt, j.LeaseUntil = attempted, lease

@@ -9,6 +9,8 @@ import (
 	"github.com/backlogq/backlog/core"
 	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/store/internal/sqlq"
+
+	"github.com/pressly/goose/v3"
 )
 
 // RepairVersion is the schema version whose migration moves stored job
@@ -19,6 +21,21 @@ const RepairVersion = 4
 // Insert, which (unlike the client) does not validate times.
 type inserter interface {
 	Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error)
+}
+
+// lentColumns are the jobs columns the store's statements use that
+// RunTimeRepair's old schema lacks.
+var lentColumns = []string{"partition_key", "progress", "checkpoint"}
+
+// lentType is the type RunTimeRepair lends col with: the type the
+// migration that adds it for good gives it, where that matters (a
+// PostgreSQL connection's cached statements must not see a column change
+// type).
+func lentType(b Backend, col string) string {
+	if b.Dialect == goose.DialectPostgres && col != "partition_key" {
+		return "jsonb"
+	}
+	return "TEXT"
 }
 
 // RunTimeRepair migrates b's store to the version before RepairVersion,
@@ -60,12 +77,15 @@ func RunTimeRepair(t *testing.T, b Backend, zeroDates bool) {
 		{Queue: "repair", Kind: "past", Args: json.RawMessage(`{"n":2}`), Priority: 5, MaxAttempts: 3, RunAt: past, Deadline: past.Add(24 * time.Hour)},
 		{Queue: "repair", Kind: "fine", Args: json.RawMessage(`{"n":3}`), Priority: 5, MaxAttempts: 3, RunAt: fine, Deadline: fine.Add(time.Hour)},
 	}
-	// The store's statements read and write jobs.partition_key, which
-	// came later (the queue limits migration): the old schema borrows the
-	// column for the inserts and reads through the store, and gives it
-	// back before the upgrade adds it for good.
-	if _, err := b.DB.ExecContext(ctx, "ALTER TABLE "+b.Jobs+" ADD COLUMN partition_key TEXT"); err != nil {
-		t.Fatalf("lend partition_key to version %d: %v", RepairVersion-1, err)
+	// The store's statements read and write jobs.partition_key, progress
+	// and checkpoint, which came later (the queue limits and progress
+	// migrations): the old schema borrows the columns for the inserts and
+	// reads through the store, and gives them back before the upgrade
+	// adds them for good.
+	for _, col := range lentColumns {
+		if _, err := b.DB.ExecContext(ctx, "ALTER TABLE "+b.Jobs+" ADD COLUMN "+col+" "+lentType(b, col)); err != nil {
+			t.Fatalf("lend %s to version %d: %v", col, RepairVersion-1, err)
+		}
 	}
 	res, err := ins.Insert(ctx, now, params)
 	if err != nil {
@@ -77,8 +97,10 @@ func RunTimeRepair(t *testing.T, b Backend, zeroDates bool) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.DB.ExecContext(ctx, "ALTER TABLE "+b.Jobs+" DROP COLUMN partition_key"); err != nil {
-		t.Fatalf("take partition_key back from version %d: %v", RepairVersion-1, err)
+	for _, col := range lentColumns {
+		if _, err := b.DB.ExecContext(ctx, "ALTER TABLE "+b.Jobs+" DROP COLUMN "+col); err != nil {
+			t.Fatalf("take %s back from version %d: %v", col, RepairVersion-1, err)
+		}
 	}
 	// What the store kept of year 10000 before the repair.
 	far := before[0]

@@ -20,7 +20,7 @@
 -- CREATE OR REPLACE FUNCTION takes no lock on the jobs table.
 
 -- +goose Up
-{{template "claim_functions" (args "S" .S "Skip" "q.paused")}}
+{{template "claim_functions" (args "S" .S "Skip" "q.paused" "Claimed" "")}}
 
 -- +goose Down
 DROP FUNCTION IF EXISTS {{.S}}.claim_skip_locked(text, timestamptz, integer, text, timestamptz, text);

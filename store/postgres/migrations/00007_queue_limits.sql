@@ -37,10 +37,10 @@ ALTER TABLE {{.S}}.queues ADD COLUMN IF NOT EXISTS limits_at timestamptz;
 ALTER TABLE {{.S}}.queues ADD COLUMN IF NOT EXISTS workers_per_node integer;
 CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_running ON {{.S}}.jobs (queue, kind, partition_key) WHERE state = 'running';
 
-{{template "claim_functions" (args "S" .S "Skip" "(q.paused OR q.limited)")}}
+{{template "claim_functions" (args "S" .S "Skip" "(q.paused OR q.limited)" "Claimed" "")}}
 
 -- +goose Down
-{{template "claim_functions" (args "S" .S "Skip" "q.paused")}}
+{{template "claim_functions" (args "S" .S "Skip" "q.paused" "Claimed" "")}}
 
 DROP INDEX CONCURRENTLY IF EXISTS {{.S}}.jobs_running;
 ALTER TABLE {{.S}}.queues DROP COLUMN IF EXISTS workers_per_node;
