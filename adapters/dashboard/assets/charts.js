@@ -30,7 +30,7 @@ const LEFT = 46, RIGHT = 6, TOP = 6, BOTTOM = 16;
 const CHARTS = [
   { key: 'completed', title: 'completed/min', kind: 'bars', fmt: (v) => String(v), scale: countScale, tick: (v) => `${fmtCount(v)}/min` },
   { key: 'failed', title: 'failed/min', kind: 'bars', fmt: (v) => String(v), scale: countScale, tick: (v) => `${fmtCount(v)}/min` },
-  { key: 'depth', title: 'due jobs', kind: 'line', fmt: (v) => String(v), scale: countScale, tick: (v) => `${fmtCount(v)} jobs` },
+  { key: 'depth', title: 'due jobs', kind: 'line', fmt: (v) => String(v), scale: countScale, tick: (v) => (v === 1 ? '1 job' : `${fmtCount(v)} jobs`) },
   { key: 'age', title: 'oldest due', kind: 'line', fmt: (v) => fmtDuration(Math.round(v)), scale: durationScale, tick: fmtShortDuration },
 ];
 
