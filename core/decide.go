@@ -144,6 +144,9 @@ type Decision struct {
 //     p.Retry's delay, unless that retry would pass the deadline
 //     (discarded, ReasonDeadline).
 //
+// Every error entry starts at the job's AttemptedAt (its StartedAt), and
+// the entry of a discard carries the Reason as its DiscardReason.
+//
 // Decide reads the job and never writes anything: the caller applies the
 // outcome with Store.Finish (and seals it first under encryption at rest).
 func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
@@ -172,6 +175,7 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 	case contract.OutcomeDiscard:
 		o.Kind, o.Error = contract.OutcomeDiscard, errorEntry(job, now, v.Err)
 		d.Event, d.Reason = EventJobDiscarded, ReasonPermanent
+		o.Error.DiscardReason = d.Reason
 		return d
 	case contract.OutcomeContinue:
 		ct := v.Next
@@ -201,11 +205,13 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 	if errors.Is(d.Err, errDeadline) || (!job.Deadline.IsZero() && !now.Before(job.Deadline)) {
 		o.Kind = contract.OutcomeDiscard
 		d.Event, d.Reason = EventJobDiscarded, ReasonDeadline
+		o.Error.DiscardReason = d.Reason
 		return d
 	}
 	if job.Attempt >= job.MaxAttempts {
 		o.Kind = contract.OutcomeDiscard
 		d.Event, d.Reason = EventJobDiscarded, ReasonExhausted
+		o.Error.DiscardReason = d.Reason
 		return d
 	}
 	var wait time.Duration
@@ -222,6 +228,7 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 		o.Kind = contract.OutcomeDiscard
 		o.Error.Error += " (next retry would pass the job's deadline)"
 		d.Event, d.Reason = EventJobDiscarded, ReasonDeadline
+		o.Error.DiscardReason = d.Reason
 		return d
 	}
 	o.Kind, o.RunAt = contract.OutcomeRetry, runAt
@@ -254,8 +261,11 @@ func ErrorEntry(attempt int, at time.Time, err error) AttemptError {
 	return ae.Bounded()
 }
 
+// errorEntry is ErrorEntry for job's current attempt, which began at its
+// AttemptedAt.
 func errorEntry(job *Job, now time.Time, err error) *AttemptError {
 	ae := ErrorEntry(job.Attempt, now, err)
+	ae.StartedAt = contract.UTC(job.AttemptedAt)
 	return &ae
 }
 

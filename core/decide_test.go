@@ -82,7 +82,8 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			attempt := max(tc.attempt, 1)
-			job := &core.Job{ID: 7, Kind: "k", WorkerID: "w1", ClaimSeq: 11, Attempt: attempt, MaxAttempts: 3}
+			started := now.Add(-90 * time.Second)
+			job := &core.Job{ID: 7, Kind: "k", WorkerID: "w1", ClaimSeq: 11, Attempt: attempt, MaxAttempts: 3, AttemptedAt: started}
 			if tc.dl != 0 {
 				job.Deadline = now.Add(tc.dl)
 			}
@@ -128,6 +129,10 @@ func TestDecide(t *testing.T) {
 				t.Errorf("entry %q, want %q", o.Error.Error, w.errMsg)
 			case !strings.Contains(o.Error.Trace, w.trace):
 				t.Errorf("trace %q lacks %q", o.Error.Trace, w.trace)
+			case !o.Error.StartedAt.Equal(started):
+				t.Errorf("entry StartedAt %s, want the job's AttemptedAt %s", o.Error.StartedAt, started)
+			case o.Error.DiscardReason != w.reason:
+				t.Errorf("entry DiscardReason %q, want the decision's reason %q", o.Error.DiscardReason, w.reason)
 			}
 			if tc.err != nil && d.Err == nil {
 				t.Errorf("the decision lost the handler's error")
@@ -175,5 +180,33 @@ func TestRetryInInProcess(t *testing.T) {
 	j := waitState(t, st, r.Job.ID, core.StateRetryable)
 	if wait := time.Until(j.RunAt); wait < 59*time.Minute || j.Errors[0].Error != "not yet" {
 		t.Fatalf("retry in %s, errors %+v", wait, j.Errors)
+	}
+}
+
+// TestDecideRescueEntry: a rescue's error entry starts at the job's
+// AttemptedAt, and when it discards the job it says why: worker_lost with
+// no attempts left, deadline when attempts were left but the deadline
+// passed; a retried job's entry has no reason.
+func TestDecideRescueEntry(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	started := now.Add(-time.Minute)
+	for _, tc := range []struct {
+		name    string
+		attempt int
+		dl      time.Time
+		kind    contract.OutcomeKind
+		reason  string
+	}{
+		{"attempts left retries", 1, time.Time{}, contract.OutcomeRetry, ""},
+		{"no attempts left discards", 3, time.Time{}, contract.OutcomeDiscard, core.ReasonWorkerLost},
+		{"deadline passed discards", 1, now.Add(-time.Second), contract.OutcomeDiscard, core.ReasonDeadline},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &core.Job{ID: 1, WorkerID: "w", Attempt: tc.attempt, MaxAttempts: 3, Deadline: tc.dl, AttemptedAt: started, RunAt: started}
+			o := core.DecideRescue(j, core.CauseLeaseExpired, now, now)
+			if o.Kind != tc.kind || o.Error == nil || o.Error.DiscardReason != tc.reason || !o.Error.StartedAt.Equal(started) {
+				t.Fatalf("outcome %s entry %+v; want %s with DiscardReason %q and StartedAt %s", o.Kind, o.Error, tc.kind, tc.reason, started)
+			}
+		})
 	}
 }

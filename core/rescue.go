@@ -15,7 +15,9 @@ import (
 // now, and otherwise retried at once at its own RunAt, so it keeps its place
 // in the queue (claim order is priority, run_at, id) instead of going to
 // the back. Either way it gets one error entry for that attempt whose Cause
-// is cause. The outcome is fenced like any other (WorkerID, ClaimSeq).
+// is cause and whose StartedAt is the job's AttemptedAt; when discarded,
+// its DiscardReason is ReasonWorkerLost (attempts used up) or
+// ReasonDeadline (attempts left but the deadline passed). The outcome is fenced like any other (WorkerID, ClaimSeq).
 func DecideRescue(j *Job, cause string, lastSeen, now time.Time) contract.Outcome {
 	now = contract.UTC(now)
 	what := "lease expired at "
@@ -24,11 +26,15 @@ func DecideRescue(j *Job, cause string, lastSeen, now time.Time) contract.Outcom
 	}
 	o := contract.Outcome{
 		JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, At: now,
-		Error: &AttemptError{Attempt: j.Attempt, At: now, Cause: cause,
+		Error: &AttemptError{Attempt: j.Attempt, At: now, Cause: cause, StartedAt: contract.UTC(j.AttemptedAt),
 			Error: fmt.Sprintf("worker %s lost: %s%s", j.WorkerID, what, contract.UTC(lastSeen).Format(time.RFC3339Nano))},
 	}
 	if j.Attempt >= j.MaxAttempts || (!j.Deadline.IsZero() && j.Deadline.Before(now)) {
 		o.Kind = contract.OutcomeDiscard
+		o.Error.DiscardReason = ReasonWorkerLost
+		if j.Attempt < j.MaxAttempts {
+			o.Error.DiscardReason = ReasonDeadline
+		}
 		return o
 	}
 	o.Kind, o.RunAt = contract.OutcomeRetry, contract.UTC(j.RunAt)
@@ -66,6 +72,6 @@ func HandBack(j *Job, cause string, now time.Time) contract.Outcome {
 	return contract.Outcome{
 		JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, At: now,
 		Kind: contract.OutcomeSnooze, RunAt: runAt,
-		Error: &AttemptError{Attempt: j.Attempt, At: now, Error: msg, Cause: cause},
+		Error: &AttemptError{Attempt: j.Attempt, At: now, Error: msg, Cause: cause, StartedAt: contract.UTC(j.AttemptedAt)},
 	}
 }

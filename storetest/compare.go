@@ -118,6 +118,10 @@ func diffErrors(got, want []contract.AttemptError) []string {
 		if g.Trace != w.Trace {
 			d = append(d, fmt.Sprintf("Errors[%d].Trace: got %q, want %q", i, g.Trace, w.Trace))
 		}
+		d = append(d, diffTime(fmt.Sprintf("Errors[%d].StartedAt", i), g.StartedAt, w.StartedAt)...)
+		if g.DiscardReason != w.DiscardReason {
+			d = append(d, fmt.Sprintf("Errors[%d].DiscardReason: got %q, want %q", i, g.DiscardReason, w.DiscardReason))
+		}
 	}
 	return d
 }

@@ -19,6 +19,7 @@ var finishTests = []test{
 	{"finish/cancel-and-discard-are-final", testFinishCancelDiscard},
 	{"finish/every-outcome-clears-lease-and-keeps-worker", testFinishClearsLease},
 	{"finish/round-trips-result-bytes-and-error-history", testFinishRoundTrip},
+	{"finish/error-entry-keeps-start-and-discard-reason", testFinishErrorStartAndReason},
 	{"finish/errors-accumulate-in-order-across-attempts", testFinishErrorsAccumulate},
 	{"finish/errors-history-is-bounded", testFinishErrorsBounded},
 	{"finish/stale-worker-is-fenced", testFinishStaleWorker},
@@ -220,6 +221,34 @@ func testFinishRoundTrip(e *env) {
 	}
 	if d := diffTime("FinishedAt", got.FinishedAt, e.now); len(d) > 0 {
 		e.Errorf("%s (At handed in at UTC+05:30)", d[0])
+	}
+}
+
+// testFinishErrorStartAndReason: an entry's StartedAt (handed in off UTC)
+// comes back as the same instant in UTC, and its DiscardReason as given;
+// an entry without them comes back without them.
+func testFinishErrorStartAndReason(e *env) {
+	p := e.job("q", "k")
+	p.MaxAttempts = 2
+	j := e.claimJob(p, "w")
+	e.advance(1500 * time.Millisecond)
+	plain := contract.AttemptError{Attempt: 1, At: e.now, Error: "no start recorded"}
+	o := e.outcome(j, contract.OutcomeRetry)
+	o.RunAt = e.now
+	o.Error = &plain
+	e.apply(o)
+	j = e.claimOne("q", "w")
+	started := j.AttemptedAt
+	e.advance(2500 * time.Millisecond)
+	last := contract.AttemptError{Attempt: 2, At: e.now, Error: "gave up", Cause: "handler_error",
+		StartedAt: started.In(zone), DiscardReason: core.ReasonExhausted}
+	o = e.outcome(j, contract.OutcomeDiscard)
+	o.Error = &last
+	e.apply(o)
+	want := last
+	want.StartedAt = started.UTC()
+	if d := diffErrors(e.get(j.ID).Errors, []contract.AttemptError{plain, want}); len(d) > 0 {
+		e.Errorf("the error entries' StartedAt (in UTC) and DiscardReason did not round-trip:\n%s", lines(d))
 	}
 }
 

@@ -354,6 +354,8 @@ func testDiscardExpired(e *env) {
 			e.Errorf("job %d: the deadline error entry has At %s; want now %s", j.ID, ts(last.At), ts(e.now))
 		} else if last.Cause != core.CauseDeadline || !strings.HasPrefix(last.Error, "deadline passed") {
 			e.Errorf("job %d: the deadline error entry is %+v; want Cause %q and an Error starting \"deadline passed\"", j.ID, last, core.CauseDeadline)
+		} else if last.DiscardReason != core.ReasonDeadline || !last.StartedAt.IsZero() {
+			e.Errorf("job %d: the deadline error entry is %+v; want DiscardReason %q and no StartedAt (no attempt was running)", j.ID, last, core.ReasonDeadline)
 		}
 	}
 	for _, j := range keep {

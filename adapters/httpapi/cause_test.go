@@ -95,12 +95,12 @@ func TestFailCause(t *testing.T) {
 				if want == "" {
 					want = core.CauseHandlerError
 				}
-				wantState, wantEvent := core.StateRetryable, core.EventJobRetried
+				wantState, wantEvent, wantReason := core.StateRetryable, core.EventJobRetried, ""
 				if cause == core.CauseDeadline {
-					wantState, wantEvent = core.StateDiscarded, core.EventJobDiscarded
+					wantState, wantEvent, wantReason = core.StateDiscarded, core.EventJobDiscarded, core.ReasonDeadline
 				}
-				if out.Job.State != wantState || len(out.Job.Errors) != 1 ||
-					out.Job.Errors[0] != (core.AttemptError{Attempt: 1, At: clock.Now(), Error: "boom", Trace: "stack", Cause: want}) {
+				if out.Job.State != wantState || len(out.Job.Errors) != 1 || j.AttemptedAt.IsZero() ||
+					out.Job.Errors[0] != (core.AttemptError{Attempt: 1, At: clock.Now(), Error: "boom", Trace: "stack", Cause: want, StartedAt: j.AttemptedAt, DiscardReason: wantReason}) {
 					t.Fatalf("cause %q: %+v", cause, out.Job)
 				}
 				if stored := h.get(j.ID); len(stored.Errors) != 1 || stored.Errors[0].Cause != want {

@@ -128,7 +128,7 @@ func TestOutcomeBatch(t *testing.T) {
 			t.Fatalf("complete: %+v %s", j, j.Result)
 		}
 		if j := h.get(ids["retry"]); j.State != core.StateRetryable || !j.RunAt.Equal(now.Add(time.Hour)) ||
-			len(j.Errors) != 1 || j.Errors[0] != (core.AttemptError{Attempt: 1, At: now, Error: "boom", Trace: "line 1", Cause: core.CauseHandlerError}) {
+			len(j.Errors) != 1 || j.Errors[0] != (core.AttemptError{Attempt: 1, At: now, Error: "boom", Trace: "line 1", Cause: core.CauseHandlerError, StartedAt: j.AttemptedAt}) {
 			t.Fatalf("retry: %+v", j)
 		}
 		if j := h.get(ids["last"]); j.State != core.StateDiscarded || len(j.Errors) != 1 || j.Errors[0].Error != "last try" {

@@ -86,7 +86,7 @@ func TestOutcomes(t *testing.T) {
 			var out JobResponse
 			h.must(http.StatusOK, "POST", outcomePath(j, "fail"), map[string]any{"lease_token": j.LeaseToken, "error": "boom", "trace": "line 1"}, &out)
 			if out.Job.State != core.StateRetryable || !out.Job.RunAt.Equal(clock.Now().Add(time.Hour)) || len(out.Job.Errors) != 1 ||
-				out.Job.Errors[0] != (core.AttemptError{Attempt: 1, At: clock.Now(), Error: "boom", Trace: "line 1", Cause: core.CauseHandlerError}) {
+				out.Job.Errors[0] != (core.AttemptError{Attempt: 1, At: clock.Now(), Error: "boom", Trace: "line 1", Cause: core.CauseHandlerError, StartedAt: j.AttemptedAt}) {
 				t.Fatalf("failed: %+v", out.Job)
 			}
 			if evs := eventsOf(h, core.EventJobRetried); len(evs) != 1 || evs[0].Err == nil || evs[0].Err.Error() != "boom" {

@@ -103,6 +103,20 @@ type AttemptError struct {
 	// such as CauseLeaseExpired); empty on entries written before causes
 	// were recorded. Programs read it instead of parsing Error.
 	Cause string `json:"cause,omitempty"`
+	// StartedAt is when the attempt this entry ends began (the job's
+	// AttemptedAt when it was claimed for it), UTC; zero when no attempt
+	// was running (DiscardExpired's entry for a job never claimed again)
+	// and on entries written before start times were recorded. With At it
+	// gives the attempt's duration. Stores keep it as given, in UTC
+	// (storetest rule finish/error-entry-keeps-start-and-discard-reason).
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// DiscardReason is set on the entry whose outcome discarded the job
+	// and says why: "exhausted" (attempts used up), "deadline" (the
+	// deadline passed; DiscardExpired's entry has it too),
+	// "permanent" (the handler gave up) or "worker_lost" (rescued with no
+	// attempts left), core's Reason* constants; "" on every other entry
+	// and on entries written before reasons were recorded.
+	DiscardReason string `json:"discard_reason,omitempty"`
 }
 
 // Bounded returns e with Error cut to its first MaxErrorBytes/2 bytes and

@@ -217,10 +217,11 @@ type Store interface {
 	// stored (0 for a job never claimed), At is now, Error names the
 	// deadline ("deadline passed: the job was not finished by " and the
 	// deadline in RFC 3339 with fractions, as the SQL stores write it),
-	// and Cause is CauseDeadline (see AttemptError.Cause). storetest rule
+	// Cause is CauseDeadline (see AttemptError.Cause) and DiscardReason is
+	// "deadline" (StartedAt stays zero: no attempt was running). storetest rule
 	// deadline/discard-expired-takes-only-pending-jobs-past-deadline
-	// checks the entry's At, its Cause and that Error starts with
-	// "deadline passed".
+	// checks the entry's At, its Cause, its DiscardReason, its zero
+	// StartedAt and that Error starts with "deadline passed".
 	//
 	// limit bounds the jobs discarded, the count returned: callers loop
 	// while it equals limit, so a call returns limit whenever at least

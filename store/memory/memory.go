@@ -329,7 +329,7 @@ func (s *Store) finish(o contract.Outcome) bool {
 	j.LeaseUntil = time.Time{}
 	if o.Error != nil {
 		e := *o.Error
-		e.At = contract.UTC(e.At)
+		e.At, e.StartedAt = contract.UTC(e.At), contract.UTC(e.StartedAt)
 		j.Errors = appendError(j.Errors, e)
 	}
 
@@ -529,6 +529,8 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 			At:      now,
 			Error:   "deadline passed: the job was not finished by " + j.Deadline.Format(time.RFC3339Nano),
 			Cause:   core.CauseDeadline,
+			// The job waited: no attempt was running, so no StartedAt.
+			DiscardReason: core.ReasonDeadline,
 		})
 		j.State = contract.StateDiscarded
 		j.FinishedAt = now

@@ -3,7 +3,7 @@
 // hidden), the token prompt and the confirmation dialog.
 
 import { Api, ApiError, getToken, setToken } from './api.js';
-import { setText, setData } from './dom.js';
+import { h, setText, setData } from './dom.js';
 import { mountOverview } from './overview.js';
 import { mountJobs } from './jobs.js';
 import { mountJob } from './job.js';
@@ -129,6 +129,7 @@ function parseRoute() {
   if (parts[0] === 'jobs' && parts.length === 2 && /^[0-9]{1,18}$/.test(parts[1])) {
     return { name: 'job', id: Number(parts[1]), params };
   }
+  if (parts[0] === 'jobs' && parts.length === 2) return { name: 'badJob', text: parts[1], params };
   if (parts[0] === 'queues' && parts.length === 1) return { name: 'queues', params };
   if (parts[0] === 'queues' && parts.length === 2) {
     let q = '';
@@ -150,6 +151,14 @@ const mounts = {
   periodic: mountPeriodic,
   workers: mountWorkers,
   unique: mountUnique,
+  badJob: (ctx) => {
+    let text = ctx.route.text;
+    try { text = decodeURIComponent(text); } catch { /* shown as typed */ }
+    ctx.root.append(h('h1', { text: 'No such job' }),
+      h('p', { class: 'action-err', testid: 'job-id-invalid', text: jumpProblem(text) }),
+      h('p', { class: 'crumbs' }, h('a', { href: '#/jobs', testid: 'back-to-jobs', text: '← Jobs' })));
+    return { refresh: async () => {} };
+  },
   missing: (ctx) => {
     ctx.root.append(Object.assign(document.createElement('p'), { textContent: 'No such screen.' }));
     return { refresh: async () => {} };
@@ -258,6 +267,34 @@ document.addEventListener('visibilitychange', () => {
     refreshNow();
   }
 });
+
+// ---- jump to a job ------------------------------------------------------
+
+// jumpProblem says why text is not a job id ('' when it is one): ids are
+// whole numbers from 1 (an optional leading "#" is allowed).
+function jumpProblem(text) {
+  const t = String(text).trim().replace(/^#/, '');
+  if (!t) return 'Enter a job id, such as 42.';
+  if (!/^[0-9]+$/.test(t)) return `"${t.length > 40 ? t.slice(0, 39) + '…' : t}" is not a job id: job ids are whole numbers, such as 42.`;
+  const n = Number(t);
+  if (!Number.isSafeInteger(n) || n < 1) return `${t.length > 40 ? t.slice(0, 39) + '…' : t} is not a job id: ids run from 1 to ${Number.MAX_SAFE_INTEGER}.`;
+  return '';
+}
+
+const jumpForm = document.getElementById('jump');
+const jumpInput = document.getElementById('jump-input');
+const jumpMsg = document.getElementById('jump-msg');
+jumpForm.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const problem = jumpProblem(jumpInput.value);
+  setText(jumpMsg, problem);
+  jumpMsg.hidden = !problem;
+  if (problem) return;
+  const id = Number(jumpInput.value.trim().replace(/^#/, ''));
+  jumpInput.value = '';
+  navigate(`#/jobs/${id}`);
+});
+jumpInput.addEventListener('input', () => { jumpMsg.hidden = true; });
 
 window.addEventListener('hashchange', route);
 route();

@@ -19,16 +19,69 @@ const REFETCH_MS = 5000;
 
 const MINUTE = 60_000;
 const SVG_NS = 'http://www.w3.org/2000/svg';
-const WIDTH = 240, HEIGHT = 48, PAD = 2;
+// The drawing area: WIDTH × HEIGHT user units, the plot inside margins
+// that hold the y axis' labels (left) and the x axis' (bottom).
+const WIDTH = 300, HEIGHT = 110;
+const LEFT = 46, RIGHT = 6, TOP = 6, BOTTOM = 16;
 
-// The four charts of a queue: the series they draw, how, and how their
-// latest value reads.
+// The four charts of a queue: the series they draw, how, how their
+// latest value reads, and how their y axis is scaled and labelled (with
+// its unit).
 const CHARTS = [
-  { key: 'completed', title: 'completed/min', kind: 'bars', fmt: (v) => String(v) },
-  { key: 'failed', title: 'failed/min', kind: 'bars', fmt: (v) => String(v) },
-  { key: 'depth', title: 'due jobs', kind: 'line', fmt: (v) => String(v) },
-  { key: 'age', title: 'oldest due', kind: 'line', fmt: (v) => fmtDuration(Math.round(v)) },
+  { key: 'completed', title: 'completed/min', kind: 'bars', fmt: (v) => String(v), scale: countScale, tick: (v) => `${fmtCount(v)}/min` },
+  { key: 'failed', title: 'failed/min', kind: 'bars', fmt: (v) => String(v), scale: countScale, tick: (v) => `${fmtCount(v)}/min` },
+  { key: 'depth', title: 'due jobs', kind: 'line', fmt: (v) => String(v), scale: countScale, tick: (v) => (v === 1 ? '1 job' : `${fmtCount(v)} jobs`) },
+  { key: 'age', title: 'oldest due', kind: 'line', fmt: (v) => fmtDuration(Math.round(v)), scale: durationScale, tick: fmtShortDuration },
 ];
+
+// countScale is the y scale of counts up to max: ticks at a step of 1, 2
+// or 5 × 10^n (whole numbers), from 0 to the first tick at or above max,
+// at most 4 intervals. An empty chart gets 0 and 1.
+export function countScale(max) {
+  if (!(max > 0)) return [0, 1];
+  let step = 1;
+  for (let p = 1; ; p *= 10) {
+    const s = [p, 2 * p, 5 * p].find((c) => max / c <= 4);
+    if (s) { step = s; break; }
+  }
+  return ticksTo(max, step);
+}
+
+// durationScale is the y scale of ages in seconds up to max: ticks at a
+// step people read as a duration (1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10,
+// 15, 30 min, 1, 2, 3, 6, 12 h, 1 d …), at most 4 intervals.
+export function durationScale(max) {
+  if (!(max > 0)) return [0, 1];
+  const steps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+  let step = steps.find((c) => max / c <= 4);
+  if (!step) step = 86400 * Math.ceil(max / 86400 / 4);
+  return ticksTo(max, step);
+}
+
+function ticksTo(max, step) {
+  const out = [];
+  for (let v = 0; v < max + step; v += step) {
+    out.push(v);
+    if (v >= max) break;
+  }
+  return out;
+}
+
+// fmtCount renders a tick's count: 950, 1.5k, 12k, 3M.
+function fmtCount(v) {
+  if (v < 1000) return String(v);
+  if (v < 1e6) return `${+(v / 1000).toFixed(v < 10000 ? 1 : 0)}k`;
+  return `${+(v / 1e6).toFixed(v < 1e7 ? 1 : 0)}M`;
+}
+
+// fmtShortDuration renders a tick's seconds: 0, 30 s, 5 min, 2 h, 1 d.
+function fmtShortDuration(v) {
+  if (v === 0) return '0';
+  if (v < 60) return `${v} s`;
+  if (v < 3600) return `${+(v / 60).toFixed(1)} min`;
+  if (v < 86400) return `${+(v / 3600).toFixed(1)} h`;
+  return `${+(v / 86400).toFixed(1)} d`;
+}
 
 function svg(tag, attrs) {
   const el = document.createElementNS(SVG_NS, tag);
@@ -59,25 +112,44 @@ export function series(res) {
 }
 
 // draw renders values (one per minute, null = no sample) into the svg
-// element as bars or as a line broken where samples are missing, scaled
-// to the largest value.
-function draw(el, values, minutes, kind, fmt) {
-  const top = Math.max(0, ...values.filter((v) => v !== null));
+// element as bars or as a line broken where samples are missing, against
+// a y axis of chart c's scale (ticks labelled with their unit, faint grid
+// lines) and an x axis of local clock times every quarter hour.
+function draw(el, values, minutes, c) {
+  const ticks = c.scale(Math.max(0, ...values.filter((v) => v !== null)));
+  const top = ticks[ticks.length - 1];
   const n = values.length;
-  const step = (WIDTH - 2 * PAD) / n;
-  const y = (v) => HEIGHT - PAD - (top > 0 ? (v / top) * (HEIGHT - 2 * PAD) : 0);
-  const parts = [svg('line', { x1: PAD, y1: HEIGHT - PAD, x2: WIDTH - PAD, y2: HEIGHT - PAD, stroke: 'currentColor', 'stroke-opacity': 0.3 })];
-  if (kind === 'bars') {
+  const plotW = WIDTH - LEFT - RIGHT, bottom = HEIGHT - BOTTOM;
+  const step = plotW / n;
+  const y = (v) => bottom - (v / top) * (bottom - TOP);
+  const parts = [];
+  for (const t of ticks) {
+    const yy = y(t).toFixed(1);
+    parts.push(svg('line', { class: t === 0 ? 'axis' : 'grid-line', x1: LEFT, y1: yy, x2: WIDTH - RIGHT, y2: yy }));
+    const label = svg('text', { x: LEFT - 4, y: yy, 'text-anchor': 'end', 'dominant-baseline': 'middle', 'data-axis': 'y', 'data-value': t });
+    label.textContent = c.tick(t);
+    parts.push(label);
+  }
+  parts.push(svg('line', { class: 'axis', x1: LEFT, y1: TOP, x2: LEFT, y2: bottom }));
+  minutes.forEach((t, i) => {
+    if (new Date(t).getMinutes() % 15 !== 0) return;
+    const x = (LEFT + (i + 0.5) * step).toFixed(1);
+    parts.push(svg('line', { class: 'axis', x1: x, y1: bottom, x2: x, y2: bottom + 3 }));
+    const label = svg('text', { x, y: HEIGHT - 2, 'text-anchor': 'middle', 'data-axis': 'x' });
+    label.textContent = fmtMinute(t);
+    parts.push(label);
+  });
+  if (c.kind === 'bars') {
     values.forEach((v, i) => {
       if (!v) return;
       const yy = y(v);
       const bar = svg('rect', {
-        x: (PAD + i * step + 0.5).toFixed(1), y: yy.toFixed(1),
-        width: Math.max(1, step - 1).toFixed(1), height: Math.max(1, HEIGHT - PAD - yy).toFixed(1),
+        x: (LEFT + i * step + 0.5).toFixed(1), y: yy.toFixed(1),
+        width: Math.max(1, step - 1).toFixed(1), height: Math.max(1, bottom - yy).toFixed(1),
         fill: 'currentColor',
       });
       const tip = svg('title');
-      tip.textContent = `${fmtMinute(minutes[i])}: ${fmt(v)}`;
+      tip.textContent = `${fmtMinute(minutes[i])}: ${c.fmt(v)}`;
       bar.append(tip);
       parts.push(bar);
     });
@@ -96,7 +168,7 @@ function draw(el, values, minutes, kind, fmt) {
     };
     values.forEach((v, i) => {
       if (v === null) { flush(); return; }
-      run.push([PAD + (i + 0.5) * step, y(v)]);
+      run.push([LEFT + (i + 0.5) * step, y(v)]);
     });
     flush();
   }
@@ -123,7 +195,7 @@ export function mountCharts(api) {
   const note = h('p', { class: 'note', testid: 'charts-note' },
     `Each queue's last ${HISTORY_MINUTES} minutes, per minute, from the store's queue history: `,
     'jobs completed and attempts failed on every node, and the due jobs waiting and the oldest one\'s age as the latest sample of each minute. ',
-    'Each chart spans the hour up to now, the current minute at the right (hover a bar for its minute); a line breaks where no node sampled. ',
+    'Each chart spans the hour up to now, the current minute at the right, with local clock times every quarter hour below and its scale at the left (hover a bar for its minute); a line breaks where no node sampled. ',
     'Counts arrive at each node\'s next maintenance round (5 s by default).');
   const unsupported = h('p', { class: 'empty', testid: 'charts-unsupported', hidden: true,
     text: 'This server\'s store keeps no queue history, so there are no charts.' });
@@ -154,9 +226,9 @@ export function mountCharts(api) {
     for (const c of CHARTS) {
       const { fig, value, area } = block._charts[c.key];
       const values = st.series[c.key];
-      const key = values.join(',');
+      const key = `${st.series.minutes[0]}|${values.join(',')}`;
       if (area._key !== key) {
-        draw(area, values, st.series.minutes, c.kind, c.fmt);
+        draw(area, values, st.series.minutes, c);
         area._key = key;
       }
       // For counts the current minute (still filling) and the last whole

@@ -1,11 +1,12 @@
-// Job detail: args, metadata, tags, every attempt's error with its cause
-// and trace, the result, a timeline (times in the browser's zone, named,
+// Job detail: args, metadata, tags, every attempt with its start, end and
+// duration, why a discarded job was discarded, every attempt's error with
+// its cause and trace, the result, a timeline (times in the browser's zone, named,
 // with UTC on hover), and the admin actions retry (run now, for a scheduled
 // job), cancel and delete (each confirmed first; a refusal shows the API's
 // problem detail).
 
 import { ApiError } from './api.js';
-import { h, setText, setData, fill, badge, setBadge, fmtAgo, prettyJSON } from './dom.js';
+import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtDuration, serverNow, prettyJSON } from './dom.js';
 import { fmtZoned, timeTitle } from './jobs.js';
 import { progressBar, setProgress } from './progress.js';
 
@@ -28,6 +29,48 @@ const CAUSES = {
   lease_unrenewed: 'handed back: the worker could not renew the lease',
   undeliverable: 'handed back: the job server could not deliver it to its worker',
 };
+
+// Why a job was discarded (an error entry's discard_reason, core's
+// Reason* constants).
+const DISCARD_REASONS = {
+  exhausted: 'its attempts were used up',
+  deadline: 'its deadline passed',
+  permanent: 'the handler gave up on it (a permanent error)',
+  worker_lost: 'its worker was lost on the last attempt',
+};
+
+// fmtSpan renders a duration in milliseconds: "85 ms", "4.2 s", then as
+// fmtDuration does ("3 min 4 s").
+export function fmtSpan(ms) {
+  if (!Number.isFinite(ms) || ms < 0) return '';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return fmtDuration(ms / 1000);
+}
+
+// attemptRows lists job j's attempts, oldest first: one per error entry
+// (its start when recorded, its end, its cause) and the current attempt
+// when no entry ends it (running, or completed: from attempted_at to now
+// or finished_at).
+export function attemptRows(j) {
+  const es = Array.isArray(j.errors) ? j.errors : [];
+  const rows = es.map((e) => ({
+    attempt: e.attempt, start: e.started_at || '', end: e.at || '',
+    outcome: e.cause || 'failed', discarded: Boolean(e.discard_reason), error: e,
+  }));
+  const last = es[es.length - 1];
+  const endedByEntry = Boolean(last && j.attempted_at && last.started_at &&
+    Date.parse(last.started_at) === Date.parse(j.attempted_at));
+  if (j.attempted_at && !endedByEntry && (j.state === 'running' || j.state === 'completed' ||
+      (!last || Date.parse(last.at) < Date.parse(j.attempted_at)))) {
+    const running = j.state === 'running';
+    rows.push({
+      attempt: j.attempt, start: j.attempted_at, end: running ? '' : (j.finished_at || ''),
+      outcome: running ? 'running' : j.state, discarded: false, error: null, running,
+    });
+  }
+  return rows;
+}
 
 export function mountJob(ctx) {
   const { api, root, route } = ctx;
@@ -55,13 +98,19 @@ export function mountJob(ctx) {
   const metadata = h('tbody', { testid: 'job-metadata' });
   const tags = h('div', { class: 'tags', testid: 'job-tags' });
   const errors = h('div', { class: 'errors', testid: 'job-errors' });
+  const discard = h('p', { class: 'discard-reason', testid: 'job-discard-reason', hidden: true });
+  const attempts = h('tbody', { testid: 'job-attempts' });
   const body = h('div', { class: 'detail', testid: 'job-detail', data: { jobId: id }, hidden: true },
     h('div', { class: 'actions' }, retryBtn, cancelBtn, deleteBtn),
-    msg, err,
+    msg, err, discard,
     h('div', { class: 'grid' },
       h('section', {}, h('h2', { text: 'Summary' }), summary),
       h('section', {}, h('h2', { text: 'Timeline' }),
         h('table', { class: 'timeline' }, timeline))),
+    h('section', {}, h('h2', { text: 'Attempts' }),
+      h('div', { class: 'table-wrap' }, h('table', { class: 'attempts', testid: 'job-attempts-table' },
+        h('thead', {}, h('tr', {}, ['Attempt', 'Started', 'Ended', 'Duration', 'Outcome'].map((t) => h('th', { text: t })))),
+        attempts))),
     h('section', {}, h('h2', { text: 'Args' }), args),
     h('section', {}, h('h2', { text: 'Result' }), result),
     checkpointSection,
@@ -178,6 +227,54 @@ export function mountJob(ctx) {
     }
     const es = Array.isArray(j.errors) ? j.errors : [];
     if (changed('errors', es)) renderErrors(es);
+    renderDiscard(j, es);
+    // A running attempt's duration moves every poll: redrawn each time.
+    renderAttempts(j);
+  }
+
+  // renderDiscard says why a discarded job was discarded: the reason the
+  // engine recorded on the entry that discarded it, and that entry's
+  // message.
+  function renderDiscard(j, es) {
+    if (j.state !== 'discarded') {
+      discard.hidden = true;
+      return;
+    }
+    const e = [...es].reverse().find((x) => x.discard_reason) || es[es.length - 1];
+    const reason = e && e.discard_reason ? e.discard_reason : '';
+    const why = reason ? (DISCARD_REASONS[reason] || reason) : 'no reason was recorded (an entry written before reasons were)';
+    const text = e ? (typeof e.error === 'string' ? e.error : JSON.stringify(e.error)).split('\n', 1)[0] : '';
+    const key = JSON.stringify([reason, text, e && e.attempt, j.attempt, j.max_attempts]);
+    setData(discard, 'reason', reason || 'unknown');
+    discard.hidden = false;
+    if (discard.dataset.key === key) return;
+    discard.dataset.key = key;
+    fill(discard,
+      h('strong', { text: 'Discarded' }), ` because ${why}`,
+      reason === 'exhausted' ? ` (${j.attempt} of ${j.max_attempts} attempts)` : '',
+      text ? h('span', {}, ` — attempt ${e.attempt}: `, h('span', { testid: 'job-discard-message', text })) : '',
+      '.');
+  }
+
+  function renderAttempts(j) {
+    const rows = attemptRows(j);
+    if (!rows.length) {
+      fill(attempts, h('tr', {}, h('td', { class: 'none', attrs: { colspan: 5 }, text: '(not run yet)' })));
+      return;
+    }
+    fill(attempts, rows.slice().reverse().map((r) => {
+      const s = Date.parse(r.start), e = r.running ? serverNow() : Date.parse(r.end);
+      const dur = Number.isNaN(s) || Number.isNaN(e) ? '' : fmtSpan(e - s);
+      return h('tr', { testid: 'job-attempt', data: { attempt: r.attempt, outcome: r.outcome } },
+        h('td', { class: 'num', text: r.attempt }),
+        h('td', { testid: 'attempt-start', text: r.start ? fmtZoned(r.start) : '—', title: r.start ? timeTitle(r.start) : 'not recorded (an entry written before start times were)' }),
+        h('td', { testid: 'attempt-end', text: r.running ? 'running' : (r.end ? fmtZoned(r.end) : '—'), title: r.end ? timeTitle(r.end) : '' }),
+        h('td', { class: 'dur', testid: 'attempt-duration', text: dur ? (r.running ? `${dur} so far` : dur) : '—' }),
+        h('td', {},
+          r.error ? h('span', { class: 'cause', testid: 'attempt-outcome', title: CAUSES[r.outcome] || 'the attempt failed', text: r.outcome })
+            : badge(r.outcome, 'attempt-outcome'),
+          r.discarded ? [' ', badge('discarded', 'attempt-discarded')] : null));
+    }));
   }
 
   function renderErrors(es) {
@@ -219,6 +316,7 @@ export function mountJob(ctx) {
           job = null;
           body.hidden = true;
           missing.hidden = false;
+          discard.hidden = true;
           setBadge(state, 'gone');
           setText(missing, `Job ${id} does not exist (it may have been deleted, or pruned after its retention). ${e.message}`);
           return;

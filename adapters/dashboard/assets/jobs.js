@@ -66,6 +66,15 @@ function lastError(j) {
   return [text.split('\n', 1)[0], text.length > 2000 ? text.slice(0, 1999) + '…' : text];
 }
 
+// setCut shows text in cell's ellipsis span (.cut), with title (text
+// when omitted) as the whole value on hover.
+function setCut(cell, text, title) {
+  const span = cell.firstElementChild;
+  setText(span, text);
+  const t = title === undefined ? String(text ?? '') : title;
+  if (span.title !== t) span.title = t;
+}
+
 // parseArgs checks an args search pattern as the API will: a JSON object.
 // It returns [pattern, error message].
 function parseArgs(s) {
@@ -309,12 +318,12 @@ export function mountJobs(ctx) {
       h('td', { class: 'select' }, box),
       h('td', { class: 'num' }, link),
       h('td', {}, badge('', 'job-state'), progressBar('job-progress')),
-      h('td', { testid: 'job-queue' }),
-      h('td', { testid: 'job-kind' }),
+      h('td', { class: 'queue', testid: 'job-queue' }, h('span', { class: 'cut' })),
+      h('td', { class: 'kind', testid: 'job-kind' }, h('span', { class: 'cut' })),
       h('td', { class: 'num', testid: 'job-attempt' }),
       h('td', { class: 'num', testid: 'job-priority' }),
-      h('td', { class: 'args', testid: 'job-args-preview' }),
-      h('td', { class: 'last-error', testid: 'job-error-last' }),
+      h('td', { class: 'args', testid: 'job-args-preview' }, h('span', { class: 'cut' })),
+      h('td', { class: 'last-error', testid: 'job-error-last' }, h('span', { class: 'cut' })),
       h('td', { testid: 'job-created' }),
       h('td', { testid: 'job-when' }));
     tr.addEventListener('click', (ev) => {
@@ -333,15 +342,13 @@ export function mountJobs(ctx) {
     setText(link, j.id);
     setBadge(tr.querySelector('[data-testid="job-state"]'), j.state);
     setProgress(tr.querySelector('[data-testid="job-progress"]'), j);
-    setText(tr.querySelector('[data-testid="job-queue"]'), j.queue);
-    setText(tr.querySelector('[data-testid="job-kind"]'), j.kind);
+    setCut(tr.querySelector('[data-testid="job-queue"]'), j.queue);
+    setCut(tr.querySelector('[data-testid="job-kind"]'), j.kind);
     setText(tr.querySelector('[data-testid="job-attempt"]'), `${j.attempt}/${j.max_attempts}`);
     setText(tr.querySelector('[data-testid="job-priority"]'), j.priority);
-    setText(tr.querySelector('[data-testid="job-args-preview"]'), preview(j.args));
+    setCut(tr.querySelector('[data-testid="job-args-preview"]'), preview(j.args), preview(j.args, 2000));
     const [first, full] = lastError(j);
-    const errCell = tr.querySelector('[data-testid="job-error-last"]');
-    setText(errCell, first);
-    if (errCell.title !== full) errCell.title = full;
+    setCut(tr.querySelector('[data-testid="job-error-last"]'), first, full);
     const created = tr.querySelector('[data-testid="job-created"]');
     setText(created, fmtAgo(j.created_at));
     created.title = timeTitle(j.created_at);

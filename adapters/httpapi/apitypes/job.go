@@ -124,7 +124,7 @@ func FromCore(j *core.Job) *Job {
 	if len(j.Errors) > 0 {
 		out.Errors = make([]core.AttemptError, len(j.Errors))
 		for i, e := range j.Errors {
-			e.At = utc(e.At)
+			e.At, e.StartedAt = utc(e.At), utc(e.StartedAt)
 			out.Errors[i] = e
 		}
 	}

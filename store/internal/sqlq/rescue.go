@@ -130,7 +130,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 				rows.Close()
 				return err
 			}
-			e, err := EncodeError(contract.AttemptError{Attempt: int(attempt), At: now, Cause: core.CauseDeadline,
+			e, err := EncodeError(contract.AttemptError{Attempt: int(attempt), At: now, Cause: core.CauseDeadline, DiscardReason: core.ReasonDeadline,
 				Error: "deadline passed: the job was not finished by " + deadline.Format(time.RFC3339Nano)})
 			if err != nil {
 				rows.Close()

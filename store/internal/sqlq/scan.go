@@ -336,7 +336,7 @@ func EncodeMetadata(m map[string]string) (any, error) { return jsonOrNil(m, m ==
 
 // EncodeError encodes one error-history entry as JSON text.
 func EncodeError(e contract.AttemptError) (string, error) {
-	e.At = contract.UTC(e.At)
+	e.At, e.StartedAt = contract.UTC(e.At), contract.UTC(e.StartedAt)
 	b, err := json.Marshal(e)
 	return string(b), err
 }
