@@ -82,6 +82,7 @@ func allTests() []test {
 		adminTests,
 		listTests,
 		pruneTests,
+		archiveTests,
 		workerTests,
 		settingsTests,
 		rewriteTests,

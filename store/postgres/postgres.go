@@ -231,6 +231,7 @@ var (
 	// rotation (fenced by the version column), and listing and
 	// releasing unique-key holds.
 	_ contract.QueueHistory   = (*Store)(nil)
+	_ contract.Archiver       = (*Store)(nil)
 	_ contract.SealedRewriter = (*Store)(nil)
 	_ contract.UniqueHolder   = (*Store)(nil)
 )
@@ -342,7 +343,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*S
 		}
 		s.listen = lc
 	}
-	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings", Holds: c.schema + ".unique_keys", Rates: c.schema + ".queue_rates"}
+	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings", Holds: c.schema + ".unique_keys", Rates: c.schema + ".queue_rates", Archive: c.schema + ".jobs_archive"}
 	s.channel = "backlog_" + c.schema
 	s.db = &poolDB{pool: pool, closed: &s.closed}
 	s.retrier = sqlq.Retrier{Transient: transient, Closed: &s.closed}

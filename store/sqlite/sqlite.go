@@ -162,6 +162,7 @@ var (
 	// rotation (fenced by the version column), and listing and
 	// releasing unique-key holds.
 	_ contract.QueueHistory   = (*Store)(nil)
+	_ contract.Archiver       = (*Store)(nil)
 	_ contract.SealedRewriter = (*Store)(nil)
 	_ contract.UniqueHolder   = (*Store)(nil)
 )

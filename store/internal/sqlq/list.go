@@ -41,7 +41,7 @@ func (s *Store) ListPage(ctx context.Context, p contract.ListParams, maxBytes in
 	if es, ok := s.d.(RowsStopEarly); maxBytes <= 0 || (ok && es.RowsStopEarly()) {
 		q := p
 		q.Limit = limit
-		return s.listRead(ctx, q, maxBytes)
+		return s.listRead(ctx, s.t.Jobs, q, maxBytes)
 	}
 	var out []*contract.Job
 	used := 0
@@ -53,7 +53,7 @@ func (s *Store) ListPage(ctx context.Context, p contract.ListParams, maxBytes in
 			last := out[len(out)-1]
 			q.AfterID, q.AfterRunAt = last.ID, last.RunAt
 		}
-		jobs, err := s.listRead(ctx, q, maxBytes-used)
+		jobs, err := s.listRead(ctx, s.t.Jobs, q, maxBytes-used)
 		if err != nil {
 			return nil, err
 		}
@@ -79,10 +79,11 @@ type RowsStopEarly interface {
 	RowsStopEarly() bool
 }
 
-// listRead runs ListQuery(p) and scans its rows until they end or the
-// jobs scanned weigh maxBytes (no bound when maxBytes <= 0).
-func (s *Store) listRead(ctx context.Context, p contract.ListParams, maxBytes int) ([]*contract.Job, error) {
-	q, args, err := s.ListQuery(p)
+// listRead runs ListQuery(p) on table (the jobs or the archive) and
+// scans its rows until they end or the jobs scanned weigh maxBytes (no
+// bound when maxBytes <= 0).
+func (s *Store) listRead(ctx context.Context, table string, p contract.ListParams, maxBytes int) ([]*contract.Job, error) {
+	q, args, err := s.listQuery(table, p)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +122,12 @@ func (s *Store) listRead(ctx context.Context, p contract.ListParams, maxBytes in
 // p.Limit (100 when zero). An invalid p.ArgsContains returns an error
 // wrapping core.ErrInvalidFilter.
 func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
+	return s.listQuery(s.t.Jobs, p)
+}
+
+// listQuery is ListQuery on table, the jobs or the archive (whose
+// columns and indexes by id and by (run_at, id) are the jobs table's).
+func (s *Store) listQuery(table string, p contract.ListParams) (string, []any, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -130,7 +137,7 @@ func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
 		return "", nil, err
 	}
 	b := newBuilder(s.d, 5+len(p.States)+3*len(leaves))
-	b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE 1=1")
+	b.w("SELECT ", JobColumns, " FROM ", table, " WHERE 1=1")
 	if p.Queue != "" {
 		b.w(" AND queue = ", b.arg(p.Queue))
 	}
