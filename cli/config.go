@@ -37,6 +37,8 @@ type fileConfig struct {
 	CompletedTTL    *duration               `json:"completed_ttl"`
 	CancelledTTL    *duration               `json:"cancelled_ttl"`
 	DiscardedTTL    *duration               `json:"discarded_ttl"`
+	Archive         *bool                   `json:"archive"`
+	ArchiveTTL      *duration               `json:"archive_ttl"`
 	Lease           *duration               `json:"lease"`
 	PollInterval    *duration               `json:"poll_interval"`
 	ShutdownTimeout *duration               `json:"shutdown_timeout"`
@@ -341,6 +343,8 @@ type workConfig struct {
 	completedTTL    time.Duration
 	cancelledTTL    time.Duration
 	discardedTTL    time.Duration
+	archive         bool          // move jobs past their retention to the archive (core.Retention.Archive)
+	archiveTTL      time.Duration // core.Retention.ArchiveTTL
 	lease           time.Duration
 	pollInterval    time.Duration
 	shutdownTimeout time.Duration
@@ -382,6 +386,8 @@ type workFlags struct {
 	completedTTL    time.Duration
 	cancelledTTL    time.Duration
 	discardedTTL    time.Duration
+	archive         bool
+	archiveTTL      time.Duration
 	lease           time.Duration
 	pollInterval    time.Duration
 	shutdownTimeout time.Duration
@@ -400,6 +406,7 @@ const (
 	defaultQueue        = core.DefaultQueue
 	defaultMaxWorkers   = 10
 	defaultCompletedTTL = 24 * time.Hour
+	defaultArchiveTTL   = 30 * 24 * time.Hour
 	defaultLease        = 30 * time.Second
 	defaultPoll         = time.Second
 	defaultShutdown     = 30 * time.Second
@@ -417,6 +424,8 @@ func (f *workFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.completedTTL, "completed-ttl", defaultCompletedTTL, "keep completed jobs this long (0 = delete at once, negative = forever)")
 	fl.DurationVar(&f.cancelledTTL, "cancelled-ttl", core.DefaultRetention.Cancelled, "keep cancelled jobs this long (0 = delete at once, negative = forever)")
 	fl.DurationVar(&f.discardedTTL, "discarded-ttl", core.DefaultRetention.Discarded, "keep discarded (dead-lettered) jobs this long (0 = delete at once, negative = forever)")
+	fl.BoolVar(&f.archive, "archive", false, "move finished jobs past their retention into the archive table instead of deleting them (read with jobs list --archived)")
+	fl.DurationVar(&f.archiveTTL, "archive-ttl", defaultArchiveTTL, "keep archived jobs this long after they finished (0 or negative = forever)")
 	fl.DurationVar(&f.lease, "lease", defaultLease, "lease of a claimed job, renewed by heartbeats every third of it")
 	fl.DurationVar(&f.pollInterval, "poll-interval", defaultPoll, "how often an idle queue checks for due jobs")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", defaultShutdown, "after the first SIGINT/SIGTERM, wait this long for running jobs before a hard stop")
@@ -436,6 +445,7 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		completedTTL:    defaultCompletedTTL,
 		cancelledTTL:    core.DefaultRetention.Cancelled,
 		discardedTTL:    core.DefaultRetention.Discarded,
+		archiveTTL:      defaultArchiveTTL,
 		lease:           defaultLease,
 		pollInterval:    defaultPoll,
 		shutdownTimeout: defaultShutdown,
@@ -501,6 +511,10 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 		set(&wc.completedTTL, fc.CompletedTTL)
 		set(&wc.cancelledTTL, fc.CancelledTTL)
 		set(&wc.discardedTTL, fc.DiscardedTTL)
+		set(&wc.archiveTTL, fc.ArchiveTTL)
+		if fc.Archive != nil {
+			wc.archive = *fc.Archive
+		}
 		set(&wc.lease, fc.Lease)
 		set(&wc.pollInterval, fc.PollInterval)
 		set(&wc.shutdownTimeout, fc.ShutdownTimeout)
@@ -585,6 +599,12 @@ func (f *workFlags) resolve(fl *pflag.FlagSet, dbURL string, dbFromUser bool) (*
 	}
 	if fl.Changed("discarded-ttl") {
 		wc.discardedTTL = f.discardedTTL
+	}
+	if fl.Changed("archive") {
+		wc.archive = f.archive
+	}
+	if fl.Changed("archive-ttl") {
+		wc.archiveTTL = f.archiveTTL
 	}
 	if fl.Changed("lease") {
 		wc.lease = f.lease

@@ -40,6 +40,7 @@ func (a *app) newJobsListCmd() *cobra.Command {
 		order      string
 		desc       bool
 		afterRunAt string
+		archived   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -50,12 +51,15 @@ ids above it). With --sort run_at they come by run time, scheduled jobs
 soonest first (latest first with --order desc), and the next page needs
 --after ID --after-run-at TIME of the last job shown. --state failed stands
 for the states of the dashboard's "failed" filter: ` + failedNames() + `.
+--archived lists the archive of finished jobs instead (jobs that a server
+run with --archive moved out of the jobs past their retention).
 The table shows the newest error message, truncated; "jobs get ID" shows
 everything.`,
 		Example: `  backlog jobs list --state failed
   backlog jobs list --queue emails --kind send --limit 20 --order asc
   backlog jobs list --state scheduled --sort run_at
-  backlog jobs list --after 500 -o json`,
+  backlog jobs list --after 500 -o json
+  backlog jobs list --archived --state discarded`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range states {
@@ -113,12 +117,20 @@ everything.`,
 				p.AfterRunAt = t.UTC()
 			}
 			return a.withOps(cmd.Context(), opsOpts{}, func(o ops) error {
-				jobs, err := o.ListJobs(cmd.Context(), p)
+				list, what := o.ListJobs, "list jobs"
+				if archived {
+					list, what = o.ListArchivedJobs, "list archived jobs"
+				}
+				jobs, err := list(cmd.Context(), p)
 				if err != nil {
-					return fmt.Errorf("list jobs: %w", err)
+					return fmt.Errorf("%s: %w", what, describe(err))
 				}
 				if a.jsonOutput() {
-					return writeJSON(a.env.stdout, apitypes.FromCoreAll(jobs))
+					out := apitypes.FromCoreAll(jobs)
+					for _, j := range out {
+						j.Archived = archived
+					}
+					return writeJSON(a.env.stdout, out)
 				}
 				t := newTable(a.env.stdout, "ID", "QUEUE", "KIND", "STATE", "ATTEMPT", "PRIORITY", "RUN_AT", "LAST ERROR")
 				for _, j := range jobs {
@@ -151,6 +163,7 @@ everything.`,
 	fl.BoolVar(&desc, "desc", false, "same as --order desc")
 	fl.StringVar(&sort, "sort", "id", "order by id, or by run_at (run time)")
 	fl.StringVar(&afterRunAt, "after-run-at", "", "with --sort run_at and --after: the run time of the last job shown (RFC 3339)")
+	fl.BoolVar(&archived, "archived", false, "list the archive of finished jobs (serve --archive) instead of the jobs")
 	return cmd
 }
 
@@ -180,8 +193,11 @@ func stateNames() string {
 
 func (a *app) newJobsGetCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "get ID",
-		Short:   "Show one job with its errors history and result",
+		Use:   "get ID",
+		Short: "Show one job with its errors history and result",
+		Long: `get prints one job. A job no longer in the jobs is looked up in the
+archive of finished jobs (serve --archive); it then shows "archived: true"
+(-o json: "archived": true).`,
 		Example: "  backlog jobs get 42\n  backlog jobs get 42 -o json",
 		Args:    argsExactly(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -190,12 +206,17 @@ func (a *app) newJobsGetCmd() *cobra.Command {
 				return err
 			}
 			return a.withOps(cmd.Context(), opsOpts{}, func(o ops) error {
-				j, err := o.GetJob(cmd.Context(), ids[0])
+				j, archived, err := o.FindJob(cmd.Context(), ids[0])
 				if err != nil {
 					return fmt.Errorf("job %d: %w", ids[0], describe(err))
 				}
 				if a.jsonOutput() {
-					return writeJSON(a.env.stdout, apitypes.FromCore(j))
+					out := apitypes.FromCore(j)
+					out.Archived = archived
+					return writeJSON(a.env.stdout, out)
+				}
+				if archived {
+					fmt.Fprintln(a.env.stdout, "archived: true")
 				}
 				return printJob(a.env.stdout, j)
 			})

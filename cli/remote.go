@@ -43,7 +43,7 @@ func (a *app) addRemote(cmd *cobra.Command, f *workFlags) {
 }
 
 // Flags of work that the job server decides with --server.
-var serverSideFlags = []string{"db", "completed-ttl", "cancelled-ttl", "discarded-ttl", "lease", "poll-interval", "migrate", "wait-for-db"}
+var serverSideFlags = []string{"db", "completed-ttl", "cancelled-ttl", "discarded-ttl", "archive", "archive-ttl", "lease", "poll-interval", "migrate", "wait-for-db"}
 
 // runRemote is work --server.
 func (a *app) runRemote(cmd *cobra.Command, f *workFlags, rf *remoteFlags) error {

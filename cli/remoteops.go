@@ -26,6 +26,12 @@ type ops interface {
 	// by run_at with p.ByRunAt).
 	ListJobs(ctx context.Context, p core.ListParams) ([]*core.Job, error)
 	GetJob(ctx context.Context, id int64) (*core.Job, error)
+	// ListArchivedJobs is ListJobs over the archive of finished jobs
+	// (core.Retention.Archive).
+	ListArchivedJobs(ctx context.Context, p core.ListParams) ([]*core.Job, error)
+	// FindJob is GetJob that falls back to the archive when the jobs
+	// have no job with that id; archived says where it was found.
+	FindJob(ctx context.Context, id int64) (j *core.Job, archived bool, err error)
 	CancelJob(ctx context.Context, id int64) (*core.Job, error)
 	RetryJob(ctx context.Context, id int64) (*core.Job, error)
 	DeleteJob(ctx context.Context, id int64) error
@@ -112,6 +118,12 @@ func (s storeOps) ListJobs(ctx context.Context, p core.ListParams) ([]*core.Job,
 }
 func (s storeOps) GetJob(ctx context.Context, id int64) (*core.Job, error) {
 	return s.c.GetJob(ctx, id)
+}
+func (s storeOps) ListArchivedJobs(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+	return s.c.ListArchivedJobs(ctx, p)
+}
+func (s storeOps) FindJob(ctx context.Context, id int64) (*core.Job, bool, error) {
+	return s.c.FindJob(ctx, id)
 }
 func (s storeOps) CancelJob(ctx context.Context, id int64) (*core.Job, error) {
 	return s.c.CancelJob(ctx, id)
@@ -227,11 +239,29 @@ func (s serverOps) checkPeriodic(err error, name string) error {
 const maxServerPage = httpapi.MaxClaimLimit
 
 func (s serverOps) ListJobs(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+	return s.listJobs(ctx, p, false)
+}
+
+// ListArchivedJobs lists the server's archive (GET /v1/jobs?archived=true).
+func (s serverOps) ListArchivedJobs(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+	return s.listJobs(ctx, p, true)
+}
+
+// FindJob is GET /v1/jobs/{id}, which falls back to the archive.
+func (s serverOps) FindJob(ctx context.Context, id int64) (*core.Job, bool, error) {
+	j, err := s.c.GetJob(ctx, id)
+	if err != nil {
+		return nil, false, s.check(err, roleProducer)
+	}
+	return coreJob(j), j.Archived, nil
+}
+
+func (s serverOps) listJobs(ctx context.Context, p core.ListParams, archived bool) ([]*core.Job, error) {
 	want := p.Limit
 	if want <= 0 {
 		want = 100
 	}
-	req := client.ListParams{Queue: p.Queue, States: p.States, Kind: p.Kind, After: p.AfterID, Desc: p.Desc, ByRunAt: p.ByRunAt, AfterRunAt: p.AfterRunAt}
+	req := client.ListParams{Queue: p.Queue, States: p.States, Kind: p.Kind, After: p.AfterID, Desc: p.Desc, ByRunAt: p.ByRunAt, AfterRunAt: p.AfterRunAt, Archived: archived}
 	var out []*core.Job
 	for len(out) < want {
 		req.Limit = min(maxServerPage, want-len(out))

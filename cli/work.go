@@ -314,7 +314,7 @@ func (s *server) clientConfig(tr *tracker) core.Config {
 			queues[q] = core.QueueConfig{MaxWorkers: n, ClaimAhead: wc.claimAhead[q], Limits: wc.limits[q]}
 		}
 	}
-	ret := core.Retention{Completed: wc.completedTTL, Cancelled: wc.cancelledTTL, Discarded: wc.discardedTTL}
+	ret := core.Retention{Completed: wc.completedTTL, Cancelled: wc.cancelledTTL, Discarded: wc.discardedTTL, Archive: wc.archive, ArchiveTTL: wc.archiveTTL}
 	cfg := core.Config{
 		Queues:            queues,
 		Handlers:          handlers,

@@ -78,6 +78,9 @@ func NewClient(store contract.Store, cfg Config) (*Client, error) {
 	if err := checkTxHandlers(store, c.Handlers); err != nil {
 		return nil, err
 	}
+	if _, ok := store.(contract.Archiver); c.Retention.Archive && !ok {
+		return nil, fmt.Errorf("backlog: Retention.Archive: %T has no archive (contract.Archiver): %w", store, ErrUnsupported)
+	}
 	cl := &Client{
 		cfg:       c,
 		store:     store,
@@ -467,6 +470,49 @@ func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
 // returned as stored, sealed values sealed (see GetJob).
 func (c *Client) ListJobs(ctx context.Context, p ListParams) ([]*Job, error) {
 	return c.store.List(ctx, p)
+}
+
+// ListArchivedJobs is ListJobs over the archive of finished jobs (see
+// Retention.Archive): the same filters, orders and keyset paging. It
+// returns an error wrapping ErrUnsupported when the store has no archive
+// (contract.Archiver).
+func (c *Client) ListArchivedJobs(ctx context.Context, p ListParams) ([]*Job, error) {
+	a, ok := c.store.(contract.Archiver)
+	if !ok {
+		return nil, fmt.Errorf("backlog: archived jobs: %w", ErrUnsupported)
+	}
+	return a.ListArchived(ctx, p)
+}
+
+// GetArchivedJob returns a job from the archive of finished jobs (see
+// Retention.Archive), as stored: ErrNotFound when the archive has no job
+// with that id, ErrUnsupported when the store has no archive.
+func (c *Client) GetArchivedJob(ctx context.Context, id int64) (*Job, error) {
+	a, ok := c.store.(contract.Archiver)
+	if !ok {
+		return nil, fmt.Errorf("backlog: archived job %d: %w", id, ErrUnsupported)
+	}
+	return a.GetArchived(ctx, id)
+}
+
+// FindJob returns the job with id from the jobs or, when they have none
+// with that id, from the archive (on a store that has one); archived
+// reports which. A job in neither returns ErrNotFound.
+func (c *Client) FindJob(ctx context.Context, id int64) (j *Job, archived bool, err error) {
+	j, err = c.store.Get(ctx, id)
+	if err == nil || !errors.Is(err, ErrNotFound) {
+		return j, false, err
+	}
+	a, ok := c.store.(contract.Archiver)
+	if !ok {
+		return nil, false, err
+	}
+	if aj, aerr := a.GetArchived(ctx, id); aerr == nil {
+		return aj, true, nil
+	} else if !errors.Is(aerr, ErrNotFound) {
+		return nil, false, aerr
+	}
+	return nil, false, err
 }
 
 // RetryJob makes a job that is not running available now (RunAt is the

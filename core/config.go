@@ -52,6 +52,21 @@ type Retention struct {
 	Completed time.Duration
 	Cancelled time.Duration
 	Discarded time.Duration
+
+	// Archive, when true, has maintenance move finished jobs past their
+	// retention into the store's archive (contract.Archiver) instead of
+	// deleting them; a zero Completed then archives completed jobs at the
+	// next maintenance round rather than deleting them as they complete.
+	// Client.ListArchivedJobs and GetArchivedJob read the archive. Start
+	// fails with an error wrapping ErrUnsupported on a store that is not
+	// an Archiver.
+	Archive bool
+	// ArchiveTTL is how long archived jobs are kept, counted from their
+	// FinishedAt: maintenance deletes older ones from the archive. Zero
+	// or negative keeps them forever. It applies whenever the store is an
+	// Archiver, Archive on or off (an archive filled earlier is pruned
+	// too).
+	ArchiveTTL time.Duration
 }
 
 // DefaultRetention keeps completed jobs a day and cancelled or discarded

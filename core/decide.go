@@ -242,7 +242,7 @@ func Decide(job *Job, v Verdict, p DecidePolicy) Decision {
 // reports (RemoteWorkers.Report) are decided under it.
 func (c *Client) decidePolicy(kind string, now time.Time) DecidePolicy {
 	return DecidePolicy{
-		Now: now, Retry: c.RetryPolicy(kind), MaxArgsBytes: c.cfg.MaxArgsBytes, DeleteCompleted: c.cfg.Retention.Completed == 0,
+		Now: now, Retry: c.RetryPolicy(kind), MaxArgsBytes: c.cfg.MaxArgsBytes, DeleteCompleted: c.cfg.Retention.Completed == 0 && !c.cfg.Retention.Archive,
 	}
 }
 

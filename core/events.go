@@ -18,6 +18,8 @@ const (
 	EventLeaseLost        EventKind = "job.lease_lost"    // a fenced finish did not apply
 	EventJobsRescued      EventKind = "jobs.rescued"      // maintenance rescued Count jobs (Job set per job)
 	EventJobsPruned       EventKind = "jobs.pruned"       // maintenance pruned Count jobs in State
+	EventJobsArchived     EventKind = "jobs.archived"     // maintenance moved Count jobs in State to the archive (Retention.Archive)
+	EventArchivePruned    EventKind = "archive.pruned"    // maintenance deleted Count archived jobs past Retention.ArchiveTTL
 	EventJobsExpired      EventKind = "jobs.expired"      // maintenance discarded Count jobs past deadline
 	EventWorkersPruned    EventKind = "workers.pruned"    // maintenance removed Count dead workers (their jobs handed back first)
 	EventWorkerRegistered EventKind = "worker.registered" // a worker registered for the first time (Reason = worker id)

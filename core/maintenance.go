@@ -37,7 +37,8 @@ func jitter(d time.Duration) time.Duration {
 
 // Maintain runs one maintenance round now: rescue expired leases, discard
 // pending jobs past their deadline, prune finished jobs past their
-// retention, have a store that is a Vacuumer reclaim dead rows when
+// retention (or move them to the archive, with Retention.Archive, and
+// prune the archive past Retention.ArchiveTTL), have a store that is a Vacuumer reclaim dead rows when
 // enough have accumulated, hand back dead workers' jobs and remove their
 // records, and write this node's part of the queue history (see
 // QueueHistory).
@@ -81,10 +82,30 @@ func (c *Client) Maintain(ctx context.Context) {
 			continue
 		}
 		before := now.Add(-st.ttl)
+		if archiver, ok := c.store.(contract.Archiver); ok && r.Archive {
+			c.repeat(ctx, "archive "+string(st.state), func() (int, error) {
+				n, err := archiver.Archive(ctx, st.state, before, maintenanceBatch)
+				if n > 0 {
+					c.emit(Event{Kind: EventJobsArchived, At: now, Count: n, State: st.state})
+				}
+				return n, err
+			})
+			continue
+		}
 		c.repeat(ctx, "prune "+string(st.state), func() (int, error) {
 			n, err := c.store.Prune(ctx, st.state, before, maintenanceBatch)
 			if n > 0 {
 				c.emit(Event{Kind: EventJobsPruned, At: now, Count: n, State: st.state})
+			}
+			return n, err
+		})
+	}
+	if archiver, ok := c.store.(contract.Archiver); ok && r.ArchiveTTL > 0 {
+		before := now.Add(-r.ArchiveTTL)
+		c.repeat(ctx, "prune archive", func() (int, error) {
+			n, err := archiver.PruneArchive(ctx, before, maintenanceBatch)
+			if n > 0 {
+				c.emit(Event{Kind: EventArchivePruned, At: now, Count: n})
 			}
 			return n, err
 		})

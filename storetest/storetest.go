@@ -83,6 +83,7 @@ func allTests() []test {
 		adminTests,
 		listTests,
 		pruneTests,
+		archiveTests,
 		workerTests,
 		settingsTests,
 		rewriteTests,

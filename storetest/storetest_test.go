@@ -249,6 +249,34 @@ func (s pruneNonFinalIsEmpty) Prune(ctx context.Context, state contract.State, b
 	return s.Store.Prune(ctx, state, before, limit)
 }
 
+// archiveDeletes archives by pruning: the jobs leave, but never reach
+// the archive.
+type archiveDeletes struct{ *memory.Store }
+
+func (s archiveDeletes) Archive(ctx context.Context, state contract.State, before time.Time, limit int) (int, error) {
+	return s.Store.Prune(ctx, state, before, limit)
+}
+
+// archiveDropsHistory reads archived jobs without their errors history
+// and result.
+type archiveDropsHistory struct{ *memory.Store }
+
+func (s archiveDropsHistory) GetArchived(ctx context.Context, id int64) (*contract.Job, error) {
+	j, err := s.Store.GetArchived(ctx, id)
+	if j != nil {
+		j.Errors, j.Result = nil, nil
+	}
+	return j, err
+}
+
+func (s archiveDropsHistory) ListArchived(ctx context.Context, p contract.ListParams) ([]*contract.Job, error) {
+	jobs, err := s.Store.ListArchived(ctx, p)
+	for _, j := range jobs {
+		j.Errors, j.Result = nil, nil
+	}
+	return jobs, err
+}
+
 // finishSkipsUnknownKinds applies the outcomes it knows and reports the
 // others as not applied.
 type finishSkipsUnknownKinds struct{ *memory.Store }
@@ -465,6 +493,8 @@ var broken = []struct {
 	{"prune-keeps-holds", func(s *memory.Store) contract.Store { return &pruneKeepsHolds{Store: s, kept: map[[3]string]int64{}} }, "prune/key-of-a-pruned-job-is-free-once-its-window-ends", "then pruned: the key is free", false, nil},
 	{"close-keeps-serving", func(s *memory.Store) contract.Store { return closeKeepsServing{s} }, "close/calls-after-close-return-err-closed", "core.ErrClosed", false, nil},
 	{"extend-keeps-zone", func(s *memory.Store) contract.Store { return &extendKeepsZone{Store: s, until: map[int64]time.Time{}} }, "lease/extend-with-non-utc-time-returns-utc", "in UTC", false, nil},
+	{"archive-deletes", func(s *memory.Store) contract.Store { return archiveDeletes{s} }, "archive/moves-exactly-what-prune-would-delete", "the archive holds", false, nil},
+	{"archive-drops-history", func(s *memory.Store) contract.Store { return archiveDropsHistory{s} }, "archive/keeps-every-field", "differs from the job Get returned before Archive", false, nil},
 	{"limits-look-paused", func(s *memory.Store) contract.Store { return limitsLookPaused{s} }, "pause/stats-show-only-persisted-pauses", "persisted PauseQueue", false, nil},
 }
 

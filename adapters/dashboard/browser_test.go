@@ -21,6 +21,7 @@ import (
 	"github.com/backlogq/backlog/adapters/dashboard"
 	"github.com/backlogq/backlog/adapters/httpapi"
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/browsertest"
 	"github.com/backlogq/backlog/internal/teststores"
 )
@@ -38,7 +39,8 @@ type stack struct {
 	url      string
 	fixed    *atomic.Bool
 	workerID string
-	token    string // sent by submit and apiGet
+	token    string         // sent by submit and apiGet
+	store    contract.Store // the stack's store, for what the API cannot do
 }
 
 func newStack(t *testing.T, tokens httpapi.Tokens, periodic ...core.PeriodicJob) *stack {
@@ -83,7 +85,7 @@ func newStack(t *testing.T, tokens httpapi.Tokens, periodic ...core.PeriodicJob)
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{Logger: log})))
 	srv := httptest.NewServer(mux) // listens on 127.0.0.1
 	t.Cleanup(srv.Close)
-	return &stack{url: srv.URL, fixed: fixed, workerID: client.WorkerID(), token: tokens.Admin}
+	return &stack{url: srv.URL, fixed: fixed, workerID: client.WorkerID(), token: tokens.Admin, store: st}
 }
 
 func (s *stack) request(t *testing.T, method, path, body string) (int, []byte) {

@@ -448,6 +448,10 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	archived, err := archivedParam(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	ctx := r.Context()
 	readCtx, cancel := s.listReadContext(ctx)
 	defer cancel()
@@ -456,7 +460,12 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer s.heavy.release()
 
-	jobs, err := s.readPage(readCtx, p)
+	var jobs []*core.Job
+	if archived {
+		jobs, err = s.readArchivedPage(readCtx, p)
+	} else {
+		jobs, err = s.readPage(readCtx, p)
+	}
 	if err != nil {
 		return s.listReadError(ctx, err)
 	}
@@ -474,7 +483,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		n         int // jobs on the page
 	)
 	for i, j := range jobs {
-		if err := out.add(s.apiJob(ctx, j)); err != nil {
+		aj := s.apiJob(ctx, j)
+		aj.Archived = archived
+		if err := out.add(aj); err != nil {
 			if fw.err != nil {
 				break // the connection failed: aborted below
 			}
@@ -543,6 +554,38 @@ func (s *Server) listReadError(ctx context.Context, err error) error {
 			s.listReadTime().Round(time.Millisecond), listReadShare*100))
 	}
 	return err
+}
+
+// archivedParam reads the archived query parameter of GET /v1/jobs:
+// true lists the archive of finished jobs (core.Retention.Archive)
+// instead of the jobs; absent or false, the jobs.
+func archivedParam(q url.Values) (bool, error) {
+	v := q["archived"]
+	if len(v) == 0 {
+		return false, nil
+	}
+	if len(v) > 1 {
+		return false, newProblem(SlugInvalidRequest, "archived may be given once")
+	}
+	switch v[0] {
+	case "true":
+		return true, nil
+	case "false", "":
+		return false, nil
+	}
+	return false, newProblem(SlugInvalidRequest, fmt.Sprintf("archived must be true or false, not %q", clip(v[0])))
+}
+
+// readArchivedPage reads one page of the archive through the client
+// (core.Client.ListArchivedJobs) and cuts it at MaxPageBytes as readPage
+// does; a store without an archive is an error wrapping
+// core.ErrUnsupported (501 not-supported).
+func (s *Server) readArchivedPage(ctx context.Context, p core.ListParams) ([]*core.Job, error) {
+	jobs, err := s.c.ListArchivedJobs(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return storekit.CutPage(jobs, s.cfg.MaxPageBytes), nil
 }
 
 // readPage reads one list page: with a store that is a contract.PageLister,
@@ -627,11 +670,13 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.waitJob(w, r, id, wait) // a long-poll (wait.go)
 	}
-	j, err := s.c.GetJob(r.Context(), id)
+	j, archived, err := s.c.FindJob(r.Context(), id)
 	if err != nil {
 		return notFound(id, err)
 	}
-	writeJSON(w, http.StatusOK, JobResponse{Job: s.apiJob(r.Context(), j)})
+	aj := s.apiJob(r.Context(), j)
+	aj.Archived = archived
+	writeJSON(w, http.StatusOK, JobResponse{Job: aj})
 	return nil
 }
 

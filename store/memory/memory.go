@@ -107,6 +107,11 @@ type Store struct {
 
 	// history holds the queue history (contract.QueueHistory, history.go).
 	history queueHistory
+
+	// archive holds archived jobs by id (contract.Archiver, archive.go):
+	// a second table of the same rows, read only by ListArchived and
+	// GetArchived.
+	archive map[int64]*contract.Job
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -119,6 +124,7 @@ var (
 	_ contract.QueueLimiter     = (*Store)(nil)
 	_ contract.UniqueHolder     = (*Store)(nil)
 	_ contract.ProgressRecorder = (*Store)(nil)
+	_ contract.Archiver        = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -135,6 +141,7 @@ func New() *Store {
 		workers:    make(map[string]contract.WorkerInfo),
 		settings:   make(map[string][]byte),
 		listeners:  make(map[chan contract.Notification]struct{}),
+		archive:    make(map[int64]*contract.Job),
 	}
 }
 
@@ -553,6 +560,15 @@ func (s *Store) Prune(ctx context.Context, state contract.State, before time.Tim
 	}
 	defer s.mu.Unlock()
 
+	return len(s.prune(state, before, limit)), nil
+}
+
+// prune takes up to limit jobs (oldest id first) in the final state
+// `state` whose FinishedAt is before `before` out of the jobs, keeping
+// their unique keys held until FinishedAt+UniqueFor, forgets up to limit
+// holds that ended before `before`, and returns the jobs taken out
+// (Prune drops them, Archive keeps them). s.mu is held.
+func (s *Store) prune(state contract.State, before time.Time, limit int) []*contract.Job {
 	before = contract.UTC(before)
 	old := s.collect(limit, byID, func(j *contract.Job) bool {
 		return j.State == state && j.FinishedAt.Before(before)
@@ -571,7 +587,7 @@ func (s *Store) Prune(ctx context.Context, state contract.State, before time.Tim
 			n++
 		}
 	}
-	return len(old), nil
+	return old
 }
 
 // Get implements contract.Store.
@@ -597,7 +613,11 @@ func (s *Store) List(ctx context.Context, p contract.ListParams) ([]*contract.Jo
 		return nil, err
 	}
 	defer s.mu.Unlock()
+	return s.list(s.jobs, p)
+}
 
+// list is List over rows (the jobs or the archive); s.mu is held.
+func (s *Store) list(rows map[int64]*contract.Job, p contract.ListParams) ([]*contract.Job, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -608,7 +628,7 @@ func (s *Store) List(ctx context.Context, p contract.ListParams) ([]*contract.Jo
 	}
 	filter := p
 	filter.ArgsContains = nil
-	found := s.collect(limit, p.ListOrder, func(j *contract.Job) bool {
+	found := collectFrom(rows, limit, p.ListOrder, func(j *contract.Job) bool {
 		return p.ListAfter(j) && filter.Matches(j) && contract.ArgsMatch(j.Args, leaves)
 	})
 	out := make([]*contract.Job, len(found))
@@ -1183,8 +1203,13 @@ func (s *Store) remove(j *contract.Job, finishedAt time.Time) {
 // collect returns up to limit jobs for which keep reports true, ordered by
 // order. A limit below 1 means no limit.
 func (s *Store) collect(limit int, order func(a, b *contract.Job) int, keep func(*contract.Job) bool) []*contract.Job {
+	return collectFrom(s.jobs, limit, order, keep)
+}
+
+// collectFrom is collect over rows (the jobs or the archive).
+func collectFrom(rows map[int64]*contract.Job, limit int, order func(a, b *contract.Job) int, keep func(*contract.Job) bool) []*contract.Job {
 	var out []*contract.Job
-	for _, j := range s.jobs {
+	for _, j := range rows {
 		if keep(j) {
 			out = append(out, j)
 		}

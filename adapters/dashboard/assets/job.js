@@ -179,6 +179,7 @@ export function mountJob(ctx) {
     missing.hidden = true;
     setBadge(state, j.state);
     setData(body, 'state', j.state);
+    setData(body, 'archived', j.archived ? 'true' : 'false');
     setText(kind, j.kind);
     setText(retryBtn, j.state === 'scheduled' ? 'Run now' : 'Retry');
     setData(retryBtn, 'action', j.state === 'scheduled' ? 'run-now' : 'retry');
@@ -192,6 +193,7 @@ export function mountJob(ctx) {
     const sum = [
       ['Queue', j.queue], ['Kind', j.kind], ['State', j.state], ['Priority', j.priority],
       ['Attempt', `${j.attempt} of ${j.max_attempts}`], ['Unique key', j.unique_key], ['Worker', j.worker_id],
+      ['Archived', j.archived ? 'yes: moved to the archive past its retention' : ''],
     ];
     if (changed('summary', sum)) {
       fill(summary, sum.filter(([, v]) => v !== undefined && v !== '').map(([k, v]) =>

@@ -8,6 +8,10 @@
 // bulk actions (retry, cancel, delete, run now) on the selected jobs or on
 // every job matching the filter. The server applies them
 // (POST /v1/jobs/bulk); each is confirmed with the count of a dry run first.
+//
+// Archived: the archive of finished jobs (serve --archive) instead of the
+// jobs, with the same filters and paging (#/jobs?archived=true, the API's
+// archived=true); archived jobs take no bulk actions.
 
 import { query } from './api.js';
 import { h, setText, setData, reconcile, badge, setBadge, fmtAgo, fmtTime, fmtDuration, serverNow, preview, jobHref } from './dom.js';
@@ -94,6 +98,7 @@ export function mountJobs(ctx) {
     args: route.params.get('args') || '',
     after: route.params.get('after') || '',
     afterRunAt: route.params.get('after_run_at') || '',
+    archived: route.params.get('archived') === 'true',
   };
   if (f.after && !/^[0-9]{1,18}$/.test(f.after)) f.after = '';
   if (!f.after || Number.isNaN(Date.parse(f.afterRunAt))) f.afterRunAt = '';
@@ -118,6 +123,8 @@ export function mountJobs(ctx) {
     return box;
   });
   const failedBtn = h('button', { type: 'button', class: 'small quiet', testid: 'filter-failed', text: 'failed', title: 'discarded and retryable jobs' });
+  const archivedBox = h('input', { type: 'checkbox', testid: 'filter-archived' });
+  archivedBox.checked = f.archived;
 
   const form = h('form', { class: 'filters', testid: 'jobs-filters' },
     h('label', {}, 'Queue ', queueIn), queueList,
@@ -127,6 +134,7 @@ export function mountJobs(ctx) {
       failedBtn),
     h('label', {}, 'Kind ', kindIn), kindList,
     h('label', {}, 'Args ', argsIn),
+    h('label', { title: 'finished jobs moved to the archive past their retention (serve --archive)' }, archivedBox, ' Archived'),
     h('button', { type: 'submit', testid: 'filter-apply', text: 'Apply' }),
     h('a', { href: '#/jobs', class: 'quiet', testid: 'filter-reset', text: 'Reset' }));
   const apply = (after, afterRunAt) => {
@@ -138,11 +146,13 @@ export function mountJobs(ctx) {
     if (argsIn.value.trim()) q.set('args', argsIn.value.trim());
     if (after) q.set('after', after);
     if (after && afterRunAt) q.set('after_run_at', afterRunAt);
+    if (archivedBox.checked) q.set('archived', 'true');
     const s = q.toString();
     ctx.navigate(s ? `#/jobs?${s}` : '#/jobs');
   };
   form.addEventListener('submit', (ev) => { ev.preventDefault(); apply(''); });
   for (const b of stateBoxes) b.addEventListener('change', () => apply(''));
+  archivedBox.addEventListener('change', () => apply(''));
   failedBtn.addEventListener('click', () => {
     for (const b of stateBoxes) b.checked = b.value === 'discarded' || b.value === 'retryable';
     apply('');
@@ -275,7 +285,7 @@ export function mountJobs(ctx) {
   // ---- table -----------------------------------------------------------------
 
   const tbody = h('tbody', { testid: 'jobs-body' });
-  const empty = h('p', { class: 'empty', testid: 'jobs-empty', hidden: true, text: 'No jobs match.' });
+  const empty = h('p', { class: 'empty', testid: 'jobs-empty', hidden: true, text: f.archived ? 'No archived jobs match.' : 'No jobs match.' });
   const newest = h('button', { type: 'button', class: 'small', testid: 'page-newest', text: '« Newest' });
   const older = h('button', { type: 'button', class: 'small', testid: 'page-older', text: 'Older »' });
   const pageInfo = h('span', { class: 'page-info', testid: 'page-info' });
@@ -294,7 +304,7 @@ export function mountJobs(ctx) {
     h('h1', { text: 'Jobs' }),
     form,
     argsNote,
-    bulkBar, bulkMsg, bulkErr,
+    ...(f.archived ? [] : [bulkBar, bulkMsg, bulkErr]), // archived jobs take no actions
     h('div', { class: 'table-wrap' },
       h('table', { testid: 'jobs-table' },
         h('thead', {}, h('tr', {}, h('th', { class: 'select' }, headBox),
@@ -394,6 +404,7 @@ export function mountJobs(ctx) {
         : { order: 'desc', after: f.after };
       const res = await api.get(`/jobs${query({
         queue: f.queue, state: f.states.join(','), kind: f.kind, args: argsPattern, ...order, limit: PAGE,
+        archived: f.archived ? 'true' : '',
       })}`);
       if (!ctx.alive()) return;
       const jobs = Array.isArray(res.jobs) ? res.jobs : [];
@@ -407,7 +418,7 @@ export function mountJobs(ctx) {
       if (byRunAt && !nextAfterRunAt) nextAfter = null;
       older.disabled = nextAfter === null;
       const filters = [f.queue && `queue ${f.queue}`, f.states.length && `state ${f.states.join(',')}`, f.kind && `kind ${f.kind}`, argsPattern && `args ${argsPattern}`].filter(Boolean);
-      setText(pageInfo, `${jobs.length} job${jobs.length === 1 ? '' : 's'}, ` +
+      setText(pageInfo, `${jobs.length} ${f.archived ? 'archived ' : ''}job${jobs.length === 1 ? '' : 's'}, ` +
         (byRunAt ? 'by run time, soonest first' : 'newest first') +
         (f.after ? (byRunAt ? ', later pages' : `, ids below ${f.after}`) : '') + (filters.length ? ` · ${filters.join(', ')}` : ''));
       noteKinds(jobs.map((j) => j.kind));

@@ -55,6 +55,11 @@ type Job struct {
 	// it is JSON, else a JSON string of its text (see FromCore); nil when
 	// there is none or when it is not UTF-8 (ResultBase64).
 	Result json.RawMessage `json:"result,omitempty"`
+	// Archived is true for a job read from the archive of finished jobs
+	// (core.Retention.Archive): GET /v1/jobs?archived=true, or GET
+	// /v1/jobs/{id} of a job no longer in the jobs. FromCore leaves it
+	// false; the server sets it.
+	Archived bool `json:"archived,omitempty"`
 	// ResultBase64 holds a stored result that is not valid UTF-8, which
 	// no JSON string can carry: its exact bytes, standard base64 with
 	// padding. Result is then empty.

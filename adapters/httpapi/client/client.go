@@ -485,6 +485,9 @@ func (c *Client) ListJobs(ctx context.Context, p ListParams) (*JobPage, error) {
 	if p.Desc {
 		q.Set("order", "desc")
 	}
+	if p.Archived {
+		q.Set("archived", "true")
+	}
 	if p.ByRunAt {
 		q.Set("sort", "run_at")
 		if p.After != 0 {

@@ -82,6 +82,10 @@ type ListParams struct {
 	// cursor is then After with AfterRunAt (the page's NextAfterRunAt).
 	ByRunAt    bool
 	AfterRunAt time.Time
+	// Archived lists the archive of finished jobs instead of the jobs
+	// (archived=true; see core.Retention.Archive); a server whose store
+	// has none answers 501 not-supported.
+	Archived bool
 }
 
 // JobPage is one page of ListJobs. NextAfter is the cursor of the next page

@@ -291,14 +291,18 @@ type Tables struct {
 	// instant per rate-limited group, see core.RateLimit), e.g.
 	// "backlog_queue_rates".
 	Rates string
+	// Archive is the archive of finished jobs (contract.Archiver), a
+	// table of the jobs table's columns, e.g. "backlog_jobs_archive"; ""
+	// means none (the archive methods return core.ErrUnsupported).
+	Archive string
 }
 
 // PrefixTables returns Tables named prefix+"jobs", prefix+"queues",
-// prefix+"workers", prefix+"settings", prefix+"unique_keys" and
-// prefix+"queue_rates". prefix
+// prefix+"workers", prefix+"settings", prefix+"unique_keys",
+// prefix+"queue_rates" and prefix+"jobs_archive". prefix
 // must be a valid identifier part (see ValidPrefix).
 func PrefixTables(prefix string) Tables {
-	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings", Holds: prefix + "unique_keys", Rates: prefix + "queue_rates"}
+	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings", Holds: prefix + "unique_keys", Rates: prefix + "queue_rates", Archive: prefix + "jobs_archive"}
 }
 
 // ValidPrefix reports an error unless prefix is at most 48 bytes of ASCII

@@ -43,7 +43,7 @@ func (s *Store) ListPage(ctx context.Context, p contract.ListParams, maxBytes in
 	if es, ok := s.d.(RowsStopEarly); maxBytes <= 0 || (ok && es.RowsStopEarly()) {
 		q := p
 		q.Limit = limit
-		return s.listRead(ctx, q, maxBytes)
+		return s.listRead(ctx, s.t.Jobs, q, maxBytes)
 	}
 	var out []*contract.Job
 	used := 0
@@ -55,7 +55,7 @@ func (s *Store) ListPage(ctx context.Context, p contract.ListParams, maxBytes in
 			last := out[len(out)-1]
 			q.AfterID, q.AfterRunAt = last.ID, last.RunAt
 		}
-		jobs, err := s.listRead(ctx, q, maxBytes-used)
+		jobs, err := s.listRead(ctx, s.t.Jobs, q, maxBytes-used)
 		if err != nil {
 			return nil, err
 		}
@@ -81,10 +81,11 @@ type RowsStopEarly interface {
 	RowsStopEarly() bool
 }
 
-// listRead runs ListQuery(p) and scans its rows until they end or the
-// jobs scanned weigh maxBytes (no bound when maxBytes <= 0).
-func (s *Store) listRead(ctx context.Context, p contract.ListParams, maxBytes int) ([]*contract.Job, error) {
-	q, args, err := s.ListQuery(p)
+// listRead runs ListQuery(p) on table (the jobs or the archive) and
+// scans its rows until they end or the jobs scanned weigh maxBytes (no
+// bound when maxBytes <= 0).
+func (s *Store) listRead(ctx context.Context, table string, p contract.ListParams, maxBytes int) ([]*contract.Job, error) {
+	q, args, err := s.listQuery(table, p)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +131,12 @@ func (s *Store) listRead(ctx context.Context, p contract.ListParams, maxBytes in
 // p.Limit rows each: that index's range for the other states and the
 // running jobs (few: one per busy worker) sorted.
 func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
+	return s.listQuery(s.t.Jobs, p)
+}
+
+// listQuery is ListQuery on table, the jobs or the archive (whose
+// columns and indexes by id and by (run_at, id) are the jobs table's).
+func (s *Store) listQuery(table string, p contract.ListParams) (string, []any, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -146,7 +153,7 @@ func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
 	// read writes one SELECT of p's filters and cursor, with extra
 	// appended to its WHERE.
 	read := func(extra string) {
-		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE 1=1", extra)
+		b.w("SELECT ", JobColumns, " FROM ", table, " WHERE 1=1", extra)
 		if p.Queue != "" {
 			b.w(" AND queue = ", b.arg(p.Queue))
 		}
@@ -188,7 +195,7 @@ func (s *Store) ListQuery(p contract.ListParams) (string, []any, error) {
 		others = slices.ContainsFunc(p.States, func(st contract.State) bool { return st != contract.StateRunning })
 	}
 	sk, _ := s.d.(interface{ RunAtIndexSkipsRunning() bool })
-	split := p.ByRunAt && sk != nil && sk.RunAtIndexSkipsRunning() && others
+	split := table == s.t.Jobs && p.ByRunAt && sk != nil && sk.RunAtIndexSkipsRunning() && others
 	const notRunning, isRunning = " AND state <> '" + string(contract.StateRunning) + "'", " AND state = '" + string(contract.StateRunning) + "'"
 	switch {
 	case split && running:

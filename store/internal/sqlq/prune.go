@@ -53,18 +53,27 @@ func (s *Store) Prune(ctx context.Context, state contract.State, before time.Tim
 			}
 			n, gone = len(rows), rows
 		}
-		keyed := gone[:0]
-		for _, r := range gone {
-			if !r.FinishedAt.IsZero() {
-				keyed = append(keyed, r)
-			}
-		}
-		if err := s.ReleaseHolds(ctx, c, keyed); err != nil {
-			return err
-		}
-		return s.forgetHolds(ctx, c, before, limit)
+		return s.releasePruned(ctx, c, gone, before, limit)
 	})
 	return n, err
+}
+
+// releasePruned ends, in c, the holds of the jobs whose rows Prune or
+// Archive took out of the jobs table (gone, as scanPruned reads them):
+// each keyed job's hold lasts until its FinishedAt + UniqueFor (see
+// ReleaseHolds); then it forgets up to limit holds that ended before
+// `before`.
+func (s *Store) releasePruned(ctx context.Context, c Conn, gone []Release, before time.Time, limit int) error {
+	var keyed []Release
+	for _, r := range gone {
+		if !r.FinishedAt.IsZero() {
+			keyed = append(keyed, r)
+		}
+	}
+	if err := s.ReleaseHolds(ctx, c, keyed); err != nil {
+		return err
+	}
+	return s.forgetHolds(ctx, c, before, limit)
 }
 
 // scanPruned reads (id, unique_key, finished_at) rows of pruned jobs as
