@@ -124,7 +124,7 @@ var (
 	_ contract.QueueLimiter     = (*Store)(nil)
 	_ contract.UniqueHolder     = (*Store)(nil)
 	_ contract.ProgressRecorder = (*Store)(nil)
-	_ contract.Archiver        = (*Store)(nil)
+	_ contract.Archiver         = (*Store)(nil)
 )
 
 // New returns an empty store.

@@ -234,7 +234,7 @@ var (
 	_ contract.SealedRewriter   = (*Store)(nil)
 	_ contract.UniqueHolder     = (*Store)(nil)
 	_ contract.ProgressRecorder = (*Store)(nil)
-	_ contract.Archiver       = (*Store)(nil)
+	_ contract.Archiver         = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
