@@ -446,6 +446,12 @@ func newBulkProgress(w io.Writer, size int64, start time.Time) *bulkProgress {
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionSetPredictTime(size > 0),
+			// No spinner ticker: for an input of unknown size the
+			// library otherwise redraws from a goroutine of its own
+			// every 100 ms, which reads the bar's state without its
+			// lock and outlives a bulk insert that failed (the bar is
+			// then never finished); the bar advances with each batch.
+			progressbar.OptionSetSpinnerChangeInterval(0),
 		),
 	}
 }

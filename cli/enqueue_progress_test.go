@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // enqueue --from FILE --progress counts jobs and jobs per second, not
@@ -48,4 +50,24 @@ func finalFrame(out string) string {
 		}
 	}
 	return ""
+}
+
+// A bar for an input of unknown size (a pipe) draws nothing after enqueue
+// returns, also when a bad line stops the insert before the bar finished:
+// the library's spinner ticker, which redrew it every 100 ms from a
+// goroutine of its own until finished, is off.
+func TestEnqueueProgressStopsWithTheCommand(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	mustCLI(t, db, "migrate")
+	e, _, errb := testEnv("{}\n{}\nnot json\n")
+	code := run(context.Background(), e, []string{"--db", db, "enqueue", "k", "--from", "-", "--progress", "--batch-size", "1", "--allow-unknown-kinds"})
+	if code == 0 {
+		t.Fatalf("a bad line: exit 0; want a failure\n%s", errb.String())
+	}
+	before := errb.String()
+	time.Sleep(350 * time.Millisecond)
+	if after := errb.String(); after != before {
+		t.Fatalf("the progress bar drew after enqueue returned:\nbefore %q\nafter  %q", before, after)
+	}
 }
