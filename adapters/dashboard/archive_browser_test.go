@@ -57,6 +57,9 @@ func TestBrowserArchivedJobs(t *testing.T) {
 	if got := eval[string](t, ctx, `document.querySelector('[data-testid="summary-archived"]')?.textContent || ""`); !strings.Contains(got, "archive") {
 		t.Errorf("the job page's summary says archived %q", got)
 	}
+	if got := eval[[]bool](t, ctx, `['retry', 'cancel', 'delete'].map((a) => document.querySelector('[data-testid="action-' + a + '"]').disabled)`); len(got) != 3 || !got[0] || !got[1] || !got[2] {
+		t.Errorf("an archived job's Retry, Cancel and Delete disabled = %v; want all disabled (the archive is read only)", got)
+	}
 	step(t, ctx, "back to the live list", chromedp.Navigate(s.url+"/dashboard/#/jobs"))
 	waitRows(t, ctx, "the live list again", live)
 	if eval[bool](t, ctx, `document.querySelector('[data-testid="filter-archived"]').checked`) {

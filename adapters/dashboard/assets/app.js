@@ -11,6 +11,7 @@ import { mountWorkers } from './workers.js';
 import { mountPeriodic } from './periodic.js';
 import { mountQueues, mountQueue } from './queues.js';
 import { mountUnique } from './unique.js';
+import { mountKinds } from './kinds.js';
 
 function meta(name, fallback) {
   const el = document.querySelector(`meta[name="${name}"]`);
@@ -117,7 +118,7 @@ function showBanner(text) {
 // ---- routing -------------------------------------------------------------
 
 // parseRoute reads location.hash: #/ (overview), #/jobs?…, #/jobs/<id>,
-// #/queues, #/queues/<name>, #/periodic, #/workers, #/unique.
+// #/queues, #/queues/<name>, #/periodic, #/workers, #/unique, #/kinds.
 function parseRoute() {
   const raw = location.hash.replace(/^#/, '') || '/';
   const qi = raw.indexOf('?');
@@ -139,6 +140,7 @@ function parseRoute() {
   if (parts[0] === 'periodic' && parts.length === 1) return { name: 'periodic', params };
   if (parts[0] === 'workers' && parts.length === 1) return { name: 'workers', params };
   if (parts[0] === 'unique' && parts.length === 1) return { name: 'unique', params };
+  if (parts[0] === 'kinds' && parts.length === 1) return { name: 'kinds', params };
   return { name: 'missing', params };
 }
 
@@ -151,6 +153,7 @@ const mounts = {
   periodic: mountPeriodic,
   workers: mountWorkers,
   unique: mountUnique,
+  kinds: mountKinds,
   badJob: (ctx) => {
     let text = ctx.route.text;
     try { text = decodeURIComponent(text); } catch { /* shown as typed */ }

@@ -189,6 +189,12 @@ export function mountJob(ctx) {
     cancelBtn.title = cancelBtn.disabled ? `A ${j.state} job cannot be cancelled.` : '';
     deleteBtn.disabled = j.state === 'running';
     deleteBtn.title = j.state === 'running' ? 'A running job cannot be deleted; cancel it first.' : '';
+    if (j.archived) {
+      for (const b of [retryBtn, cancelBtn, deleteBtn]) {
+        b.disabled = true;
+        b.title = 'An archived job is kept as it finished: it cannot be retried, cancelled or deleted.';
+      }
+    }
 
     const sum = [
       ['Queue', j.queue], ['Kind', j.kind], ['State', j.state], ['Priority', j.priority],
@@ -309,7 +315,11 @@ export function mountJob(ctx) {
   return {
     async refresh() {
       try {
-        const res = await api.get(`/jobs/${id}`);
+        // While the job is not final the read is a short long-poll
+        // (GET /jobs/{id}?wait=1s): its end shows the moment it happens,
+        // not at the next poll.
+        const live = job && job.id === id && !FINAL.includes(job.state) && !job.archived;
+        const res = await api.get(`/jobs/${id}${live ? '?wait=1s' : ''}`);
         if (!ctx.alive()) return;
         if (!res.job || res.job.id !== id) throw new ApiError(500, null, 'The API answered with another job.');
         render(res.job);
