@@ -56,7 +56,8 @@ const (
 // written.
 //
 // It returns ErrNotFound (wrapped) for an id the store does not hold, or
-// a job deleted while it is waited for; ctx's error (ctx.Err()) when ctx
+// a job deleted while it is waited for (a job in the store's archive,
+// contract.Archiver, is found there: it is final); ctx's error (ctx.Err()) when ctx
 // ends first, so a timeout is context.DeadlineExceeded; ErrClosed once
 // the Client has stopped (Stop wakes every waiter with it); and the
 // store's error when the first read of the job fails. Store errors
@@ -82,7 +83,7 @@ func (c *Client) Wait(ctx context.Context, id int64) (*Job, error) {
 		return nil, fmt.Errorf("backlog: wait for job %d: %w", id, err)
 	}
 	defer c.waits.leave(w)
-	j, err := c.store.Get(ctx, id)
+	j, _, err := c.FindJob(ctx, id) // an archived job is final
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
@@ -126,7 +127,7 @@ func (c *Client) WaitTimeout(ctx context.Context, id int64, timeout time.Duratio
 	if id < 1 {
 		return nil, false, fmt.Errorf("backlog: wait for job %d: %w", id, ErrNotFound)
 	}
-	j, err = c.store.Get(ctx, id)
+	j, _, err = c.FindJob(ctx, id)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
@@ -409,11 +410,23 @@ func (h *waitHub) check(ctx context.Context, c *Client, ids []int64, gone map[in
 			h.mu.Unlock()
 		}
 	}
+	archive, _ := c.store.(contract.Archiver)
 	missing := func(id int64) {
+		// A job gone from the jobs table may have been archived (past
+		// its retention) between two rounds: it is final there.
+		var archived *Job
+		if g := gone[id]; g == nil && archive != nil {
+			rctx, cancel := context.WithTimeout(ctx, waitReadTimeout)
+			archived, _ = archive.GetArchived(rctx, id)
+			cancel()
+		}
 		h.mu.Lock()
-		if g := gone[id]; g != nil {
+		switch g := gone[id]; {
+		case g != nil:
 			h.answer(id, g, nil)
-		} else {
+		case archived != nil:
+			h.answer(id, archived, nil)
+		default:
 			h.answer(id, nil, ErrNotFound)
 		}
 		h.mu.Unlock()

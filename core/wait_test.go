@@ -597,3 +597,34 @@ func TestWaitWakesOnNotifiedFinish(t *testing.T) {
 		}
 	})
 }
+
+// A job already moved to the store's archive is final: Wait and
+// WaitTimeout return it from there instead of ErrNotFound.
+func TestWaitFindsArchivedJob(t *testing.T) {
+	st := memory.New()
+	c := newWaitClient(t, st)
+	ctx := context.Background()
+	r, err := c.EnqueueRaw(ctx, "k", nil, &core.Options{Queue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	claimed, err := st.Claim(ctx, contract.ClaimParams{Queue: "q", WorkerID: "w", Limit: 1, Now: now, LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	j := claimed[0]
+	if _, err := st.Finish(ctx, []contract.Outcome{{JobID: j.ID, WorkerID: j.WorkerID, ClaimSeq: j.ClaimSeq, Attempt: j.Attempt, Kind: contract.OutcomeComplete, At: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.Archive(ctx, contract.StateCompleted, now.Add(time.Second), 10); err != nil || n != 1 {
+		t.Fatalf("Archive: %d, %v", n, err)
+	}
+	got := recv(t, goWait(ctx, c, r.Job.ID))
+	if got.err != nil || got.job.State != core.StateCompleted || got.job.ID != r.Job.ID {
+		t.Fatalf("Wait on an archived job: %+v, %v", got.job, got.err)
+	}
+	if j, final, err := c.WaitTimeout(ctx, r.Job.ID, 0); err != nil || !final || j.State != core.StateCompleted {
+		t.Fatalf("WaitTimeout on an archived job: %+v, %v, %v", j, final, err)
+	}
+}
