@@ -2,6 +2,7 @@ package cli
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,7 +57,10 @@ func TestMigrateStatusAndSQL(t *testing.T) {
 			t.Parallel()
 			tg := mk(t)
 			st := decodeJSON[migrationStatus](t, mustCLI(t, tg.url, "-o", "json", "migrate", "status").stdout)
-			if st.Version != 0 || st.Newest < 10 || int64(len(st.Pending)) != st.Newest || !strings.HasPrefix(st.Pending[0], "00001_") {
+			// Every migration is pending, the newest last (numbers may
+			// have gaps: some are reserved for work on other branches).
+			if st.Version != 0 || st.Newest < 10 || len(st.Pending) < 10 || !strings.HasPrefix(st.Pending[0], "00001_") ||
+				!strings.HasPrefix(st.Pending[len(st.Pending)-1], fmt.Sprintf("%05d_", st.Newest)) {
 				t.Fatalf("status of a new store: %+v", st)
 			}
 			r := mustCLI(t, tg.url, "migrate", "status")
