@@ -165,6 +165,8 @@ var notServeWorkEnv = map[string]string{
 	"BACKLOG_SERVER":                  "the job server of the other commands; serve and work refuse it (work takes --server)",
 	"BACKLOG_INTERNAL_GROUP_WATCHDOG": "internal: set by backlog for its own handler watchdog",
 	"BACKLOG_CONTINUE_FILE":           "set for shell handlers (docs/cli.md), not read",
+	"BACKLOG_PROGRESS_FILE":           "set for shell handlers (docs/cli.md, docs/progress.md), not read",
+	"BACKLOG_JOB_CHECKPOINT":          "set for shell handlers (docs/progress.md), not read",
 }
 
 // docs/production.md lists every setting of serve and work in one table:
