@@ -20,6 +20,25 @@ var depsTests = []test{
 	{"deps/jobs-read-back-with-their-dependencies", testDepsReadBack},
 	{"deps/invalid-references-insert-nothing", testDepsInvalid},
 	{"deps/retry-of-a-waiting-job-is-invalid-state", testDepsRetryWaiting},
+	{"deps/waiting-job-past-its-deadline-is-discarded", testDepsDeadline},
+}
+
+func testDepsDeadline(e *env) {
+	e.deps()
+	a := e.insertOne(e.job("root", "k"))
+	p := e.after(a.ID)
+	p.Deadline = e.now.Add(lease)
+	j := e.insertOne(p)
+	after := e.insertOne(e.after(j.ID))
+	n, err := e.s.DiscardExpired(e.ctx, e.now.Add(2*lease), 100)
+	if err != nil {
+		e.Fatalf("DiscardExpired: %v", err)
+	}
+	if n != 1 {
+		e.Fatalf("DiscardExpired discarded %d jobs; want 1, the waiting job past its deadline", n)
+	}
+	e.expectState(j.ID, contract.StateDiscarded, "a waiting job whose deadline passed")
+	e.expectDependencyCancel(after.ID, j.ID, "its dependency was discarded past its deadline")
 }
 
 // deps skips unless the store implements contract.Dependencies.

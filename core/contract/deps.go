@@ -64,7 +64,9 @@ const (
 // deps/concurrent-settles-release-once).
 //
 // A waiting job can be cancelled or deleted like any job not running
-// (settling its own dependants); Retry of a waiting job returns
+// (settling its own dependants), and DiscardExpired discards it once its
+// deadline passed, as a pending job (rule
+// deps/waiting-job-past-its-deadline-is-discarded); Retry of a waiting job returns
 // ErrInvalidState (it would run before its dependencies). Stats counts
 // waiting jobs under StateWaiting; Get and List return DependsOn,
 // WaitingFor, OnDependencyFailure, Step and WorkflowID (rule

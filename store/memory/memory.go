@@ -546,7 +546,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 
 	now = contract.UTC(now)
 	expired := s.collect(limit, byID, func(j *contract.Job) bool {
-		return j.State.Pending() && !j.Deadline.IsZero() && j.Deadline.Before(now)
+		return (j.State.Pending() || j.State == contract.StateWaiting) && !j.Deadline.IsZero() && j.Deadline.Before(now)
 	})
 	for _, j := range expired {
 		old := j.State
