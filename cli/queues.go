@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,14 +50,19 @@ is paused and how many jobs it has in each state.`,
 					}
 					return writeJSON(a.env.stdout, stats)
 				}
+				// The WAITING column (jobs waiting for their
+				// dependencies) shows only when some queue has such jobs.
+				states := slices.DeleteFunc(slices.Clone(core.AllStates), func(s core.State) bool {
+					return s == core.StateWaiting && !slices.ContainsFunc(stats, func(q core.QueueStats) bool { return q.Counts[s] > 0 })
+				})
 				header := []string{"QUEUE", "PAUSED"}
-				for _, s := range core.AllStates {
+				for _, s := range states {
 					header = append(header, strings.ToUpper(string(s)))
 				}
 				t := newTable(a.env.stdout, header...)
 				for _, q := range stats {
 					row := []string{q.Queue, yesNo(q.Paused)}
-					for _, s := range core.AllStates {
+					for _, s := range states {
 						row = append(row, strconv.Itoa(q.Counts[s]))
 					}
 					t.row(row...)

@@ -239,7 +239,7 @@ func bulkFilter(action BulkAction, p ListParams) (ListParams, []contract.ArgsLea
 	p.States = slices.Clone(p.States)
 	for _, s := range p.States {
 		if !s.Valid() {
-			return p, nil, badFilter("state %q is not one of scheduled, available, running, retryable, completed, cancelled, discarded", s)
+			return p, nil, badFilter("state %q is not one of waiting, scheduled, available, running, retryable, completed, cancelled, discarded", s)
 		}
 		if action == BulkRunNow && !slices.Contains(RunNowStates, s) {
 			return p, nil, badFilter("run_now applies to scheduled and retryable jobs, not to %s ones (retry makes any job that is not running available)", s)

@@ -333,6 +333,10 @@ func (c *Client) prepare(ctx context.Context, jobs []InsertParams) ([]InsertPara
 			p.UniqueFingerprint = j.UniqueFingerprint
 			err = checkFingerprint(&p)
 		}
+		if err == nil {
+			p.DependsOn, p.DependsOnIndex, p.OnDependencyFailure, p.Step = j.DependsOn, j.DependsOnIndex, j.OnDependencyFailure, j.Step
+			err = c.checkDependencies(&p, i)
+		}
 		if err != nil {
 			if len(jobs) == 1 {
 				return nil, err

@@ -45,6 +45,7 @@ type (
 // package contract for each.
 const (
 	StateAvailable        = contract.StateAvailable
+	StateWaiting          = contract.StateWaiting
 	StateScheduled        = contract.StateScheduled
 	StateRunning          = contract.StateRunning
 	StateRetryable        = contract.StateRetryable

@@ -39,6 +39,17 @@ type Options struct {
 	Tags         []string          // capabilities a worker needs to run it (routing: see Store.Claim); none = any worker
 	Metadata     map[string]string // free-form key/values (correlation ids, …)
 	Deadline     time.Time         // discard if not finished by then; zero = none
+	// DependsOn names jobs, by id, that this job waits for: it is
+	// inserted waiting (StateWaiting) and becomes due once every one of
+	// them completed (see contract.Dependencies; at most
+	// MaxDependencies). Needs a store with dependencies, else
+	// ErrUnsupported. Jobs of one workflow name each other by step
+	// instead (Workflow).
+	DependsOn []int64
+	// OnDependencyFailure is what a dependency that ends cancelled,
+	// discarded or deleted does to this job: DependencyCancel (the
+	// default) cancels it, DependencyRun runs it all the same.
+	OnDependencyFailure DependencyPolicy
 }
 
 // Args is implemented by typed job arguments. Kind names the handler, and
@@ -75,6 +86,9 @@ func buildInsert(kind string, args []byte, opts *Options, now time.Time, lim lim
 		PartitionKey: o.PartitionKey,
 		Tags:         o.Tags,
 		Metadata:     o.Metadata,
+		DependsOn:    o.DependsOn,
+
+		OnDependencyFailure: o.OnDependencyFailure,
 	}
 	if p.Queue == "" {
 		p.Queue = DefaultQueue

@@ -95,6 +95,7 @@ func allTests() []test {
 		deadWorkerTests,
 		notifyTests,
 		notifyFinishTests,
+		depsTests,
 		semanticsTests,
 		closeTests,
 	)

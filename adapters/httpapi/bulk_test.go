@@ -148,7 +148,7 @@ func TestBulkRefusesBadInput(t *testing.T) {
 		{map[string]any{"action": "retry", "filter": map[string]any{}}, "filter must name at least one"},
 		{map[string]any{"action": "retry", "filter": map[string]any{"queue": "q"}, "limit": -1}, "limit must be 1..100000"},
 		{map[string]any{"action": "retry", "filter": map[string]any{"queue": "q"}, "limit": core.MaxBulkJobs + 1}, "limit must be"},
-		{map[string]any{"action": "retry", "filter": map[string]any{"states": []string{"lost"}}}, "is not one of scheduled"},
+		{map[string]any{"action": "retry", "filter": map[string]any{"states": []string{"lost"}}}, "is not one of waiting"},
 		{map[string]any{"action": "retry", "filter": map[string]any{"ids": []int64{0}}}, "job id 0 is not a positive integer"},
 		{map[string]any{"action": "retry", "filter": map[string]any{"ids": many}}, "over the limit of 1000"},
 		{map[string]any{"action": "retry", "filter": map[string]any{"args": map[string]any{"tags": []string{"x"}}}}, "arrays cannot be searched"},

@@ -380,7 +380,7 @@ func listParams(q url.Values) (core.ListParams, error) {
 				continue
 			}
 			if !core.State(st).Valid() {
-				return bad("state %q is not one of scheduled, available, running, retryable, completed, cancelled, discarded", st)
+				return bad("state %q is not one of waiting, scheduled, available, running, retryable, completed, cancelled, discarded", st)
 			}
 			p.States = append(p.States, core.State(st))
 		}

@@ -23,6 +23,7 @@ type State string
 // The job states. Completed, cancelled and discarded are final: the engine
 // never moves a job out of them by itself.
 const (
+	StateWaiting   State = "waiting"   // waits for the jobs it depends on (Dependencies); never claimed
 	StateScheduled State = "scheduled" // run_at is in the future
 	StateAvailable State = "available" // ready to claim
 	StateRunning   State = "running"   // claimed by one worker, under a lease
@@ -33,7 +34,7 @@ const (
 )
 
 // AllStates lists every state in life-cycle order.
-var AllStates = []State{StateScheduled, StateAvailable, StateRunning, StateRetryable, StateCompleted, StateCancelled, StateDiscarded}
+var AllStates = []State{StateWaiting, StateScheduled, StateAvailable, StateRunning, StateRetryable, StateCompleted, StateCancelled, StateDiscarded}
 
 // Final reports whether s is completed, cancelled or discarded.
 func (s State) Final() bool {
@@ -46,7 +47,7 @@ func (s State) Pending() bool {
 	return s == StateScheduled || s == StateAvailable || s == StateRetryable
 }
 
-// Valid reports whether s is one of the seven states.
+// Valid reports whether s is one of the eight states.
 func (s State) Valid() bool {
 	for _, v := range AllStates {
 		if v == s {
@@ -204,6 +205,22 @@ type Job struct {
 	// after it (at most MaxCheckpointBytes; ProgressRecorder): the next
 	// attempt of the same step receives it; a continuation clears it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// WorkflowID is the id of the workflow the job belongs to: the id of
+	// the first job of the Insert call whose jobs named a Step
+	// (Dependencies); 0 = none.
+	WorkflowID int64 `json:"workflow_id,omitempty"`
+	// Step is the job's name within its workflow ("" = none).
+	Step string `json:"step,omitempty"`
+	// DependsOn lists the ids of the jobs this job waits for, as
+	// inserted (InsertParams.DependsOn and the ids DependsOnIndex
+	// named), ascending; nil = none.
+	DependsOn []int64 `json:"depends_on,omitempty"`
+	// WaitingFor counts the dependencies not yet settled: above 0 only
+	// while the job is waiting.
+	WaitingFor int `json:"waiting_for,omitempty"`
+	// OnDependencyFailure is what a cancelled, discarded or deleted
+	// dependency does to the job (see DependencyPolicy).
+	OnDependencyFailure DependencyPolicy `json:"on_dependency_failure,omitempty"`
 }
 
 // InsertParams is one job to insert. The client validates and fills defaults
@@ -244,6 +261,22 @@ type InsertParams struct {
 	PartitionKey string
 	Tags         []string
 	Metadata     map[string]string
+	// DependsOn names jobs inserted by earlier calls, by id, that this
+	// job waits for; DependsOnIndex names jobs of the same Insert call,
+	// by their index in it, each below this job's own index (so the
+	// dependencies of one call form no cycle). Only a store that
+	// implements Dependencies is given either; together at most
+	// MaxDependencies distinct jobs.
+	DependsOn      []int64
+	DependsOnIndex []int
+	// OnDependencyFailure is what a dependency that ends cancelled,
+	// discarded or deleted does to this job (see DependencyPolicy).
+	OnDependencyFailure DependencyPolicy
+	// Step names the job within its workflow: the jobs of one Insert
+	// call that name a Step form a workflow, whose id (Job.WorkflowID)
+	// is the id of the first of them. At most MaxStepLen bytes of UTF-8,
+	// unique within the call; "" = none.
+	Step string
 }
 
 // UniqueScope says among which jobs a unique key must be unique.

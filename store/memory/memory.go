@@ -112,6 +112,10 @@ type Store struct {
 	// a second table of the same rows, read only by ListArchived and
 	// GetArchived.
 	archive map[int64]*contract.Job
+
+	// dependants maps a job id to the ids of the jobs waiting for it
+	// (contract.Dependencies, deps.go): the edges a settle follows.
+	dependants map[int64][]int64
 }
 
 // Compile-time checks of the interfaces Store implements.
@@ -125,6 +129,7 @@ var (
 	_ contract.UniqueHolder     = (*Store)(nil)
 	_ contract.ProgressRecorder = (*Store)(nil)
 	_ contract.Archiver         = (*Store)(nil)
+	_ contract.Dependencies     = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -142,6 +147,7 @@ func New() *Store {
 		settings:   make(map[string][]byte),
 		listeners:  make(map[chan contract.Notification]struct{}),
 		archive:    make(map[int64]*contract.Job),
+		dependants: make(map[int64][]int64),
 	}
 }
 
@@ -204,8 +210,12 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.Inser
 	defer s.mu.Unlock()
 
 	now = contract.UTC(now)
+	if err := s.checkDependencies(jobs); err != nil {
+		return nil, err
+	}
 	results := make([]contract.InsertResult, len(jobs))
 	var dueQueues []string
+	var workflowID int64
 	for i, p := range jobs {
 		sk := contract.ScopedUniqueKey(&p)
 		if h, ok := s.holds[sk]; sk != "" && ok {
@@ -236,12 +246,20 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.Inser
 			Metadata:     maps.Clone(p.Metadata),
 			CreatedAt:    now,
 		}
+		if p.Step != "" {
+			if workflowID == 0 {
+				workflowID = j.ID
+			}
+			j.WorkflowID, j.Step = workflowID, p.Step
+		}
 		if j.RunAt.After(now) {
 			j.State = contract.StateScheduled
-		} else if !slices.Contains(dueQueues, j.Queue) {
-			dueQueues = append(dueQueues, j.Queue)
 		}
 		s.jobs[j.ID] = j
+		s.addDependencies(j, &p, results[:i], now)
+		if j.State == contract.StateAvailable && !slices.Contains(dueQueues, j.Queue) {
+			dueQueues = append(dueQueues, j.Queue)
+		}
 		s.reindex(j, "")
 		results[i] = contract.InsertResult{Job: clone(j)}
 	}
@@ -344,6 +362,7 @@ func (s *Store) finish(o contract.Outcome) bool {
 	case contract.OutcomeComplete:
 		if o.Delete {
 			s.remove(j, at)
+			s.settle(j.ID, contract.StateCompleted, at)
 			return true
 		}
 		j.State = contract.StateCompleted
@@ -527,7 +546,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 
 	now = contract.UTC(now)
 	expired := s.collect(limit, byID, func(j *contract.Job) bool {
-		return j.State.Pending() && !j.Deadline.IsZero() && j.Deadline.Before(now)
+		return (j.State.Pending() || j.State == contract.StateWaiting) && !j.Deadline.IsZero() && j.Deadline.Before(now)
 	})
 	for _, j := range expired {
 		old := j.State
@@ -710,6 +729,9 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.J
 	if j.State == contract.StateRunning {
 		return nil, fmt.Errorf("memory: retry job %d: it is running: %w", id, contract.ErrInvalidState)
 	}
+	if j.State == contract.StateWaiting {
+		return nil, fmt.Errorf("memory: retry job %d: it waits for %d dependencies: %w", id, j.WaitingFor, contract.ErrInvalidState)
+	}
 	if _, ok := s.holdOf[j.ID]; j.UniqueKey != "" && !ok {
 		return nil, fmt.Errorf("memory: retry job %d: unique key %q has passed to another job: %w", id, j.UniqueKey, contract.ErrInvalidState)
 	}
@@ -743,6 +765,11 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 		return fmt.Errorf("memory: delete job %d: it is running (cancel it first): %w", id, contract.ErrInvalidState)
 	}
 	s.remove(j, j.FinishedAt)
+	if !j.State.Final() {
+		// A job deleted before its end settles its dependants as a
+		// cancel would; Delete takes no time, so the store's clock.
+		s.settle(j.ID, "", contract.UTC(time.Now()))
+	}
 	return nil
 }
 
@@ -1166,6 +1193,9 @@ func (s *Store) Close() error {
 // state after a change from state old ("" for a new job). Every state change
 // goes through it.
 func (s *Store) reindex(j *contract.Job, old contract.State) {
+	if old != "" && !old.Final() && j.State.Final() {
+		defer s.settle(j.ID, j.State, j.FinishedAt)
+	}
 	// Remove and re-add rather than update in place: the job's run_at (its
 	// position in the index) may have changed.
 	if old.Pending() {
@@ -1234,6 +1264,7 @@ func clone(j *contract.Job) *contract.Job {
 	c.Errors = slices.Clone(j.Errors)
 	c.Result = slices.Clone(j.Result)
 	c.Checkpoint = slices.Clone(j.Checkpoint)
+	c.DependsOn = slices.Clone(j.DependsOn)
 	if j.Progress != nil {
 		p := *j.Progress
 		c.Progress = &p

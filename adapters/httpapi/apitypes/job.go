@@ -76,6 +76,14 @@ type Job struct {
 	// Checkpoint is the JSON an attempt saved for the attempts after it
 	// (at most core.MaxCheckpointBytes); absent when there is none.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// WorkflowID, Step, DependsOn, WaitingFor and OnDependencyFailure
+	// are the job's place in a workflow and its dependencies
+	// (core.Job's; docs/workflows.md); absent when it has none.
+	WorkflowID          int64                 `json:"workflow_id,omitempty"`
+	Step                string                `json:"step,omitempty"`
+	DependsOn           []int64               `json:"depends_on,omitempty"`
+	WaitingFor          int                   `json:"waiting_for,omitempty"`
+	OnDependencyFailure core.DependencyPolicy `json:"on_dependency_failure,omitempty"`
 	// LeaseToken is set only on jobs returned by a claim: it names that
 	// one claim of the job (a later claim of the same job, even at the
 	// same attempt after a snooze, gets another token). A remote worker
@@ -102,6 +110,7 @@ func FromCore(j *core.Job) *Job {
 		UniqueKey: j.UniqueKey, PartitionKey: j.PartitionKey, Tags: j.Tags, Metadata: j.Metadata,
 		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
 		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil), Checkpoint: j.Checkpoint,
+		WorkflowID: j.WorkflowID, Step: j.Step, DependsOn: j.DependsOn, WaitingFor: j.WaitingFor, OnDependencyFailure: j.OnDependencyFailure,
 	}
 	if j.Progress != nil {
 		p := *j.Progress
@@ -164,6 +173,7 @@ func (j *Job) CoreJob() *core.Job {
 		Errors: j.Errors, Result: result, CreatedAt: j.CreatedAt,
 		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
 		LeaseUntil: j.LeaseUntil, Progress: j.Progress, Checkpoint: j.Checkpoint,
+		WorkflowID: j.WorkflowID, Step: j.Step, DependsOn: j.DependsOn, WaitingFor: j.WaitingFor, OnDependencyFailure: j.OnDependencyFailure,
 	}
 }
 
