@@ -92,12 +92,12 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	if len(h.argv) == 0 {
 		return nil, core.Permanent(fmt.Errorf("kind %q has no command", h.kind))
 	}
-	contFile, err := newContinueFile()
+	contFile, err := newHandlerFile("backlog-continue-*.json", "continue")
 	if err != nil {
 		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", err)}
 	}
 	defer os.Remove(contFile)
-	progFile, err := newProgressFile()
+	progFile, err := newHandlerFile("backlog-progress-*.jsonl", "progress")
 	if err != nil {
 		return nil, &shellError{msg: fmt.Sprintf("command did not start: %v", err)}
 	}
@@ -238,12 +238,14 @@ func (h *shellHandler) run(ctx context.Context, job *core.Job) ([]byte, error) {
 	return nil, &shellError{msg: withLastLine(msg, errTail), stderr: errTail}
 }
 
-// newContinueFile creates the empty file a command may write its next
-// step to, and returns its path.
-func newContinueFile() (string, error) {
-	f, err := os.CreateTemp("", "backlog-continue-*.json")
+// newHandlerFile creates an empty temporary file named after pattern
+// (os.CreateTemp) that a command may write to — its next step (the
+// continue file), its progress lines (the progress file) — and returns
+// its path; what names the file in the error.
+func newHandlerFile(pattern, what string) (string, error) {
+	f, err := os.CreateTemp("", pattern)
 	if err != nil {
-		return "", fmt.Errorf("create the continue file: %w", err)
+		return "", fmt.Errorf("create the %s file: %w", what, err)
 	}
 	return f.Name(), f.Close()
 }

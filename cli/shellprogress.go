@@ -39,16 +39,6 @@ type progressLine struct {
 	Checkpoint json.RawMessage `json:"checkpoint"`
 }
 
-// newProgressFile creates the empty file a command may append its
-// progress lines to, and returns its path.
-func newProgressFile() (string, error) {
-	f, err := os.CreateTemp("", "backlog-progress-*.jsonl")
-	if err != nil {
-		return "", fmt.Errorf("create the progress file: %w", err)
-	}
-	return f.Name(), f.Close()
-}
-
 // progressReader applies the complete lines appended to a progress file
 // since its last read, in order.
 type progressReader struct {

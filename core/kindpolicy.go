@@ -51,19 +51,7 @@ type RetryDescription struct {
 func DescribeRetry(p RetryPolicy) RetryDescription {
 	switch r := p.(type) {
 	case ExponentialBackoff:
-		base, maxD, jitter := r.Base, r.Max, r.Jitter
-		if base <= 0 {
-			base = time.Second
-		}
-		if maxD <= 0 {
-			maxD = 24 * time.Hour
-		}
-		switch {
-		case jitter < 0:
-			jitter = 0
-		case jitter == 0 || jitter > 1:
-			jitter = 0.25
-		}
+		base, maxD, jitter := r.settings()
 		return RetryDescription{Policy: "exponential", BaseSeconds: base.Seconds(), MaxSeconds: maxD.Seconds(), Jitter: jitter}
 	case *ExponentialBackoff:
 		if r != nil {

@@ -30,9 +30,10 @@ type ExponentialBackoff struct {
 	Jitter float64       // ± fraction of the wait, 0..1; 0 means 0.25, negative none
 }
 
-// NextRetry implements RetryPolicy.
-func (e ExponentialBackoff) NextRetry(job *Job, _ error) time.Duration {
-	base, maxD, jitter := e.Base, e.Max, e.Jitter
+// settings returns e's Base, Max and Jitter with the zero values'
+// defaults filled in (1 s, 24 h, 0.25; a negative Jitter is 0).
+func (e ExponentialBackoff) settings() (base, maxD time.Duration, jitter float64) {
+	base, maxD, jitter = e.Base, e.Max, e.Jitter
 	if base <= 0 {
 		base = time.Second
 	}
@@ -45,6 +46,12 @@ func (e ExponentialBackoff) NextRetry(job *Job, _ error) time.Duration {
 	case jitter == 0 || jitter > 1:
 		jitter = 0.25
 	}
+	return base, maxD, jitter
+}
+
+// NextRetry implements RetryPolicy.
+func (e ExponentialBackoff) NextRetry(job *Job, _ error) time.Duration {
+	base, maxD, jitter := e.settings()
 	n := max(job.Attempt, 1)
 	d := float64(base) * math.Pow(2, float64(n-1))
 	d = min(d, float64(maxD))
