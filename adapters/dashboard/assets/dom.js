@@ -166,3 +166,41 @@ export function setBadge(el, value) {
   setText(el, v);
   setData(el, 'value', v);
 }
+
+// zoneName is the browser's time zone (an IANA name such as Europe/Berlin).
+export function zoneName() {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
+  } catch {
+    return 'local time';
+  }
+}
+
+// zoneAbbr is the short name of the browser's zone at the instant d (CET,
+// GMT+2, UTC).
+function zoneAbbr(d) {
+  try {
+    const part = new Intl.DateTimeFormat('en-US', { timeZoneName: 'short' }).formatToParts(d).find((p) => p.type === 'timeZoneName');
+    return part ? part.value : '';
+  } catch {
+    return '';
+  }
+}
+
+// fmtZoned shows an RFC 3339 time in the browser's zone, labelled with the
+// zone: "2026-11-24 23:01:02 CET".
+export function fmtZoned(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return `${fmtTime(iso)} ${zoneAbbr(d)}`.trim();
+}
+
+// timeTitle is the hover text of a time: local with the zone's name, and
+// UTC.
+export function timeTitle(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return `${fmtZoned(iso)} (${zoneName()}) · ${d.toISOString().replace(/\.\d+Z$/, 'Z')} UTC`;
+}

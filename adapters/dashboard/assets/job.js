@@ -6,8 +6,7 @@
 // problem detail).
 
 import { ApiError } from './api.js';
-import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtDuration, serverNow, prettyJSON } from './dom.js';
-import { fmtZoned, timeTitle } from './jobs.js';
+import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtDuration, serverNow, prettyJSON, fmtZoned, timeTitle } from './dom.js';
 import { progressBar, setProgress } from './progress.js';
 
 const FINAL = ['completed', 'cancelled', 'discarded'];

@@ -14,51 +14,13 @@
 // archived=true); archived jobs take no bulk actions.
 
 import { query } from './api.js';
-import { h, setText, setData, reconcile, badge, setBadge, fmtAgo, fmtTime, fmtDuration, serverNow, preview, jobHref } from './dom.js';
+import { h, setText, setData, reconcile, badge, setBadge, fmtAgo, fmtDuration, serverNow, preview, jobHref, fmtZoned, timeTitle, zoneName } from './dom.js';
 import { progressBar, setProgress } from './progress.js';
 import { STATES } from './overview.js';
 
 const PAGE = 50;
 const FINAL = ['completed', 'cancelled', 'discarded'];
 const RUN_NOW = ['scheduled', 'retryable']; // the states run_now applies to
-
-// zoneName is the browser's time zone (an IANA name such as Europe/Berlin).
-export function zoneName() {
-  try {
-    return Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
-  } catch {
-    return 'local time';
-  }
-}
-
-// zoneAbbr is the short name of the browser's zone at the instant d (CET,
-// GMT+2, UTC).
-function zoneAbbr(d) {
-  try {
-    const part = new Intl.DateTimeFormat('en-US', { timeZoneName: 'short' }).formatToParts(d).find((p) => p.type === 'timeZoneName');
-    return part ? part.value : '';
-  } catch {
-    return '';
-  }
-}
-
-// fmtZoned shows an RFC 3339 time in the browser's zone, labelled with the
-// zone: "2026-11-24 23:01:02 CET".
-export function fmtZoned(iso) {
-  if (!iso) return '';
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return String(iso);
-  return `${fmtTime(iso)} ${zoneAbbr(d)}`.trim();
-}
-
-// timeTitle is the hover text of a time: local with the zone's name, and
-// UTC.
-export function timeTitle(iso) {
-  if (!iso) return '';
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return String(iso);
-  return `${fmtZoned(iso)} (${zoneName()}) · ${d.toISOString().replace(/\.\d+Z$/, 'Z')} UTC`;
-}
 
 // lastError is the first line of a job's newest error entry, and its whole
 // text.

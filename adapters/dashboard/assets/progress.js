@@ -2,8 +2,7 @@
 // attempt last reported (job.progress: {percent 0..100, message, at}),
 // shown while the job runs and hidden otherwise.
 
-import { h, setText, setData } from './dom.js';
-import { timeTitle } from './jobs.js';
+import { h, setText, setData, timeTitle } from './dom.js';
 
 // progressBar returns the (hidden) element setProgress fills; testid
 // names it, its <progress> (testid-bar) and its label (testid-label).

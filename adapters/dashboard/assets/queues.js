@@ -11,8 +11,7 @@
 // admin role the screens are read-only and say so.
 
 import { ApiError, seg } from './api.js';
-import { h, setText, setData, reconcile, fill, badge, setBadge, fmtAgo, fmtTime } from './dom.js';
-import { fmtZoned, timeTitle, zoneName } from './jobs.js';
+import { h, setText, setData, reconcile, fill, badge, setBadge, fmtAgo, fmtTime, fmtZoned, timeTitle, zoneName } from './dom.js';
 import { STATES } from './overview.js';
 
 // WORKERS_PREFIX is core.WorkersMetadataPrefix.
