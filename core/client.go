@@ -471,8 +471,13 @@ func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
 // (ascending, or descending when p.Desc), starting after p.AfterID when it
 // is non-zero: pass the last id of a page to get the next. p.Limit caps the
 // page (0 means 100); a page shorter than its limit is the last. Jobs are
-// returned as stored, sealed values sealed (see GetJob).
+// returned as stored, sealed values sealed (see GetJob). A WorkflowID
+// filter on a store without contract.Dependencies returns an error
+// wrapping ErrUnsupported.
 func (c *Client) ListJobs(ctx context.Context, p ListParams) ([]*Job, error) {
+	if _, ok := c.store.(contract.Dependencies); p.WorkflowID != 0 && !ok {
+		return nil, fmt.Errorf("backlog: jobs of workflow %d: %w (the store does not implement contract.Dependencies)", p.WorkflowID, ErrUnsupported)
+	}
 	return c.store.List(ctx, p)
 }
 

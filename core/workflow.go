@@ -12,6 +12,10 @@ import (
 // DependencyPolicy and its values: see contract.DependencyPolicy.
 type DependencyPolicy = contract.DependencyPolicy
 
+// DependencyEnds counts a job's settled dependencies by their end; see
+// contract.DependencyEnds.
+type DependencyEnds = contract.DependencyEnds
+
 // The dependency policies (contract.DependencyCancel, DependencyRun) and
 // limits.
 const (
@@ -28,7 +32,7 @@ const (
 // index not below i, an id below 1, too many, a bad step name or policy
 // are ErrInvalidJob.
 func (c *Client) checkDependencies(p *InsertParams, i int) error {
-	if len(p.DependsOn) == 0 && len(p.DependsOnIndex) == 0 && p.Step == "" && p.OnDependencyFailure == DependencyCancel {
+	if len(p.DependsOn) == 0 && len(p.DependsOnIndex) == 0 && p.Step == "" && !p.InWorkflow && p.OnDependencyFailure == DependencyCancel {
 		return nil
 	}
 	if _, ok := c.store.(contract.Dependencies); !ok {

@@ -21,6 +21,82 @@ var depsTests = []test{
 	{"deps/invalid-references-insert-nothing", testDepsInvalid},
 	{"deps/retry-of-a-waiting-job-is-invalid-state", testDepsRetryWaiting},
 	{"deps/waiting-job-past-its-deadline-is-discarded", testDepsDeadline},
+	{"deps/dependency-ends-are-counted", testDepsEndsCounted},
+	{"deps/list-by-workflow", testDepsListByWorkflow},
+}
+
+// testDepsEndsCounted: DependencyEnds counts the settled dependencies by
+// their end, from insert on (a deleted one as cancelled), for the run
+// policy to its release and for the cancel policy up to its cancel.
+func testDepsEndsCounted(e *env) {
+	e.deps()
+	done := e.insertOne(e.job("ends", "k"))
+	e.finishAs(done, contract.OutcomeComplete, false)
+	var open [4]*contract.Job
+	for i := range open {
+		open[i] = e.insertOne(e.job(fmt.Sprintf("ends%d", i), "k"))
+	}
+	ids := []int64{done.ID, open[0].ID, open[1].ID, open[2].ID, open[3].ID}
+	run := e.after(ids...)
+	run.OnDependencyFailure = contract.DependencyRun
+	r := e.insertOne(run)
+	c := e.insertOne(e.after(ids...))
+	want := contract.DependencyEnds{Completed: 1}
+	for _, j := range []*contract.Job{r, c, e.get(r.ID)} {
+		if j.DependencyEnds != want {
+			e.Fatalf("a job inserted after one of its 5 dependencies completed has DependencyEnds %+v; want %+v", j.DependencyEnds, want)
+		}
+	}
+	// The delete first: Delete takes no time, and the store's own clock
+	// may be before the test's (see deps/deleted-dependency-counts-as-cancelled).
+	if err := e.s.Delete(e.ctx, open[3].ID); err != nil {
+		e.Fatalf("Delete: %v", err)
+	}
+	if _, err := e.s.Cancel(e.ctx, open[2].ID, e.now); err != nil {
+		e.Fatalf("Cancel: %v", err)
+	}
+	e.finishAs(open[1], contract.OutcomeDiscard, false)
+	e.finishAs(open[0], contract.OutcomeComplete, false)
+	got := e.expectState(r.ID, contract.StateAvailable, "the run policy's dependencies all ended")
+	if want := (contract.DependencyEnds{Completed: 2, Discarded: 1, Cancelled: 2}); got.DependencyEnds != want {
+		e.Fatalf("DependencyEnds after two completed, one discarded, one cancelled and one deleted dependency: %+v; want %+v", got.DependencyEnds, want)
+	}
+	got = e.expectState(c.ID, contract.StateCancelled, "the cancel policy's dependency was deleted")
+	if want := (contract.DependencyEnds{Completed: 1, Cancelled: 1}); got.DependencyEnds != want {
+		e.Fatalf("DependencyEnds of the job cancelled by a deleted dependency: %+v; want %+v (counted up to its cancel)", got.DependencyEnds, want)
+	}
+	if got := e.claimOne("deps", "w"); got.ID != r.ID || got.DependencyEnds.Total() != 5 {
+		e.Fatalf("Claim returned job %d with DependencyEnds %+v; want job %d carrying its 5 ends", got.ID, got.DependencyEnds, r.ID)
+	}
+}
+
+// testDepsListByWorkflow: the jobs of one Insert call that name a Step or
+// set InWorkflow share the first one's id as WorkflowID, and
+// ListParams.WorkflowID keeps them.
+func testDepsListByWorkflow(e *env) {
+	e.deps()
+	e.insertOne(e.job("wf", "other"))
+	member, step, outside := e.job("wf", "k"), e.job("wf", "k"), e.job("wf", "k")
+	member.InWorkflow = true
+	step.Step = "callback"
+	step.DependsOnIndex = []int{0}
+	got := e.insert(outside, member, step)
+	if got[0].WorkflowID != 0 || got[1].WorkflowID != got[1].ID || got[2].WorkflowID != got[1].ID {
+		e.Fatalf("Insert returned workflow ids %d, %d, %d; want 0 (neither step nor InWorkflow), then the first member's id %d twice",
+			got[0].WorkflowID, got[1].WorkflowID, got[2].WorkflowID, got[1].ID)
+	}
+	e.insert(e.job("wf", "k")) // a later call: no workflow
+	js := e.list(contract.ListParams{WorkflowID: got[1].ID, Limit: 10})
+	if len(js) != 2 || js[0].ID != got[1].ID || js[1].ID != got[2].ID || js[0].WorkflowID != got[1].ID {
+		ids := make([]int64, len(js))
+		for i, j := range js {
+			ids[i] = j.ID
+		}
+		e.Fatalf("List with WorkflowID %d returned jobs %v; want [%d %d]", got[1].ID, ids, got[1].ID, got[2].ID)
+	}
+	if js := e.list(contract.ListParams{WorkflowID: got[1].ID, States: []contract.State{contract.StateWaiting}, Limit: 10}); len(js) != 1 || js[0].Step != "callback" {
+		e.Fatalf("List with WorkflowID and state waiting returned %d jobs; want the callback step", len(js))
+	}
 }
 
 func testDepsDeadline(e *env) {

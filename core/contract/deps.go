@@ -20,8 +20,9 @@ func (p DependencyPolicy) Valid() bool { return p == DependencyCancel || p == De
 
 // Limits of dependencies and workflows.
 const (
-	// MaxDependencies is the most jobs one job may depend on.
-	MaxDependencies = 1000
+	// MaxDependencies is the most jobs one job may depend on: a batch's
+	// callback depends on every job of the batch.
+	MaxDependencies = 100_000
 	// MaxStepLen is the longest step name, in bytes.
 	MaxStepLen = 255
 	// CauseDependency is the Cause of the error entry of a job cancelled
@@ -62,6 +63,14 @@ const (
 // once, whichever settles its last dependency and however many handles
 // settle dependencies at once (rule
 // deps/concurrent-settles-release-once).
+//
+// Job.DependencyEnds counts the settled dependencies by their end (a
+// deleted one as cancelled), from insert on, up to the one that released
+// or cancelled the job (rule deps/dependency-ends-are-counted).
+//
+// The jobs of one Insert call that name a Step or set InWorkflow carry
+// the id of the first of them as WorkflowID, and ListParams.WorkflowID
+// keeps the jobs of one workflow (rule deps/list-by-workflow).
 //
 // A waiting job can be cancelled or deleted like any job not running
 // (settling its own dependants), and DiscardExpired discards it once its

@@ -205,9 +205,9 @@ type Job struct {
 	// after it (at most MaxCheckpointBytes; ProgressRecorder): the next
 	// attempt of the same step receives it; a continuation clears it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
-	// WorkflowID is the id of the workflow the job belongs to: the id of
-	// the first job of the Insert call whose jobs named a Step
-	// (Dependencies); 0 = none.
+	// WorkflowID is the id of the workflow (or batch) the job belongs
+	// to: the id of the first job of the Insert call that named a Step or
+	// set InWorkflow (Dependencies); 0 = none.
 	WorkflowID int64 `json:"workflow_id,omitempty"`
 	// Step is the job's name within its workflow ("" = none).
 	Step string `json:"step,omitempty"`
@@ -221,7 +221,22 @@ type Job struct {
 	// OnDependencyFailure is what a cancelled, discarded or deleted
 	// dependency does to the job (see DependencyPolicy).
 	OnDependencyFailure DependencyPolicy `json:"on_dependency_failure,omitempty"`
+	// DependencyEnds counts the job's settled dependencies by how they
+	// ended (Dependencies): a batch's callback reads in it how the batch
+	// went. Final once the job leaves StateWaiting.
+	DependencyEnds DependencyEnds `json:"dependency_ends,omitzero"`
 }
+
+// DependencyEnds counts settled dependencies by their end. A dependency
+// deleted before its end counts as cancelled.
+type DependencyEnds struct {
+	Completed int `json:"completed,omitempty"`
+	Cancelled int `json:"cancelled,omitempty"`
+	Discarded int `json:"discarded,omitempty"`
+}
+
+// Total is the number of settled dependencies.
+func (e DependencyEnds) Total() int { return e.Completed + e.Cancelled + e.Discarded }
 
 // InsertParams is one job to insert. The client validates and fills defaults
 // before a store sees it, so stores may assume: Queue and Kind non-empty,
@@ -273,10 +288,13 @@ type InsertParams struct {
 	// discarded or deleted does to this job (see DependencyPolicy).
 	OnDependencyFailure DependencyPolicy
 	// Step names the job within its workflow: the jobs of one Insert
-	// call that name a Step form a workflow, whose id (Job.WorkflowID)
-	// is the id of the first of them. At most MaxStepLen bytes of UTF-8,
-	// unique within the call; "" = none.
+	// call that name a Step or set InWorkflow form a workflow, whose id
+	// (Job.WorkflowID) is the id of the first of them. At most
+	// MaxStepLen bytes of UTF-8, unique within the call; "" = none.
 	Step string
+	// InWorkflow puts the job in its Insert call's workflow without a
+	// Step name (the jobs of a batch).
+	InWorkflow bool
 }
 
 // UniqueScope says among which jobs a unique key must be unique.

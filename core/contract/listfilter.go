@@ -233,7 +233,7 @@ func scalarEqual(v any, l ArgsLeaf) bool {
 }
 
 // Matches reports whether j passes the filters of p: Queue, Kind,
-// WorkerID, States and ArgsContains (an invalid pattern matches nothing).
+// WorkerID, WorkflowID, States and ArgsContains (an invalid pattern matches nothing).
 // Paging fields (AfterID, Desc, Limit) are ignored. It is the reference
 // meaning of List's filters; the memory store and bulk actions use it.
 func (p ListParams) Matches(j *Job) bool {
@@ -241,6 +241,7 @@ func (p ListParams) Matches(j *Job) bool {
 	case p.Queue != "" && j.Queue != p.Queue,
 		p.Kind != "" && j.Kind != p.Kind,
 		p.WorkerID != "" && j.WorkerID != p.WorkerID,
+		p.WorkflowID != 0 && j.WorkflowID != p.WorkflowID,
 		len(p.States) > 0 && !slices.Contains(p.States, j.State):
 		return false
 	}

@@ -452,6 +452,9 @@ type ListParams struct {
 	// Meant for listings, not for claims.
 	ByRunAt    bool
 	AfterRunAt time.Time
+	// WorkflowID, when set, keeps the jobs of that workflow or batch
+	// (Job.WorkflowID; stores that implement Dependencies).
+	WorkflowID int64
 }
 
 // ListAfter reports whether j comes after p's keyset cursor (AfterID, and

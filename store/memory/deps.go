@@ -74,10 +74,12 @@ func (s *Store) addDependencies(j *contract.Job, p *contract.InsertParams, earli
 		if d == nil {
 			d = s.archive[id]
 		}
-		switch {
-		case !d.State.Final():
+		if !d.State.Final() {
 			open = append(open, id)
-		case d.State != contract.StateCompleted && j.OnDependencyFailure == contract.DependencyCancel:
+			continue
+		}
+		countEnd(&j.DependencyEnds, d.State)
+		if d.State != contract.StateCompleted && j.OnDependencyFailure == contract.DependencyCancel {
 			s.cancelForDependency(j, id, d.State, now)
 			return
 		}
@@ -127,6 +129,7 @@ func (s *Store) settle(id int64, ended contract.State, now time.Time) {
 			continue // deleted or cancelled meanwhile
 		}
 		old := d.State
+		countEnd(&d.DependencyEnds, ended)
 		if ended != contract.StateCompleted && d.OnDependencyFailure == contract.DependencyCancel {
 			s.cancelForDependency(d, id, ended, now)
 			s.reindex(d, old)
@@ -141,6 +144,19 @@ func (s *Store) settle(id int64, ended contract.State, now time.Time) {
 		if d.State == contract.StateAvailable {
 			s.notify(contract.Notification{Kind: contract.NotifyInsert, Queue: d.Queue})
 		}
+	}
+}
+
+// countEnd counts a dependency that ended in state `ended` ("" =
+// deleted, counted as cancelled) in e.
+func countEnd(e *contract.DependencyEnds, ended contract.State) {
+	switch ended {
+	case contract.StateCompleted:
+		e.Completed++
+	case contract.StateDiscarded:
+		e.Discarded++
+	default:
+		e.Cancelled++
 	}
 }
 

@@ -246,7 +246,7 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.Inser
 			Metadata:     maps.Clone(p.Metadata),
 			CreatedAt:    now,
 		}
-		if p.Step != "" {
+		if p.Step != "" || p.InWorkflow {
 			if workflowID == 0 {
 				workflowID = j.ID
 			}
