@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -174,7 +175,7 @@ func (s *Server) submitBatchJobs(w http.ResponseWriter, r *http.Request) error {
 		ps    []core.InsertParams
 		names []string
 	)
-	add := func(sr *SubmitRequest, prefix string, to func(kind string, args []byte, opts *core.Options)) error {
+	add := func(sr *SubmitRequest, prefix string, callback bool, to func(kind string, args []byte, opts *core.Options)) error {
 		opts, args, err := s.submitOptions(sr, now, cid, prefix)
 		if err != nil {
 			return err
@@ -183,23 +184,29 @@ func (s *Server) submitBatchJobs(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		if callback && len(req.Metadata) > 0 {
+			// Checked as the callback will hold it (core.Batch.Metadata).
+			md := maps.Clone(req.Metadata)
+			maps.Copy(md, p.Metadata)
+			p.Metadata = md
+		}
 		ps, names = append(ps, p), append(names, prefix)
 		to(sr.Kind, args, &opts)
 		return nil
 	}
 	for i := range req.Jobs {
-		err := add(&req.Jobs[i], fmt.Sprintf("jobs[%d]: ", i), func(kind string, args []byte, opts *core.Options) { b.AddRaw(kind, args, opts) })
+		err := add(&req.Jobs[i], fmt.Sprintf("jobs[%d]: ", i), false, func(kind string, args []byte, opts *core.Options) { b.AddRaw(kind, args, opts) })
 		if err != nil {
 			return err
 		}
 	}
 	if req.OnFinish != nil {
-		if err := add(req.OnFinish, "on_finish: ", func(kind string, args []byte, opts *core.Options) { b.OnFinishRaw(kind, args, opts) }); err != nil {
+		if err := add(req.OnFinish, "on_finish: ", true, func(kind string, args []byte, opts *core.Options) { b.OnFinishRaw(kind, args, opts) }); err != nil {
 			return err
 		}
 	}
 	if req.OnSuccess != nil {
-		if err := add(req.OnSuccess, "on_success: ", func(kind string, args []byte, opts *core.Options) { b.OnSuccessRaw(kind, args, opts) }); err != nil {
+		if err := add(req.OnSuccess, "on_success: ", true, func(kind string, args []byte, opts *core.Options) { b.OnSuccessRaw(kind, args, opts) }); err != nil {
 			return err
 		}
 	}

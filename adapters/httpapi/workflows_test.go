@@ -209,3 +209,28 @@ func TestWorkflowsUnsupported(t *testing.T) {
 	wantProblem(t, h.do("POST", "/v1/workflows/1/cancel", nil), SlugNotSupported)
 	wantProblem(t, h.do("GET", "/v1/jobs?workflow_id=1", nil), SlugNotSupported)
 }
+
+// A producer may not set reserved metadata keys on a step, a batch's job
+// or, through the batch's metadata, its callbacks; the admin may.
+func TestWorkflowReservedMetadata(t *testing.T) {
+	h := newHarness(t, memory.New(), core.Config{AllowUnknownKinds: true}, Config{Tokens: Tokens{Producer: "p", Admin: "a"}})
+	producer, admin := "p", "a"
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v1/workflows", map[string]any{"steps": []map[string]any{{"name": "a", "kind": "k", "metadata": map[string]string{"backlog.periodic": "x"}}}}},
+		{"/v1/batches", map[string]any{"jobs": []map[string]any{{"kind": "k", "metadata": map[string]string{"backlog.periodic": "x"}}}}},
+		{"/v1/batches", map[string]any{"jobs": []map[string]any{{"kind": "k"}}, "on_finish": map[string]any{"kind": "k"}, "metadata": map[string]string{"backlog.periodic": "x"}}},
+	} {
+		p := wantProblem(t, h.send(req{method: "POST", path: c.path, body: c.body, token: &producer}), SlugInvalidRequest)
+		if !strings.Contains(p.Detail, "reserved") {
+			t.Fatalf("POST %s: %s", c.path, p.Detail)
+		}
+		if r := h.send(req{method: "POST", path: c.path, body: c.body, token: &admin}); r.status != http.StatusCreated {
+			t.Fatalf("POST %s with the admin token: %d %s", c.path, r.status, r.body)
+		}
+	}
+	// Cancel needs the admin token.
+	wantProblem(t, h.send(req{method: "POST", path: "/v1/workflows/1/cancel", token: &producer}), SlugForbidden)
+}
