@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -226,5 +227,36 @@ func TestWorkflowStoreOps(t *testing.T) {
 	}
 	if res, err := o.CancelWorkflow(ctx, b.ID, true); err != nil || res.Applied != 3 {
 		t.Fatalf("CancelWorkflow(batch) = %+v, %v", res, err)
+	}
+}
+
+// workflows cancel asks on a terminal: only y or yes cancels; a workflow
+// already done has nothing to ask about.
+func TestWorkflowsCancelPrompt(t *testing.T) {
+	t.Parallel()
+	url := serveMemory(t, httpapi.Tokens{})
+	r := cliIn(t, "", testWorkflowBody, "--server", url, "workflows", "submit", "-", "-o", "json")
+	id := strconv.FormatInt(decodeJSON[httpapi.WorkflowResponse](t, r.stdout).ID, 10)
+	atTerminal := func(answer string, args ...string) result {
+		e, out, errb := testEnv("")
+		e.stdin = struct {
+			io.Reader
+			io.Writer
+		}{strings.NewReader(answer), io.Discard}
+		e.isTerminal = func(io.Writer) bool { return true }
+		code := run(context.Background(), e, append([]string{"--server", url}, args...))
+		return result{code: code, stdout: out.String(), stderr: errb.String()}
+	}
+	for _, answer := range []string{"", "n\n", "maybe\n"} {
+		r := atTerminal(answer, "workflows", "cancel", id)
+		if r.code != 0 || !strings.Contains(r.stderr, "cancel workflow "+id+" (3 jobs not final)? [y/N] ") || !strings.Contains(r.stderr, "nothing changed") {
+			t.Fatalf("answer %q: %s", answer, r)
+		}
+	}
+	if r := atTerminal("y\n", "workflows", "cancel", id); r.code != 0 || !strings.Contains(r.stdout, "3 jobs matched") {
+		t.Fatalf("answer y: %s", r)
+	}
+	if r := atTerminal("", "workflows", "cancel", id); r.code != 0 || !strings.Contains(r.stdout, "is done: nothing to cancel") || strings.Contains(r.stderr, "[y/N]") {
+		t.Fatalf("a done workflow: %s", r)
 	}
 }
