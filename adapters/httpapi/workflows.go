@@ -480,7 +480,7 @@ func (s *Server) cancelFlow(w http.ResponseWriter, r *http.Request, batch bool) 
 	if err != nil {
 		return err
 	}
-	if len(first) == 0 || first[0].ID != id || (first[0].Step == "") != batch {
+	if len(first) == 0 || (first[0].ID == id && first[0].Step == "") != batch { // as core.WorkflowStatus tells a batch
 		return flowNotFound(what, id)
 	}
 	if err := s.heavy.acquire(ctx); err != nil {
