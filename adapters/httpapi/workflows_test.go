@@ -83,6 +83,7 @@ func TestWorkflowRefused(t *testing.T) {
 		{"priority", []map[string]any{{"name": "a", "kind": "k"}, {"name": "b", "kind": "k", "priority": 11}}, SlugInvalidJob, "steps[1]: priority"},
 		{"policy", []map[string]any{{"name": "a", "kind": "k", "on_dependency_failure": "maybe"}}, SlugInvalidJob, "on_dependency_failure"},
 		{"dependency", []map[string]any{{"name": "a", "kind": "k", "depends_on": []int64{0}}}, SlugInvalidJob, "depends_on"},
+		{"missing dependency", []map[string]any{{"name": "a", "kind": "k", "depends_on": []int64{999}}}, SlugInvalidJob, "does not exist"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := h.do("POST", "/v1/workflows", map[string]any{"steps": c.steps})
