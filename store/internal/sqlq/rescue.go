@@ -115,8 +115,8 @@ func (s *Store) handBack(ctx context.Context, now time.Time, limit int, decide c
 	return out, err
 }
 
-// DiscardExpired moves up to limit pending jobs whose deadline is before
-// now to discarded (FinishedAt=now) with a "deadline passed" error entry and
+// DiscardExpired moves up to limit pending or waiting jobs whose deadline
+// is before now to discarded (FinishedAt=now) with a "deadline passed" error entry and
 // returns how many.
 func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if limit <= 0 {
@@ -126,7 +126,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 	var n int
 	err := s.tx(ctx, func(c Conn) error {
 		b := newBuilder(s.d, 2)
-		b.w("SELECT id, version, attempt, deadline FROM ", s.t.Jobs, " WHERE ", s.pending(),
+		b.w("SELECT id, version, attempt, deadline FROM ", s.t.Jobs, " WHERE (", s.pending(), " OR state = 'waiting')",
 			" AND deadline IS NOT NULL AND deadline < ", b.arg(s.d.Time(now)), " ORDER BY deadline, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
 		rows, err := c.Query(ctx, b.String(), b.args...)
 		if err != nil {
@@ -155,7 +155,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 		}
 		rows.Close()
 		applied, err := s.applyChanges(ctx, c, chs, func(b *builder) {
-			b.w(s.t.Jobs, ".state IN ", pendingIn)
+			b.w(s.t.Jobs, ".state IN ('waiting',", pendingIn[1:])
 		})
 		if err != nil {
 			return err

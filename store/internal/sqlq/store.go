@@ -216,7 +216,8 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.
 // Retry makes a job that is not running available now (RunAt=now,
 // FinishedAt and lease cleared; MaxAttempts raised to Attempt+1 when its
 // attempts are used up) and returns it. Running jobs return
-// ErrInvalidState, as does a job with a unique key whose hold has passed
+// ErrInvalidState, as do waiting ones (they would run before their
+// dependencies), as does a job with a unique key whose hold has passed
 // to another job. The job's hold is locked first, so no insert takes it
 // over while the job becomes live again.
 func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
@@ -238,7 +239,7 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.J
 		b := newBuilder(s.d, 2)
 		b.w("UPDATE ", s.t.Jobs, " SET state = 'available', run_at = ", b.arg(s.d.Time(now)),
 			", finished_at = NULL, lease_until = NULL, max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END",
-			", version = version + 1 WHERE id = ", b.arg(id), " AND state <> 'running'")
+			", version = version + 1 WHERE id = ", b.arg(id), " AND state NOT IN ('running','waiting')")
 		j, err := s.updateOne(ctx, c, id, b)
 		if err != nil {
 			return err
