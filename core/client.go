@@ -334,7 +334,7 @@ func (c *Client) prepare(ctx context.Context, jobs []InsertParams) ([]InsertPara
 			err = checkFingerprint(&p)
 		}
 		if err == nil {
-			p.DependsOn, p.DependsOnIndex, p.OnDependencyFailure, p.Step = j.DependsOn, j.DependsOnIndex, j.OnDependencyFailure, j.Step
+			p.DependsOn, p.DependsOnIndex, p.OnDependencyFailure, p.Step, p.InWorkflow = j.DependsOn, j.DependsOnIndex, j.OnDependencyFailure, j.Step, j.InWorkflow
 			err = c.checkDependencies(&p, i)
 		}
 		if err != nil {
@@ -471,12 +471,12 @@ func (c *Client) GetJob(ctx context.Context, id int64) (*Job, error) {
 // (ascending, or descending when p.Desc), starting after p.AfterID when it
 // is non-zero: pass the last id of a page to get the next. p.Limit caps the
 // page (0 means 100); a page shorter than its limit is the last. Jobs are
-// returned as stored, sealed values sealed (see GetJob). A WorkflowID
-// filter on a store without contract.Dependencies returns an error
-// wrapping ErrUnsupported.
+// returned as stored, sealed values sealed (see GetJob). A WorkflowID or
+// WorkflowFirst filter on a store without contract.Dependencies returns
+// an error wrapping ErrUnsupported.
 func (c *Client) ListJobs(ctx context.Context, p ListParams) ([]*Job, error) {
-	if _, ok := c.store.(contract.Dependencies); p.WorkflowID != 0 && !ok {
-		return nil, fmt.Errorf("backlog: jobs of workflow %d: %w (the store does not implement contract.Dependencies)", p.WorkflowID, ErrUnsupported)
+	if _, ok := c.store.(contract.Dependencies); (p.WorkflowID != 0 || p.WorkflowFirst) && !ok {
+		return nil, fmt.Errorf("backlog: workflow filter: %w (the store does not implement contract.Dependencies)", ErrUnsupported)
 	}
 	return c.store.List(ctx, p)
 }

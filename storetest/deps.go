@@ -97,6 +97,12 @@ func testDepsListByWorkflow(e *env) {
 	if js := e.list(contract.ListParams{WorkflowID: got[1].ID, States: []contract.State{contract.StateWaiting}, Limit: 10}); len(js) != 1 || js[0].Step != "callback" {
 		e.Fatalf("List with WorkflowID and state waiting returned %d jobs; want the callback step", len(js))
 	}
+	second := e.job("wf", "k")
+	second.Step = "only"
+	other := e.insert(e.job("wf", "k"), second)
+	if js := e.list(contract.ListParams{WorkflowFirst: true, Limit: 10}); len(js) != 2 || js[0].ID != got[1].ID || js[1].ID != other[1].ID {
+		e.Fatalf("List with WorkflowFirst returned %d jobs; want the first job of each of the two workflows, %d and %d", len(js), got[1].ID, other[1].ID)
+	}
 }
 
 func testDepsDeadline(e *env) {

@@ -464,6 +464,25 @@ func (s limitsLookPaused) Stats(ctx context.Context) ([]contract.QueueStats, err
 	return st, err
 }
 
+// dropsDependencyEnds reads every job back without its DependencyEnds.
+type dropsDependencyEnds struct{ *memory.Store }
+
+func (s dropsDependencyEnds) Get(ctx context.Context, id int64) (*contract.Job, error) {
+	j, err := s.Store.Get(ctx, id)
+	if j != nil {
+		j.DependencyEnds = contract.DependencyEnds{}
+	}
+	return j, err
+}
+
+// listsEveryWorkflow ignores ListParams.WorkflowFirst.
+type listsEveryWorkflow struct{ *memory.Store }
+
+func (s listsEveryWorkflow) List(ctx context.Context, p contract.ListParams) ([]*contract.Job, error) {
+	p.WorkflowFirst = false
+	return s.Store.List(ctx, p)
+}
+
 var broken = []struct {
 	name    string
 	wrap    func(*memory.Store) contract.Store
@@ -496,6 +515,8 @@ var broken = []struct {
 	{"archive-deletes", func(s *memory.Store) contract.Store { return archiveDeletes{s} }, "archive/moves-exactly-what-prune-would-delete", "the archive holds", false, nil},
 	{"archive-drops-history", func(s *memory.Store) contract.Store { return archiveDropsHistory{s} }, "archive/keeps-every-field", "differs from the job Get returned before Archive", false, nil},
 	{"limits-look-paused", func(s *memory.Store) contract.Store { return limitsLookPaused{s} }, "pause/stats-show-only-persisted-pauses", "persisted PauseQueue", false, nil},
+	{"drops-dependency-ends", func(s *memory.Store) contract.Store { return dropsDependencyEnds{s} }, "deps/dependency-ends-are-counted", "DependencyEnds", false, nil},
+	{"lists-every-workflow", func(s *memory.Store) contract.Store { return listsEveryWorkflow{s} }, "deps/list-by-workflow", "WorkflowFirst", false, nil},
 }
 
 // TestBrokenStore runs the suite against the broken store named by

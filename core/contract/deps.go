@@ -69,8 +69,9 @@ const (
 // or cancelled the job (rule deps/dependency-ends-are-counted).
 //
 // The jobs of one Insert call that name a Step or set InWorkflow carry
-// the id of the first of them as WorkflowID, and ListParams.WorkflowID
-// keeps the jobs of one workflow (rule deps/list-by-workflow).
+// the id of the first of them as WorkflowID; ListParams.WorkflowID keeps
+// the jobs of one workflow, and WorkflowFirst the first job of each (rule
+// deps/list-by-workflow).
 //
 // A waiting job can be cancelled or deleted like any job not running
 // (settling its own dependants), and DiscardExpired discards it once its

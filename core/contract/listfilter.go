@@ -233,7 +233,7 @@ func scalarEqual(v any, l ArgsLeaf) bool {
 }
 
 // Matches reports whether j passes the filters of p: Queue, Kind,
-// WorkerID, WorkflowID, States and ArgsContains (an invalid pattern matches nothing).
+// WorkerID, WorkflowID, WorkflowFirst, States and ArgsContains (an invalid pattern matches nothing).
 // Paging fields (AfterID, Desc, Limit) are ignored. It is the reference
 // meaning of List's filters; the memory store and bulk actions use it.
 func (p ListParams) Matches(j *Job) bool {
@@ -242,6 +242,7 @@ func (p ListParams) Matches(j *Job) bool {
 		p.Kind != "" && j.Kind != p.Kind,
 		p.WorkerID != "" && j.WorkerID != p.WorkerID,
 		p.WorkflowID != 0 && j.WorkflowID != p.WorkflowID,
+		p.WorkflowFirst && (j.WorkflowID == 0 || j.WorkflowID != j.ID),
 		len(p.States) > 0 && !slices.Contains(p.States, j.State):
 		return false
 	}

@@ -455,6 +455,9 @@ type ListParams struct {
 	// WorkflowID, when set, keeps the jobs of that workflow or batch
 	// (Job.WorkflowID; stores that implement Dependencies).
 	WorkflowID int64
+	// WorkflowFirst keeps the first job of each workflow or batch (ID =
+	// WorkflowID): one job per workflow, to list them.
+	WorkflowFirst bool
 }
 
 // ListAfter reports whether j comes after p's keyset cursor (AfterID, and

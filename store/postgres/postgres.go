@@ -344,7 +344,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, owned bool, c config) (*S
 		}
 		s.listen = lc
 	}
-	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings", Holds: c.schema + ".unique_keys", Rates: c.schema + ".queue_rates", Archive: c.schema + ".jobs_archive"}
+	s.tables = sqlq.Tables{Jobs: c.schema + ".jobs", Queues: c.schema + ".queues", Workers: c.schema + ".workers", Settings: c.schema + ".settings", Holds: c.schema + ".unique_keys", Rates: c.schema + ".queue_rates", Archive: c.schema + ".jobs_archive", Deps: c.schema + ".job_deps"}
 	s.channel = "backlog_" + c.schema
 	s.db = &poolDB{pool: pool, closed: &s.closed}
 	s.retrier = sqlq.Retrier{Transient: transient, Closed: &s.closed}

@@ -30,10 +30,11 @@ func scanJobPgx(r pgx.Rows, extra int) (*contract.Job, error) {
 		deadline, attempted, finished, lease *time.Time
 		uniqueKey, workerID, part            *string
 		progress, checkpoint                 []byte
+		deps                                 sqlq.DepFields
 	)
-	dest := []any{&j.ID, &j.Queue, &j.Kind, &args, &priority, &state, &attempt, &maxAtt,
+	dest := append([]any{&j.ID, &j.Queue, &j.Kind, &args, &priority, &state, &attempt, &maxAtt,
 		&j.RunAt, &deadline, &uniqueKey, &tags, &meta, &errs, &j.Result, &j.CreatedAt, &attempted, &finished, &workerID, &lease, &j.ClaimSeq, &part,
-		&progress, &checkpoint}
+		&progress, &checkpoint}, deps.Dest()...)
 	var sink any
 	for range extra {
 		dest = append(dest, &sink)
@@ -41,6 +42,7 @@ func scanJobPgx(r pgx.Rows, extra int) (*contract.Job, error) {
 	if err := r.Scan(dest...); err != nil {
 		return nil, err
 	}
+	deps.Set(&j)
 	j.Args = args
 	j.Priority, j.Attempt, j.MaxAttempts = int(priority), int(attempt), int(maxAtt)
 	j.State = contract.State(state)

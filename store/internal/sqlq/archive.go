@@ -121,7 +121,7 @@ func (s *Store) GetArchived(ctx context.Context, id int64) (*contract.Job, error
 			return fmt.Errorf("archived job %d: %w", id, contract.ErrNotFound)
 		}
 		j = jobs[0]
-		return nil
+		return s.LoadDependsOn(ctx, s.db, jobs)
 	})
 	return j, err
 }

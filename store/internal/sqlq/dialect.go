@@ -295,14 +295,18 @@ type Tables struct {
 	// table of the jobs table's columns, e.g. "backlog_jobs_archive"; ""
 	// means none (the archive methods return core.ErrUnsupported).
 	Archive string
+	// Deps is the dependency edges table (contract.Dependencies): one row
+	// (dep_id, job_id, settled) per job job_id waits for, e.g.
+	// "backlog_job_deps".
+	Deps string
 }
 
 // PrefixTables returns Tables named prefix+"jobs", prefix+"queues",
 // prefix+"workers", prefix+"settings", prefix+"unique_keys",
-// prefix+"queue_rates" and prefix+"jobs_archive". prefix
+// prefix+"queue_rates", prefix+"jobs_archive" and prefix+"job_deps". prefix
 // must be a valid identifier part (see ValidPrefix).
 func PrefixTables(prefix string) Tables {
-	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings", Holds: prefix + "unique_keys", Rates: prefix + "queue_rates", Archive: prefix + "jobs_archive"}
+	return Tables{Jobs: prefix + "jobs", Queues: prefix + "queues", Workers: prefix + "workers", Settings: prefix + "settings", Holds: prefix + "unique_keys", Rates: prefix + "queue_rates", Archive: prefix + "jobs_archive", Deps: prefix + "job_deps"}
 }
 
 // ValidPrefix reports an error unless prefix is at most 48 bytes of ASCII

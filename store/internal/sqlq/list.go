@@ -111,7 +111,10 @@ func (s *Store) listRead(ctx context.Context, table string, p contract.ListParam
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return rows.Close()
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		return s.LoadDependsOn(ctx, s.db, out)
 	})
 	if err != nil {
 		return nil, err
@@ -159,6 +162,12 @@ func (s *Store) listQuery(table string, p contract.ListParams) (string, []any, e
 		}
 		if p.Kind != "" {
 			b.w(" AND kind = ", b.arg(p.Kind))
+		}
+		if p.WorkflowID != 0 {
+			b.w(" AND workflow_id = ", b.arg(p.WorkflowID))
+		}
+		if p.WorkflowFirst {
+			b.w(" AND workflow_id = id")
 		}
 		if p.WorkerID != "" {
 			b.w(" AND worker_id = ", b.arg(p.WorkerID))

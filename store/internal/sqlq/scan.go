@@ -15,7 +15,13 @@ import (
 
 // JobColumns is the column list every job SELECT and RETURNING uses, in the
 // order ScanJob expects.
-const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq, partition_key, progress, checkpoint"
+const JobColumns = "id, queue, kind, args, priority, state, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, attempted_at, finished_at, worker_id, lease_until, claim_seq, partition_key, progress, checkpoint, " + DepColumns
+
+// DepColumns are the dependency columns of a job (contract.Dependencies),
+// the last of JobColumns: workflow_id, step, on_dependency_failure,
+// dep_count, waiting_for and the DependencyEnds counters. dep_count > 0
+// says Job.DependsOn is in the dependency table (LoadDependsOn).
+const DepColumns = "workflow_id, step, on_dependency_failure, dep_count, waiting_for, deps_completed, deps_cancelled, deps_discarded"
 
 // Scanner is one row of a result: *sql.Rows, *sql.Row and pgx.Rows all
 // implement it.
@@ -90,14 +96,16 @@ func ScanJob(s Scanner) (*contract.Job, error) {
 		uniqueKey, workerID, part  sql.NullString
 		priority, attempt, maxAtts int64
 		progress, checkpoint       []byte
+		deps                       DepFields
 	)
-	err := s.Scan(&j.ID, &j.Queue, &j.Kind, bytesDest{&args}, &priority, &state, &attempt, &maxAtts,
+	err := s.Scan(append([]any{&j.ID, &j.Queue, &j.Kind, bytesDest{&args}, &priority, &state, &attempt, &maxAtts,
 		timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
 		bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.AttemptedAt}, timeDest{&j.FinishedAt}, &workerID,
-		timeDest{&j.LeaseUntil}, &j.ClaimSeq, &part, bytesDest{&progress}, bytesDest{&checkpoint})
+		timeDest{&j.LeaseUntil}, &j.ClaimSeq, &part, bytesDest{&progress}, bytesDest{&checkpoint}}, deps.Dest()...)...)
 	if err != nil {
 		return nil, err
 	}
+	deps.Set(&j)
 	if err := DecodeProgress(&j, progress, checkpoint); err != nil {
 		return nil, err
 	}
@@ -161,7 +169,7 @@ func DecodeProgress(j *contract.Job, progress, checkpoint []byte) error {
 // state, attempted_at, worker_id, lease_until and progress (which a
 // claim clears). Every column it leaves out costs the single writer of
 // SQLite a conversion per claimed job.
-const ClaimedColumns = "id, kind, args, priority, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, finished_at, claim_seq, partition_key, checkpoint"
+const ClaimedColumns = "id, kind, args, priority, attempt, max_attempts, run_at, deadline, unique_key, tags, metadata, errors, result, created_at, finished_at, claim_seq, partition_key, checkpoint, " + DepColumns
 
 // ScanClaimed returns a function that drains rows holding
 // ClaimedColumns, the jobs a claim of p.Queue for p.WorkerID at p.Now
@@ -188,13 +196,15 @@ func scanClaimed(p *contract.ClaimParams, rows Rows, err error) ([]*contract.Job
 			uniqueKey, part            sql.NullString
 			priority, attempt, maxAtts int64
 			checkpoint                 []byte
+			deps                       DepFields
 		)
-		err := rows.Scan(&j.ID, &j.Kind, bytesDest{&args}, &priority, &attempt, &maxAtts,
+		err := rows.Scan(append([]any{&j.ID, &j.Kind, bytesDest{&args}, &priority, &attempt, &maxAtts,
 			timeDest{&j.RunAt}, timeDest{&j.Deadline}, &uniqueKey, bytesDest{&tags}, bytesDest{&meta}, bytesDest{&errs},
-			bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.FinishedAt}, &j.ClaimSeq, &part, bytesDest{&checkpoint})
+			bytesDest{&result}, timeDest{&j.CreatedAt}, timeDest{&j.FinishedAt}, &j.ClaimSeq, &part, bytesDest{&checkpoint}}, deps.Dest()...)...)
 		if err != nil {
 			return nil, err
 		}
+		deps.Set(&j)
 		if checkpoint != nil {
 			j.Checkpoint = checkpoint
 		}
@@ -398,3 +408,31 @@ func (s *Store) pending() string {
 
 // finalIn is the SQL list of final states.
 const finalIn = "('completed','cancelled','discarded')"
+
+// DepFields receives DepColumns (Dest) and sets a job's dependency fields
+// from them (Set). DepCount is dep_count: above 0, the job's DependsOn is
+// read from the dependency table (LoadDependsOn).
+type DepFields struct {
+	WorkflowID                      sql.NullInt64
+	Step                            sql.NullString
+	Policy                          string
+	DepCount, WaitingFor            int64
+	Completed, Cancelled, Discarded int64
+}
+
+// Dest returns the scan destinations of DepColumns, in order.
+func (d *DepFields) Dest() []any {
+	return []any{&d.WorkflowID, &d.Step, &d.Policy, &d.DepCount, &d.WaitingFor, &d.Completed, &d.Cancelled, &d.Discarded}
+}
+
+// Set copies the fields into j; a job with dependencies gets a non-nil,
+// empty DependsOn until LoadDependsOn fills it.
+func (d *DepFields) Set(j *contract.Job) {
+	j.WorkflowID, j.Step = d.WorkflowID.Int64, d.Step.String
+	j.OnDependencyFailure = contract.DependencyPolicy(d.Policy)
+	j.WaitingFor = int(d.WaitingFor)
+	j.DependencyEnds = contract.DependencyEnds{Completed: int(d.Completed), Cancelled: int(d.Cancelled), Discarded: int(d.Discarded)}
+	if d.DepCount > 0 {
+		j.DependsOn = make([]int64, 0, d.DepCount)
+	}
+}

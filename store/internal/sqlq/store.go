@@ -127,7 +127,7 @@ func (s *Store) getOn(ctx context.Context, c Conn, id int64) (*contract.Job, err
 	if len(jobs) == 0 {
 		return nil, fmt.Errorf("job %d: %w", id, contract.ErrNotFound)
 	}
-	return jobs[0], nil
+	return jobs[0], s.LoadDependsOn(ctx, c, jobs)
 }
 
 // getManyOn returns the jobs with the given ids, in the order of ids
@@ -150,6 +150,9 @@ func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*contract
 		}
 		b.w(")")
 		jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
+		if err == nil {
+			err = s.LoadDependsOn(ctx, c, jobs)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +178,7 @@ func (s *Store) updateOne(ctx context.Context, c Conn, id int64, b *builder) (*c
 		if err != nil || len(jobs) == 0 {
 			return nil, err
 		}
-		return jobs[0], nil
+		return jobs[0], s.LoadDependsOn(ctx, c, jobs)
 	}
 	res, err := c.Exec(ctx, b.String(), b.args...)
 	if err != nil {

@@ -25,17 +25,30 @@ type inserter interface {
 
 // lentColumns are the jobs columns the store's statements use that
 // RunTimeRepair's old schema lacks.
-var lentColumns = []string{"partition_key", "progress", "checkpoint"}
+var lentColumns = []string{"partition_key", "progress", "checkpoint",
+	"workflow_id", "step", "on_dependency_failure", "dep_count", "waiting_for", "deps_completed", "deps_cancelled", "deps_discarded", "has_dependants"}
 
 // lentType is the type RunTimeRepair lends col with: the type the
 // migration that adds it for good gives it, where that matters (a
 // PostgreSQL connection's cached statements must not see a column change
 // type).
 func lentType(b Backend, col string) string {
-	if b.Dialect == goose.DialectPostgres && col != "partition_key" {
-		return "jsonb"
+	switch col {
+	case "partition_key", "step":
+		return "TEXT"
+	case "progress", "checkpoint":
+		if b.Dialect == goose.DialectPostgres {
+			return "jsonb"
+		}
+		return "TEXT"
+	case "workflow_id":
+		return "BIGINT"
+	case "on_dependency_failure":
+		return "TEXT NOT NULL DEFAULT ''"
+	case "has_dependants":
+		return "BOOLEAN NOT NULL DEFAULT false"
 	}
-	return "TEXT"
+	return "INTEGER NOT NULL DEFAULT 0"
 }
 
 // RunTimeRepair migrates b's store to the version before RepairVersion,
