@@ -4,8 +4,10 @@
 // Group Replication clusters). Its tests run on MariaDB 10.11 (alone and
 // in a Galera cluster); MySQL 8 has not been run (docs/mysql.md). It implements contract.Store, contract.Migrator,
 // contract.TxInserter and contract.TxCompleter (with *sql.Tx or *sqlx.Tx),
-// contract.Settings, and contract.Notifier by polling (see Listen: MySQL has no
-// LISTEN/NOTIFY). docs/mysql.md is the operator's guide.
+// contract.Settings, contract.Dependencies (jobs that wait for other jobs,
+// settled by the store's own statements: see deps.go), and
+// contract.Notifier by polling (see Listen: MySQL has no LISTEN/NOTIFY).
+// docs/mysql.md is the operator's guide.
 //
 // # Opening
 //
