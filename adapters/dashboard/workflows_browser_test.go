@@ -212,3 +212,59 @@ func TestBrowserWorkflows(t *testing.T) {
 	waitJS(t, ctx, "it says so", `(() => { const m = document.querySelector('[data-testid="flow-missing"]'); return m && !m.hidden && m.textContent.includes("does not exist"); })()`)
 	watch.check(t)
 }
+
+// TestBrowserWorkflowsPaging: the list merges workflows and batches by id,
+// 20 a page, Older » continues below the last id shown and « Newest goes
+// back; Show picks one sort.
+func TestBrowserWorkflowsPaging(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	s := newStackOn(t, teststores.Memory(t), httpapi.Tokens{})
+	ctx := browser(t)
+	watch := watchPage(ctx)
+	var ids, batches []int64 // newest first
+	for i := range 25 {
+		var out map[string]json.RawMessage
+		if i%2 == 0 {
+			out = s.submitFlow(t, "/v1/batches", `{"jobs": [{"kind": "resize", "queue": "held"}]}`)
+		} else {
+			out = s.submitFlow(t, "/v1/workflows", `{"steps": [{"name": "only", "kind": "etl", "queue": "held"}]}`)
+		}
+		var id int64
+		_ = json.Unmarshal(out["id"], &id)
+		ids = append([]int64{id}, ids...)
+		if i%2 == 0 {
+			batches = append([]int64{id}, batches...)
+		}
+	}
+	shown := func() string {
+		return strings.Join(eval[[]string](t, ctx, `Array.from(document.querySelectorAll('tr[data-testid="workflow-row"]'), (r) => r.dataset.workflowId)`), ",")
+	}
+	want := func(ids []int64) string {
+		s := make([]string, len(ids))
+		for i, id := range ids {
+			s[i] = fmt.Sprint(id)
+		}
+		return strings.Join(s, ",")
+	}
+	waitList := func(what string, ids []int64) {
+		t.Helper()
+		waitJS(t, ctx, what, fmt.Sprintf(`Array.from(document.querySelectorAll('tr[data-testid="workflow-row"]'), (r) => r.dataset.workflowId).join(",") === %s`, js(want(ids))))
+	}
+	step(t, ctx, "load the workflows screen", chromedp.Navigate(s.url+"/dashboard/#/workflows"))
+	waitList("the newest 20", ids[:20])
+	step(t, ctx, "older", chromedp.Click(chromedp.CSS(`[data-testid="workflows-older"]`)))
+	waitJS(t, ctx, "the hash holds the cursor", fmt.Sprintf(`location.hash === "#/workflows?after=%d"`, ids[19]))
+	waitList("the other 5", ids[20:])
+	if !eval[bool](t, ctx, `document.querySelector('[data-testid="workflows-older"]').disabled`) {
+		t.Errorf("Older is enabled on the last page (%s)", shown())
+	}
+	step(t, ctx, "newest", chromedp.Click(chromedp.CSS(`[data-testid="workflows-newest"]`)))
+	waitList("the newest 20 again", ids[:20])
+	step(t, ctx, "show batches only", chromedp.SetValue(chromedp.CSS(`[data-testid="workflows-type"]`), "batch"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="workflows-type"]').dispatchEvent(new Event('change'))`))
+	waitJS(t, ctx, "the hash names the type", `location.hash === "#/workflows?type=batch"`)
+	waitList("the 13 batches", batches)
+	watch.check(t)
+}

@@ -6,6 +6,11 @@
 // GET /batches/{id}), each with the cancel of every job not yet final
 // (POST …/{id}/cancel, confirmed first). A batch's jobs are listed on the
 // jobs screen (#/jobs?workflow_id=<id>).
+//
+// These reads are heavy: the server reads every job of each workflow it
+// shows to count them (a batch may hold 100,000). The screens pace their
+// polls by what the last read cost (see pacer) rather than reading at
+// every poll.
 
 import { ApiError } from './api.js';
 import { h, setText, setData, fill, reconcile, badge, setBadge, fmtAgo, fmtZoned, timeTitle, jobHref, zoneName } from './dom.js';
@@ -15,6 +20,26 @@ const FINAL = ['completed', 'cancelled', 'discarded'];
 // The order states are listed in (core.AllStates).
 const ORDER = ['waiting', 'scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'discarded'];
 const CALLBACKS = ['on_finish', 'on_success'];
+
+// SLOW is how many times its own duration a screen waits after a read
+// before the next; DONE_MS how long it waits while what it shows is done
+// (only a cancel or a prune changes it then), in ms.
+const SLOW = 5;
+const DONE_MS = 30_000;
+
+// pacer spaces a screen's reads: after a read that took t ms the next is
+// due no sooner than SLOW × t later (or DONE_MS when settled), so that an
+// open page costs the server at most about a sixth of its time however
+// large the workflows; force makes the next poll read.
+function pacer() {
+  let next = 0;
+  return {
+    due: () => Date.now() >= next,
+    start: () => performance.now(),
+    took(t0, settled) { next = Date.now() + Math.max(SLOW * (performance.now() - t0), settled ? DONE_MS : 0); },
+    force() { next = 0; },
+  };
+}
 
 // flowHref is the page of workflow (or batch) id; ids are checked to be
 // integers so nothing else can end up in an href.
@@ -152,8 +177,11 @@ export function mountWorkflows(ctx) {
     finished.title = s.finished_at ? timeTitle(s.finished_at) : '';
   }
 
+  const pace = pacer();
   return {
     async refresh() {
+      if (!pace.due()) return;
+      const t0 = pace.start();
       const sorts = type ? [type] : ['workflow', 'batch'];
       let pages;
       try {
@@ -187,6 +215,7 @@ export function mountWorkflows(ctx) {
       const what = type === 'workflow' ? 'workflow' : type === 'batch' ? 'batch' : 'workflow or batch';
       const plural = shown.length === 1 ? what : (type === 'batch' ? 'batches' : type === 'workflow' ? 'workflows' : 'workflows and batches');
       setText(pageInfo, `${shown.length} ${plural}, newest first${after ? `, ids below ${after}` : ''}`);
+      pace.took(t0, false);
     },
   };
 }
@@ -216,6 +245,7 @@ function mountFlow(ctx, batch) {
     missing, body);
 
   let status = null;
+  const pace = pacer();
 
   function notify(text, isError) {
     setText(isError ? err : msg, text);
@@ -240,6 +270,7 @@ function mountFlow(ctx, batch) {
     } catch (e) {
       if (ctx.alive()) notify(`Cancel failed: ${e.message}`, true);
     }
+    pace.force();
     ctx.refresh();
   });
 
@@ -263,9 +294,15 @@ function mountFlow(ctx, batch) {
       h('dd', { testid: `flow-summary-${k.toLowerCase().replace(/ /g, '-')}` }, v)]));
   }
 
+  // read returns the workflow's or batch's detail, or null when this poll
+  // reads nothing (paced, gone, or sent on to the other sort's page).
   async function read() {
+    if (!pace.due()) return null;
+    const t0 = pace.start();
     try {
-      return await api.get(path);
+      const res = await api.get(path);
+      pace.took(t0, Boolean(res && res.done));
+      return res;
     } catch (e) {
       if (!(e instanceof ApiError) || e.status !== 404 || !ctx.alive()) throw e;
       // The id may be of the other sort (a step of a workflow named like
