@@ -23,6 +23,11 @@ const (
 	// oldest waiting age stays exact, since the oldest jobs are read
 	// first.
 	MaxWaitingRead = 10_000
+	// MaxFirstJobReads is the most first jobs of workflows one collection
+	// reads (Store.Get) to tell a batch's callback from a workflow's step
+	// of the same name; the ones beyond it count as batches until a later
+	// collection reads them. Each workflow's first job is read once.
+	MaxFirstJobReads = 100
 )
 
 // Workflow types, the values of the type label of the workflow gauges.
@@ -58,8 +63,9 @@ type flowCache struct {
 // callback's names a workflow's step. A job named as a callback
 // (on_finish, on_success) may also be a workflow's step of that name: the
 // workflow's first job says (a batch's has no step), read once and
-// remembered; when it is gone the job counts as a batch's callback.
-func (c *flowCache) flowType(ctx context.Context, j *core.Job, prev, next map[int64]string) (string, error) {
+// remembered (at most *reads more in this collection; beyond that, or when
+// it is gone, the job counts as a batch's callback).
+func (c *flowCache) flowType(ctx context.Context, j *core.Job, prev, next map[int64]string, reads *int) (string, error) {
 	id := j.WorkflowID
 	if t, ok := next[id]; ok {
 		return t, nil
@@ -70,18 +76,22 @@ func (c *flowCache) flowType(ctx context.Context, j *core.Job, prev, next map[in
 		case "":
 			t = flowBatch
 		case core.BatchOnFinishStep, core.BatchOnSuccessStep:
-			t = flowBatch
-			if j.ID != id {
-				first, err := c.st.Get(ctx, id)
-				switch {
-				case errors.Is(err, core.ErrNotFound):
-				case err != nil:
-					return "", err
-				case first.Step != "":
-					t = flowWorkflow
-				}
-			} else {
+			if j.ID == id {
 				t = flowWorkflow // the first job of a batch has no step
+				break
+			}
+			if *reads <= 0 {
+				return flowBatch, nil // not remembered: a later collection reads it
+			}
+			*reads--
+			t = flowBatch
+			first, err := c.st.Get(ctx, id)
+			switch {
+			case errors.Is(err, core.ErrNotFound):
+			case err != nil:
+				return "", err
+			case first.Step != "":
+				t = flowWorkflow
 			}
 		default:
 			t = flowWorkflow
@@ -101,7 +111,8 @@ func (c *flowCache) read(ctx context.Context, now time.Time, maxAge time.Duratio
 	out := flowStats{open: map[string]int{}, oldest: map[string]time.Duration{}}
 	next := map[int64]string{}
 	p := contract.ListParams{States: []core.State{core.StateWaiting}, Limit: WaitingPage}
-	read := 0
+	read, reads := 0, MaxFirstJobReads
+	counted := map[int64]bool{}
 	for read < MaxWaitingRead {
 		p.Limit = min(WaitingPage, MaxWaitingRead-read)
 		jobs, err := c.st.List(ctx, p)
@@ -112,12 +123,12 @@ func (c *flowCache) read(ctx context.Context, now time.Time, maxAge time.Duratio
 			if j.WorkflowID == 0 {
 				continue // waits for jobs of other calls, in no workflow
 			}
-			_, seen := next[j.WorkflowID]
-			t, err := c.flowType(ctx, j, c.types, next)
+			t, err := c.flowType(ctx, j, c.types, next, &reads)
 			if err != nil {
 				return flowStats{}, err
 			}
-			if !seen {
+			if !counted[j.WorkflowID] {
+				counted[j.WorkflowID] = true
 				out.open[t]++
 			}
 			if age := now.Sub(j.CreatedAt); age > out.oldest[t] {

@@ -132,12 +132,56 @@ func TestWorkflowGaugesOnlyWithDependencies(t *testing.T) {
 type listCountingStore struct {
 	contract.Store
 	contract.Dependencies
-	lists atomic.Int64
+	lists, gets atomic.Int64
 }
 
 func (s *listCountingStore) List(ctx context.Context, p contract.ListParams) ([]*contract.Job, error) {
 	s.lists.Add(1)
 	return s.Store.List(ctx, p)
+}
+
+func (s *listCountingStore) Get(ctx context.Context, id int64) (*contract.Job, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, id)
+}
+
+// TestWorkflowGaugesFirstJobReadsAreBounded: telling a workflow's step
+// named on_finish from a batch's callback reads the workflow's first job,
+// at most MaxFirstJobReads per collection and once per workflow; the
+// others count as batches until a later collection reads them.
+func TestWorkflowGaugesFirstJobReadsAreBounded(t *testing.T) {
+	mem := teststores.Memory(t)
+	st := &listCountingStore{Store: mem, Dependencies: mem.(contract.Dependencies)}
+	t0 := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	clk := &manualClock{now: t0.Add(time.Hour)}
+	m := bprom.New(st, bprom.Options{Now: clk.Now, MaxAge: time.Minute})
+	reg := prom.NewRegistry()
+	reg.MustRegister(m)
+	n := bprom.MaxFirstJobReads + 20
+	for range n {
+		if _, err := st.Insert(t.Context(), t0, []contract.InsertParams{
+			{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0, Step: "first"},
+			{Queue: "q", Kind: "k", Args: []byte(`{}`), Priority: 5, MaxAttempts: 1, RunAt: t0, Step: core.BatchOnSuccessStep, DependsOnIndex: []int{0}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() [2]float64 {
+		return [2]float64{sample(t, reg, "backlog_workflows_open", "type", "workflow"), sample(t, reg, "backlog_workflows_open", "type", "batch")}
+	}
+	if got, want := open(), [2]float64{float64(bprom.MaxFirstJobReads), 20}; got != want {
+		t.Errorf("first collection: open workflows, batches = %v, want %v", got, want)
+	}
+	if g := st.gets.Load(); g != int64(bprom.MaxFirstJobReads) {
+		t.Errorf("first collection read %d first jobs, want %d", g, bprom.MaxFirstJobReads)
+	}
+	clk.Set(t0.Add(2 * time.Hour))
+	if got, want := open(), [2]float64{float64(n), 0}; got != want {
+		t.Errorf("second collection: open workflows, batches = %v, want %v", got, want)
+	}
+	if g := st.gets.Load(); g != int64(n) {
+		t.Errorf("two collections read %d first jobs, want %d (each once)", g, n)
+	}
 }
 
 // TestWorkflowGaugesReadIsBounded: one collection reads the waiting jobs
