@@ -158,7 +158,7 @@ func TestBrowserWorkflows(t *testing.T) {
 	if got := cell(cbRow, "callback-state"); got != "waiting" {
 		t.Errorf("the callback's state is %q", got)
 	}
-	if got := cell(cbRow, "callback-waiting"); got != "1 jobs" {
+	if got := cell(cbRow, "callback-waiting"); got != "1 job" {
 		t.Errorf("the callback waits for %q", got)
 	}
 	if got := cell(cbRow, "callback-ends"); got != "1 completed, 1 cancelled, 0 discarded" {

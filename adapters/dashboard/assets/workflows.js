@@ -419,7 +419,8 @@ export function mountBatch(ctx) {
     setText(link, j.id);
     setBadge(tr.querySelector('[data-testid="callback-state"]'), j.state);
     setText(tr.querySelector('[data-testid="callback-kind"]'), j.kind);
-    setText(tr.querySelector('[data-testid="callback-waiting"]'), j.state === 'waiting' ? `${Number(j.waiting_for) || 0} jobs` : '—');
+    const n = Number(j.waiting_for) || 0;
+    setText(tr.querySelector('[data-testid="callback-waiting"]'), j.state === 'waiting' ? `${n} job${n === 1 ? '' : 's'}` : '—');
     const e = j.dependency_ends && typeof j.dependency_ends === 'object' ? j.dependency_ends : {};
     setText(tr.querySelector('[data-testid="callback-ends"]'),
       `${Number(e.completed) || 0} completed, ${Number(e.cancelled) || 0} cancelled, ${Number(e.discarded) || 0} discarded`);
