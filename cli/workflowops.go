@@ -171,7 +171,7 @@ func (s storeOps) CancelWorkflow(ctx context.Context, id int64, batch bool) (cor
 	if err != nil {
 		return core.BulkResult{}, err
 	}
-	if len(first) == 0 || first[0].ID != id || (first[0].Step == "") != batch {
+	if len(first) == 0 || (first[0].ID == id && first[0].Step == "") != batch { // as core.WorkflowStatus tells a batch
 		return core.BulkResult{}, flowNotFound(batch, id)
 	}
 	return s.c.CancelWorkflow(ctx, id)

@@ -314,7 +314,7 @@ transaction, or none. It prints the batch's id and callbacks (-o json:
 				return a.withOps(ctx, oo, func(o ops) error {
 					res, err := o.SubmitBatch(ctx, req)
 					if err != nil {
-						return fmt.Errorf("submit batch: %w", describe(err))
+						return fmt.Errorf("submit batch: %w", err)
 					}
 					out := batchResponse(res)
 					if a.jsonOutput() {
@@ -336,7 +336,7 @@ transaction, or none. It prints the batch's id and callbacks (-o json:
 			return a.withOps(ctx, oo, func(o ops) error {
 				res, err := o.SubmitWorkflow(ctx, req)
 				if err != nil {
-					return fmt.Errorf("submit workflow: %w", describe(err))
+					return fmt.Errorf("submit workflow: %w", err)
 				}
 				out := httpapi.WorkflowResponse{ID: res.ID, Steps: make(map[string]*apitypes.Job, len(res.Steps))}
 				for name, j := range res.Steps {

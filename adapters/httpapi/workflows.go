@@ -250,10 +250,15 @@ func checkDependencyFields(ids []int64, policy core.DependencyPolicy, prefix str
 // shapeError turns the engine's refusal of a workflow's or batch's shape
 // (every job was checked before: what remains of core.ErrInvalidJob is a
 // cycle, an unknown or duplicate step, an empty batch …) into 400
-// invalid-request with the engine's message; other errors pass.
+// invalid-request with the engine's message, and a depends_on id that
+// names no job (core.ErrNotFound) into 422 invalid-job; other errors
+// pass.
 func shapeError(err error) error {
-	if errors.Is(err, core.ErrInvalidJob) {
+	switch {
+	case errors.Is(err, core.ErrInvalidJob):
 		return newProblem(SlugInvalidRequest, trimInvalid(err.Error()))
+	case errors.Is(err, core.ErrNotFound):
+		return newProblem(SlugInvalidJob, "depends_on names a job that does not exist: "+err.Error())
 	}
 	return err
 }
@@ -480,7 +485,7 @@ func (s *Server) cancelFlow(w http.ResponseWriter, r *http.Request, batch bool) 
 	if err != nil {
 		return err
 	}
-	if len(first) == 0 || first[0].ID != id || (first[0].Step == "") != batch {
+	if len(first) == 0 || (first[0].ID == id && first[0].Step == "") != batch { // as core.WorkflowStatus tells a batch
 		return flowNotFound(what, id)
 	}
 	if err := s.heavy.acquire(ctx); err != nil {

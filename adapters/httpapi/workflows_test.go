@@ -83,6 +83,7 @@ func TestWorkflowRefused(t *testing.T) {
 		{"priority", []map[string]any{{"name": "a", "kind": "k"}, {"name": "b", "kind": "k", "priority": 11}}, SlugInvalidJob, "steps[1]: priority"},
 		{"policy", []map[string]any{{"name": "a", "kind": "k", "on_dependency_failure": "maybe"}}, SlugInvalidJob, "on_dependency_failure"},
 		{"dependency", []map[string]any{{"name": "a", "kind": "k", "depends_on": []int64{0}}}, SlugInvalidJob, "depends_on"},
+		{"missing dependency", []map[string]any{{"name": "a", "kind": "k", "depends_on": []int64{999}}}, SlugInvalidJob, "does not exist"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := h.do("POST", "/v1/workflows", map[string]any{"steps": c.steps})
@@ -233,4 +234,24 @@ func TestWorkflowReservedMetadata(t *testing.T) {
 	}
 	// Cancel needs the admin token.
 	wantProblem(t, h.send(req{method: "POST", path: "/v1/workflows/1/cancel", token: &producer}), SlugForbidden)
+}
+
+// A workflow whose first step was deleted still reads and cancels by its
+// id, as core.WorkflowStatus finds it.
+func TestWorkflowFirstStepGone(t *testing.T) {
+	h := newHarness(t, memory.New(), core.Config{AllowUnknownKinds: true}, Config{})
+	var res WorkflowResponse
+	h.must(http.StatusCreated, "POST", "/v1/workflows", map[string]any{"steps": []map[string]any{
+		{"name": "a", "kind": "k"}, {"name": "b", "kind": "k", "after": []string{"a"}, "on_dependency_failure": "run"}, {"name": "c", "kind": "k", "run_at": "2099-01-01T00:00:00Z"}}}, &res)
+	h.must(http.StatusNoContent, "DELETE", "/v1/jobs/"+itoa(res.ID), nil, nil)
+	var d WorkflowDetail
+	h.must(http.StatusOK, "GET", "/v1/workflows/"+itoa(res.ID), nil, &d)
+	if d.Jobs != 2 || len(d.Steps) != 2 {
+		t.Fatalf("GET after the first step's delete = %+v", d)
+	}
+	var cancel BulkResponse
+	h.must(http.StatusOK, "POST", "/v1/workflows/"+itoa(res.ID)+"/cancel", nil, &cancel)
+	if cancel.Applied != 2 {
+		t.Fatalf("cancel = %+v", cancel)
+	}
 }
