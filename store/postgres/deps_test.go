@@ -358,3 +358,54 @@ func TestDependencySettleTriggersSkipOrdinaryJobs(t *testing.T) {
 		t.Fatalf("triggers on jobs: %q; want the two settle triggers", when)
 	}
 }
+
+// TestDependencyCascadeGraph: a failed root cancels the jobs under the
+// cancel policy below it, once each however many paths lead to them,
+// counting one end; the jobs under the run policy count every cancelled
+// dependency and are released, and what waits for them keeps waiting.
+func TestDependencyCascadeGraph(t *testing.T) {
+	s := newTestStore(t)
+	ctx := context.Background()
+	// a ← b, a ← c, (b, c) ← d, d ← r (run), (b, c) ← r2 (run), r2 ← e
+	ps := make([]contract.InsertParams, 7)
+	for i := range ps {
+		ps[i] = depJob("g")
+	}
+	ps[0].Queue = "g-root"
+	ps[1].DependsOnIndex, ps[2].DependsOnIndex, ps[3].DependsOnIndex = []int{0}, []int{0}, []int{1, 2}
+	ps[4].DependsOnIndex, ps[4].OnDependencyFailure = []int{3}, contract.DependencyRun
+	ps[5].DependsOnIndex, ps[5].OnDependencyFailure = []int{1, 2}, contract.DependencyRun
+	ps[6].DependsOnIndex = []int{5}
+	res, err := s.Insert(ctx, depNow, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimFinish(t, s, "g-root", res[0].Job.ID, contract.OutcomeDiscard)
+	want := []struct {
+		state contract.State
+		ends  contract.DependencyEnds
+		dep   int
+	}{
+		{contract.StateDiscarded, contract.DependencyEnds{}, -1},
+		{contract.StateCancelled, contract.DependencyEnds{Discarded: 1}, 0},
+		{contract.StateCancelled, contract.DependencyEnds{Discarded: 1}, 0},
+		{contract.StateCancelled, contract.DependencyEnds{Cancelled: 1}, 1},
+		{contract.StateAvailable, contract.DependencyEnds{Cancelled: 1}, -1},
+		{contract.StateAvailable, contract.DependencyEnds{Cancelled: 2}, -1},
+		{contract.StateWaiting, contract.DependencyEnds{}, -1},
+	}
+	for i, w := range want {
+		j, err := s.Get(ctx, res[i].Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != w.state || j.DependencyEnds != w.ends {
+			t.Fatalf("job %d of the graph: state %s, ends %+v; want %s, %+v", i, j.State, j.DependencyEnds, w.state, w.ends)
+		}
+		if w.dep >= 0 {
+			if n := len(j.Errors); n != 1 || !strings.HasSuffix(j.Errors[0].Error, " "+strconv.FormatInt(res[w.dep].Job.ID, 10)+" ended "+map[bool]string{true: "discarded", false: "cancelled"}[w.dep == 0]) {
+				t.Fatalf("job %d of the graph: errors %+v; want one naming job %d", i, j.Errors, res[w.dep].Job.ID)
+			}
+		}
+	}
+}

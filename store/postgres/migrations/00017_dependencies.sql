@@ -69,17 +69,18 @@ ALTER TABLE {{.S}}.jobs ADD CONSTRAINT jobs_state_check
 -- function: its finish pays for one boolean test, no call. The function
 -- runs in the transaction of the change that ended the job.
 --
--- The cancel cascade runs in the top-level call, one level of dependants
--- per round of its loop; pg_trigger_depth() < 1 keeps its own updates
--- from firing the triggers again, so a chain of any length is settled
--- without recursion.
+-- The cancel cascade runs in the top-level call: a recursive query finds
+-- the jobs a cancel cancels in turn, and one update cancels them all;
+-- pg_trigger_depth() < 1 keeps the function's own updates from firing
+-- the triggers again, so a chain of any length is settled in a few
+-- statements, without recursion.
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION {{.S}}.settle_dependants() RETURNS trigger
 LANGUAGE plpgsql
--- Index lookups only, whatever the plan cache guesses of the rows a round
--- touches: a sequential scan of jobs or job_deps per round would make a
--- long chain quadratic.
+-- Index lookups only, whatever the plan cache guesses of the rows a
+-- statement touches: a sequential scan of jobs or job_deps per step of a
+-- cascade would make a long chain quadratic.
 SET enable_seqscan = off
 SET enable_hashjoin = off
 SET enable_mergejoin = off
@@ -160,8 +161,45 @@ BEGIN
         v_all := v_all || COALESCE(v_cancelled, '{}');
         v_due := v_due || COALESCE(v_queues, '{}');
         EXIT WHEN v_next IS NULL;
-        -- The next round: the dependants of the jobs this one cancelled.
-        v_round := v_next;
+        -- The jobs this round cancelled cancel in turn every waiting job
+        -- under the cancel policy that depends on them, directly or not:
+        -- that closure is read in one recursive query (each edge at most
+        -- once, however many paths lead to it) and cancelled in one
+        -- update, each job naming the least of its cancelled
+        -- dependencies. The update locks each job and re-reads it: one
+        -- that another transaction cancelled meanwhile is left as it is.
+        WITH RECURSIVE c(id, parent) AS (
+            SELECT d.job_id, d.dep_id
+              FROM {{.S}}.job_deps d JOIN {{.S}}.jobs j ON j.id = d.job_id
+             WHERE d.dep_id = ANY(v_next) AND NOT d.settled AND j.state = 'waiting' AND j.on_dependency_failure = ''
+            UNION
+            SELECT d.job_id, d.dep_id
+              FROM c JOIN {{.S}}.job_deps d ON d.dep_id = c.id JOIN {{.S}}.jobs j ON j.id = d.job_id
+             WHERE NOT d.settled AND j.state = 'waiting' AND j.on_dependency_failure = ''
+        ), p AS (
+            SELECT c.id, min(c.parent) AS parent FROM c GROUP BY c.id
+        ), u AS (
+            UPDATE {{.S}}.jobs j SET
+                   state = 'cancelled', waiting_for = 0, deps_cancelled = j.deps_cancelled + 1, finished_at = v_at,
+                   errors = (CASE WHEN jsonb_array_length(j.errors) >= 20 THEN j.errors - 1 ELSE j.errors END)
+                            || jsonb_build_array(jsonb_build_object(
+                                   'attempt', j.attempt,
+                                   'at', to_char(v_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                                   'error', 'dependency job ' || p.parent || ' ended cancelled',
+                                   'cause', 'dependency_failed')),
+                   version = j.version + 1
+              FROM p
+             WHERE j.id = p.id AND j.state = 'waiting'
+            RETURNING j.id
+        )
+        SELECT array_agg(u.id) INTO v_cancelled FROM u;
+        v_all := v_all || COALESCE(v_cancelled, '{}');
+        -- The next round settles the edges of every job cancelled so far
+        -- in the cascade: it counts them for the dependants under the run
+        -- policy (releasing those at 0), and cancels a job the closure
+        -- could not see (one inserted since, depending on a job of it),
+        -- which makes one more round.
+        v_round := v_next || COALESCE(v_cancelled, '{}');
         v_ended := 'cancelled';
     END LOOP;
     -- The store's notifications, sent when the transaction commits: the
