@@ -245,7 +245,7 @@ func TestDependencyCompleteTx(t *testing.T) {
 }
 
 // TestDependencyStdlibTx: InsertTx on a *sql.Tx of pgx's stdlib driver
-// inserts a dependant, and a waiting job cancelled waits for nothing.
+// inserts a dependant, which Cancel then cancels.
 func TestDependencyStdlibTx(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
@@ -271,8 +271,8 @@ func TestDependencyStdlibTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != contract.StateCancelled || j.WaitingFor != 0 {
-		t.Fatalf("a waiting job cancelled: state %s waiting for %d; want cancelled waiting for 0", j.State, j.WaitingFor)
+	if j.State != contract.StateCancelled {
+		t.Fatalf("a waiting job cancelled: state %s; want cancelled", j.State)
 	}
 }
 
@@ -320,9 +320,11 @@ func TestDependencyOnDuplicate(t *testing.T) {
 	}
 }
 
-// TestDependencySettleTriggersSkipOrdinaryJobs: the settle triggers'
-// WHEN clauses test has_dependants, so finishing jobs without
-// dependants never calls the settle function.
+// TestDependencySettleTriggersSkipOrdinaryJobs: the only triggers on
+// jobs are the two settle triggers, AFTER triggers whose WHEN clauses
+// test has_dependants, so finishing jobs without dependants never calls
+// the settle function (and no BEFORE row trigger makes every update
+// fetch and lock its row first).
 func TestDependencySettleTriggersSkipOrdinaryJobs(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
@@ -343,12 +345,8 @@ func TestDependencySettleTriggersSkipOrdinaryJobs(t *testing.T) {
 		switch {
 		case strings.Contains(def, "settle_dependants"):
 			settle++
-			if !strings.Contains(def, "WHEN ((old.has_dependants") {
-				t.Fatalf("trigger %q does not test has_dependants first", def)
-			}
-		case strings.Contains(def, "left_waiting"):
-			if !strings.Contains(def, "WHEN (((old.state = 'waiting'") {
-				t.Fatalf("trigger %q does not test the old state first", def)
+			if !strings.Contains(def, "AFTER") || !strings.Contains(def, "WHEN ((old.has_dependants") {
+				t.Fatalf("trigger %q is not an AFTER trigger testing has_dependants first", def)
 			}
 		default:
 			t.Fatalf("unknown trigger on jobs: %q", def)

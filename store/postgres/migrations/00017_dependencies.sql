@@ -213,24 +213,6 @@ END
 $fn$;
 -- +goose StatementEnd
 
--- waiting_for is above 0 only while a job waits: a waiting job cancelled
--- (Cancel) or discarded waits for nothing any more. The WHEN clause lets
--- only a waiting job's change call the function.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION {{.S}}.left_waiting() RETURNS trigger
-LANGUAGE plpgsql
-AS $fn$
-BEGIN
-    NEW.waiting_for := 0;
-    RETURN NEW;
-END
-$fn$;
--- +goose StatementEnd
-DROP TRIGGER IF EXISTS jobs_left_waiting ON {{.S}}.jobs;
-CREATE TRIGGER jobs_left_waiting BEFORE UPDATE OF state ON {{.S}}.jobs FOR EACH ROW
-    WHEN (OLD.state = 'waiting' AND NEW.state <> 'waiting' AND NEW.waiting_for > 0)
-    EXECUTE FUNCTION {{.S}}.left_waiting();
-
 DROP TRIGGER IF EXISTS jobs_settle_end ON {{.S}}.jobs;
 CREATE TRIGGER jobs_settle_end AFTER UPDATE OF state ON {{.S}}.jobs FOR EACH ROW
     WHEN (OLD.has_dependants AND pg_trigger_depth() < 1
@@ -244,9 +226,7 @@ CREATE TRIGGER jobs_settle_delete AFTER DELETE ON {{.S}}.jobs FOR EACH ROW
 -- +goose Down
 DROP TRIGGER IF EXISTS jobs_settle_delete ON {{.S}}.jobs;
 DROP TRIGGER IF EXISTS jobs_settle_end ON {{.S}}.jobs;
-DROP TRIGGER IF EXISTS jobs_left_waiting ON {{.S}}.jobs;
 DROP FUNCTION IF EXISTS {{.S}}.settle_dependants();
-DROP FUNCTION IF EXISTS {{.S}}.left_waiting();
 DROP TABLE IF EXISTS {{.S}}.job_deps;
 ALTER TABLE {{.S}}.jobs DROP CONSTRAINT IF EXISTS jobs_state_check;
 ALTER TABLE {{.S}}.jobs ADD CONSTRAINT jobs_state_check
