@@ -215,8 +215,9 @@ type Job struct {
 	// inserted (InsertParams.DependsOn and the ids DependsOnIndex
 	// named), ascending; nil = none.
 	DependsOn []int64 `json:"depends_on,omitempty"`
-	// WaitingFor counts the dependencies not yet settled: above 0 only
-	// while the job is waiting.
+	// WaitingFor counts the dependencies not yet settled while the job
+	// waits: 0 once it was released; a job cancelled or deleted while
+	// waiting (Cancel, DiscardExpired) may keep the count it had then.
 	WaitingFor int `json:"waiting_for,omitempty"`
 	// OnDependencyFailure is what a cancelled, discarded or deleted
 	// dependency does to the job (see DependencyPolicy).
