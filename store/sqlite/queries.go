@@ -29,12 +29,23 @@ type statements struct {
 	finishDelete string // finishDeleteSQL; %[1]s: marks, %[2]s: rows of "(?,?,?)"
 
 	extendLeases string // extendLeasesSQL; %[1]s: marks, %[2]s: whens
+
+	depsInsert   string // depsInsertSQL; %s: rows of depsInsertRowSQL
+	lockDeps     string // lockDependenciesSQL; %s: marks
+	archivedDeps string // archivedDependenciesSQL; %s: marks
+	insertEdges  string // insertEdgesSQL; %s: rows of "(?,?,?)"
+	workflowSelf string // workflowSelfSQL
+
+	state          string // stateSQL
+	expiredWaiting string // expiredWaitingSQL
+	discardWaiting string // discardWaitingSQL; %s: rows of "(?,?)"
 }
 
 // newStatements fills the table names t and the job column list into the
 // statements ({jobs}, {queues} and the claim's {claimed} in their text).
 func newStatements(t sqlq.Tables) statements {
-	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{claimed}", sqlq.ClaimedColumns)
+	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{claimed}", sqlq.ClaimedColumns,
+		"{archive}", t.Archive, "{deps}", t.Deps)
 	stmt := func(q string) string { return strings.TrimSpace(r.Replace(q)) }
 	return statements{
 		claim:            stmt(claimSQL),
@@ -45,6 +56,14 @@ func newStatements(t sqlq.Tables) statements {
 		finishUpdate:     stmt(finishUpdateSQL),
 		finishDelete:     stmt(finishDeleteSQL),
 		extendLeases:     stmt(extendLeasesSQL),
+		depsInsert:       stmt(depsInsertSQL),
+		lockDeps:         stmt(lockDependenciesSQL),
+		archivedDeps:     stmt(archivedDependenciesSQL),
+		insertEdges:      stmt(insertEdgesSQL),
+		workflowSelf:     stmt(workflowSelfSQL),
+		state:            stmt(stateSQL),
+		expiredWaiting:   stmt(expiredWaitingSQL),
+		discardWaiting:   stmt(discardWaitingSQL),
 	}
 }
 
