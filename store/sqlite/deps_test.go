@@ -1,0 +1,276 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backlogq/backlog/core/contract"
+)
+
+// claimFinish claims job j (the only due job of its queue) at t0 and
+// finishes it with kind k (and deletes it when del).
+func claimFinish(t *testing.T, s *Store, j *contract.Job, k contract.OutcomeKind, del bool) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.Claim(ctx, contract.ClaimParams{Queue: j.Queue, WorkerID: "w", Limit: 1, Now: t0, LeaseUntil: t0.Add(time.Minute)})
+	if err != nil || len(got) != 1 || got[0].ID != j.ID {
+		t.Fatalf("claim of job %d: %d jobs, %v", j.ID, len(got), err)
+	}
+	c := got[0]
+	res, err := s.Finish(ctx, []contract.Outcome{{JobID: c.ID, WorkerID: c.WorkerID, ClaimSeq: c.ClaimSeq, Attempt: c.Attempt, Kind: k, At: t0, RunAt: t0, Delete: del}})
+	if err != nil || !res[0].Applied {
+		t.Fatalf("finish of job %d: %+v, %v", j.ID, res, err)
+	}
+}
+
+// TestDependencyChainCancelsWithoutRecursion: a cancelled root cancels a
+// chain of 10,000 steps that each wait for the one before, in the one
+// statement that cancelled it (the triggers' cascade is one recursive
+// query, not 10,000 nested trigger runs, which SQLite caps at 1000).
+func TestDependencyChainCancelsWithoutRecursion(t *testing.T) {
+	const n = 10_000
+	s := openTest(t)
+	ctx := context.Background()
+	ps := make([]contract.InsertParams, n+1)
+	for i := range ps {
+		ps[i] = job("chain", "k")
+		if i > 0 {
+			ps[i].DependsOnIndex = []int{i - 1}
+		}
+	}
+	got := insert(t, s, ps...)
+	if last := got[n].Job; last.State != contract.StateWaiting || last.WaitingFor != 1 {
+		t.Fatalf("the last step inserted %s waiting for %d; want waiting for 1", last.State, last.WaitingFor)
+	}
+	start := time.Now()
+	if _, err := s.Cancel(ctx, got[0].Job.ID, t0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a cancel of the root of a %d-step chain took %v", n, time.Since(start))
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st[0].Counts; c[contract.StateCancelled] != n+1 || c[contract.StateWaiting] != 0 {
+		t.Fatalf("after the cancel of the root: %v; want all %d jobs cancelled", c, n+1)
+	}
+	last, err := s.Get(ctx, got[n].Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := last.Errors[len(last.Errors)-1]; e.Cause != contract.CauseDependency || !strings.Contains(e.Error, "ended cancelled") ||
+		last.DependencyEnds != (contract.DependencyEnds{Cancelled: 1}) || !last.FinishedAt.Equal(t0) {
+		t.Fatalf("the last step: %+v, ends %+v, finished %v; want cancelled by its dependency at %v", e, last.DependencyEnds, last.FinishedAt, t0)
+	}
+	var open int
+	if err := s.DB().QueryRow("SELECT COUNT(*) FROM " + s.Prefix() + "job_deps WHERE NOT settled").Scan(&open); err != nil || open != 0 {
+		t.Fatalf("%d edges left unsettled (%v); want none", open, err)
+	}
+}
+
+// TestDependenciesOverTheStatementLimits: a job depending on more jobs
+// than one statement of the insert binds ids or edges for (idChunk,
+// edgeChunk), by id and by index, is inserted with every edge and
+// released by the last. (contract.MaxDependencies, ten times as many,
+// took 3.3 s by index and 1.5 s by id here; internal/bench's
+// TestWorkflowScale measures it.)
+func TestDependenciesOverTheStatementLimits(t *testing.T) {
+	const n = 2*max(idChunk, edgeChunk) + 1
+	s := openTest(t)
+	ctx := context.Background()
+	ps := make([]contract.InsertParams, n+1)
+	for i := range n {
+		ps[i] = job("many", "k")
+		ps[n].DependsOnIndex = append(ps[n].DependsOnIndex, i)
+	}
+	ps[n] = job("callback", "k")
+	for i := range n {
+		ps[n].DependsOnIndex = append(ps[n].DependsOnIndex, i)
+	}
+	ps[n].OnDependencyFailure = contract.DependencyRun
+	start := time.Now()
+	got := insert(t, s, ps...)
+	t.Logf("an insert of %d jobs and one depending on all of them by index took %v", n, time.Since(start))
+	cb := got[n].Job
+	if cb.State != contract.StateWaiting || cb.WaitingFor != n || len(cb.DependsOn) != n {
+		t.Fatalf("the callback: %s waiting for %d with %d dependencies; want waiting for %d", cb.State, cb.WaitingFor, len(cb.DependsOn), n)
+	}
+	ids := make([]int64, n)
+	for i := range n {
+		ids[i] = got[i].Job.ID
+	}
+	byID := job("callback", "k")
+	byID.DependsOn = ids
+	start = time.Now()
+	res, err := s.Insert(ctx, t0, []contract.InsertParams{byID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("an insert of a job depending on %d ids took %v", n, time.Since(start))
+	if j, err := s.Get(ctx, res[0].Job.ID); err != nil || j.WaitingFor != n || len(j.DependsOn) != n || j.DependsOn[n-1] != ids[n-1] {
+		t.Fatalf("the job depending on %d ids read back: %v; want it waiting for all", n, err)
+	}
+	// All but one end at once (discarded: the run policy counts them),
+	// then the last completes.
+	if _, err := s.DB().ExecContext(ctx, "UPDATE "+s.Prefix()+"jobs SET state = 'discarded', finished_at = ? WHERE queue = 'many' AND id < ?",
+		dialect{}.Time(t0), ids[n-1]); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := s.Get(ctx, cb.ID); err != nil || j.WaitingFor != 1 || j.DependencyEnds.Discarded != n-1 {
+		t.Fatalf("the callback after %d discards: %+v, %v; want waiting for 1", n-1, j, err)
+	}
+	claimFinish(t, s, got[n-1].Job, contract.OutcomeComplete, false)
+	j, err := s.Get(ctx, cb.ID)
+	if err != nil || j.State != contract.StateAvailable || j.DependencyEnds != (contract.DependencyEnds{Completed: 1, Discarded: n - 1}) {
+		t.Fatalf("the callback after its last dependency completed: %+v, %v; want available with every end counted", j, err)
+	}
+}
+
+// TestDependencyReleaseNotifies: a release sends NotifyInsert for the
+// released job's queue to the listeners of every handle, as an insert of
+// a due job does.
+func TestDependencyReleaseNotifies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "n.db")
+	a, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	root := insert(t, b, job("root", "k"))[0].Job
+	after := job("released", "k")
+	after.DependsOn = []int64{root.ID}
+	insert(t, b, after)
+	ch, err := a.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimFinish(t, b, root, contract.OutcomeComplete, true)
+	for {
+		select {
+		case n := <-ch:
+			if n.Kind == contract.NotifyInsert && n.Queue == "released" {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no NotifyInsert for the queue of the released job")
+		}
+	}
+}
+
+// TestDependenciesWithRecursiveTriggers: a database/sql handle whose
+// connections turn recursive_triggers on (New takes a caller's handle)
+// settles as Open's does: the cascade's own cancels do not run the
+// triggers again.
+func TestDependenciesWithRecursiveTriggers(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", DSN(filepath.Join(t.TempDir(), "r.db"), DefaultBusyTimeout)+"&_pragma=recursive_triggers(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var on int
+	if err := db.QueryRow("PRAGMA recursive_triggers").Scan(&on); err != nil || on != 1 {
+		t.Fatalf("recursive_triggers is %d (%v); want 1", on, err)
+	}
+	// a ← b ← c, b ← d (run), a ← e (run)
+	ps := []contract.InsertParams{job("root", "k"), job("deps", "k"), job("deps", "k"), job("deps", "k"), job("deps", "k")}
+	ps[1].DependsOnIndex, ps[2].DependsOnIndex, ps[3].DependsOnIndex, ps[4].DependsOnIndex = []int{0}, []int{1}, []int{1}, []int{0}
+	ps[3].OnDependencyFailure, ps[4].OnDependencyFailure = contract.DependencyRun, contract.DependencyRun
+	got := insert(t, s, ps...)
+	claimFinish(t, s, got[0].Job, contract.OutcomeDiscard, false)
+	for i, want := range []struct {
+		state contract.State
+		ends  contract.DependencyEnds
+	}{
+		{contract.StateDiscarded, contract.DependencyEnds{}},
+		{contract.StateCancelled, contract.DependencyEnds{Discarded: 1}},
+		{contract.StateCancelled, contract.DependencyEnds{Cancelled: 1}},
+		{contract.StateAvailable, contract.DependencyEnds{Cancelled: 1}},
+		{contract.StateAvailable, contract.DependencyEnds{Discarded: 1}},
+	} {
+		j, err := s.Get(ctx, got[i].Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != want.state || j.DependencyEnds != want.ends || len(j.Errors) > 1 {
+			t.Errorf("job %d: %s with ends %+v and %d error entries; want %s with %+v and at most one entry", i, j.State, j.DependencyEnds, len(j.Errors), want.state, want.ends)
+		}
+	}
+}
+
+// TestDependencyEdgesGoWithTheirJob: the edges of a job deleted for good
+// are deleted with it; an archived job keeps them, and its DependsOn.
+func TestDependencyEdgesGoWithTheirJob(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	root := insert(t, s, job("root", "k"))[0].Job
+	gone, kept := job("deps", "k"), job("kept", "k")
+	gone.DependsOn, kept.DependsOn = []int64{root.ID}, []int64{root.ID}
+	kept.OnDependencyFailure = contract.DependencyRun
+	res := insert(t, s, gone, kept)
+	edges := func() int {
+		var n int
+		if err := s.DB().QueryRow("SELECT COUNT(*) FROM " + s.Prefix() + "job_deps").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := s.Delete(ctx, res[0].Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := edges(); n != 1 {
+		t.Fatalf("%d edges after the delete of a waiting job; want 1, the other job's", n)
+	}
+	claimFinish(t, s, root, contract.OutcomeComplete, false)
+	claimFinish(t, s, res[1].Job, contract.OutcomeComplete, false)
+	if n, err := s.Archive(ctx, contract.StateCompleted, t0.Add(time.Hour), 10); err != nil || n != 2 {
+		t.Fatalf("archived %d jobs, %v; want 2", n, err)
+	}
+	if j, err := s.GetArchived(ctx, res[1].Job.ID); err != nil || len(j.DependsOn) != 1 || j.DependsOn[0] != root.ID {
+		t.Fatalf("archived job read back: %+v, %v; want DependsOn [%d]", j, err, root.ID)
+	}
+	if n, err := s.PruneArchive(ctx, t0.Add(time.Hour), 10); err != nil || n != 2 {
+		t.Fatalf("pruned %d archived jobs, %v; want 2", n, err)
+	}
+	if n := edges(); n != 0 {
+		t.Fatalf("%d edges once every job is gone; want none", n)
+	}
+}
+
+// TestWaitingDeadlineUsesItsIndex: DiscardExpired reads waiting jobs past
+// their deadline from jobs_deadline_waiting, not from the whole table.
+func TestWaitingDeadlineUsesItsIndex(t *testing.T) {
+	s := openTest(t)
+	rows, err := s.DB().Query("EXPLAIN QUERY PLAN "+s.sql.expiredWaiting, dialect{}.Time(t0), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if text := strings.Join(plan, "; "); !strings.Contains(text, "INDEX "+s.Prefix()+"jobs_deadline_waiting") {
+		t.Fatalf("plan %q; want a read of jobs_deadline_waiting", text)
+	}
+}
