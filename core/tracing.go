@@ -34,6 +34,12 @@ const (
 	// AttrJobDuplicate is set on the send span of one job whose unique key
 	// was held: nothing was inserted.
 	AttrJobDuplicate = attribute.Key("backlog.job.duplicate")
+	// AttrWorkflowID and AttrWorkflowStep are set on the process span of a
+	// job of a workflow or batch (Job.WorkflowID, Job.Step): int64 and
+	// string. The jobs of one workflow share one trace already, the trace
+	// of the span in their enqueue's context.
+	AttrWorkflowID   = attribute.Key("backlog.workflow.id")
+	AttrWorkflowStep = attribute.Key("backlog.workflow.step")
 )
 
 // OutcomeLeaseLost is the outcome attribute of an execution whose outcome
@@ -241,6 +247,9 @@ func (t *Tracing) StartProcess(ctx context.Context, job *Job) (context.Context, 
 			AttrJobKind.String(job.Kind),
 			AttrJobAttempt.Int(job.Attempt),
 		),
+	}
+	if job.WorkflowID != 0 {
+		opts = append(opts, trace.WithAttributes(AttrWorkflowID.Int64(job.WorkflowID), AttrWorkflowStep.String(job.Step)))
 	}
 	if sc := trace.SpanContextFromContext(parent); sc.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))

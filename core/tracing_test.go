@@ -470,3 +470,37 @@ func BenchmarkTracingProcessSpan(b *testing.B) {
 		})
 	}
 }
+
+// The steps of a workflow run in one trace, the trace of the span the
+// workflow was enqueued in, and their process spans name the workflow and
+// the step.
+func TestTracingWorkflowInOneTrace(t *testing.T) {
+	st := memory.New()
+	tp, exp := newTracer(t)
+	h := core.NewHandlers()
+	h.HandleRaw("step", func(ctx context.Context, j *core.Job) error { return nil })
+	c := startNode(t, st, h, func(c *core.Config) { c.TracerProvider = tp })
+	ctx, req := tp.Tracer("test").Start(context.Background(), "request")
+	var w core.Workflow
+	w.AddRaw("a", "step", nil, nil).AddRaw("b", "step", nil, nil, "a").AddRaw("c", "step", nil, nil, "b")
+	res, err := c.EnqueueWorkflow(ctx, &w)
+	req.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, st, res.Steps["c"].ID, core.StateCompleted)
+	procs := waitSpans(t, exp, "process default", 3)
+	steps := map[string]bool{}
+	for _, p := range procs {
+		if p.SpanContext.TraceID() != req.SpanContext().TraceID() {
+			t.Fatalf("step %q ran in trace %s; want the enqueue's trace %s", attr(p, core.AttrWorkflowStep).AsString(), p.SpanContext.TraceID(), req.SpanContext().TraceID())
+		}
+		if attr(p, core.AttrWorkflowID).AsInt64() != res.ID {
+			t.Fatalf("process span's workflow id %d; want %d", attr(p, core.AttrWorkflowID).AsInt64(), res.ID)
+		}
+		steps[attr(p, core.AttrWorkflowStep).AsString()] = true
+	}
+	if len(steps) != 3 || !steps["a"] || !steps["b"] || !steps["c"] {
+		t.Fatalf("process spans name the steps %v; want a, b and c", steps)
+	}
+}

@@ -124,7 +124,8 @@ func questionMarks(q string) string {
 }
 
 // txWorker is the scenario's worker process: a client on the store at
-// envTxURL whose handler inserts one row (job id, attempt, worker) into
+// envTxURL whose handler inserts one row (job id, attempt, worker, and
+// how many of its dependencies completed, Job.DependencyEnds) into
 // the application table envTxTable inside its HandleTx transaction, waits
 // in it up to envTxHold (so that SIGKILLs and outages land inside
 // transactions), and completes. It stops on SIGTERM.
@@ -157,7 +158,7 @@ func txWorker() error {
 	defer st.Close()
 	h := core.NewHandlers()
 	core.HandleTx(h, func(ctx context.Context, tx any, j *core.TypedJob[txArgs]) error {
-		if err := txExec(ctx, tx, "INSERT INTO "+table+" (job_id, attempt, worker) VALUES ($1, $2, $3)", j.ID, j.Attempt, id); err != nil {
+		if err := txExec(ctx, tx, "INSERT INTO "+table+" (job_id, attempt, worker, ends) VALUES ($1, $2, $3, $4)", j.ID, j.Attempt, id, j.DependencyEnds.Completed); err != nil {
 			return err
 		}
 		select {
@@ -204,53 +205,22 @@ func TestHandleTxKillAndRestart(t *testing.T) {
 	}
 }
 
-func handleTxFault(t *testing.T, backend string) {
-	cfg := loadConfig(t)
-	n := max(cfg.jobs/5, 10)
-	window := min(cfg.killWindow, 20*time.Second)
-	// A handler holds its transaction 20–100% of hold: long enough on the
-	// servers that most kills land inside transactions; short on SQLite,
-	// whose transactions take turns on one write lock.
-	hold := 600 * time.Millisecond
-	if backend == "sqlite" {
-		hold = 25 * time.Millisecond
-	}
-	url, srv := backendURL(t, backend)
-	bin := handlerBin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+// txTableDDL creates the application table the scenario's handler
+// writes (see txWorker).
+func txTableDDL(table string) string {
+	return "CREATE TABLE " + table + " (job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, worker VARCHAR(100) NOT NULL, ends INTEGER NOT NULL)"
+}
 
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	tr, ok := st.(contract.TxRunner)
-	if !ok {
-		t.Fatalf("store %T has no contract.TxRunner", st)
-	}
-	table := "fault_tx_effects"
-	if err := tr.RunTx(ctx, func(tx any) error {
-		return txExec(ctx, tx, "CREATE TABLE "+table+" (job_id BIGINT NOT NULL, attempt INTEGER NOT NULL, worker VARCHAR(100) NOT NULL)")
-	}); err != nil {
-		t.Fatal(err)
-	}
-	producer, err := core.NewClient(st, core.Config{AllowUnknownKinds: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The jobs come due evenly over the fault window, so the faults meet
-	// transactions from start to end.
-	batch := make([]core.InsertParams, n)
-	now := time.Now()
-	for i := range batch {
-		batch[i] = core.InsertParams{Kind: txKind, Args: []byte(`{}`), MaxAttempts: 100, RunAt: now.Add(window * time.Duration(i) / time.Duration(n))}
-	}
-	if _, err := producer.EnqueueMany(ctx, batch); err != nil {
-		t.Fatal(err)
-	}
-
-	logs := t.TempDir()
+// runTxFleet runs cfg.workers txWorker processes of bin on the store at
+// url, writing into table and holding each transaction up to hold, and
+// for window SIGKILLs one at random every 0.3–1 s and starts it again
+// 200 ms later; halfway, it stops the database server srv (immediate;
+// nil: none) and starts it again. The workers stop (SIGTERM) when the
+// test ends. It returns the kills, whether the server restarted, and the
+// folder of the workers' logs.
+func runTxFleet(t *testing.T, cfg config, bin, url, table string, hold, window time.Duration, srv *dbserver.Server) (kills int, restarted bool, logs string) {
+	t.Helper()
+	logs = t.TempDir()
 	var mu sync.Mutex
 	type proc struct {
 		cmd  *exec.Cmd
@@ -283,7 +253,7 @@ func handleTxFault(t *testing.T, backend string) {
 	for slot := range cfg.workers {
 		startWorker(slot)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, p := range procs {
@@ -297,12 +267,8 @@ func handleTxFault(t *testing.T, backend string) {
 				<-p.done
 			}
 		}
-	}()
+	})
 
-	// The faults: a SIGKILL every 0.3–1 s of a random worker, started
-	// again 200 ms later; halfway, the database server stops (immediate)
-	// and starts again.
-	kills, restarted := 0, false
 	begin := time.Now()
 	for time.Since(begin) < window {
 		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
@@ -327,26 +293,99 @@ func handleTxFault(t *testing.T, backend string) {
 			}
 		}
 	}
+	return kills, restarted, logs
+}
 
-	// Every job completes.
-	deadline := time.Now().Add(cfg.drain)
-	var completed int
+// waitCompleted waits up to drain for n jobs of st to be completed.
+func waitCompleted(t *testing.T, ctx context.Context, st contract.Store, n int, drain time.Duration, logs string) {
+	t.Helper()
+	deadline := time.Now().Add(drain)
 	for {
 		stats, err := st.Stats(ctx)
+		completed := 0
 		if err == nil {
-			completed = 0
 			for _, q := range stats {
 				completed += q.Counts[core.StateCompleted]
 			}
 			if completed == n {
-				break
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d jobs completed %s after the faults ended (stats %+v, %v); worker logs in %s", completed, n, cfg.drain, stats, err, logs)
+			t.Fatalf("%d of %d jobs completed %s after the faults ended (stats %+v, %v); worker logs in %s", completed, n, drain, stats, err, logs)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// txScenario is what openTxScenario set up: the store at url (on the
+// database server srv, nil for SQLite), its transactions, and the
+// workers' binary.
+type txScenario struct {
+	st       contract.Store
+	tr       contract.TxRunner
+	url, bin string
+	srv      *dbserver.Server
+}
+
+// openTxScenario starts backend's private database, opens the store on
+// it and creates the application table txWorker writes. The context ends
+// (and the store closes) with the test, or after 5 minutes.
+func openTxScenario(t *testing.T, backend, table string) (context.Context, txScenario) {
+	t.Helper()
+	url, srv := backendURL(t, backend)
+	sc := txScenario{url: url, srv: srv, bin: handlerBin(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tr, ok := st.(contract.TxRunner)
+	if !ok {
+		t.Fatalf("store %T has no contract.TxRunner", st)
+	}
+	if err := tr.RunTx(ctx, func(tx any) error { return txExec(ctx, tx, txTableDDL(table)) }); err != nil {
+		t.Fatal(err)
+	}
+	sc.st, sc.tr = st, tr
+	return ctx, sc
+}
+
+func handleTxFault(t *testing.T, backend string) {
+	cfg := loadConfig(t)
+	n := max(cfg.jobs/5, 10)
+	window := min(cfg.killWindow, 20*time.Second)
+	// A handler holds its transaction 20–100% of hold: long enough on the
+	// servers that most kills land inside transactions; short on SQLite,
+	// whose transactions take turns on one write lock.
+	hold := 600 * time.Millisecond
+	if backend == "sqlite" {
+		hold = 25 * time.Millisecond
+	}
+	table := "fault_tx_effects"
+	ctx, sc := openTxScenario(t, backend, table)
+	st, tr, url, srv, bin := sc.st, sc.tr, sc.url, sc.srv, sc.bin
+	producer, err := core.NewClient(st, core.Config{AllowUnknownKinds: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The jobs come due evenly over the fault window, so the faults meet
+	// transactions from start to end.
+	batch := make([]core.InsertParams, n)
+	now := time.Now()
+	for i := range batch {
+		batch[i] = core.InsertParams{Kind: txKind, Args: []byte(`{}`), MaxAttempts: 100, RunAt: now.Add(window * time.Duration(i) / time.Duration(n))}
+	}
+	if _, err := producer.EnqueueMany(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+
+	kills, restarted, logs := runTxFleet(t, cfg, bin, url, table, hold, window, srv)
+
+	// Every job completes.
+	waitCompleted(t, ctx, st, n, cfg.drain, logs)
 
 	// Exactly one row per job.
 	var rows [][]int64
