@@ -229,7 +229,7 @@ func (d *depInsert) insert(ctx context.Context, send []int) error {
 	for _, i := range send {
 		cut := len(part) == depsInsertChunk
 		for _, k := range d.jobs[i].DependsOnIndex {
-			cut = cut || inPart[k]
+			cut = cut || inPart[d.first[k]]
 		}
 		if cut {
 			if err := d.flush(ctx, part); err != nil {

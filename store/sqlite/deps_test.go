@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,5 +273,39 @@ func TestWaitingDeadlineUsesItsIndex(t *testing.T) {
 	}
 	if text := strings.Join(plan, "; "); !strings.Contains(text, "INDEX "+s.Prefix()+"jobs_deadline_waiting") {
 		t.Fatalf("plan %q; want a read of jobs_deadline_waiting", text)
+	}
+}
+
+// TestDependencyOnADuplicate: DependsOnIndex naming an input that was a
+// duplicate depends on the job holding its unique key, whether an
+// earlier input of the same call or a job from before; either releases
+// the dependant when it completes.
+func TestDependencyOnADuplicate(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	keyed := func(key string) contract.InsertParams {
+		p := job("held", "k")
+		p.UniqueKey = key
+		return p
+	}
+	holder := insert(t, s, keyed("old"))[0].Job
+	onOld := job("deps", "k")
+	onOld.DependsOnIndex = []int{0}
+	got := insert(t, s, keyed("old"), onOld)
+	if !got[0].Duplicate || got[0].Job.ID != holder.ID || got[1].Job.State != contract.StateWaiting || !slices.Equal(got[1].Job.DependsOn, []int64{holder.ID}) {
+		t.Fatalf("a job depending on a duplicate of job %d: %+v; want it waiting for the holder", holder.ID, got[1].Job)
+	}
+	p := job("deps", "k")
+	p.DependsOnIndex = []int{1}
+	res := insert(t, s, keyed("same"), keyed("same"), p)
+	if !res[1].Duplicate || res[2].Job.State != contract.StateWaiting || !slices.Equal(res[2].Job.DependsOn, []int64{res[0].Job.ID}) {
+		t.Fatalf("a job depending on a repeat of an earlier input's key: %+v; want it waiting for job %d", res[2].Job, res[0].Job.ID)
+	}
+	claimFinish(t, s, holder, contract.OutcomeComplete, false)
+	claimFinish(t, s, res[0].Job, contract.OutcomeComplete, false)
+	for _, id := range []int64{got[1].Job.ID, res[2].Job.ID} {
+		if j, err := s.Get(ctx, id); err != nil || j.State != contract.StateAvailable {
+			t.Fatalf("job %d after its dependency completed: %+v, %v; want available", id, j, err)
+		}
 	}
 }
