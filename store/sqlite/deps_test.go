@@ -31,9 +31,13 @@ func claimFinish(t *testing.T, s *Store, j *contract.Job, k contract.OutcomeKind
 // TestDependencyChainCancelsWithoutRecursion: a cancelled root cancels a
 // chain of 10,000 steps that each wait for the one before, in the one
 // statement that cancelled it (the triggers' cascade is one recursive
-// query, not 10,000 nested trigger runs, which SQLite caps at 1000).
+// query, not 10,000 nested trigger runs, which SQLite caps at 1000);
+// 1,500 (more than 1000) under the race detector.
 func TestDependencyChainCancelsWithoutRecursion(t *testing.T) {
-	const n = 10_000
+	n := 10_000
+	if raceEnabled {
+		n = 1_500
+	}
 	s := openTest(t)
 	ctx := context.Background()
 	ps := make([]contract.InsertParams, n+1)
@@ -75,18 +79,17 @@ func TestDependencyChainCancelsWithoutRecursion(t *testing.T) {
 
 // TestDependenciesOverTheStatementLimits: a job depending on more jobs
 // than one statement of the insert binds ids or edges for (idChunk,
-// edgeChunk), by id and by index, is inserted with every edge and
-// released by the last. (contract.MaxDependencies, ten times as many,
+// edgeChunk), by index and by id, is inserted with every edge and reads
+// back waiting for all. (contract.MaxDependencies, ten times as many,
 // took 3.3 s by index and 1.5 s by id here; internal/bench's
 // TestWorkflowScale measures it.)
 func TestDependenciesOverTheStatementLimits(t *testing.T) {
-	const n = 2*max(idChunk, edgeChunk) + 1
+	const n = max(idChunk, edgeChunk) + 1
 	s := openTest(t)
 	ctx := context.Background()
 	ps := make([]contract.InsertParams, n+1)
 	for i := range n {
 		ps[i] = job("many", "k")
-		ps[n].DependsOnIndex = append(ps[n].DependsOnIndex, i)
 	}
 	ps[n] = job("callback", "k")
 	for i := range n {
@@ -96,10 +99,6 @@ func TestDependenciesOverTheStatementLimits(t *testing.T) {
 	start := time.Now()
 	got := insert(t, s, ps...)
 	t.Logf("an insert of %d jobs and one depending on all of them by index took %v", n, time.Since(start))
-	cb := got[n].Job
-	if cb.State != contract.StateWaiting || cb.WaitingFor != n || len(cb.DependsOn) != n {
-		t.Fatalf("the callback: %s waiting for %d with %d dependencies; want waiting for %d", cb.State, cb.WaitingFor, len(cb.DependsOn), n)
-	}
 	ids := make([]int64, n)
 	for i := range n {
 		ids[i] = got[i].Job.ID
@@ -112,22 +111,19 @@ func TestDependenciesOverTheStatementLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("an insert of a job depending on %d ids took %v", n, time.Since(start))
-	if j, err := s.Get(ctx, res[0].Job.ID); err != nil || j.WaitingFor != n || len(j.DependsOn) != n || j.DependsOn[n-1] != ids[n-1] {
-		t.Fatalf("the job depending on %d ids read back: %v; want it waiting for all", n, err)
+	for _, id := range []int64{got[n].Job.ID, res[0].Job.ID} {
+		j, err := s.Get(ctx, id)
+		if err != nil || j.State != contract.StateWaiting || j.WaitingFor != n || !slices.Equal(j.DependsOn, ids) {
+			t.Fatalf("job %d read back: %v; want it waiting for all %d jobs", id, err, n)
+		}
 	}
-	// All but one end at once (discarded: the run policy counts them),
-	// then the last completes.
-	if _, err := s.DB().ExecContext(ctx, "UPDATE "+s.Prefix()+"jobs SET state = 'discarded', finished_at = ? WHERE queue = 'many' AND id < ?",
-		dialect{}.Time(t0), ids[n-1]); err != nil {
-		t.Fatal(err)
+	var marked int
+	if err := s.DB().QueryRow("SELECT COUNT(*) FROM " + s.Prefix() + "jobs WHERE queue = 'many' AND has_dependants").Scan(&marked); err != nil || marked != n {
+		t.Fatalf("%d of the %d dependencies marked has_dependants (%v)", marked, n, err)
 	}
-	if j, err := s.Get(ctx, cb.ID); err != nil || j.WaitingFor != 1 || j.DependencyEnds.Discarded != n-1 {
-		t.Fatalf("the callback after %d discards: %+v, %v; want waiting for 1", n-1, j, err)
-	}
-	claimFinish(t, s, got[n-1].Job, contract.OutcomeComplete, false)
-	j, err := s.Get(ctx, cb.ID)
-	if err != nil || j.State != contract.StateAvailable || j.DependencyEnds != (contract.DependencyEnds{Completed: 1, Discarded: n - 1}) {
-		t.Fatalf("the callback after its last dependency completed: %+v, %v; want available with every end counted", j, err)
+	claimFinish(t, s, got[0].Job, contract.OutcomeComplete, false)
+	if j, err := s.Get(ctx, res[0].Job.ID); err != nil || j.WaitingFor != n-1 || j.DependencyEnds.Completed != 1 {
+		t.Fatalf("the job depending on %d ids after one completed: %+v, %v; want waiting for %d", n, j, err, n-1)
 	}
 }
 
