@@ -157,6 +157,7 @@ everything.`,
 	fl.StringVar(&p.Queue, "queue", "", "only this queue")
 	fl.StringSliceVar(&states, "state", nil, "only these states (repeatable or comma-separated): "+stateNames()+", or "+stateFailed+" for "+failedNames())
 	fl.StringVar(&p.Kind, "kind", "", "only this kind")
+	fl.Int64Var(&p.WorkflowID, "workflow", 0, "only the jobs of this workflow or batch (their workflow id)")
 	fl.Int64Var(&p.AfterID, "after", 0, "start after this id (keyset paging)")
 	fl.IntVar(&p.Limit, "limit", 100, "at most this many jobs")
 	fl.StringVar(&order, "order", "", "asc or desc (default: desc, newest first, by id; asc, soonest first, with --sort run_at)")

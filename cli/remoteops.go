@@ -55,6 +55,21 @@ type ops interface {
 	ResumePeriodic(ctx context.Context, name string) error
 	// RunPeriodicNow enqueues one job of the periodic job now and returns it.
 	RunPeriodicNow(ctx context.Context, name string) (*core.Job, error)
+	// SubmitWorkflow and SubmitBatch insert a workflow or batch given as
+	// the HTTP API's body (POST /v1/workflows, POST /v1/batches).
+	SubmitWorkflow(ctx context.Context, req httpapi.WorkflowRequest) (core.WorkflowResult, error)
+	SubmitBatch(ctx context.Context, req httpapi.BatchCreateRequest) (core.BatchResult, error)
+	// ListWorkflows returns up to limit workflows (batches: batches)
+	// with ids below after (0: the newest), newest first, and whether
+	// more may follow.
+	ListWorkflows(ctx context.Context, batches bool, after int64, limit int) ([]core.WorkflowStatus, bool, error)
+	// GetWorkflow returns workflow id's status and steps (batch: batch
+	// id's status and callbacks); core.ErrNotFound when there is none of
+	// that sort.
+	GetWorkflow(ctx context.Context, id int64, batch bool) (httpapi.WorkflowDetail, error)
+	// CancelWorkflow cancels every job of workflow (batch) id not yet
+	// final (core.Client.CancelWorkflow); core.ErrNotFound as GetWorkflow.
+	CancelWorkflow(ctx context.Context, id int64, batch bool) (core.BulkResult, error)
 }
 
 // opsOpts says how a command's ops open the store in --db mode.
@@ -261,7 +276,7 @@ func (s serverOps) listJobs(ctx context.Context, p core.ListParams, archived boo
 	if want <= 0 {
 		want = 100
 	}
-	req := client.ListParams{Queue: p.Queue, States: p.States, Kind: p.Kind, After: p.AfterID, Desc: p.Desc, ByRunAt: p.ByRunAt, AfterRunAt: p.AfterRunAt, Archived: archived}
+	req := client.ListParams{Queue: p.Queue, States: p.States, Kind: p.Kind, After: p.AfterID, Desc: p.Desc, ByRunAt: p.ByRunAt, AfterRunAt: p.AfterRunAt, Archived: archived, WorkflowID: p.WorkflowID}
 	var out []*core.Job
 	for len(out) < want {
 		req.Limit = min(maxServerPage, want-len(out))

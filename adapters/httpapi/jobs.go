@@ -116,31 +116,42 @@ func seconds(field string, v float64) (time.Duration, error) {
 // insertParams validates one submission and builds its insert. prefix
 // names the item in messages ("" or "jobs[3]: ").
 func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, prefix string) (core.InsertParams, error) {
+	opts, args, err := s.submitOptions(req, now, correlationID, prefix)
+	if err != nil {
+		return core.InsertParams{}, err
+	}
+	return s.buildInsert(req.Kind, args, &opts, now, prefix)
+}
+
+// submitOptions validates one submission with the server's rules and
+// returns its options and args (nil for none) as core takes them. prefix
+// names the item in messages.
+func (s *Server) submitOptions(req *SubmitRequest, now time.Time, correlationID, prefix string) (core.Options, []byte, error) {
 	opts := core.Options{Queue: req.Queue, UniqueKey: req.UniqueKey, PartitionKey: req.PartitionKey, Tags: req.Tags}
 	scope, err := core.ParseUniqueScope(req.UniqueScope)
 	if err != nil {
-		return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.Error())
+		return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+err.Error())
 	}
 	opts.UniqueScope = scope
 	if req.UniqueForSeconds != nil {
 		d, err := seconds("unique_for_seconds", *req.UniqueForSeconds)
 		if err != nil {
-			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.(*problem).detail)
+			return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+err.(*problem).detail)
 		}
 		if d > s.cfg.MaxUniqueFor {
-			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+uniqueForOverLimit(*req.UniqueForSeconds, s.cfg.MaxUniqueFor))
+			return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+uniqueForOverLimit(*req.UniqueForSeconds, s.cfg.MaxUniqueFor))
 		}
 		opts.UniqueFor = d
 	}
 	if req.Priority != nil {
 		if *req.Priority < core.PriorityHighest || *req.Priority > core.PriorityLowest {
-			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%spriority %d is outside %d..%d", prefix, *req.Priority, core.PriorityHighest, core.PriorityLowest))
+			return core.Options{}, nil, newProblem(SlugInvalidJob, fmt.Sprintf("%spriority %d is outside %d..%d", prefix, *req.Priority, core.PriorityHighest, core.PriorityLowest))
 		}
 		opts.Priority = *req.Priority
 	}
 	if req.MaxAttempts != nil {
 		if *req.MaxAttempts < 1 {
-			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%smax_attempts %d is below 1", prefix, *req.MaxAttempts))
+			return core.Options{}, nil, newProblem(SlugInvalidJob, fmt.Sprintf("%smax_attempts %d is below 1", prefix, *req.MaxAttempts))
 		}
 		opts.MaxAttempts = *req.MaxAttempts
 	} else {
@@ -149,27 +160,27 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 		opts.MaxAttempts = s.c.MaxAttempts(req.Kind)
 	}
 	if req.RunAt != nil && req.DelaySeconds != nil {
-		return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+"run_at and delay_seconds are exclusive")
+		return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+"run_at and delay_seconds are exclusive")
 	}
 	if req.RunAt != nil {
 		if req.RunAt.IsZero() {
-			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+"run_at is the zero time")
+			return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+"run_at is the zero time")
 		}
 		if err := core.ValidateTime("run_at", *req.RunAt); err != nil {
-			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+trimInvalid(err.Error()))
+			return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+trimInvalid(err.Error()))
 		}
 		opts.RunAt = *req.RunAt
 	}
 	if req.DelaySeconds != nil {
 		d, err := seconds("delay_seconds", *req.DelaySeconds)
 		if err != nil {
-			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+err.(*problem).detail)
+			return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+err.(*problem).detail)
 		}
 		opts.RunAt = now.Add(d)
 	}
 	if req.Deadline != nil {
 		if err := core.ValidateTime("deadline", *req.Deadline); err != nil {
-			return core.InsertParams{}, newProblem(SlugInvalidRequest, prefix+trimInvalid(err.Error()))
+			return core.Options{}, nil, newProblem(SlugInvalidRequest, prefix+trimInvalid(err.Error()))
 		}
 		opts.Deadline = *req.Deadline
 	}
@@ -192,27 +203,33 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 		args = nil
 	}
 	if !utf8.Valid(args) {
-		return core.InsertParams{}, newProblem(SlugInvalidJSON, prefix+"args are not valid UTF-8 (JSON text must be UTF-8)")
+		return core.Options{}, nil, newProblem(SlugInvalidJSON, prefix+"args are not valid UTF-8 (JSON text must be UTF-8)")
 	}
 	if err := s.checkSubmittedArgs(req.Kind, args, prefix); err != nil {
-		return core.InsertParams{}, err
+		return core.Options{}, nil, err
 	}
+	return opts, args, nil
+}
+
+// buildInsert builds the insert of a submission of kind with args and
+// opts (submitOptions) and validates it with core's rules.
+func (s *Server) buildInsert(kind string, args []byte, opts *core.Options, now time.Time, prefix string) (core.InsertParams, error) {
 	// Validate with core's rules, but the args size against this client's
 	// limit (NewInsertRaw knows only the default one).
 	if maxArgs := s.ccfg.MaxArgsBytes; len(args) > maxArgs {
-		return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%skind %q: args are %d bytes, over the limit of %d", prefix, req.Kind, len(args), maxArgs))
+		return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%skind %q: args are %d bytes, over the limit of %d", prefix, kind, len(args), maxArgs))
 	}
 	check := args
 	if len(args) > core.DefaultMaxArgsBytes {
 		check = nil
 	}
-	p, err := core.NewInsertRaw(req.Kind, check, &opts, now)
+	p, err := core.NewInsertRaw(kind, check, opts, now)
 	if err != nil {
 		return core.InsertParams{}, newProblem(SlugInvalidJob, prefix+trimInvalid(err.Error()))
 	}
 	if len(args) > core.DefaultMaxArgsBytes {
 		if !json.Valid(args) {
-			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%skind %q: args are not valid JSON", prefix, req.Kind))
+			return core.InsertParams{}, newProblem(SlugInvalidJob, fmt.Sprintf("%skind %q: args are not valid JSON", prefix, kind))
 		}
 		p.Args = args
 	}
@@ -226,7 +243,11 @@ func (s *Server) insertParams(req *SubmitRequest, now time.Time, correlationID, 
 // The client refuses a job of a kind nothing handles (core.Client.CheckKinds:
 // 422 unknown-kind); batch says the jobs are the items of a batch.
 func (s *Server) enqueue(ctx context.Context, ps []core.InsertParams, batch bool) ([]core.InsertResult, error) {
-	if err := s.checkSubmission(ctx, ps, batch); err != nil {
+	var item func(int) string
+	if batch {
+		item = jobsItem
+	}
+	if err := s.checkSubmission(ctx, ps, item); err != nil {
 		return nil, err
 	}
 	res, err := s.c.EnqueueMany(ctx, ps)
@@ -385,6 +406,13 @@ func listParams(q url.Values) (core.ListParams, error) {
 			p.States = append(p.States, core.State(st))
 		}
 	}
+	if v := q["workflow_id"]; len(v) > 0 {
+		n, ok := parseDecimal(v[0], 1, math.MaxInt64)
+		if len(v) > 1 || !ok {
+			return bad("workflow_id may be given once, a positive integer in canonical decimal, not %q", clip(v[0]))
+		}
+		p.WorkflowID = n
+	}
 	if v := q.Get("after"); v != "" {
 		n, ok := parseDecimal(v, 0, math.MaxInt64)
 		if !ok {
@@ -451,6 +479,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	archived, err := archivedParam(r.URL.Query())
 	if err != nil {
 		return err
+	}
+	if _, ok := s.st.(contract.Dependencies); p.WorkflowID != 0 && !ok {
+		return fmt.Errorf("backlog: workflow_id: %w (the store does not implement contract.Dependencies)", core.ErrUnsupported)
 	}
 	ctx := r.Context()
 	readCtx, cancel := s.listReadContext(ctx)

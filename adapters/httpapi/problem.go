@@ -51,6 +51,9 @@ const (
 	SlugIdempotencyKeyReused = "idempotency-key-reused"
 	// SlugUniqueHoldNotFound: no hold on that unique key is held (404).
 	SlugUniqueHoldNotFound = "unique-hold-not-found"
+	// SlugWorkflowNotFound: no job has that workflow id, or the id is a
+	// batch's where a workflow's is wanted, or the other way round (404).
+	SlugWorkflowNotFound = "workflow-not-found"
 )
 
 // nameListMax is how many names nameList quotes.
@@ -98,6 +101,7 @@ var problems = map[string]problemInfo{
 	SlugNotSupported:         {http.StatusNotImplemented, "Not supported by this server's store"},
 	SlugIdempotencyKeyReused: {http.StatusUnprocessableEntity, "Idempotency key reused with another request"},
 	SlugUniqueHoldNotFound:   {http.StatusNotFound, "Unique key not held"},
+	SlugWorkflowNotFound:     {http.StatusNotFound, "Workflow or batch not found"},
 }
 
 // problem is an error that carries the problem a handler answers with.

@@ -51,17 +51,17 @@ func (s *Server) allowedSet() map[string]bool {
 	return g.allowed
 }
 
-// checkQueues refuses a submission (all of ps; prefixed names the item of
-// a batch) that names a queue outside Config.AllowedQueues (422
+// checkQueues refuses a submission (all of ps; item, when not nil, names
+// the i-th item in messages) that names a queue outside Config.AllowedQueues (422
 // queue-not-allowed), or that would create a queue while the store
 // already holds Config.MaxQueues queues (422 too-many-queues). Nothing of
 // a refused submission is inserted. The store's queues are read through
 // a StatsCache of the gate's own (at most queueGateMaxAge old), only when
 // a submission names a queue this server does not know.
-func (s *Server) checkQueues(ctx context.Context, ps []core.InsertParams, prefixed bool) error {
+func (s *Server) checkQueues(ctx context.Context, ps []core.InsertParams, name func(int) string) error {
 	item := func(i int) string {
-		if prefixed {
-			return fmt.Sprintf("jobs[%d]: ", i)
+		if name != nil {
+			return name(i)
 		}
 		return ""
 	}

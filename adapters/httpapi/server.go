@@ -205,6 +205,15 @@ var routes = []route{
 	{"POST", "/v1/jobs/{id}/lease", roleWorker, (*Server).extendLease},
 	{"POST", "/v1/jobs/{id}/progress", roleWorker, (*Server).recordProgress},
 
+	{"POST", "/v1/workflows", roleProducer, (*Server).submitWorkflow},
+	{"GET", "/v1/workflows", roleProducer, (*Server).listWorkflows},
+	{"GET", "/v1/workflows/{id}", roleProducer, (*Server).getWorkflow},
+	{"POST", "/v1/workflows/{id}/cancel", roleAdmin, (*Server).cancelWorkflow},
+	{"POST", "/v1/batches", roleProducer, (*Server).submitBatchJobs},
+	{"GET", "/v1/batches", roleProducer, (*Server).listBatches},
+	{"GET", "/v1/batches/{id}", roleProducer, (*Server).getBatch},
+	{"POST", "/v1/batches/{id}/cancel", roleAdmin, (*Server).cancelBatch},
+
 	{"GET", "/v1/queues", roleProducer, (*Server).listQueues},
 	{"POST", "/v1/queues/{name}/pause", roleAdmin, (*Server).pauseQueue},
 	{"POST", "/v1/queues/{name}/resume", roleAdmin, (*Server).resumeQueue},

@@ -84,6 +84,11 @@ type Job struct {
 	DependsOn           []int64               `json:"depends_on,omitempty"`
 	WaitingFor          int                   `json:"waiting_for,omitempty"`
 	OnDependencyFailure core.DependencyPolicy `json:"on_dependency_failure,omitempty"`
+	// DependencyEnds counts the job's settled dependencies by their end
+	// (completed, cancelled, discarded): how the batch went, for a
+	// batch's callback (core.Job.DependencyEnds); absent when none
+	// settled.
+	DependencyEnds core.DependencyEnds `json:"dependency_ends,omitzero"`
 	// LeaseToken is set only on jobs returned by a claim: it names that
 	// one claim of the job (a later claim of the same job, even at the
 	// same attempt after a snooze, gets another token). A remote worker
@@ -111,6 +116,7 @@ func FromCore(j *core.Job) *Job {
 		CreatedAt: utc(j.CreatedAt), AttemptedAt: utc(j.AttemptedAt), FinishedAt: utc(j.FinishedAt),
 		WorkerID: j.WorkerID, LeaseUntil: utc(j.LeaseUntil), Checkpoint: j.Checkpoint,
 		WorkflowID: j.WorkflowID, Step: j.Step, DependsOn: j.DependsOn, WaitingFor: j.WaitingFor, OnDependencyFailure: j.OnDependencyFailure,
+		DependencyEnds: j.DependencyEnds,
 	}
 	if j.Progress != nil {
 		p := *j.Progress
@@ -174,6 +180,7 @@ func (j *Job) CoreJob() *core.Job {
 		AttemptedAt: j.AttemptedAt, FinishedAt: j.FinishedAt, WorkerID: j.WorkerID,
 		LeaseUntil: j.LeaseUntil, Progress: j.Progress, Checkpoint: j.Checkpoint,
 		WorkflowID: j.WorkflowID, Step: j.Step, DependsOn: j.DependsOn, WaitingFor: j.WaitingFor, OnDependencyFailure: j.OnDependencyFailure,
+		DependencyEnds: j.DependencyEnds,
 	}
 }
 

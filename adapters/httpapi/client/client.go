@@ -488,6 +488,9 @@ func (c *Client) ListJobs(ctx context.Context, p ListParams) (*JobPage, error) {
 	if p.Archived {
 		q.Set("archived", "true")
 	}
+	if p.WorkflowID != 0 {
+		q.Set("workflow_id", strconv.FormatInt(p.WorkflowID, 10))
+	}
 	if p.ByRunAt {
 		q.Set("sort", "run_at")
 		if p.After != 0 {

@@ -125,7 +125,7 @@ func (p *Problem) Is(target error) bool {
 
 func (p *Problem) sentinel() error {
 	switch p.Slug() {
-	case "job-not-found", "unique-hold-not-found":
+	case "job-not-found", "unique-hold-not-found", "workflow-not-found":
 		return core.ErrNotFound
 	case "idempotency-key-reused":
 		return ErrIdempotencyKeyReused

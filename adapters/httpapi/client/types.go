@@ -86,6 +86,10 @@ type ListParams struct {
 	// (archived=true; see core.Retention.Archive); a server whose store
 	// has none answers 501 not-supported.
 	Archived bool
+	// WorkflowID keeps the jobs of that workflow or batch (workflow_id;
+	// 0: any); a server whose store has no job dependencies answers 501
+	// not-supported.
+	WorkflowID int64
 }
 
 // JobPage is one page of ListJobs. NextAfter is the cursor of the next page
