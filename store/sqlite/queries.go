@@ -7,9 +7,10 @@ import (
 )
 
 // statements are the store's hot statements (claim, insert, finish, lease
-// extension) with its table names, built once per store by newStatements.
-// Their text is the constant of the same name ending in SQL, written out
-// next to the Go that runs it (claim.go, insert.go, finish.go, leases.go).
+// extension) and those of job dependencies with its table names, built
+// once per store by newStatements. Their text is the constant of the same
+// name ending in SQL, written out next to the Go that runs it (claim.go,
+// insert.go, finish.go, leases.go, deps.go).
 //
 // A statement that names a batch of jobs carries one placeholder per
 // value: where its text depends on the batch size, it holds fmt verbs (%s,
@@ -42,7 +43,8 @@ type statements struct {
 }
 
 // newStatements fills the table names t and the job column list into the
-// statements ({jobs}, {queues} and the claim's {claimed} in their text).
+// statements ({jobs}, {queues}, {archive}, {deps} and the claim's
+// {claimed} in their text).
 func newStatements(t sqlq.Tables) statements {
 	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{claimed}", sqlq.ClaimedColumns,
 		"{archive}", t.Archive, "{deps}", t.Deps)
