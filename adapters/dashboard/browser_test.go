@@ -45,7 +45,13 @@ type stack struct {
 
 func newStack(t *testing.T, tokens httpapi.Tokens, periodic ...core.PeriodicJob) *stack {
 	t.Helper()
-	st := teststores.SQLite(t)
+	return newStackOn(t, teststores.SQLite(t), tokens, periodic...)
+}
+
+// newStackOn is newStack over st (the memory store for what needs job
+// dependencies: workflows and batches).
+func newStackOn(t *testing.T, st contract.Store, tokens httpapi.Tokens, periodic ...core.PeriodicJob) *stack {
+	t.Helper()
 	fixed := new(atomic.Bool)
 	hs := core.NewHandlers()
 	hs.HandleRaw("flaky", func(ctx context.Context, job *core.Job) error {

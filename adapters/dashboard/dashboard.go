@@ -10,12 +10,14 @@
 //	mux.Handle("/v1/", api)
 //	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dashboard.Handler(dashboard.Options{})))
 //
-// The page has seven screens (overview of queues, queues with their
-// claim policy and nodes, one queue's page with its controls, jobs, job
-// detail, periodic jobs, workers), polls the API every PollInterval while its tab is
-// visible, and asks for a bearer token when the API answers 401; it keeps
-// the token in the browser's sessionStorage and sends it in the
-// Authorization header, never in a URL.
+// The page's screens: overview of queues, queues with their claim policy
+// and nodes, one queue's page with its controls, jobs, job detail,
+// periodic jobs, workers, unique keys, kinds, and workflows and batches
+// (the list, a workflow's steps, a batch's progress and callbacks). It
+// polls the API every PollInterval while its tab is visible, and asks for
+// a bearer token when the API answers 401; it keeps the token in the
+// browser's sessionStorage and sends it in the Authorization header,
+// never in a URL.
 //
 // Every response carries a Content-Security-Policy that allows scripts,
 // styles, images and connections from the page's own origin only, plus

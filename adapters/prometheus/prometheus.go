@@ -4,7 +4,8 @@
 // A Metrics value is two things: a core.Observer that counts what this
 // node's client does (add it to core.Config.Observers), and a
 // prometheus.Collector that reports cluster-wide state from the store
-// (jobs per queue and state, running jobs, workers by liveness), read
+// (jobs per queue and state, running jobs, workers by liveness, and on a
+// store with job dependencies the open workflows and batches), read
 // through a core.StatsCache and at most Options.MaxAge (5 s) old, so that
 // any number of scrapers costs at most one store read per MaxAge. Register it with a registry and serve that registry, for
 // example with promhttp:
@@ -155,6 +156,7 @@ type Metrics struct {
 	stats *core.StatsCache // nil when New was given no store
 	hist  *historyCache    // nil when there is no contract.QueueHistory
 	rates *rateCache       // nil when the store is no contract.QueueLimiter
+	flows *flowCache       // nil when the store is no contract.Dependencies
 	opts  Options
 	log   *slog.Logger
 
@@ -172,6 +174,7 @@ type Metrics struct {
 	jobsDesc, runningDesc, nodeRunningDesc, workersDesc, pausedDesc, scrapeErrDesc *prom.Desc
 	clusterCompletedDesc, clusterFailedDesc, dueDesc, oldestDesc                   *prom.Desc
 	rateWaitDesc, rateGroupsDesc                                                   *prom.Desc
+	flowsOpenDesc, flowsOldestDesc, flowsCappedDesc                                *prom.Desc
 }
 
 // New returns metrics reading store state from st through
@@ -228,6 +231,10 @@ func New(st contract.Store, opts Options) *Metrics {
 	if ql, ok := st.(contract.QueueLimiter); ok {
 		rates = &rateCache{ql: ql}
 	}
+	var flows *flowCache
+	if _, ok := st.(contract.Dependencies); ok {
+		flows = &flowCache{st: st}
+	}
 	ns := opts.Namespace
 	counterVec := func(name, help string, labels ...string) *prom.CounterVec {
 		return prom.NewCounterVec(prom.CounterOpts{Namespace: ns, Name: name, Help: help}, labels)
@@ -242,6 +249,7 @@ func New(st contract.Store, opts Options) *Metrics {
 		stats:  stats,
 		hist:   histCache,
 		rates:  rates,
+		flows:  flows,
 		opts:   opts,
 		log:    log,
 		kinds:  map[string]bool{},
@@ -285,6 +293,10 @@ func New(st contract.Store, opts Options) *Metrics {
 		rateWaitDesc:         prom.NewDesc(ns+"_queue_rate_wait_seconds", "Per queue with a rate limit and scope (queue, kind, partition): how long until the rate-limited group that waits longest may start a job again; 0 when none waits.", []string{"queue", "scope"}, nil),
 		rateGroupsDesc:       prom.NewDesc(ns+"_queue_rate_limited_groups", "Per queue with a rate limit and scope (queue, kind, partition): how many groups have used up their rate and wait.", []string{"queue", "scope"}, nil),
 		oldestDesc:           prom.NewDesc(ns+"_queue_oldest_job_age_seconds", "How long the oldest due job of the queue had been due at the latest sample of the store's queue history.", []string{"queue"}, nil),
+
+		flowsOpenDesc:   prom.NewDesc(ns+"_workflows_open", "Workflows or batches (type) with at least one job waiting for its dependencies (read from at most the oldest 10,000 waiting jobs).", []string{"type"}, nil),
+		flowsOldestDesc: prom.NewDesc(ns+"_workflow_oldest_waiting_seconds", "Age (since insert) of the oldest job of a workflow or batch (type) still waiting for its dependencies; 0 when none waits.", []string{"type"}, nil),
+		flowsCappedDesc: prom.NewDesc(ns+"_workflow_waiting_read_capped", "1 when the last read of the waiting jobs stopped at its cap (10,000 jobs): backlog_workflows_open is then a lower bound.", nil, nil),
 	}
 }
 
@@ -470,6 +482,11 @@ func (m *Metrics) Describe(ch chan<- *prom.Desc) {
 		ch <- m.rateWaitDesc
 		ch <- m.rateGroupsDesc
 	}
+	if m.flows != nil {
+		ch <- m.flowsOpenDesc
+		ch <- m.flowsOldestDesc
+		ch <- m.flowsCappedDesc
+	}
 	if m.hist != nil {
 		ch <- m.clusterCompletedDesc
 		ch <- m.clusterFailedDesc
@@ -538,6 +555,9 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 		failed = 1
 	}
 	if m.rates != nil && len(folded) > 0 && !m.collectRates(ctx, ch, folded) {
+		failed = 1
+	}
+	if m.flows != nil && !m.collectWorkflows(ctx, ch) {
 		failed = 1
 	}
 	ch <- prom.MustNewConstMetric(m.scrapeErrDesc, prom.GaugeValue, failed)

@@ -24,6 +24,12 @@ import (
 // the result (rs) and whether to set it (sr), the next kind (kd) and args
 // (ag) or NULL to keep them; a continuation (kd set) clears the
 // checkpoint of the step before. Arguments: the rows' values, then the token.
+//
+// has_dependants keeps its value; evaluating it tells the caller, at no
+// extra cost, whether a job that some job depends on ended (fi set): the
+// first such row calls LAST_INSERT_ID(id), which the server returns as the
+// statement's insert id (0 when no row did; AND stops at a false
+// has_dependants). The session's LAST_INSERT_ID() then holds that id.
 var finishUpdateSQL = `
 UPDATE {jobs} AS j
 JOIN (%s) AS v ON j.id = v.id
@@ -33,7 +39,8 @@ SET j.state = v.st, j.attempt = v.na, j.run_at = COALESCE(v.ra, j.run_at), j.fin
                     ELSE ` + dialect{}.AppendJSON("j.errors", "v.er") + ` END,
     j.result = CASE WHEN v.sr = 1 THEN v.rs ELSE j.result END,
     j.kind = COALESCE(v.kd, j.kind), j.args = COALESCE(v.ag, j.args),
-    j.checkpoint = CASE WHEN v.kd IS NULL THEN j.checkpoint ELSE NULL END
+    j.checkpoint = CASE WHEN v.kd IS NULL THEN j.checkpoint ELSE NULL END,
+    j.has_dependants = j.has_dependants AND (v.fi IS NULL OR LAST_INSERT_ID(j.id) > 0)
 WHERE j.state = 'running' AND j.worker_id = v.fw AND j.claim_seq = v.fc`
 
 // finishFirstRowSQL and finishNextRowSQL are the rows of finishUpdateSQL's
@@ -54,26 +61,28 @@ WHERE id IN (%[1]s) AND state = 'running'
   AND worker_id = CASE id %[2]s END
   AND claim_seq = CASE id %[2]s END`
 
-// finishDeleteSQL deletes the fenced completions and returns their ids
-// and unique keys, on MariaDB.
+// finishDeleteSQL deletes the fenced completions and returns their ids,
+// unique keys and whether some job depends on them, on MariaDB.
 const finishDeleteSQL = `
 DELETE FROM {jobs}
 {fence}
-RETURNING id, unique_key`
+RETURNING id, unique_key, has_dependants`
 
 // finishDeletePlainSQL is finishDeleteSQL for jobs without a unique key
-// only, run alone in autocommit: a job with a key is left for a
-// transaction that also releases its hold.
+// and without dependants only, run alone in autocommit: a job with a key
+// or dependants is left for a transaction that also releases its hold or
+// settles its dependants.
 const finishDeletePlainSQL = `
 DELETE FROM {jobs}
 {fence}
-  AND unique_key IS NULL
+  AND unique_key IS NULL AND has_dependants = false
 RETURNING id`
 
-// finishLockSQL reads and locks the fenced completions and their unique
-// keys, on MySQL (no DELETE … RETURNING); deleteIDsSQL then deletes them.
+// finishLockSQL reads and locks the fenced completions, their unique keys
+// and whether some job depends on them, on MySQL (no DELETE … RETURNING);
+// deleteIDsSQL then deletes them.
 const finishLockSQL = `
-SELECT id, unique_key FROM {jobs}
+SELECT id, unique_key, has_dependants FROM {jobs}
 {fence}
 FOR UPDATE`
 
@@ -99,6 +108,7 @@ func (s *Store) Finish(ctx context.Context, outcomes []contract.Outcome) ([]cont
 	if len(outcomes) == 0 {
 		return []contract.FinishResult{}, nil
 	}
+	defer s.pruneSettleNotes(ctx)
 	var out []contract.FinishResult
 	if s.d.Returning(sqlq.StmtDelete) && len(outcomes) <= finishChunk && allDeletes(outcomes) {
 		return s.finishPlainDeletes(ctx, outcomes)
@@ -205,7 +215,30 @@ func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	if err != nil {
 		return nil, err
 	}
-	return s.stamped(ctx, c, token, ids, n)
+	won, err := s.stamped(ctx, c, token, ids, n)
+	if err != nil {
+		return nil, err
+	}
+	if dep, err := r.LastInsertId(); err != nil || dep == 0 {
+		return won, err // no job that ended has dependants
+	}
+	var ended []sqlq.Ended
+	var at time.Time
+	for _, i := range part {
+		if ch := &chs[i]; won[ch.ID] && ch.State.Final() {
+			ended = append(ended, sqlq.Ended{ID: ch.ID, State: ch.State})
+			at = later(at, ch.FinishedAt)
+		}
+	}
+	return won, s.settle(ctx, c, ended, at)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // finishDelete deletes the fenced completions chs[part] (distinct ids)
@@ -226,15 +259,15 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	}
 	in, cases := marks(len(part)), whens(len(part))
 	out := make(map[int64]bool, len(part))
-	var ids, keyed []int64
+	var ids, keyed, depended []int64
 	var err error
 	if s.d.Returning(sqlq.StmtDelete) {
-		ids, keyed, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishDelete, in, cases), args...))
+		ids, keyed, depended, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishDelete, in, cases), args...))
 		if err != nil {
 			return nil, err
 		}
 	} else {
-		ids, keyed, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishLock, in, cases), args...))
+		ids, keyed, depended, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishLock, in, cases), args...))
 		if err != nil {
 			return nil, err
 		}
@@ -251,12 +284,23 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	for _, id := range ids {
 		out[id] = true
 	}
-	if len(keyed) == 0 {
-		return out, nil
-	}
 	at := make(map[int64]time.Time, len(part))
 	for _, i := range part {
 		at[chs[i].ID] = chs[i].FinishedAt
+	}
+	if len(depended) > 0 {
+		ended := make([]sqlq.Ended, len(depended))
+		var when time.Time
+		for k, id := range depended {
+			ended[k] = sqlq.Ended{ID: id, State: contract.StateCompleted}
+			when = later(when, at[id])
+		}
+		if err := s.settle(ctx, c, ended, when); err != nil {
+			return nil, err
+		}
+	}
+	if len(keyed) == 0 {
+		return out, nil
 	}
 	rel := make([]sqlq.Release, len(keyed))
 	for k, id := range keyed {
@@ -265,27 +309,32 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	return out, s.ReleaseHolds(ctx, c, rel)
 }
 
-// scanKeyed reads (id, unique_key) rows: every id, and the ids with a key.
-func scanKeyed(rows sqlq.Rows, err error) (ids, keyed []int64, _ error) {
+// scanKeyed reads (id, unique_key, has_dependants) rows: every id, the ids
+// with a key, and the ids some job depends on.
+func scanKeyed(rows sqlq.Rows, err error) (ids, keyed, depended []int64, _ error) {
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
 		var key sql.NullString
-		if err := rows.Scan(&id, &key); err != nil {
-			return nil, nil, err
+		var deps bool
+		if err := rows.Scan(&id, &key, &deps); err != nil {
+			return nil, nil, nil, err
 		}
 		ids = append(ids, id)
 		if key.Valid {
 			keyed = append(keyed, id)
 		}
+		if deps {
+			depended = append(depended, id)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return ids, keyed, rows.Close()
+	return ids, keyed, depended, rows.Close()
 }
 
 // extendLeasesSQL sets a new lease on the named executions: by primary key

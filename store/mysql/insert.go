@@ -63,6 +63,9 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.Inser
 // no retries (InsertTx uses it with the caller's transaction).
 func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	now = contract.UTC(now)
+	if needsDeps(jobs) {
+		return s.insertWithDeps(ctx, c, now, jobs)
+	}
 	res := make([]contract.InsertResult, len(jobs))
 	err := s.InsertKeyed(ctx, c, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, c, now, jobs, send, res)
@@ -105,6 +108,22 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 			return err
 		}
 	}
+	values := strings.Repeat(insertRowSQL+",", len(part)-1) + insertRowSQL
+	got, err := s.insertStatement(ctx, c, s.q.insert, s.q.insertReturning, values, args, len(part))
+	if err != nil {
+		return err
+	}
+	for k, i := range part {
+		res[i] = contract.InsertResult{Job: sqlq.InsertedJob(got[k], &jobs[i], now)}
+	}
+	return nil
+}
+
+// insertStatement runs an INSERT of n rows whose VALUES list is %s, filled
+// with values, binding args, and returns the ids inserted, ascending (insert
+// order): on MariaDB returning, the statement ending in RETURNING id; on
+// MySQL plain, then insertedSQL from LAST_INSERT_ID() on.
+func (s *Store) insertStatement(ctx context.Context, c sqlq.Conn, plain, returning, values string, args []any, n int) ([]int64, error) {
 	var got []int64
 	scan := func(rows sqlq.Rows, err error) error {
 		if err != nil {
@@ -123,37 +142,33 @@ func (s *Store) insertChunk(ctx context.Context, c sqlq.Conn, now time.Time, job
 		}
 		return rows.Close()
 	}
-	values := strings.Repeat(insertRowSQL+",", len(part)-1) + insertRowSQL
 	if s.d.Returning(sqlq.StmtInsert) {
-		if err := scan(c.Query(ctx, fmt.Sprintf(s.q.insertReturning, values), args...)); err != nil {
-			return err
+		if err := scan(c.Query(ctx, fmt.Sprintf(returning, values), args...)); err != nil {
+			return nil, err
 		}
 	} else {
-		r, err := c.Exec(ctx, fmt.Sprintf(s.q.insert, values), args...)
+		r, err := c.Exec(ctx, fmt.Sprintf(plain, values), args...)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		n, err := r.RowsAffected()
+		affected, err := r.RowsAffected()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if n > 0 {
+		if affected > 0 {
 			first, err := r.LastInsertId()
 			if err != nil {
-				return err
+				return nil, err
 			}
-			if err := scan(c.Query(ctx, s.q.inserted, first, n)); err != nil {
-				return err
+			if err := scan(c.Query(ctx, s.q.inserted, first, affected)); err != nil {
+				return nil, err
 			}
 		}
 	}
 	// Rows are matched by id order, which is insert order.
-	if len(got) != len(part) {
-		return fmt.Errorf("mysql: insert: %d rows read back after inserting %d (is innodb_autoinc_lock_mode giving one statement non-consecutive ids?)", len(got), len(part))
+	if len(got) != n {
+		return nil, fmt.Errorf("mysql: insert: %d rows read back after inserting %d (is innodb_autoinc_lock_mode giving one statement non-consecutive ids?)", len(got), n)
 	}
 	slices.Sort(got)
-	for k, i := range part {
-		res[i] = contract.InsertResult{Job: sqlq.InsertedJob(got[k], &jobs[i], now)}
-	}
-	return nil
+	return got, nil
 }

@@ -4,8 +4,10 @@
 // Group Replication clusters). Its tests run on MariaDB 10.11 (alone and
 // in a Galera cluster); MySQL 8 has not been run (docs/mysql.md). It implements contract.Store, contract.Migrator,
 // contract.TxInserter and contract.TxCompleter (with *sql.Tx or *sqlx.Tx),
-// contract.Settings, and contract.Notifier by polling (see Listen: MySQL has no
-// LISTEN/NOTIFY). docs/mysql.md is the operator's guide.
+// contract.Settings, contract.Dependencies (jobs that wait for other jobs,
+// settled by the store's own statements: see deps.go), and
+// contract.Notifier by polling (see Listen: MySQL has no LISTEN/NOTIFY).
+// docs/mysql.md is the operator's guide.
 //
 // # Opening
 //
@@ -161,6 +163,9 @@ type Store struct {
 	connector   driver.Connector // Open's, for the poller's own connection; nil with New
 	hub         hub
 	prunedAt    atomic.Int64 // callers' time of the last prune of notifications, µs
+	// notesWritten is set when a settle wrote notification rows (deps.go),
+	// so that Finish prunes the table as the calls that write it do.
+	notesWritten atomic.Bool
 }
 
 var (
@@ -173,6 +178,7 @@ var (
 	_ contract.QueueLimiter    = (*Store)(nil)
 	_ contract.MutableSettings = (*Store)(nil)
 	_ contract.Notifier        = (*Store)(nil)
+	_ contract.Dependencies    = (*Store)(nil)
 	// The shared SQL of store/internal/sqlq, promoted from the embedded
 	// *sqlq.Store: the queue history (<prefix>queue_history and
 	// <prefix>queue_totals), re-sealing stored values after a key
@@ -362,6 +368,7 @@ func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, tx
 		DB:       hookDB{s.sdb}, // PauseQueue, ResumeQueue, Cancel and Retry write their notification in their transaction (notify.go)
 		Tables:   s.t,
 		Strategy: c.strategy,
+		Settle:   s.settle, // no triggers: Cancel, Delete, Rescue and DiscardExpired settle dependants here (deps.go)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)

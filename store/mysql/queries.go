@@ -32,6 +32,14 @@ type queries struct {
 	insertReturning string // insertSQL … RETURNING (MariaDB)
 	inserted        string // insertedSQL
 
+	insertDeps          string // insertDepsSQL; %s: insertDepsRowSQL per job
+	insertDepsReturning string // insertDepsSQL … RETURNING (MariaDB)
+	lockDeps            string // lockDepsSQL; %s: marks
+	readDeps            string // readDepsSQL; %s: marks
+	readArchivedDeps    string // readArchivedDepsSQL; %s: marks
+	insertEdges         string // insertEdgesSQL; %s: rows
+	setWorkflow         string // setWorkflowSQL; %s: marks
+
 	finishUpdate      string // finishUpdateSQL; %s: finishRowsSQL rows
 	finishDelete      string // finishDeleteSQL (MariaDB); %[1]s: marks, %[2]s: whens
 	finishDeletePlain string // finishDeletePlainSQL (MariaDB); %[1]s: marks, %[2]s: whens
@@ -39,16 +47,22 @@ type queries struct {
 	deleteIDs         string // deleteIDsSQL; %s: marks
 
 	extendLeases string // extendLeasesSQL; %[1]s: marks, %[2]s: whens
+
+	depEdges     string // depEdgesSQL; %s: marks
+	settleEdges  string // settleEdgesSQL; %s: marks
+	dependants   string // dependantsSQL; %s: marks
+	settleUpdate string // settleUpdateSQL; %s: settle rows
 }
 
 // buildQueries fills the table names t and the job column list into the
-// statements: {jobs}, {queues} and {columns} in their text, and {due}, the
+// statements: {jobs}, {queues}, {deps} (the dependency edges) and
+// {columns} in their text, and {due}, the
 // shared part of the two claim reads (claimDueSQL), and {fence}, the
 // shared fence of the two finish deletions (finishFenceSQL).
 func buildQueries(t sqlq.Tables) queries {
 	names := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{columns}", sqlq.JobColumns)
 	r := strings.NewReplacer(
-		"{jobs}", t.Jobs, "{queues}", t.Queues, "{columns}", sqlq.JobColumns,
+		"{jobs}", t.Jobs, "{queues}", t.Queues, "{columns}", sqlq.JobColumns, "{deps}", t.Deps, "{archive}", t.Archive,
 		"{due}", names.Replace(strings.TrimSpace(claimDueSQL)),
 		"{fence}", strings.TrimSpace(finishFenceSQL),
 	)
@@ -69,6 +83,14 @@ func buildQueries(t sqlq.Tables) queries {
 		insertReturning: insert + "\nRETURNING id",
 		inserted:        stmt(insertedSQL),
 
+		insertDeps:          stmt(insertDepsSQL),
+		insertDepsReturning: stmt(insertDepsSQL) + "\nRETURNING id",
+		lockDeps:            stmt(lockDepsSQL),
+		readDeps:            stmt(readDepsSQL),
+		readArchivedDeps:    stmt(readArchivedDepsSQL),
+		insertEdges:         stmt(insertEdgesSQL),
+		setWorkflow:         stmt(setWorkflowSQL),
+
 		finishUpdate:      stmt(finishUpdateSQL),
 		finishDelete:      stmt(finishDeleteSQL),
 		finishDeletePlain: stmt(finishDeletePlainSQL),
@@ -76,6 +98,11 @@ func buildQueries(t sqlq.Tables) queries {
 		deleteIDs:         stmt(deleteIDsSQL),
 
 		extendLeases: stmt(extendLeasesSQL),
+
+		depEdges:     stmt(depEdgesSQL),
+		settleEdges:  stmt(settleEdgesSQL),
+		dependants:   stmt(dependantsSQL),
+		settleUpdate: stmt(settleUpdateSQL),
 	}
 }
 

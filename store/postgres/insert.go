@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 )
@@ -18,12 +20,23 @@ import (
 // transaction with the holds protocol (sqlq.InsertKeyed, on the
 // unique_keys table): a held scoped key yields its holder with
 // Duplicate=true, and a scoped key repeated inside the batch yields one
-// job, later inputs marked Duplicate.
+// job, later inputs marked Duplicate. A batch that names dependencies,
+// steps or workflows runs in one transaction (insertWithDependencies).
 func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
 	if len(jobs) == 0 {
 		return []contract.InsertResult{}, nil
 	}
 	var out []contract.InsertResult
+	if usesDependencies(jobs) {
+		if err := storekit.CheckDependencies(jobs); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+			out, err = s.insertWithDependencies(ctx, pgConn{tx}, now, jobs)
+			return err
+		})
+		return out, err
+	}
 	keyed := slices.ContainsFunc(jobs, func(p contract.InsertParams) bool { return p.UniqueKey != "" })
 	if !keyed && len(jobs) >= copyMin {
 		err := s.inTx(ctx, func(tx pgx.Tx) (err error) {

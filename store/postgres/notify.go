@@ -227,9 +227,13 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.
 // Retry makes a job that is not running available now (RunAt=now,
 // FinishedAt and lease cleared; MaxAttempts raised to Attempt+1 when its
 // attempts are used up), returns it, and wakes the listeners of its queue.
-// Running jobs return ErrInvalidState, as does a final job whose unique key
-// is now held by another live job; missing ones ErrNotFound.
+// Running and waiting jobs return ErrInvalidState, as does a final job
+// whose unique key is now held by another live job; missing ones
+// ErrNotFound.
 func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
+	if err := s.refuseWaiting(ctx, id); err != nil {
+		return nil, err
+	}
 	j, err := s.Store.Retry(ctx, id, now)
 	if err != nil {
 		return nil, err

@@ -235,6 +235,9 @@ var (
 	_ contract.UniqueHolder     = (*Store)(nil)
 	_ contract.ProgressRecorder = (*Store)(nil)
 	_ contract.Archiver         = (*Store)(nil)
+	// Jobs that wait for other jobs (deps.go, and the settle triggers
+	// of schema version 17).
+	_ contract.Dependencies = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {

@@ -33,6 +33,16 @@ type queries struct {
 	extendLeases       string
 	jobColsAliased     string
 	insertReturnCount  int
+
+	// Dependencies (deps.go).
+	lockDeps         string
+	archivedStates   string
+	insertDeps       string
+	insertDepsNotify string
+	insertEdges      string
+	expiredWaiting   string
+	discardWaiting   string
+	isWaiting        string
 }
 
 func buildQueries(schema string, t sqlq.Tables) queries {
@@ -156,5 +166,47 @@ func buildQueries(schema string, t sqlq.Tables) queries {
 	q.extendLeases = "WITH c AS (SELECT t.id FROM unnest($3::bigint[], $4::bigint[]) AS c(id, seq)" +
 		" CROSS JOIN LATERAL (SELECT t.id FROM " + t.Jobs + " t WHERE t.id = c.id AND t.claim_seq = c.seq AND t.state = 'running' AND t.worker_id = $1 FOR UPDATE SKIP LOCKED) t)" +
 		" UPDATE " + t.Jobs + " j SET lease_until = $2, version = j.version + 1 FROM c WHERE j.id = c.id"
+	q.buildDeps(t, jcols)
 	return q
+}
+
+// buildDeps builds the statements of inserts with dependencies (deps.go).
+func (q *queries) buildDeps(t sqlq.Tables, jcols string) {
+	// $1 the ids of the jobs depended on. Their rows are locked in id
+	// order (the same order in every insert, so two inserts naming the
+	// same jobs queue rather than deadlock) and read at their newest
+	// version; those not yet marked get has_dependants, which turns on
+	// their settle triggers. A row already marked is not written again.
+	q.lockDeps = "WITH l AS (SELECT id, state, has_dependants FROM " + t.Jobs + " WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE)," +
+		" u AS (UPDATE " + t.Jobs + " j SET has_dependants = true FROM l WHERE j.id = l.id AND NOT l.has_dependants)" +
+		" SELECT id, state FROM l"
+	q.archivedStates = "SELECT id, state FROM " + t.Archive + " WHERE id = ANY($1::bigint[])"
+	// $1..$24 arrays (depRows.params), $25 created_at, $26 notify channel.
+	// The ids were reserved from the identity sequence.
+	ins := "INSERT INTO " + t.Jobs + " AS j (id, queue, kind, args, priority, state, max_attempts, run_at, deadline, unique_key, tags, metadata," +
+		" partition_key, workflow_id, step, on_dependency_failure, dep_count, waiting_for, deps_completed, deps_cancelled, deps_discarded," +
+		" has_dependants, finished_at, errors, created_at)" +
+		" SELECT id, q, k, a::jsonb, p, st, ma, ra, dl, uk, tg::jsonb, md::jsonb, pk, wf, sp, po, dc, wt, dco, dca, ddi, hd, fi," +
+		" COALESCE(er::jsonb, '[]'::jsonb), $25" +
+		" FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::text[], $7::int[], $8::timestamptz[]," +
+		" $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::text[], $16::text[], $17::int[]," +
+		" $18::int[], $19::int[], $20::int[], $21::int[], $22::bool[], $23::timestamptz[], $24::text[])" +
+		" WITH ORDINALITY AS t(id, q, k, a, p, st, ma, ra, dl, uk, tg, md, pk, wf, sp, po, dc, wt, dco, dca, ddi, hd, fi, er, ord)" +
+		" ORDER BY ord RETURNING " + jcols
+	q.insertDeps = ins
+	q.insertDepsNotify = "WITH ins AS (" + ins + ")," +
+		" n AS (SELECT count(pg_notify($26, 'insert ' || d.queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE state = 'available') d)" +
+		" SELECT ins.*, (SELECT n FROM n) FROM ins"
+	// $1 dep_id, $2 job_id, $3 settled: one array element per edge.
+	// Waiting jobs past their deadline ($1 now, $2 limit), through the
+	// partial index jobs_deadline_waiting; then their discard ($2 ids, $3
+	// error entries), which fires the settle triggers of those with
+	// dependants.
+	q.expiredWaiting = "SELECT id, attempt, deadline FROM " + t.Jobs + " WHERE state = 'waiting' AND deadline IS NOT NULL AND deadline < $1" +
+		" ORDER BY deadline, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+	q.discardWaiting = "UPDATE " + t.Jobs + " j SET state = 'discarded', finished_at = $1, waiting_for = 0, lease_until = NULL, version = j.version + 1," +
+		" errors = " + dialect{}.AppendJSON("j.errors", "v.e") +
+		" FROM unnest($2::bigint[], $3::text[]) AS v(id, e) WHERE j.id = v.id AND j.state = 'waiting'"
+	q.isWaiting = "SELECT state = 'waiting' FROM " + t.Jobs + " WHERE id = $1"
+	q.insertEdges = "INSERT INTO " + t.Deps + " (dep_id, job_id, settled) SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bool[])"
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/core/storekit"
 	"github.com/backlogq/backlog/store/internal/sqlq"
 	"github.com/jackc/pgx/v5"
 )
@@ -43,6 +44,12 @@ func (s *Store) InsertTx(ctx context.Context, tx any, now time.Time, jobs []cont
 	}
 	if len(jobs) == 0 {
 		return []contract.InsertResult{}, nil
+	}
+	if usesDependencies(jobs) {
+		if err := storekit.CheckDependencies(jobs); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		return s.insertWithDependencies(ctx, q, now, jobs)
 	}
 	return s.insertOn(ctx, q, now, jobs)
 }

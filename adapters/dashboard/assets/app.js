@@ -12,6 +12,7 @@ import { mountPeriodic } from './periodic.js';
 import { mountQueues, mountQueue } from './queues.js';
 import { mountUnique } from './unique.js';
 import { mountKinds } from './kinds.js';
+import { mountWorkflows, mountWorkflow, mountBatch } from './workflows.js';
 
 function meta(name, fallback) {
   const el = document.querySelector(`meta[name="${name}"]`);
@@ -118,7 +119,8 @@ function showBanner(text) {
 // ---- routing -------------------------------------------------------------
 
 // parseRoute reads location.hash: #/ (overview), #/jobs?…, #/jobs/<id>,
-// #/queues, #/queues/<name>, #/periodic, #/workers, #/unique, #/kinds.
+// #/queues, #/queues/<name>, #/periodic, #/workers, #/unique, #/kinds,
+// #/workflows, #/workflows/<id>, #/batches/<id>.
 function parseRoute() {
   const raw = location.hash.replace(/^#/, '') || '/';
   const qi = raw.indexOf('?');
@@ -141,6 +143,10 @@ function parseRoute() {
   if (parts[0] === 'workers' && parts.length === 1) return { name: 'workers', params };
   if (parts[0] === 'unique' && parts.length === 1) return { name: 'unique', params };
   if (parts[0] === 'kinds' && parts.length === 1) return { name: 'kinds', params };
+  if (parts[0] === 'workflows' && parts.length === 1) return { name: 'workflows', params };
+  if ((parts[0] === 'workflows' || parts[0] === 'batches') && parts.length === 2 && /^[0-9]{1,18}$/.test(parts[1])) {
+    return { name: parts[0] === 'batches' ? 'batch' : 'workflow', id: Number(parts[1]), params };
+  }
   return { name: 'missing', params };
 }
 
@@ -154,6 +160,9 @@ const mounts = {
   workers: mountWorkers,
   unique: mountUnique,
   kinds: mountKinds,
+  workflows: mountWorkflows,
+  workflow: mountWorkflow,
+  batch: mountBatch,
   badJob: (ctx) => {
     let text = ctx.route.text;
     try { text = decodeURIComponent(text); } catch { /* shown as typed */ }
@@ -183,7 +192,8 @@ function route() {
   if (current && current.screen.unmount) current.screen.unmount();
   for (const a of document.querySelectorAll('nav a[data-nav]')) {
     const active = a.dataset.nav === r.name || (r.name === 'job' && a.dataset.nav === 'jobs') ||
-      (r.name === 'queue' && a.dataset.nav === 'queues');
+      (r.name === 'queue' && a.dataset.nav === 'queues') ||
+      ((r.name === 'workflow' || r.name === 'batch') && a.dataset.nav === 'workflows');
     if (active) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }

@@ -3,11 +3,14 @@
 // its cause and trace, the result, a timeline (times in the browser's zone, named,
 // with UTC on hover), and the admin actions retry (run now, for a scheduled
 // job), cancel and delete (each confirmed first; a refusal shows the API's
-// problem detail).
+// problem detail). A job of a workflow or batch links to its page and
+// names its step; a job with dependencies lists them, and while it
+// waits how many it still waits for.
 
 import { ApiError } from './api.js';
-import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtDuration, serverNow, prettyJSON, fmtZoned, timeTitle } from './dom.js';
+import { h, setText, setData, fill, badge, setBadge, fmtAgo, fmtDuration, serverNow, prettyJSON, fmtZoned, timeTitle, jobHref } from './dom.js';
 import { progressBar, setProgress } from './progress.js';
+import { flowHref } from './workflows.js';
 
 const FINAL = ['completed', 'cancelled', 'discarded'];
 
@@ -91,6 +94,8 @@ export function mountJob(ctx) {
   const deleteBtn = btn('delete', 'Delete', 'danger');
 
   const summary = h('dl', { class: 'summary', testid: 'job-summary' });
+  const deps = h('dl', { class: 'summary', testid: 'job-dependencies' });
+  const depsSection = h('section', { hidden: true, testid: 'job-dependencies-section' }, h('h2', { text: 'Workflow and dependencies' }), deps);
   const timeline = h('tbody', { testid: 'job-timeline' });
   const args = h('pre', { class: 'json', testid: 'job-args' });
   const result = h('pre', { class: 'json', testid: 'job-result' });
@@ -106,6 +111,7 @@ export function mountJob(ctx) {
       h('section', {}, h('h2', { text: 'Summary' }), summary),
       h('section', {}, h('h2', { text: 'Timeline' }),
         h('table', { class: 'timeline' }, timeline))),
+    depsSection,
     h('section', {}, h('h2', { text: 'Attempts' }),
       h('div', { class: 'table-wrap' }, h('table', { class: 'attempts', testid: 'job-attempts-table' },
         h('thead', {}, h('tr', {}, ['Attempt', 'Started', 'Ended', 'Duration', 'Outcome'].map((t) => h('th', { text: t })))),
@@ -182,8 +188,9 @@ export function mountJob(ctx) {
     setText(kind, j.kind);
     setText(retryBtn, j.state === 'scheduled' ? 'Run now' : 'Retry');
     setData(retryBtn, 'action', j.state === 'scheduled' ? 'run-now' : 'retry');
-    retryBtn.disabled = j.state === 'running';
-    retryBtn.title = j.state === 'running' ? 'A running job cannot be retried; cancel it first.' : '';
+    retryBtn.disabled = j.state === 'running' || j.state === 'waiting';
+    retryBtn.title = j.state === 'running' ? 'A running job cannot be retried; cancel it first.'
+      : j.state === 'waiting' ? 'A waiting job runs once its dependencies are settled; it cannot be run before.' : '';
     cancelBtn.disabled = FINAL.includes(j.state);
     cancelBtn.title = cancelBtn.disabled ? `A ${j.state} job cannot be cancelled.` : '';
     deleteBtn.disabled = j.state === 'running';
@@ -204,6 +211,8 @@ export function mountJob(ctx) {
       fill(summary, sum.filter(([, v]) => v !== undefined && v !== '').map(([k, v]) =>
         [h('dt', { text: k }), h('dd', { testid: `summary-${k.toLowerCase().replace(/ /g, '-')}`, text: v })]));
     }
+
+    renderDeps(j);
 
     const times = [
       ['created', j.created_at], ['run at', j.run_at], ['attempted', j.attempted_at],
@@ -237,6 +246,49 @@ export function mountJob(ctx) {
     renderDiscard(j, es);
     // A running attempt's duration moves every poll: redrawn each time.
     renderAttempts(j);
+  }
+
+  // renderDeps shows the job's workflow or batch (a link to its page),
+  // step, dependencies (links to their jobs), what it still waits for and
+  // how its settled dependencies ended.
+  function renderDeps(j) {
+    const wf = Number.isSafeInteger(j.workflow_id) && j.workflow_id > 0 ? j.workflow_id : 0;
+    const dep = Array.isArray(j.depends_on) ? j.depends_on.filter(Number.isSafeInteger) : [];
+    const ends = j.dependency_ends && typeof j.dependency_ends === 'object' ? j.dependency_ends : null;
+    const key = JSON.stringify([wf, j.step || '', dep, j.state, j.waiting_for || 0, j.on_dependency_failure || '', ends]);
+    if (!changed('deps', key)) return;
+    depsSection.hidden = !wf && !dep.length;
+    if (depsSection.hidden) {
+      fill(deps);
+      return;
+    }
+    // A batch's jobs have no step, its callbacks on_finish or on_success
+    // (a workflow's step of that name links to the batch page, which
+    // sends it on to the workflow's).
+    const batch = !j.step || j.step === 'on_finish' || j.step === 'on_success';
+    const rows = [];
+    if (wf) {
+      rows.push(['Workflow', h('a', { href: flowHref(wf, batch), testid: 'job-workflow-link', data: { batch } },
+        `${batch ? 'batch' : 'workflow'} ${wf}`)]);
+    }
+    if (j.step) rows.push(['Step', h('span', { class: 'mono', testid: 'job-step', text: j.step })]);
+    if (dep.length) {
+      rows.push(['Depends on', h('span', { testid: 'job-depends-on' },
+        dep.slice(0, 100).map((d, i) => [i ? ', ' : '', h('a', { href: jobHref(d), testid: 'job-dependency', text: d })]),
+        dep.length > 100 ? ` and ${dep.length - 100} more` : '')]);
+    }
+    if (j.state === 'waiting') {
+      const n = Number(j.waiting_for) || 0;
+      rows.push(['Waiting for', h('span', { testid: 'job-waiting-for', text: `${n} of ${dep.length} job${dep.length === 1 ? '' : 's'} not yet settled` })]);
+    }
+    if (dep.length) {
+      rows.push(['If one fails', j.on_dependency_failure === 'run' ? 'runs anyway (run)' : 'is cancelled (cancel)']);
+    }
+    if (ends && (ends.completed || ends.cancelled || ends.discarded)) {
+      rows.push(['Dependencies ended', h('span', { testid: 'job-dependency-ends',
+        text: `${Number(ends.completed) || 0} completed, ${Number(ends.cancelled) || 0} cancelled, ${Number(ends.discarded) || 0} discarded` })]);
+    }
+    fill(deps, rows.map(([k, v]) => [h('dt', { text: k }), h('dd', {}, v)]));
   }
 
   // renderDiscard says why a discarded job was discarded: the reason the

@@ -12,6 +12,11 @@
 // Archived: the archive of finished jobs (serve --archive) instead of the
 // jobs, with the same filters and paging (#/jobs?archived=true, the API's
 // archived=true); archived jobs take no bulk actions.
+//
+// Workflow: the jobs of one workflow or batch (#/jobs?workflow_id=N, the
+// API's workflow_id), with the other filters; bulk actions then apply to
+// the jobs selected on the page only (the bulk filter has no workflow; a
+// whole workflow or batch is cancelled from its page).
 
 import { query } from './api.js';
 import { h, setText, setData, reconcile, badge, setBadge, fmtAgo, fmtDuration, serverNow, preview, jobHref, fmtZoned, timeTitle, zoneName } from './dom.js';
@@ -61,7 +66,9 @@ export function mountJobs(ctx) {
     after: route.params.get('after') || '',
     afterRunAt: route.params.get('after_run_at') || '',
     archived: route.params.get('archived') === 'true',
+    workflowId: route.params.get('workflow_id') || '',
   };
+  if (!/^[0-9]{1,18}$/.test(f.workflowId)) f.workflowId = '';
   if (f.after && !/^[0-9]{1,18}$/.test(f.after)) f.after = '';
   if (!f.after || Number.isNaN(Date.parse(f.afterRunAt))) f.afterRunAt = '';
   // Scheduled jobs are looked at by when they run: soonest first, the
@@ -99,6 +106,13 @@ export function mountJobs(ctx) {
     h('label', { title: 'finished jobs moved to the archive past their retention (serve --archive)' }, archivedBox, ' Archived'),
     h('button', { type: 'submit', testid: 'filter-apply', text: 'Apply' }),
     h('a', { href: '#/jobs', class: 'quiet', testid: 'filter-reset', text: 'Reset' }));
+  const workflowNote = f.workflowId
+    ? h('p', { class: 'note workflow-filter', testid: 'filter-workflow' },
+      'Jobs of workflow or batch ',
+      h('a', { href: `#/workflows/${f.workflowId}`, testid: 'filter-workflow-link', text: f.workflowId }),
+      ' only · ',
+      h('a', { href: '#/jobs', testid: 'filter-workflow-clear', text: 'all jobs' }))
+    : null;
   const apply = (after, afterRunAt) => {
     const q = new URLSearchParams();
     if (queueIn.value.trim()) q.set('queue', queueIn.value.trim());
@@ -109,6 +123,7 @@ export function mountJobs(ctx) {
     if (after) q.set('after', after);
     if (after && afterRunAt) q.set('after_run_at', afterRunAt);
     if (archivedBox.checked) q.set('archived', 'true');
+    if (f.workflowId) q.set('workflow_id', f.workflowId);
     const s = q.toString();
     ctx.navigate(s ? `#/jobs?${s}` : '#/jobs');
   };
@@ -148,7 +163,8 @@ export function mountJobs(ctx) {
 
   function describeFilter() {
     const parts = [f.queue && `queue ${f.queue}`, f.states.length && `state ${f.states.join(' or ')}`,
-      f.kind && `kind ${f.kind}`, argsPattern && `args containing ${argsPattern}`].filter(Boolean);
+      f.kind && `kind ${f.kind}`, argsPattern && `args containing ${argsPattern}`,
+      f.workflowId && `workflow ${f.workflowId}`].filter(Boolean);
     return parts.length ? parts.join(', ') : 'no filter: every job';
   }
 
@@ -242,6 +258,8 @@ export function mountJobs(ctx) {
       : selected.size ? `${selected.size} selected` : 'Select jobs to act on them');
     setText(selectAll, allMatching ? 'Clear selection' : 'Select all matching this filter');
     for (const b of bulkButtons) b.disabled = !allMatching && !selected.size;
+    // The bulk filter has no workflow: only the selected jobs of one.
+    selectAll.hidden = Boolean(f.workflowId);
   }
 
   // ---- table -----------------------------------------------------------------
@@ -265,6 +283,7 @@ export function mountJobs(ctx) {
   root.append(
     h('h1', { text: 'Jobs' }),
     form,
+    workflowNote,
     argsNote,
     ...(f.archived ? [] : [bulkBar, bulkMsg, bulkErr]), // archived jobs take no actions
     h('div', { class: 'table-wrap' },
@@ -331,6 +350,11 @@ export function mountJobs(ctx) {
       setText(when, Number.isNaN(t) ? 'running' : `running for ${fmtDuration((serverNow() - t) / 1000)}`);
       setData(when, 'kind', 'running');
       when.title = `started ${timeTitle(j.attempted_at)}`;
+    } else if (j.state === 'waiting') {
+      const n = Number(j.waiting_for) || 0;
+      setText(when, `waits for ${n} job${n === 1 ? '' : 's'}`);
+      setData(when, 'kind', 'waiting');
+      when.title = Array.isArray(j.depends_on) ? `depends on ${j.depends_on.join(', ')}` : '';
     } else {
       const at = final ? j.finished_at : j.run_at;
       setText(when, at ? `${final ? 'finished' : 'run'} ${fmtAgo(at)}` : '');
@@ -366,7 +390,7 @@ export function mountJobs(ctx) {
         : { order: 'desc', after: f.after };
       const res = await api.get(`/jobs${query({
         queue: f.queue, state: f.states.join(','), kind: f.kind, args: argsPattern, ...order, limit: PAGE,
-        archived: f.archived ? 'true' : '',
+        archived: f.archived ? 'true' : '', workflow_id: f.workflowId,
       })}`);
       if (!ctx.alive()) return;
       const jobs = Array.isArray(res.jobs) ? res.jobs : [];
@@ -379,7 +403,7 @@ export function mountJobs(ctx) {
       nextAfterRunAt = typeof res.next_after_run_at === 'string' ? res.next_after_run_at : '';
       if (byRunAt && !nextAfterRunAt) nextAfter = null;
       older.disabled = nextAfter === null;
-      const filters = [f.queue && `queue ${f.queue}`, f.states.length && `state ${f.states.join(',')}`, f.kind && `kind ${f.kind}`, argsPattern && `args ${argsPattern}`].filter(Boolean);
+      const filters = [f.queue && `queue ${f.queue}`, f.states.length && `state ${f.states.join(',')}`, f.kind && `kind ${f.kind}`, argsPattern && `args ${argsPattern}`, f.workflowId && `workflow ${f.workflowId}`].filter(Boolean);
       setText(pageInfo, `${jobs.length} ${f.archived ? 'archived ' : ''}job${jobs.length === 1 ? '' : 's'}, ` +
         (byRunAt ? 'by run time, soonest first' : 'newest first') +
         (f.after ? (byRunAt ? ', later pages' : `, ids below ${f.after}`) : '') + (filters.length ? ` · ${filters.join(', ')}` : ''));

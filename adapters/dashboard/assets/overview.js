@@ -13,7 +13,9 @@ import { mountCharts } from './charts.js';
 // many queues there are.
 export const QUEUE_PAGE = 100;
 
-export const STATES = ['scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'discarded'];
+// STATES are the job states in life-cycle order (core.AllStates): waiting
+// (for the jobs it depends on, in a workflow or batch) first.
+export const STATES = ['waiting', 'scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'discarded'];
 
 export function mountOverview(ctx) {
   const { api, root } = ctx;

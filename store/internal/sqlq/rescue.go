@@ -13,7 +13,7 @@ import (
 // returns the rescued jobs as they now are.
 func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
 	now = contract.UTC(now)
-	return s.handBack(ctx, limit, decide, func(b *builder) {
+	return s.handBack(ctx, now, limit, decide, func(b *builder) {
 		b.w("SELECT id, version, lease_until FROM ", s.t.Jobs,
 			" WHERE state = 'running' AND lease_until < ", b.arg(s.d.Time(now)), " ORDER BY lease_until, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
 	}, func(b *builder) {
@@ -25,8 +25,8 @@ func (s *Store) Rescue(ctx context.Context, now time.Time, limit int, decide con
 // record's heartbeat is before heartbeatBefore, in id order, to decide and
 // applies the outcomes it returns.
 func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Time, limit int, decide contract.RescueFunc) ([]*contract.Job, error) {
-	heartbeatBefore = contract.UTC(heartbeatBefore)
-	return s.handBack(ctx, limit, decide, func(b *builder) {
+	heartbeatBefore, now = contract.UTC(heartbeatBefore), contract.UTC(now)
+	return s.handBack(ctx, now, limit, decide, func(b *builder) {
 		b.w("SELECT j.id, j.version, w.heartbeat_at FROM ", s.t.Jobs, " j JOIN ", s.t.Workers,
 			" w ON w.id = j.worker_id WHERE j.state = 'running' AND w.heartbeat_at < ", b.arg(s.d.Time(heartbeatBefore)),
 			" ORDER BY j.id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
@@ -40,8 +40,9 @@ func (s *Store) RescueWorkers(ctx context.Context, heartbeatBefore, now time.Tim
 // read whole and given to decide with its last-seen time, and the outcome
 // is applied under a version fence (nothing changed the row since it was
 // read) plus the extra condition fence writes. Outcomes other than retry
-// and discard are ignored.
-func (s *Store) handBack(ctx context.Context, limit int, decide contract.RescueFunc, sel func(*builder), fence func(*builder)) ([]*contract.Job, error) {
+// and discard are ignored. The dependants of the jobs discarded are
+// settled at now (Config.Settle).
+func (s *Store) handBack(ctx context.Context, now time.Time, limit int, decide contract.RescueFunc, sel func(*builder), fence func(*builder)) ([]*contract.Job, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -93,6 +94,15 @@ func (s *Store) handBack(ctx context.Context, limit int, decide contract.RescueF
 		if err != nil {
 			return err
 		}
+		var ended []Ended
+		for i := range chs {
+			if applied[chs[i].ID] && chs[i].State.Final() {
+				ended = append(ended, Ended{ID: chs[i].ID, State: chs[i].State})
+			}
+		}
+		if err := s.settled(ctx, c, ended, now); err != nil {
+			return err
+		}
 		var got []int64
 		for _, id := range ids {
 			if applied[id] {
@@ -105,8 +115,8 @@ func (s *Store) handBack(ctx context.Context, limit int, decide contract.RescueF
 	return out, err
 }
 
-// DiscardExpired moves up to limit pending jobs whose deadline is before
-// now to discarded (FinishedAt=now) with a "deadline passed" error entry and
+// DiscardExpired moves up to limit pending or waiting jobs whose deadline
+// is before now to discarded (FinishedAt=now) with a "deadline passed" error entry and
 // returns how many.
 func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (int, error) {
 	if limit <= 0 {
@@ -116,7 +126,7 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 	var n int
 	err := s.tx(ctx, func(c Conn) error {
 		b := newBuilder(s.d, 2)
-		b.w("SELECT id, version, attempt, deadline FROM ", s.t.Jobs, " WHERE ", s.pending(),
+		b.w("SELECT id, version, attempt, deadline FROM ", s.t.Jobs, " WHERE (", s.pending(), " OR state = 'waiting')",
 			" AND deadline IS NOT NULL AND deadline < ", b.arg(s.d.Time(now)), " ORDER BY deadline, id LIMIT ", b.arg(limit), s.d.LockSuffix(true))
 		rows, err := c.Query(ctx, b.String(), b.args...)
 		if err != nil {
@@ -145,10 +155,19 @@ func (s *Store) DiscardExpired(ctx context.Context, now time.Time, limit int) (i
 		}
 		rows.Close()
 		applied, err := s.applyChanges(ctx, c, chs, func(b *builder) {
-			b.w(s.t.Jobs, ".state IN ", pendingIn)
+			b.w(s.t.Jobs, ".state IN ('waiting',", pendingIn[1:])
 		})
+		if err != nil {
+			return err
+		}
 		n = len(applied)
-		return err
+		var ended []Ended
+		for i := range chs {
+			if applied[chs[i].ID] {
+				ended = append(ended, Ended{ID: chs[i].ID, State: contract.StateDiscarded})
+			}
+		}
+		return s.settled(ctx, c, ended, now)
 	})
 	return n, err
 }

@@ -22,7 +22,27 @@ type Config struct {
 	// contract.StrategySkipLocked needs a dialect whose LockSuffix(true) is
 	// non-empty.
 	Strategy contract.ClaimStrategy
+
+	// Settle, when set, runs inside the transaction of each shared change
+	// that ends jobs, after the change: Cancel, Delete of a job not yet
+	// final, and the discards of Rescue, RescueWorkers and
+	// DiscardExpired. A store whose database cannot settle dependants
+	// (contract.Dependencies) by trigger settles them there; nil (the
+	// default) runs nothing.
+	Settle SettleFunc
 }
+
+// Ended is a job a change ended: its id and its end, contract.StateCompleted,
+// StateCancelled or StateDiscarded, or "" for a job deleted before it ended.
+type Ended struct {
+	ID    int64
+	State contract.State
+}
+
+// SettleFunc settles the dependants of the jobs ended (distinct ids) on c,
+// the transaction that ended them, at now (UTC; for Delete, which takes no
+// time, the store's clock). An error rolls the change back.
+type SettleFunc func(ctx context.Context, c Conn, ended []Ended, now time.Time) error
 
 // Store implements the contract.Store methods the SQL stores share: all but
 // Claim, Insert, Finish and ExtendLeases, which each store owns, and Close.
@@ -34,6 +54,7 @@ type Store struct {
 	t        Tables
 	strategy contract.ClaimStrategy
 	retrier  Retrier // classifies errors with the dialect's Transient
+	settle   SettleFunc
 
 	// limitedSeen holds the queues this process last found limited
 	// (queue name → struct{}): a hint of which claim path to try first
@@ -53,7 +74,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("sqlq: Config needs the jobs, queues, workers and holds table names")
 	}
 	s := &Store{
-		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy,
+		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy, settle: cfg.Settle,
 		retrier: Retrier{Transient: cfg.Dialect.Transient},
 	}
 	if s.strategy == "" {
@@ -190,7 +211,7 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.
 			return fmt.Errorf("cancel job %d in state %s: %w", id, cur.State, contract.ErrInvalidState)
 		}
 		out = j
-		return nil
+		return s.settled(ctx, c, []Ended{{ID: id, State: contract.StateCancelled}}, now)
 	})
 	return out, err
 }
@@ -198,7 +219,8 @@ func (s *Store) Cancel(ctx context.Context, id int64, now time.Time) (*contract.
 // Retry makes a job that is not running available now (RunAt=now,
 // FinishedAt and lease cleared; MaxAttempts raised to Attempt+1 when its
 // attempts are used up) and returns it. Running jobs return
-// ErrInvalidState, as does a job with a unique key whose hold has passed
+// ErrInvalidState, as do waiting ones (they would run before their
+// dependencies), as does a job with a unique key whose hold has passed
 // to another job. The job's hold is locked first, so no insert takes it
 // over while the job becomes live again.
 func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.Job, error) {
@@ -220,7 +242,7 @@ func (s *Store) Retry(ctx context.Context, id int64, now time.Time) (*contract.J
 		b := newBuilder(s.d, 2)
 		b.w("UPDATE ", s.t.Jobs, " SET state = 'available', run_at = ", b.arg(s.d.Time(now)),
 			", finished_at = NULL, lease_until = NULL, max_attempts = CASE WHEN attempt >= max_attempts THEN attempt + 1 ELSE max_attempts END",
-			", version = version + 1 WHERE id = ", b.arg(id), " AND state <> 'running'")
+			", version = version + 1 WHERE id = ", b.arg(id), " AND state NOT IN ('running','waiting')")
 		j, err := s.updateOne(ctx, c, id, b)
 		if err != nil {
 			return err
@@ -266,6 +288,11 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
 			return err
 		}
+		if !j.State.Final() {
+			if err := s.settled(ctx, c, []Ended{{ID: id}}, contract.UTC(time.Now())); err != nil {
+				return err
+			}
+		}
 		if !owned {
 			return nil
 		}
@@ -275,6 +302,14 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 		}
 		return s.ReleaseHolds(ctx, c, []Release{{JobID: id, FinishedAt: fin}})
 	})
+}
+
+// settled runs the Config's Settle, if any, for the jobs ended.
+func (s *Store) settled(ctx context.Context, c Conn, ended []Ended, now time.Time) error {
+	if s.settle == nil || len(ended) == 0 {
+		return nil
+	}
+	return s.settle(ctx, c, ended, now)
 }
 
 // ---- listing and counting ----
