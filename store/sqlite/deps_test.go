@@ -249,29 +249,6 @@ func TestDependencyEdgesGoWithTheirJob(t *testing.T) {
 	}
 }
 
-// TestWaitingDeadlineUsesItsIndex: DiscardExpired reads waiting jobs past
-// their deadline from jobs_deadline_waiting, not from the whole table.
-func TestWaitingDeadlineUsesItsIndex(t *testing.T) {
-	s := openTest(t)
-	rows, err := s.DB().Query("EXPLAIN QUERY PLAN "+s.sql.expiredWaiting, dialect{}.Time(t0), 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if text := strings.Join(plan, "; "); !strings.Contains(text, "INDEX "+s.Prefix()+"jobs_deadline_waiting") {
-		t.Fatalf("plan %q; want a read of jobs_deadline_waiting", text)
-	}
-}
-
 // TestDependencyOnADuplicate: DependsOnIndex naming an input that was a
 // duplicate depends on the job holding its unique key, whether an
 // earlier input of the same call or a job from before; either releases

@@ -36,10 +36,6 @@ type statements struct {
 	archivedDeps string // archivedDependenciesSQL; %s: marks
 	insertEdges  string // insertEdgesSQL; %s: rows of "(?,?,?)"
 	workflowSelf string // workflowSelfSQL
-
-	state          string // stateSQL
-	expiredWaiting string // expiredWaitingSQL
-	discardWaiting string // discardWaitingSQL; %s: rows of "(?,?)"
 }
 
 // newStatements fills the table names t and the job column list into the
@@ -63,9 +59,6 @@ func newStatements(t sqlq.Tables) statements {
 		archivedDeps:     stmt(archivedDependenciesSQL),
 		insertEdges:      stmt(insertEdgesSQL),
 		workflowSelf:     stmt(workflowSelfSQL),
-		state:            stmt(stateSQL),
-		expiredWaiting:   stmt(expiredWaitingSQL),
-		discardWaiting:   stmt(discardWaitingSQL),
 	}
 }
 

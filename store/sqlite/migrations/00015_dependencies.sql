@@ -77,8 +77,10 @@
 -- send a NotifyInsert for each row whose number grew, as they do for the
 -- queues of new ids; a trigger cannot reach a process's listeners.
 --
--- jobs_deadline_waiting serves DiscardExpired's read of waiting jobs past
--- their deadline (jobs_deadline holds pending jobs only).
+-- jobs_deadline is rebuilt with the waiting jobs, spelt as DiscardExpired
+-- spells the jobs it discards, "(" + pending + " OR state = 'waiting')"
+-- (SQLite uses a partial index only for a query that spells its condition
+-- the same way); the rebuild reads the jobs table once.
 --
 -- The edges of a job that is gone for good (deleted from jobs and not
 -- archived, or pruned from the archive) are deleted with it
@@ -186,8 +188,9 @@ CREATE TABLE IF NOT EXISTS {{.P}}job_releases (
     queue TEXT    PRIMARY KEY,
     seq   INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {{.P}}jobs_deadline_waiting ON {{.P}}jobs (deadline)
-    WHERE deadline IS NOT NULL AND state = 'waiting';
+DROP INDEX IF EXISTS {{.P}}jobs_deadline;
+CREATE INDEX IF NOT EXISTS {{.P}}jobs_deadline ON {{.P}}jobs (deadline)
+    WHERE deadline IS NOT NULL AND ((state = 'scheduled' OR state = 'available' OR state = 'retryable') OR state = 'waiting');
 {{- $now := "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"}}
 {{- $ended := "OLD.has_dependants AND OLD.state NOT IN ('completed', 'cancelled', 'discarded') AND NEW.state IN ('completed', 'cancelled', 'discarded')"}}
 {{- $failed := printf "%s AND NEW.state <> 'completed' AND NOT (OLD.state = 'waiting' AND NEW.waiting_for = 0)" $ended}}
@@ -253,7 +256,9 @@ DROP TRIGGER IF EXISTS {{.P}}jobs_dependency_done_deleted;
 DROP TRIGGER IF EXISTS {{.P}}jobs_dependency_failed_cascade;
 DROP TRIGGER IF EXISTS {{.P}}jobs_dependency_failed;
 DROP TRIGGER IF EXISTS {{.P}}jobs_dependency_completed;
-DROP INDEX IF EXISTS {{.P}}jobs_deadline_waiting;
+DROP INDEX IF EXISTS {{.P}}jobs_deadline;
+CREATE INDEX IF NOT EXISTS {{.P}}jobs_deadline ON {{.P}}jobs (deadline)
+    WHERE deadline IS NOT NULL AND (state = 'scheduled' OR state = 'available' OR state = 'retryable');
 DROP TABLE IF EXISTS {{.P}}job_releases;
 DROP TABLE IF EXISTS {{.P}}job_doomed;
 DROP INDEX IF EXISTS {{.P}}jobs_archive_workflow;
