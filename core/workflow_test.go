@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/backlogq/backlog/core"
+	"github.com/backlogq/backlog/core/contract"
 	"github.com/backlogq/backlog/internal/teststores"
 )
 
@@ -114,7 +115,9 @@ func TestWorkflowRefusals(t *testing.T) {
 	if _, err := c.EnqueueRaw(ctx, "k", nil, &core.Options{DependsOn: []int64{0}}); !errors.Is(err, core.ErrInvalidJob) {
 		t.Errorf("DependsOn 0: %v; want ErrInvalidJob", err)
 	}
-	sq, err := core.NewClient(teststores.SQLite(t), core.Config{Logger: quietLogger(), MaintenanceInterval: -1, AllowUnknownKinds: true})
+	// A store without contract.Dependencies: SQLite's, its optional
+	// capabilities hidden.
+	sq, err := core.NewClient(struct{ contract.Store }{teststores.SQLite(t)}, core.Config{Logger: quietLogger(), MaintenanceInterval: -1, AllowUnknownKinds: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,30 +76,53 @@ func (s *Store) FinishOn(ctx context.Context, c sqlq.Conn, outcomes []contract.O
 }
 
 // finishUpdate applies the changes chs[part] (distinct ids) with one
-// finishUpdateSQL and returns the ids it changed.
+// finishUpdateSQL of padded(len(part)) rows and returns the ids it
+// changed.
 func (s *Store) finishUpdate(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
-	args := make([]any, 0, 12*len(part))
+	n := padded(len(part))
+	args := make([]any, 0, 12*n)
 	for _, i := range part {
 		args = chs[i].AppendRow(args, dialect{})
 	}
-	ids, err := sqlq.ScanIDs(c.Query(ctx, fmt.Sprintf(s.sql.finishUpdate, rows(finishRowSQL, len(part))), args...))
+	args = append(args, make([]any, 12*(n-len(part)))...) // rows of NULLs join no job
+	ids, err := sqlq.ScanIDs(c.Query(ctx, fmt.Sprintf(s.sql.finishUpdate, rows(finishRowSQL, n)), args...))
 	return idSet(ids), err
 }
 
+// padded is the number of rows a finish statement of n outcomes carries:
+// n rounded up to a power of two, the rest rows of NULLs that match no
+// job. A statement is compiled once per text and connection (and each
+// time before the statement cache admits it), and the compile of one
+// that changes finished_at or deletes jobs includes the dependency
+// triggers (schema version 15), ten times what the statement alone
+// costs: a handful of texts instead of one per batch size keeps the
+// compiles few.
+func padded(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}
+
 // finishDelete deletes the fenced completions chs[part] (distinct ids)
-// with one finishDeleteSQL and returns the ids it deleted. When some of
+// with one finishDeleteSQL of padded(len(part)) rows and returns the ids
+// it deleted. When some of
 // them had a unique key, their holds are released (sqlq.ReleaseHolds: held
 // until the completion time plus their UniqueFor) in the same transaction;
 // key-less completions need nothing more.
 func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
-	args := make([]any, 0, 4*len(part))
+	n := padded(len(part))
+	args := make([]any, 0, 4*n)
 	for _, i := range part {
 		args = append(args, chs[i].ID)
 	}
+	args = append(args, make([]any, n-len(part))...) // NULL ids match no job
 	for _, i := range part {
 		args = append(args, chs[i].ID, chs[i].Worker, chs[i].ClaimSeq)
 	}
-	q := fmt.Sprintf(s.sql.finishDelete, marks(len(part)), rows("(?,?,?)", len(part)))
+	args = append(args, make([]any, 3*(n-len(part)))...)
+	q := fmt.Sprintf(s.sql.finishDelete, marks(n), rows("(?,?,?)", n))
 	r, err := c.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err

@@ -45,6 +45,9 @@ func (s *Store) Insert(ctx context.Context, now time.Time, jobs []contract.Inser
 // InsertOn is Insert on a caller-supplied connection or transaction, with
 // no retries (InsertTx uses it with the caller's transaction).
 func (s *Store) InsertOn(ctx context.Context, c sqlq.Conn, now time.Time, jobs []contract.InsertParams) ([]contract.InsertResult, error) {
+	if usesDependencies(jobs) {
+		return s.insertWithDependencies(ctx, c, now, jobs)
+	}
 	res := make([]contract.InsertResult, len(jobs))
 	err := s.InsertKeyed(ctx, c, now, jobs, res, func(send []int) error {
 		return s.insertRows(ctx, c, now, jobs, send, res)

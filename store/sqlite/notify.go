@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
@@ -23,7 +24,11 @@ const cancelWindow = 10 * time.Second
 // commits; reading it costs microseconds and takes no lock) every
 // WithNotifyInterval. Only after a change does it read what changed: jobs
 // inserted since the last check (a primary-key range scan) give NotifyInsert
-// per queue, the small queues table gives NotifyPause/NotifyResume, and jobs
+// per queue, and so do the queues of jobs their last dependency released
+// since (<prefix>job_releases, one row per queue that the triggers of
+// schema version 15 stamp with a sequence number: a trigger cannot reach
+// this process's listeners, a committed row reaches every process's);
+// the small queues table gives NotifyPause/NotifyResume, and jobs
 // cancelled recently give NotifyCancel. Insert notifications may also come
 // for jobs that are not yet due; they only cost a claim that finds nothing.
 //
@@ -57,6 +62,7 @@ type watcher struct {
 	conn       *sql.Conn
 	version    int64
 	maxID      int64
+	releaseSeq int64 // the highest job_releases.seq seen
 	paused     map[string]bool
 	cancelFrom int64           // µs: look for cancellations finished after this
 	seenCancel map[int64]int64 // job id → finished_at µs, within the window
@@ -71,6 +77,9 @@ func (w *watcher) init(ctx context.Context) error {
 		return err
 	}
 	if err := w.conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(finished_at), 0) FROM "+t+"jobs WHERE state = 'cancelled' AND finished_at IS NOT NULL").Scan(&w.cancelFrom); err != nil {
+		return err
+	}
+	if err := w.conn.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM "+t+"job_releases").Scan(&w.releaseSeq); err != nil {
 		return err
 	}
 	var err error
@@ -130,6 +139,26 @@ func (w *watcher) changes(ctx context.Context) ([]contract.Notification, error) 
 		}
 		w.maxID = max(w.maxID, id)
 		notes = append(notes, contract.Notification{Kind: contract.NotifyInsert, Queue: q})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = w.conn.QueryContext(ctx, "SELECT queue, seq FROM "+t+"job_releases WHERE seq > ?", w.releaseSeq)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var q string
+		var seq int64
+		if err := rows.Scan(&q, &seq); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		w.releaseSeq = max(w.releaseSeq, seq)
+		if !slices.Contains(notes, contract.Notification{Kind: contract.NotifyInsert, Queue: q}) {
+			notes = append(notes, contract.Notification{Kind: contract.NotifyInsert, Queue: q})
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -65,7 +65,8 @@ func TestPendingIndexesNeedNoTemporaryTables(t *testing.T) {
 // jobs spells the pending states as the partial indexes do (pendingSQL),
 // so SQLite reads the index meant for it: the claims jobs_claim, the
 // claim of one partition and the walk of a fair queue's partitions
-// jobs_fair, the deadline discard jobs_deadline and the due-job count of
+// jobs_fair, the deadline discard (of pending and waiting jobs, schema
+// version 15) jobs_deadline and the due-job count of
 // the queue history jobs_claim.
 func TestPendingStatementsUseTheirIndexes(t *testing.T) {
 	s := openTest(t)
@@ -83,7 +84,7 @@ func TestPendingStatementsUseTheirIndexes(t *testing.T) {
 		{"limited candidates", s.sql.limitedCands, []any{"q", now, tags, "[]", "[]", 1, 10, 10}, "jobs_claim"},
 		{"limited candidates of a partition", s.sql.limitedCandsPart, []any{"q", now, tags, "[]", "[]", 1, 10, "p", 10}, "jobs_fair"},
 		{"fair partitions", fair, fairArgs, "jobs_fair"},
-		{"deadline discard", "SELECT id, version, attempt, deadline FROM " + jobs + " WHERE " + d.Pending() +
+		{"deadline discard", "SELECT id, version, attempt, deadline FROM " + jobs + " WHERE (" + d.Pending() + " OR state = 'waiting')" +
 			" AND deadline IS NOT NULL AND deadline < ? ORDER BY deadline, id LIMIT ?", []any{now, 10}, "jobs_deadline"},
 		{"due jobs", "SELECT queue, COUNT(*), MIN(run_at) FROM " + jobs + " WHERE " + d.Pending() + " AND run_at <= ? GROUP BY queue", []any{now}, "jobs_claim"},
 	} {

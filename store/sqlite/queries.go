@@ -7,9 +7,10 @@ import (
 )
 
 // statements are the store's hot statements (claim, insert, finish, lease
-// extension) with its table names, built once per store by newStatements.
-// Their text is the constant of the same name ending in SQL, written out
-// next to the Go that runs it (claim.go, insert.go, finish.go, leases.go).
+// extension) and those of job dependencies with its table names, built
+// once per store by newStatements. Their text is the constant of the same
+// name ending in SQL, written out next to the Go that runs it (claim.go,
+// insert.go, finish.go, leases.go, deps.go).
 //
 // A statement that names a batch of jobs carries one placeholder per
 // value: where its text depends on the batch size, it holds fmt verbs (%s,
@@ -29,12 +30,20 @@ type statements struct {
 	finishDelete string // finishDeleteSQL; %[1]s: marks, %[2]s: rows of "(?,?,?)"
 
 	extendLeases string // extendLeasesSQL; %[1]s: marks, %[2]s: whens
+
+	depsInsert   string // depsInsertSQL; %s: rows of depsInsertRowSQL
+	lockDeps     string // lockDependenciesSQL; %s: marks
+	archivedDeps string // archivedDependenciesSQL; %s: marks
+	insertEdges  string // insertEdgesSQL; %s: rows of "(?,?,?)"
+	workflowSelf string // workflowSelfSQL
 }
 
 // newStatements fills the table names t and the job column list into the
-// statements ({jobs}, {queues} and the claim's {claimed} in their text).
+// statements ({jobs}, {queues}, {archive}, {deps} and the claim's
+// {claimed} in their text).
 func newStatements(t sqlq.Tables) statements {
-	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{claimed}", sqlq.ClaimedColumns)
+	r := strings.NewReplacer("{jobs}", t.Jobs, "{queues}", t.Queues, "{claimed}", sqlq.ClaimedColumns,
+		"{archive}", t.Archive, "{deps}", t.Deps)
 	stmt := func(q string) string { return strings.TrimSpace(r.Replace(q)) }
 	return statements{
 		claim:            stmt(claimSQL),
@@ -45,6 +54,11 @@ func newStatements(t sqlq.Tables) statements {
 		finishUpdate:     stmt(finishUpdateSQL),
 		finishDelete:     stmt(finishDeleteSQL),
 		extendLeases:     stmt(extendLeasesSQL),
+		depsInsert:       stmt(depsInsertSQL),
+		lockDeps:         stmt(lockDependenciesSQL),
+		archivedDeps:     stmt(archivedDependenciesSQL),
+		insertEdges:      stmt(insertEdgesSQL),
+		workflowSelf:     stmt(workflowSelfSQL),
 	}
 }
 

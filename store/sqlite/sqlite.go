@@ -55,7 +55,9 @@
 // # Schema
 //
 // Tables <prefix>jobs, <prefix>queues, <prefix>workers, <prefix>settings
-// (default prefix "backlog_"). Times are INTEGER unix microseconds in UTC; args, tags,
+// (default prefix "backlog_"), and those later versions added, such as
+// <prefix>job_deps (the edges of job dependencies, settled by triggers:
+// deps.go). Times are INTEGER unix microseconds in UTC; args, tags,
 // metadata and the errors history are JSON text. Claims use the optimistic
 // strategy in its single-writer form: candidate read and
 // claim in one UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING statement,
@@ -166,6 +168,9 @@ var (
 	_ contract.UniqueHolder     = (*Store)(nil)
 	_ contract.ProgressRecorder = (*Store)(nil)
 	_ contract.Archiver         = (*Store)(nil)
+	// Job dependencies, workflows and batches (deps.go): settled by the
+	// triggers of schema version 15, in the statement that ends a job.
+	_ contract.Dependencies = (*Store)(nil)
 )
 
 func newConfig(opts []Option) (config, error) {
