@@ -1,7 +1,7 @@
 # backlog — see README.md.
 GO        ?= go
 PKGS      ?= ./...
-TESTFLAGS ?= -race -count=1 -timeout 35m
+TESTFLAGS ?= -race -count=1 -timeout 60m
 DB        ?= sqlite:backlog.db
 
 .PHONY: run test lint bench stress fault fuzz fmt release
