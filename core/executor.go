@@ -25,6 +25,9 @@ type execution struct {
 	// leaseUntil is the lease the store holds for it as far as this node
 	// knows (unix ns): the claim's, then each renewal's.
 	leaseUntil atomic.Int64
+	// warnedOutcome is set once this node has warned that the lease of
+	// the execution's waiting outcome could not be renewed.
+	warnedOutcome atomic.Bool
 }
 
 // track registers a claimed job as held by this node and returns its

@@ -90,14 +90,28 @@ func (c *Client) held() []*execution {
 // before the next round could renew it: that round starts within a second
 // and its calls are bounded by one HeartbeatInterval. Their jobs are
 // handed back; another node may rescue them once the lease has run out,
-// and by then no handler of this node runs them.
+// and by then no handler of this node runs them. Executions whose handler
+// has returned and whose outcome waits for the store are warned about
+// once each: their lease may run out before the outcome is written.
 func (c *Client) stopUnrenewed(now time.Time) {
 	limit := now.Add(c.cfg.HeartbeatInterval + time.Second).UnixNano()
 	for _, e := range c.held() {
-		if !e.returned.Load() && e.leaseUntil.Load() <= limit {
+		if e.leaseUntil.Load() > limit {
+			continue
+		}
+		until := time.Unix(0, e.leaseUntil.Load()).UTC()
+		if !e.returned.Load() {
 			c.log.Warn("backlog: lease could not be renewed; stopping the handler before it runs out",
-				"job_id", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt, "lease_until", time.Unix(0, e.leaseUntil.Load()).UTC())
+				"job_id", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt, "lease_until", until)
 			e.cancel(errLeaseUnrenewed)
+		} else if !e.warnedOutcome.Swap(true) {
+			// The handler has returned; its outcome waits for the store.
+			// Nothing is left to stop: if the store stays out of reach
+			// past the lease, another node may rescue the job and run it
+			// again (docs/guarantees.md, promise 6), and this outcome
+			// will be refused as the lease's loss.
+			c.log.Warn("backlog: lease could not be renewed while the outcome waits to be written; it may run out first",
+				"job_id", e.job.ID, "kind", e.job.Kind, "attempt", e.job.Attempt, "lease_until", until)
 		}
 	}
 }

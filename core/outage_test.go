@@ -167,11 +167,12 @@ func TestOutageLongerThanLeaseRerunsNothingFinished(t *testing.T) {
 	st := &cutStore{Store: memory.New()}
 	release := make(chan struct{})
 	var runs atomic.Int32
+	var logs syncbuf.Buffer
 	c := leaseClient(t, st, func(ctx context.Context, j *core.Job) error {
 		runs.Add(1)
 		<-release
 		return nil
-	}, nil)
+	}, func(cfg *core.Config) { cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	var rescued atomic.Int32
 	other, err := core.NewClient(st, core.Config{Logger: quietLogger(), HeartbeatInterval: 100 * time.Millisecond, LeaseDuration: 400 * time.Millisecond,
 		Observers: []core.Observer{core.ObserverFunc(func(e core.Event) {
@@ -206,6 +207,15 @@ func TestOutageLongerThanLeaseRerunsNothingFinished(t *testing.T) {
 	j := waitState(t, st, r.Job.ID, core.StateCompleted)
 	if runs.Load() != 1 || rescued.Load() != 0 || len(j.Errors) != 0 {
 		t.Fatalf("after the outage: %d runs, %d rescues, errors %+v; want the finished job completed once, never rescued", runs.Load(), rescued.Load(), j.Errors)
+	}
+	// The worker said, once, that the waiting outcome's lease could not be
+	// renewed (the evidence the fault suite reads when a stall outlasts
+	// a lease), and stopped no handler.
+	if n := strings.Count(logs.String(), "lease could not be renewed while the outcome waits"); n != 1 {
+		t.Errorf("the outcome's unrenewed lease was warned about %d times, want once; log:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "stopping the handler") {
+		t.Errorf("a returned handler was stopped; log:\n%s", logs.String())
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 func TestLedgerAnalysis(t *testing.T) {
 	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
 	rel := func(at int64) string { return strconv.FormatInt(at/int64(time.Millisecond), 10) + "ms" }
-	type want struct{ mid, after, outage, stall, unexplained, overlaps, outlived, vanished int }
+	type want struct{ mid, after, outage, stall, stallOut, unexplained, overlaps, outlived, vanished int }
 	outage := []window{{ms(1000), ms(3000)}}
 	for _, tc := range []struct {
 		name  string
@@ -40,6 +40,15 @@ func TestLedgerAnalysis(t *testing.T) {
 		{"finished outside an outage, its worker's log says the lease could not be renewed",
 			[]*execution{{wpid: 12, start: ms(5000), end: ms(6000), status: "ok"}, {wpid: 11, start: ms(7000), end: ms(7100), status: "ok"}},
 			nil, want{unexplained: 1}},
+		{"finished outside an outage, its worker's log says the lease of the waiting outcome could not be renewed",
+			[]*execution{{wpid: 13, start: ms(5000), end: ms(6000), status: "ok"}, {wpid: 11, start: ms(7000), end: ms(7100), status: "ok"}},
+			nil, want{stallOut: 1}},
+		{"stopped outside an outage, but its worker's log only says the outcome waited",
+			[]*execution{{wpid: 13, start: ms(5000), end: ms(6000), status: "term"}, {wpid: 11, start: ms(7000), end: ms(7100), status: "ok"}},
+			nil, want{unexplained: 1}},
+		{"finished with the outcome waiting, but the rerun overlaps it",
+			[]*execution{{wpid: 13, start: ms(5000), end: ms(6000), status: "ok"}, {wpid: 11, start: ms(5500), end: ms(7100), status: "ok"}},
+			nil, want{unexplained: 1, overlaps: 1}},
 		{"stopped during an outage, but the rerun overlaps it",
 			[]*execution{{wpid: 10, start: ms(500), end: ms(2500), status: "term"}, {wpid: 11, start: ms(2000), end: ms(4100), status: "ok"}},
 			nil, want{unexplained: 1, overlaps: 1}},
@@ -76,10 +85,11 @@ func TestLedgerAnalysis(t *testing.T) {
 			for i, e := range tc.execs {
 				e.job, e.attempt, e.pid, e.worker = 1, i+1, 1000+i, "w"+strconv.Itoa(e.wpid)
 			}
-			// Worker w12 logged stopping job 1's first attempt.
-			unrenewed := map[stopKey]bool{{"w12", 1, 1}: true}
+			// Worker w12 logged stopping job 1's first attempt; w13, that
+			// the lease of its waiting outcome could not be renewed.
+			unrenewed := map[stopKey]unrenewal{{"w12", 1, 1}: {stopped: true}, {"w13", 1, 1}: {waiting: true}}
 			v := analyze(map[int64][]*execution{1: tc.execs}, tc.kills, outage, unrenewed, rel)
-			got := want{v.dupMid, v.dupAfterEnd, v.dupOutage, v.dupStall, len(v.unexplained), len(v.overlaps), len(v.outlived), len(v.vanished)}
+			got := want{v.dupMid, v.dupAfterEnd, v.dupOutage, v.dupStall, v.dupStallOut, len(v.unexplained), len(v.overlaps), len(v.outlived), len(v.vanished)}
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v\n%+v", got, tc.want, v)
 			}

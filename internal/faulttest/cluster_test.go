@@ -578,14 +578,15 @@ func dupJobIDs(items []string) []int64 {
 	return out
 }
 
-// unrenewedStops reads, from every worker's log, the executions it stopped
-// because it could not renew their lease (core's warning "lease could not
-// be renewed", with job_id and attempt).
-func (c *cluster) unrenewedStops() map[stopKey]bool {
+// unrenewedStops reads, from every worker's log, the executions whose
+// lease it could not renew (core's warnings "lease could not be renewed",
+// with job_id and attempt): the handler stopped, or the outcome waiting
+// ("while the outcome waits").
+func (c *cluster) unrenewedStops() map[stopKey]unrenewal {
 	c.mu.Lock()
 	workers := slices.Clone(c.all)
 	c.mu.Unlock()
-	out := map[stopKey]bool{}
+	out := map[stopKey]unrenewal{}
 	for _, w := range workers {
 		data, err := os.ReadFile(w.log)
 		if err != nil {
@@ -604,7 +605,13 @@ func (c *cluster) unrenewedStops() map[stopKey]bool {
 				}
 			}
 			if k.job != 0 {
-				out[k] = true
+				u := out[k]
+				if strings.Contains(line, "while the outcome waits") {
+					u.waiting = true
+				} else {
+					u.stopped = true
+				}
+				out[k] = u
 			}
 		}
 	}

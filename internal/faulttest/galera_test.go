@@ -57,7 +57,11 @@ func TestGaleraNodeLoss(t *testing.T) {
 		t.Setenv(envWorkers, "3")
 	}
 	began := time.Now()
-	gc := dbserver.Galera(t, dbserver.Options{})
+	// A node that rejoins runs the rsync state-transfer script before its
+	// incremental transfer; on a loaded 2-core machine that alone has
+	// taken over a minute, so each start may take up to 5 minutes (the
+	// default 2 ran out in a full make test).
+	gc := dbserver.Galera(t, dbserver.Options{StartTimeout: 5 * time.Minute})
 	t.Logf("three Galera nodes Synced in %s", time.Since(began).Round(time.Millisecond))
 	rss := watchRSS(gc)
 	defer func() { t.Log(rss.stop()) }()

@@ -195,6 +195,7 @@ type verdict struct {
 	dupAfterEnd int           // … killed within OutcomeWindow after the execution ended
 	dupOutage   int           // … stopped by its worker (SIGTERM) during a database outage
 	dupStall    int           // … stopped by its worker (SIGTERM) whose log says it could not renew the lease, outside any outage
+	dupStallOut int           // … finished, its outcome waiting while its worker's log says it could not renew the lease, outside any outage
 	maxAfterEnd time.Duration // the longest such gap between an end and the kill
 	unexplained []string
 	overlaps    []string
@@ -208,21 +209,25 @@ type verdict struct {
 // heartbeat).
 type window struct{ from, to int64 }
 
-// stopKey names an execution a worker stopped because it could not renew
-// the lease: the worker's id, the job and the attempt, as its log gives
-// them.
+// stopKey names an execution whose lease its worker could not renew: the
+// worker's id, the job and the attempt, as its log gives them.
 type stopKey struct {
 	worker  string
 	job     int64
 	attempt int
 }
 
+// unrenewal is what a worker logged about an execution whose lease it
+// could not renew: that it stopped the handler (stopped), or that the
+// handler had returned and its outcome waited for the store (waiting).
+type unrenewal struct{ stopped, waiting bool }
+
 // analyze applies the checks of the package documentation to the
 // executions of each job, given the workers the test killed, the
 // database outages it staged and the executions workers logged stopping
 // for a lease they could not renew (unrenewed). rel formats a monotonic
 // time for messages.
-func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window, unrenewed map[stopKey]bool, rel func(int64) string) verdict {
+func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window, unrenewed map[stopKey]unrenewal, rel func(int64) string) verdict {
 	var v verdict
 	killed := map[string]killRecord{}
 	for _, k := range kills {
@@ -296,7 +301,7 @@ func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window,
 				// documented price. A finished ("ok") execution is never
 				// explained this way.
 				v.dupOutage++
-			case prev.status == "term" && e.start > prev.end && unrenewed[stopKey{prev.worker, prev.job, prev.attempt}]:
+			case prev.status == "term" && e.start > prev.end && unrenewed[stopKey{prev.worker, prev.job, prev.attempt}].stopped:
 				// No outage was staged, but the store did not answer the
 				// worker's heartbeat within its bound (a stall: a loaded
 				// machine, a slow commit), and the worker logged stopping
@@ -304,6 +309,13 @@ func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window,
 				// documented price as an outage. Counted apart, so a run
 				// with many shows.
 				v.dupStall++
+			case prev.status != "term" && prev.end != 0 && e.start > prev.end && unrenewed[stopKey{prev.worker, prev.job, prev.attempt}].waiting:
+				// The handler had finished, but its worker could not reach
+				// the store to renew the lease while the outcome waited
+				// (the worker's log says so): a worker cut off longer than
+				// its lease, whose job another node rightly rescued
+				// (docs/guarantees.md, promise 6). Counted apart.
+				v.dupStallOut++
 			default:
 				why := "its worker was not killed"
 				if pkilled && pk >= e.start {

@@ -402,11 +402,11 @@ func runScenario(t *testing.T, sc scenario) {
 
 	summary := fmt.Sprintf("%s/%s (%s): %d jobs, %d workers × %d, lease %s; %d worker kills, %d worker exits on their own; "+
 		"%d executions (%d ended by SIGTERM, %d without an end and without a kill); "+
-		"duplicates: %d explained (%d killed mid-run, %d killed with the outcome in flight, at most %s after the end, %d stopped by their worker during the outage, %d stopped by their worker in a stall outside it), %d unexplained; "+
+		"duplicates: %d explained (%d killed mid-run, %d killed with the outcome in flight, at most %s after the end, %d stopped by their worker during the outage, %d stopped by their worker in a stall outside it, %d finished with the outcome held up in a stall outside it), %d unexplained; "+
 		"%d overlapping; %d outlived their worker; final states %s; error entries by cause: %s; wall %s",
 		backend, label, what, cfg.jobs, cfg.workers, cfg.conc, cfg.lease, len(kills), len(exits),
 		v.executions, v.terminated, len(v.vanished),
-		v.dupMid+v.dupAfterEnd+v.dupOutage+v.dupStall, v.dupMid, v.dupAfterEnd, v.maxAfterEnd.Round(time.Millisecond), v.dupOutage, v.dupStall, len(v.unexplained),
+		v.dupMid+v.dupAfterEnd+v.dupOutage+v.dupStall+v.dupStallOut, v.dupMid, v.dupAfterEnd, v.maxAfterEnd.Round(time.Millisecond), v.dupOutage, v.dupStall, v.dupStallOut, len(v.unexplained),
 		len(v.overlaps), len(v.outlived), formatStates(states), formatStates(causes), elapsed.Round(100*time.Millisecond))
 	var lost []string
 	if prod != nil {
