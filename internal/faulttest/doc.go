@@ -46,7 +46,13 @@
 //     worker (SIGTERM) during a database outage the test staged, the worker
 //     being unable to renew its lease (docs/guarantees.md, promise 4). A
 //     job run again after an execution that finished is never explained
-//     by an outage;
+//     by an outage. Outside any outage, a stall (the store not answering
+//     a worker's heartbeats in time on a loaded machine) explains a second
+//     start only when that worker's log names the execution: "lease could
+//     not be renewed; stopping the handler" for one it stopped, "lease
+//     could not be renewed while the outcome waits" for one that had
+//     finished (a worker cut off longer than its lease, promise 6). Both
+//     are counted apart in each summary, so a run with many shows;
 //   - no two executions of one job overlapped;
 //   - no job is left running without a live worker that runs it;
 //   - no handler outlived its SIGKILLed worker by more than OutliveBound

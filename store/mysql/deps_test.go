@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/store/internal/depstest"
 	"github.com/backlogq/backlog/storetest/dbtest"
 )
 
@@ -174,5 +175,24 @@ func TestDependencyFinishWithoutDependants(t *testing.T) {
 	finishOne(t, s, "dep", now, contract.OutcomeComplete)
 	if a, err := s.Get(ctx, got[1].Job.ID); err != nil || a.State != contract.StateAvailable {
 		t.Fatalf("the dependant after its dependency completed: %+v, %v; want available", a, err)
+	}
+}
+
+// TestDependencyEdgesGoWithTheirJob: a job's dependency edges are deleted
+// with it however it leaves the jobs table for good (Config.DeleteEdges,
+// finishDelete), and kept while it is archived (depstest.RunEdgesGone),
+// with MariaDB's and MySQL's statement forms.
+func TestDependencyEdgesGoWithTheirJob(t *testing.T) {
+	for _, noReturning := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noReturning=%v", noReturning), func(t *testing.T) {
+			s := depsStore(t, func(c *config) { c.noReturning = noReturning })
+			depstest.RunEdgesGone(t, s, func(t *testing.T) int {
+				var n int
+				if err := s.DB().QueryRow("SELECT COUNT(*) FROM " + s.Prefix() + "job_deps").Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			})
+		})
 	}
 }

@@ -71,3 +71,10 @@ func TestMigrateUpgradeDependencies(t *testing.T) {
 		}
 	})
 }
+
+// TestMigrateUpgradeDependencyEdges runs upgradetest.RunDependencyEdges
+// from the schema below version 16: the edges of jobs already gone are
+// forgotten, the others kept.
+func TestMigrateUpgradeDependencyEdges(t *testing.T) {
+	upgradetest.RunDependencyEdges(t, upgradeBackend(t), 16)
+}

@@ -62,27 +62,28 @@ WHERE id IN (%[1]s) AND state = 'running'
   AND claim_seq = CASE id %[2]s END`
 
 // finishDeleteSQL deletes the fenced completions and returns their ids,
-// unique keys and whether some job depends on them, on MariaDB.
+// unique keys, whether some job depends on them and whether they depended
+// on some job (edges to forget), on MariaDB.
 const finishDeleteSQL = `
 DELETE FROM {jobs}
 {fence}
-RETURNING id, unique_key, has_dependants`
+RETURNING id, unique_key, has_dependants, dep_count > 0`
 
-// finishDeletePlainSQL is finishDeleteSQL for jobs without a unique key
-// and without dependants only, run alone in autocommit: a job with a key
-// or dependants is left for a transaction that also releases its hold or
-// settles its dependants.
+// finishDeletePlainSQL is finishDeleteSQL for jobs without a unique key,
+// without dependants and without dependencies only, run alone in
+// autocommit: any other job is left for a transaction that also releases
+// its hold, settles its dependants or forgets its dependency edges.
 const finishDeletePlainSQL = `
 DELETE FROM {jobs}
 {fence}
-  AND unique_key IS NULL AND has_dependants = false
+  AND unique_key IS NULL AND has_dependants = false AND dep_count = 0
 RETURNING id`
 
-// finishLockSQL reads and locks the fenced completions, their unique keys
-// and whether some job depends on them, on MySQL (no DELETE … RETURNING);
-// deleteIDsSQL then deletes them.
+// finishLockSQL reads and locks the fenced completions, their unique keys,
+// whether some job depends on them and whether they depended on some job,
+// on MySQL (no DELETE … RETURNING); deleteIDsSQL then deletes them.
 const finishLockSQL = `
-SELECT id, unique_key, has_dependants FROM {jobs}
+SELECT id, unique_key, has_dependants, dep_count > 0 FROM {jobs}
 {fence}
 FOR UPDATE`
 
@@ -98,8 +99,9 @@ const finishChunk = 500
 // MariaDB, a finishLockSQL and a deleteIDsSQL on MySQL; the holds of
 // deleted jobs with a unique key are released in the same transaction
 // (sqlq.ReleaseHolds). A batch of deletions alone on MariaDB is one
-// autocommit finishDeletePlainSQL, which deletes only key-less jobs; the
-// outcomes it did not apply (a job with a key, or a failed fence) then run
+// autocommit finishDeletePlainSQL, which deletes only jobs without a key,
+// dependants or dependencies; the outcomes it did not apply (any other
+// job, or a failed fence) then run
 // in a transaction. Anything else runs in one transaction. An outcome whose fence fails (job not running
 // under its worker id and claim_seq) reports Applied=false and changes
 // nothing; an unknown outcome kind fails the whole call. Deadlocks and lock
@@ -243,7 +245,9 @@ func later(a, b time.Time) time.Time {
 
 // finishDelete deletes the fenced completions chs[part] (distinct ids)
 // and returns the ids deleted: one finishDeleteSQL on MariaDB; on MySQL a
-// finishLockSQL, then a deleteIDsSQL of the rows it locked. The holds of
+// finishLockSQL, then a deleteIDsSQL of the rows it locked. The
+// dependency edges of those that had dependencies are forgotten
+// (sqlq.ForgetEdges) and their dependants settled. The holds of
 // those with a unique key are then released (sqlq.ReleaseHolds) on c,
 // which must be a transaction when any has one.
 func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change, part []int) (map[int64]bool, error) {
@@ -259,15 +263,15 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	}
 	in, cases := marks(len(part)), whens(len(part))
 	out := make(map[int64]bool, len(part))
-	var ids, keyed, depended []int64
+	var ids, keyed, depended, edged []int64
 	var err error
 	if s.d.Returning(sqlq.StmtDelete) {
-		ids, keyed, depended, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishDelete, in, cases), args...))
+		ids, keyed, depended, edged, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishDelete, in, cases), args...))
 		if err != nil {
 			return nil, err
 		}
 	} else {
-		ids, keyed, depended, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishLock, in, cases), args...))
+		ids, keyed, depended, edged, err = scanKeyed(c.Query(ctx, fmt.Sprintf(s.q.finishLock, in, cases), args...))
 		if err != nil {
 			return nil, err
 		}
@@ -283,6 +287,9 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	}
 	for _, id := range ids {
 		out[id] = true
+	}
+	if err := s.ForgetEdges(ctx, c, edged); err != nil {
+		return nil, err
 	}
 	at := make(map[int64]time.Time, len(part))
 	for _, i := range part {
@@ -309,19 +316,20 @@ func (s *Store) finishDelete(ctx context.Context, c sqlq.Conn, chs []sqlq.Change
 	return out, s.ReleaseHolds(ctx, c, rel)
 }
 
-// scanKeyed reads (id, unique_key, has_dependants) rows: every id, the ids
-// with a key, and the ids some job depends on.
-func scanKeyed(rows sqlq.Rows, err error) (ids, keyed, depended []int64, _ error) {
+// scanKeyed reads (id, unique_key, has_dependants, dep_count > 0) rows:
+// every id, the ids with a key, the ids some job depends on, and the ids
+// that depended on some job (their edges to forget).
+func scanKeyed(rows sqlq.Rows, err error) (ids, keyed, depended, edged []int64, _ error) {
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
 		var key sql.NullString
-		var deps bool
-		if err := rows.Scan(&id, &key, &deps); err != nil {
-			return nil, nil, nil, err
+		var deps, edges bool
+		if err := rows.Scan(&id, &key, &deps, &edges); err != nil {
+			return nil, nil, nil, nil, err
 		}
 		ids = append(ids, id)
 		if key.Valid {
@@ -330,11 +338,14 @@ func scanKeyed(rows sqlq.Rows, err error) (ids, keyed, depended []int64, _ error
 		if deps {
 			depended = append(depended, id)
 		}
+		if edges {
+			edged = append(edged, id)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return ids, keyed, depended, rows.Close()
+	return ids, keyed, depended, edged, rows.Close()
 }
 
 // extendLeasesSQL sets a new lease on the named executions: by primary key

@@ -369,6 +369,9 @@ func newStore(ctx context.Context, db *sql.DB, owned bool, server serverInfo, tx
 		Tables:   s.t,
 		Strategy: c.strategy,
 		Settle:   s.settle, // no triggers: Cancel, Delete, Rescue and DiscardExpired settle dependants here (deps.go)
+		// …and Prune, Delete and PruneArchive delete the deleted jobs'
+		// dependency edges (Finish's deletions do in finishDelete)
+		DeleteEdges: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/store/internal/depstest"
+	"github.com/backlogq/backlog/store/internal/upgradetest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -322,9 +324,10 @@ func TestDependencyOnDuplicate(t *testing.T) {
 
 // TestDependencySettleTriggersSkipOrdinaryJobs: the only triggers on
 // jobs are the two settle triggers, AFTER triggers whose WHEN clauses
-// test has_dependants, so finishing jobs without dependants never calls
-// the settle function (and no BEFORE row trigger makes every update
-// fetch and lock its row first).
+// test has_dependants, and the edges trigger, an AFTER DELETE trigger
+// whose WHEN clause tests dep_count, so finishing or deleting jobs
+// without dependencies or dependants never calls a function (and no
+// BEFORE row trigger makes every update fetch and lock its row first).
 func TestDependencySettleTriggersSkipOrdinaryJobs(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
@@ -340,7 +343,7 @@ func TestDependencySettleTriggersSkipOrdinaryJobs(t *testing.T) {
 		}
 		when = append(when, def)
 	}
-	var settle int
+	var settle, edges int
 	for _, def := range when {
 		switch {
 		case strings.Contains(def, "settle_dependants"):
@@ -348,12 +351,17 @@ func TestDependencySettleTriggersSkipOrdinaryJobs(t *testing.T) {
 			if !strings.Contains(def, "AFTER") || !strings.Contains(def, "WHEN ((old.has_dependants") {
 				t.Fatalf("trigger %q is not an AFTER trigger testing has_dependants first", def)
 			}
+		case strings.Contains(def, "dependency_edges_gone"):
+			edges++
+			if !strings.Contains(def, "AFTER DELETE") || !strings.Contains(def, "WHEN ((old.dep_count > 0))") {
+				t.Fatalf("trigger %q is not an AFTER DELETE trigger testing dep_count", def)
+			}
 		default:
 			t.Fatalf("unknown trigger on jobs: %q", def)
 		}
 	}
-	if settle != 2 {
-		t.Fatalf("triggers on jobs: %q; want the two settle triggers", when)
+	if settle != 2 || edges != 1 {
+		t.Fatalf("triggers on jobs: %q; want the two settle triggers and the edges trigger", when)
 	}
 }
 
@@ -406,4 +414,26 @@ func TestDependencyCascadeGraph(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDependencyEdgesGoWithTheirJob: a job's dependency edges are deleted
+// with it however it leaves the jobs table for good (the triggers of
+// schema version 19), and kept while it is archived
+// (depstest.RunEdgesGone).
+func TestDependencyEdgesGoWithTheirJob(t *testing.T) {
+	s := newTestStore(t)
+	depstest.RunEdgesGone(t, s, func(t *testing.T) int {
+		var n int
+		if err := s.Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+s.Schema()+".job_deps").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	})
+}
+
+// TestMigrateUpgradeDependencyEdges runs upgradetest.RunDependencyEdges
+// from the schema below version 19: the edges of jobs already gone are
+// forgotten, the others kept.
+func TestMigrateUpgradeDependencyEdges(t *testing.T) {
+	upgradetest.RunDependencyEdges(t, upgradeBackend(t), 19)
 }

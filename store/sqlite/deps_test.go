@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backlogq/backlog/core/contract"
+	"github.com/backlogq/backlog/store/internal/depstest"
 )
 
 // claimFinish claims job j (the only due job of its queue) at t0 and
@@ -247,6 +248,20 @@ func TestDependencyEdgesGoWithTheirJob(t *testing.T) {
 	if n := edges(); n != 0 {
 		t.Fatalf("%d edges once every job is gone; want none", n)
 	}
+}
+
+// TestDependencyEdgesGoWithTheirJobEveryWay: the shared scenario of the
+// SQL stores (depstest.RunEdgesGone): an admin delete, a completion with
+// Delete, Prune, and Archive then PruneArchive.
+func TestDependencyEdgesGoWithTheirJobEveryWay(t *testing.T) {
+	s := openTest(t)
+	depstest.RunEdgesGone(t, s, func(t *testing.T) int {
+		var n int
+		if err := s.DB().QueryRow("SELECT COUNT(*) FROM " + s.Prefix() + "job_deps").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	})
 }
 
 // TestDependencyOnADuplicate: DependsOnIndex naming an input that was a

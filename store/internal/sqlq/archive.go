@@ -36,10 +36,12 @@ func (s *Store) Archive(ctx context.Context, state contract.State, before time.T
 	err := s.tx(ctx, func(c Conn) error {
 		n = 0
 		b := newBuilder(s.d, 3)
-		q := "SELECT id, unique_key, finished_at FROM " + s.t.Jobs +
+		q := "SELECT " + prunedColumns + " FROM " + s.t.Jobs +
 			" WHERE state = " + b.arg(string(state)) + " AND finished_at < " + b.arg(s.d.Time(before)) +
 			" ORDER BY finished_at, id LIMIT " + b.arg(limit) + s.d.LockSuffix(false)
-		gone, err := scanPruned(c.Query(ctx, q, b.args...))
+		// The archived jobs keep their dependency edges: they stay
+		// readable until PruneArchive forgets the jobs.
+		gone, _, err := scanPruned(c.Query(ctx, q, b.args...))
 		if err != nil {
 			return err
 		}
@@ -83,6 +85,9 @@ func (s *Store) PruneArchive(ctx context.Context, before time.Time, limit int) (
 	err := s.tx(ctx, func(c Conn) error {
 		b := newBuilder(s.d, 2)
 		where := "finished_at < " + b.arg(s.d.Time(before))
+		if s.edges && s.t.Deps != "" {
+			return s.pruneArchiveEdges(ctx, c, where, b, limit, &n)
+		}
 		res, err := c.Exec(ctx, s.d.DeleteLimit(s.t.Archive, where, "finished_at, id", b.arg(limit)), b.args...)
 		if err != nil {
 			return err
@@ -92,6 +97,52 @@ func (s *Store) PruneArchive(ctx context.Context, before time.Time, limit int) (
 		return err
 	})
 	return n, err
+}
+
+// pruneArchiveEdges is PruneArchive's change for a store that deletes
+// dependency edges itself (Config.DeleteEdges): it selects and locks the
+// batch (where, with b's arguments, oldest first, up to limit), deletes
+// it by id, forgets the edges of the jobs that had dependencies and sets
+// *n to the jobs deleted.
+func (s *Store) pruneArchiveEdges(ctx context.Context, c Conn, where string, b *builder, limit int, n *int) error {
+	q := "SELECT id, dep_count FROM " + s.t.Archive + " WHERE " + where + " ORDER BY finished_at, id LIMIT " + b.arg(limit) + s.d.LockSuffix(false)
+	rows, err := c.Query(ctx, q, b.args...)
+	if err != nil {
+		return err
+	}
+	var ids, edged []int64
+	for rows.Next() {
+		var id, deps int64
+		if err := rows.Scan(&id, &deps); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+		if deps > 0 {
+			edged = append(edged, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	if err := rows.Close(); err != nil || len(ids) == 0 {
+		return err
+	}
+	d := newBuilder(s.d, len(ids))
+	d.w("DELETE FROM ", s.t.Archive, " WHERE id IN (")
+	for i, id := range ids {
+		if i > 0 {
+			d.w(",")
+		}
+		d.w(d.arg(id))
+	}
+	d.w(")")
+	if _, err := c.Exec(ctx, d.String(), d.args...); err != nil {
+		return err
+	}
+	*n = len(ids)
+	return s.ForgetEdges(ctx, c, edged)
 }
 
 // ListArchived implements contract.Archiver: List's statement on the

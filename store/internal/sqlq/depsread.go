@@ -58,3 +58,41 @@ func (s *Store) LoadDependsOn(ctx context.Context, c Conn, jobs []*contract.Job)
 	}
 	return nil
 }
+
+// ForgetEdges deletes, on c, the dependency edges of the jobs ids (rows
+// of Tables.Deps whose job_id is one of them), in statements of at most
+// the dialect's parameter limit: the jobs' rows are gone (deleted, or
+// pruned from the archive). Edges that name them as the job waited for
+// (dep_id) belong to their dependants and stay. A store without a
+// dependency table runs nothing.
+func (s *Store) ForgetEdges(ctx context.Context, c Conn, ids []int64) error {
+	if s.t.Deps == "" {
+		return nil
+	}
+	chunk := max(1, min(1000, s.d.MaxParams()))
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(len(ids), start+chunk)]
+		b := newBuilder(s.d, len(part))
+		b.w("DELETE FROM ", s.t.Deps, " WHERE job_id IN (")
+		for i, id := range part {
+			if i > 0 {
+				b.w(",")
+			}
+			b.w(b.arg(id))
+		}
+		b.w(")")
+		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forgetEdges is ForgetEdges for the shared changes that delete jobs,
+// when the store asked for it (Config.DeleteEdges).
+func (s *Store) forgetEdges(ctx context.Context, c Conn, ids []int64) error {
+	if !s.edges || len(ids) == 0 {
+		return nil
+	}
+	return s.ForgetEdges(ctx, c, ids)
+}

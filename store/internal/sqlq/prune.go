@@ -22,20 +22,21 @@ func (s *Store) Prune(ctx context.Context, state contract.State, before time.Tim
 	var n int
 	err := s.tx(ctx, func(c Conn) error {
 		var gone []Release
+		var edged []int64
 		b := newBuilder(s.d, 3)
 		where := "state = " + b.arg(string(state)) + " AND finished_at < " + b.arg(s.d.Time(before))
 		if s.d.Returning(StmtDelete) {
 			// One statement; the rows with a unique key come back.
-			q := s.d.DeleteLimit(s.t.Jobs, where, "finished_at, id", b.arg(limit)) + " RETURNING id, unique_key, finished_at"
-			rows, err := scanPruned(c.Query(ctx, q, b.args...))
+			q := s.d.DeleteLimit(s.t.Jobs, where, "finished_at, id", b.arg(limit)) + " RETURNING " + prunedColumns
+			rows, withDeps, err := scanPruned(c.Query(ctx, q, b.args...))
 			if err != nil {
 				return err
 			}
-			n, gone = len(rows), rows
+			n, gone, edged = len(rows), rows, withDeps
 		} else {
 			// Select and lock the batch, then delete it by id.
-			q := "SELECT id, unique_key, finished_at FROM " + s.t.Jobs + " WHERE " + where + " ORDER BY finished_at, id LIMIT " + b.arg(limit) + s.d.LockSuffix(false)
-			rows, err := scanPruned(c.Query(ctx, q, b.args...))
+			q := "SELECT " + prunedColumns + " FROM " + s.t.Jobs + " WHERE " + where + " ORDER BY finished_at, id LIMIT " + b.arg(limit) + s.d.LockSuffix(false)
+			rows, withDeps, err := scanPruned(c.Query(ctx, q, b.args...))
 			if err != nil || len(rows) == 0 {
 				return err
 			}
@@ -51,7 +52,10 @@ func (s *Store) Prune(ctx context.Context, state contract.State, before time.Tim
 			if _, err := c.Exec(ctx, d.String(), d.args...); err != nil {
 				return err
 			}
-			n, gone = len(rows), rows
+			n, gone, edged = len(rows), rows, withDeps
+		}
+		if err := s.forgetEdges(ctx, c, edged); err != nil {
+			return err
 		}
 		return s.releasePruned(ctx, c, gone, before, limit)
 	})
@@ -76,23 +80,31 @@ func (s *Store) releasePruned(ctx context.Context, c Conn, gone []Release, befor
 	return s.forgetHolds(ctx, c, before, limit)
 }
 
-// scanPruned reads (id, unique_key, finished_at) rows of pruned jobs as
-// Releases: FinishedAt is left zero for a job without a unique key (it
-// has no hold to release).
-func scanPruned(rows Rows, err error) ([]Release, error) {
+// prunedColumns are the columns scanPruned reads.
+const prunedColumns = "id, unique_key, finished_at, dep_count"
+
+// scanPruned reads prunedColumns rows of pruned jobs as Releases
+// (FinishedAt is left zero for a job without a unique key: it has no hold
+// to release) and returns the ids of those with dependencies (dep_count >
+// 0: edges to forget) apart.
+func scanPruned(rows Rows, err error) (_ []Release, withDeps []int64, _ error) {
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	var out []Release
 	for rows.Next() {
 		var (
-			r   Release
-			key sql.NullString
-			fin time.Time
+			r    Release
+			key  sql.NullString
+			fin  time.Time
+			deps int64
 		)
-		if err := rows.Scan(&r.JobID, &key, TimeDest(&fin)); err != nil {
-			return nil, err
+		if err := rows.Scan(&r.JobID, &key, TimeDest(&fin), &deps); err != nil {
+			return nil, nil, err
+		}
+		if deps > 0 {
+			withDeps = append(withDeps, r.JobID)
 		}
 		if key.Valid && key.String != "" {
 			r.FinishedAt = fin
@@ -100,7 +112,7 @@ func scanPruned(rows Rows, err error) ([]Release, error) {
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, rows.Close()
+	return out, withDeps, rows.Close()
 }

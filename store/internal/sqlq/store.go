@@ -30,6 +30,13 @@ type Config struct {
 	// (contract.Dependencies) by trigger settles them there; nil (the
 	// default) runs nothing.
 	Settle SettleFunc
+
+	// DeleteEdges makes the shared changes that delete jobs (Prune,
+	// Delete, PruneArchive) also delete, in their transaction, the
+	// deleted jobs' own dependency edges (Tables.Deps rows whose job_id
+	// they name); see ForgetEdges. False (the default) leaves that to the
+	// database's triggers (SQLite, PostgreSQL).
+	DeleteEdges bool
 }
 
 // Ended is a job a change ended: its id and its end, contract.StateCompleted,
@@ -55,6 +62,7 @@ type Store struct {
 	strategy contract.ClaimStrategy
 	retrier  Retrier // classifies errors with the dialect's Transient
 	settle   SettleFunc
+	edges    bool // Config.DeleteEdges
 
 	// limitedSeen holds the queues this process last found limited
 	// (queue name → struct{}): a hint of which claim path to try first
@@ -74,7 +82,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("sqlq: Config needs the jobs, queues, workers and holds table names")
 	}
 	s := &Store{
-		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy, settle: cfg.Settle,
+		d: cfg.Dialect, db: cfg.DB, t: cfg.Tables, strategy: cfg.Strategy, settle: cfg.Settle, edges: cfg.DeleteEdges,
 		retrier: Retrier{Transient: cfg.Dialect.Transient},
 	}
 	if s.strategy == "" {
@@ -290,6 +298,11 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 		}
 		if !j.State.Final() {
 			if err := s.settled(ctx, c, []Ended{{ID: id}}, contract.UTC(time.Now())); err != nil {
+				return err
+			}
+		}
+		if j.DependsOn != nil { // dep_count > 0
+			if err := s.forgetEdges(ctx, c, []int64{id}); err != nil {
 				return err
 			}
 		}

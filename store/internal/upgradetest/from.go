@@ -32,6 +32,13 @@ func RunFrom(t *testing.T, b Backend, version int64, check func(t *testing.T)) {
 // unchanged. It returns the three jobs, their ids set.
 func upgradeBelow(t *testing.T, b Backend, version int64) (pending, running, completed *contract.Job) {
 	t.Helper()
+	return upgradeBelowWith(t, b, version, nil)
+}
+
+// upgradeBelowWith is upgradeBelow calling prepare, when not nil, with
+// the three jobs written, just before Migrate.
+func upgradeBelowWith(t *testing.T, b Backend, version int64, prepare func(pending, running, completed *contract.Job)) (pending, running, completed *contract.Job) {
+	t.Helper()
 	ctx := context.Background()
 	full, newest, err := sqlq.RenderMigrations(b.Migrations, b.Data)
 	if err != nil {
@@ -48,6 +55,9 @@ func upgradeBelow(t *testing.T, b Backend, version int64) (pending, running, com
 	b.InsertV1(t, running, 5)
 	b.InsertV1(t, completed, 7)
 	before := snapshotN(t, b, 3)
+	if prepare != nil {
+		prepare(pending, running, completed)
+	}
 	if err := b.Store.Migrate(ctx); err != nil {
 		t.Fatalf("migrate to version %d: %v", newest, err)
 	}
