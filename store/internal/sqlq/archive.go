@@ -129,16 +129,7 @@ func (s *Store) pruneArchiveEdges(ctx context.Context, c Conn, where string, b *
 	if err := rows.Close(); err != nil || len(ids) == 0 {
 		return err
 	}
-	d := newBuilder(s.d, len(ids))
-	d.w("DELETE FROM ", s.t.Archive, " WHERE id IN (")
-	for i, id := range ids {
-		if i > 0 {
-			d.w(",")
-		}
-		d.w(d.arg(id))
-	}
-	d.w(")")
-	if _, err := c.Exec(ctx, d.String(), d.args...); err != nil {
+	if err := s.deleteIn(ctx, c, s.t.Archive, "id", ids); err != nil {
 		return err
 	}
 	*n = len(ids)

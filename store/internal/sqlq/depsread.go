@@ -26,14 +26,7 @@ func (s *Store) LoadDependsOn(ctx context.Context, c Conn, jobs []*contract.Job)
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(len(ids), start+chunk)]
 		b := newBuilder(s.d, len(part))
-		b.w("SELECT job_id, dep_id FROM ", s.t.Deps, " WHERE job_id IN (")
-		for i, id := range part {
-			if i > 0 {
-				b.w(",")
-			}
-			b.w(b.arg(id))
-		}
-		b.w(") ORDER BY job_id, dep_id")
+		b.w("SELECT job_id, dep_id FROM ", s.t.Deps, " WHERE job_id IN ").in(part).w(" ORDER BY job_id, dep_id")
 		rows, err := c.Query(ctx, b.String(), b.args...)
 		if err != nil {
 			return err
@@ -69,23 +62,7 @@ func (s *Store) ForgetEdges(ctx context.Context, c Conn, ids []int64) error {
 	if s.t.Deps == "" {
 		return nil
 	}
-	chunk := max(1, min(1000, s.d.MaxParams()))
-	for start := 0; start < len(ids); start += chunk {
-		part := ids[start:min(len(ids), start+chunk)]
-		b := newBuilder(s.d, len(part))
-		b.w("DELETE FROM ", s.t.Deps, " WHERE job_id IN (")
-		for i, id := range part {
-			if i > 0 {
-				b.w(",")
-			}
-			b.w(b.arg(id))
-		}
-		b.w(")")
-		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.deleteIn(ctx, c, s.t.Deps, "job_id", ids)
 }
 
 // forgetEdges is ForgetEdges for the shared changes that delete jobs,

@@ -40,16 +40,11 @@ func (s *Store) Prune(ctx context.Context, state contract.State, before time.Tim
 			if err != nil || len(rows) == 0 {
 				return err
 			}
-			d := newBuilder(s.d, len(rows))
-			d.w("DELETE FROM ", s.t.Jobs, " WHERE id IN (")
+			ids := make([]int64, len(rows))
 			for i, r := range rows {
-				if i > 0 {
-					d.w(",")
-				}
-				d.w(d.arg(r.JobID))
+				ids[i] = r.JobID
 			}
-			d.w(")")
-			if _, err := c.Exec(ctx, d.String(), d.args...); err != nil {
+			if err := s.deleteIn(ctx, c, s.t.Jobs, "id", ids); err != nil {
 				return err
 			}
 			n, gone, edged = len(rows), rows, withDeps
@@ -115,4 +110,20 @@ func scanPruned(rows Rows, err error) (_ []Release, withDeps []int64, _ error) {
 		return nil, nil, err
 	}
 	return out, withDeps, rows.Close()
+}
+
+// deleteIn deletes, on c, the rows of table whose column holds one of
+// ids, in statements of at most 1,000 ids (and the dialect's parameter
+// limit).
+func (s *Store) deleteIn(ctx context.Context, c Conn, table, column string, ids []int64) error {
+	chunk := max(1, min(1000, s.d.MaxParams()))
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(len(ids), start+chunk)]
+		b := newBuilder(s.d, len(part))
+		b.w("DELETE FROM ", table, " WHERE ", column, " IN ").in(part)
+		if _, err := c.Exec(ctx, b.String(), b.args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

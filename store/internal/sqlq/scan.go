@@ -380,6 +380,19 @@ func (b *builder) w(s ...string) *builder {
 
 func (b *builder) String() string { return b.sb.String() }
 
+// in binds ids and writes their placeholders, comma-separated and
+// parenthesised: the list of an IN condition.
+func (b *builder) in(ids []int64) *builder {
+	b.w("(")
+	for i, id := range ids {
+		if i > 0 {
+			b.w(",")
+		}
+		b.w(b.arg(id))
+	}
+	return b.w(")")
+}
+
 // pendingIn is the SQL list of states a claim may take due jobs from. It is
 // spelt literally so partial indexes on it match.
 const pendingIn = "('scheduled','available','retryable')"

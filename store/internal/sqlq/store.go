@@ -149,14 +149,7 @@ func (s *Store) getManyOn(ctx context.Context, c Conn, ids []int64) ([]*contract
 	for start := 0; start < len(ids); start += chunk {
 		part := ids[start:min(len(ids), start+chunk)]
 		b := newBuilder(s.d, len(part))
-		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id IN (")
-		for i, id := range part {
-			if i > 0 {
-				b.w(",")
-			}
-			b.w(b.arg(id))
-		}
-		b.w(")")
+		b.w("SELECT ", JobColumns, " FROM ", s.t.Jobs, " WHERE id IN ").in(part)
 		jobs, err := ScanJobs(c.Query(ctx, b.String(), b.args...))
 		if err == nil {
 			err = s.LoadDependsOn(ctx, c, jobs)
