@@ -432,8 +432,8 @@ func TestDependencyEdgesGoWithTheirJob(t *testing.T) {
 }
 
 // TestMigrateUpgradeDependencyEdges runs upgradetest.RunDependencyEdges
-// from the schema below version 19: the edges of jobs already gone are
-// forgotten, the others kept.
+// from the schema below version 19: versions 19 (the triggers) and 20
+// forget the edges of jobs already gone and keep the others.
 func TestMigrateUpgradeDependencyEdges(t *testing.T) {
 	upgradetest.RunDependencyEdges(t, upgradeBackend(t), 19)
 }

@@ -12,10 +12,11 @@
 -- dependencies calls no function. The edges of other jobs that waited for
 -- the deleted job stay: they are those jobs' dependencies.
 --
--- The edges left by earlier versions are deleted here, in one statement
--- that locks only job_deps rows; CREATE TRIGGER takes a SHARE ROW
--- EXCLUSIVE lock on jobs for an instant, bounded by lock_timeout (the
--- migration then fails and the next start retries it).
+-- CREATE TRIGGER takes a SHARE ROW EXCLUSIVE lock on jobs (it holds off
+-- writes until the migration commits, an instant later), bounded by
+-- lock_timeout: the migration then fails and the next start retries it.
+-- The edges left by earlier versions are deleted by schema version 20, in
+-- a transaction of its own that takes no lock on jobs beyond reading it.
 
 -- +goose Up
 SET LOCAL lock_timeout = '5s';
@@ -39,9 +40,6 @@ DROP TRIGGER IF EXISTS jobs_archive_dependency_edges_gone ON {{.S}}.jobs_archive
 CREATE TRIGGER jobs_archive_dependency_edges_gone AFTER DELETE ON {{.S}}.jobs_archive FOR EACH ROW
     WHEN (OLD.dep_count > 0)
     EXECUTE FUNCTION {{.S}}.dependency_edges_gone();
-DELETE FROM {{.S}}.job_deps AS d
- WHERE NOT EXISTS (SELECT 1 FROM {{.S}}.jobs WHERE id = d.job_id)
-   AND NOT EXISTS (SELECT 1 FROM {{.S}}.jobs_archive WHERE id = d.job_id);
 
 -- +goose Down
 DROP TRIGGER IF EXISTS jobs_archive_dependency_edges_gone ON {{.S}}.jobs_archive;
