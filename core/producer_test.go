@@ -75,6 +75,16 @@ func TestClaimAheadHoldsJobsButRunsAtMostMaxWorkers(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	// Both slots' handlers must have started before they are released:
+	// five held in the store says only that the jobs were claimed (on a
+	// loaded machine the second handler may not have begun yet, and then
+	// never overlaps the first).
+	for cur.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d handlers running after the claims; want 2", cur.Load())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	close(release)
 	for _, r := range res {
 		waitState(t, st, r.Job.ID, core.StateCompleted)

@@ -7,11 +7,10 @@
 -- the transaction that deletes the job (Prune, Delete, a completion with
 -- Delete, PruneArchive; Archive keeps them, so an archived job's
 -- dependencies stay readable); this migration deletes those left by
--- earlier versions. It changes no table definition. It locks the job_deps
--- rows it deletes and, as InnoDB's multi-table DELETE reads under
--- REPEATABLE READ, shares the locks of the jobs rows it joins (jobs with
--- dependencies) until it commits: one pass over job_deps, which holds only
--- edges written since schema version 15.
+-- earlier versions. It changes no table definition: one pass over
+-- job_deps (edges written since schema version 15). Sessions run READ
+-- COMMITTED, so it locks only the job_deps rows it deletes; the jobs and
+-- archive rows it joins are read without locks.
 
 -- +goose Up
 DELETE d FROM {{.P}}job_deps AS d
