@@ -224,9 +224,9 @@ type unrenewal struct{ stopped, waiting bool }
 
 // analyze applies the checks of the package documentation to the
 // executions of each job, given the workers the test killed, the
-// database outages it staged and the executions workers logged stopping
-// for a lease they could not renew (unrenewed). rel formats a monotonic
-// time for messages.
+// database outages it staged and what workers logged about executions
+// whose lease they could not renew (unrenewed: the handler stopped, or
+// its outcome waiting). rel formats a monotonic time for messages.
 func analyze(byJob map[int64][]*execution, kills []killRecord, outages []window, unrenewed map[stopKey]unrenewal, rel func(int64) string) verdict {
 	var v verdict
 	killed := map[string]killRecord{}
